@@ -1,0 +1,16 @@
+// Package names validates the names of queues, streams and volumes, and
+// derives the volume names that the rest of echostore agrees on.
+//
+// A name matches [A-Za-z0-9._-]{1,128}. It never contains '{', '}' or ':'
+// (braces would break the Redis Cluster hashtag, and a stream named
+// "x:archived" would collide with the seam cache of stream x), never '/'
+// (no path traversal into the data dir or a bucket) and is never "." or "..".
+//
+// Derived names:
+//
+//	archive.Q.S   the archive volume of stream S of queue Q
+//	accept.Q.N    the accept volume of queue Q on node N
+//
+// Every function here is pure; bad input gets an error wrapping ErrInvalid
+// before anything else happens.
+package names

@@ -1,0 +1,84 @@
+package names
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// MaxLen is the longest name accepted, in bytes.
+const MaxLen = 128
+
+// ErrInvalid is wrapped by every error returned for a malformed name.
+var ErrInvalid = errors.New("invalid name")
+
+// Kind says what a name names; it only shapes error messages.
+type Kind string
+
+// The kinds of names echostore validates.
+const (
+	Queue  Kind = "queue"
+	Stream Kind = "stream"
+	Volume Kind = "volume"
+	Lane   Kind = "lane"
+)
+
+// Check reports whether s is a valid name of the given kind. The error wraps
+// ErrInvalid and says which rule s breaks.
+func Check(kind Kind, s string) error {
+	if len(s) == 0 {
+		return fmt.Errorf("%s name is empty: %w", kind, ErrInvalid)
+	}
+	if len(s) > MaxLen {
+		return fmt.Errorf("%s name is %d bytes long, at most %d are allowed: %w", kind, len(s), MaxLen, ErrInvalid)
+	}
+	if s == "." || s == ".." {
+		return fmt.Errorf("%s name %q is reserved: %w", kind, s, ErrInvalid)
+	}
+	for i := 0; i < len(s); i++ {
+		if !allowed(s[i]) {
+			return fmt.Errorf("%s name %q has %q at byte %d; only A-Z a-z 0-9 . _ - are allowed: %w",
+				kind, s, rune(s[i]), i, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+func allowed(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	case c == '.', c == '_', c == '-':
+		return true
+	}
+	return false
+}
+
+// ArchiveVolume returns the name of the archive volume of stream s of queue q:
+// "archive.q.s". It checks both names first.
+func ArchiveVolume(q, s string) (string, error) {
+	if err := Check(Queue, q); err != nil {
+		return "", err
+	}
+	if err := Check(Stream, s); err != nil {
+		return "", err
+	}
+	v := "archive." + q + "." + s
+	if err := Check(Volume, v); err != nil {
+		return "", fmt.Errorf("archive volume of %s/%s: %w", q, s, err)
+	}
+	return v, nil
+}
+
+// AcceptVolume returns the name of the accept volume of queue q on node n:
+// "accept.q.n".
+func AcceptVolume(q string, node uint16) (string, error) {
+	if err := Check(Queue, q); err != nil {
+		return "", err
+	}
+	v := "accept." + q + "." + strconv.Itoa(int(node))
+	if err := Check(Volume, v); err != nil {
+		return "", fmt.Errorf("accept volume of %s: %w", q, err)
+	}
+	return v, nil
+}

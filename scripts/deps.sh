@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# deps.sh: make sure the servers echostore's tests and demo need are present.
+#   redis-server  from Debian's packages (apt-get, when run as root)
+#   minio         the pinned build, installed with `go install` into
+#                 ${XDG_CACHE_HOME:-$HOME/.cache}/echostore/bin (outside the repo)
+# Usage: scripts/deps.sh [redis] [minio]   (both when no argument is given)
+# Prints the exact command to run and exits non-zero when it cannot install.
+set -euo pipefail
+
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+CACHE_BIN="${XDG_CACHE_HOME:-$HOME/.cache}/echostore/bin"
+
+want=("$@")
+[[ ${#want[@]} -eq 0 ]] && want=(redis minio)
+
+say() { printf 'deps: %s\n' "$*" >&2; }
+
+need_redis() {
+	if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; then
+		return 0
+	fi
+	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+		say "installing redis-server from Debian's packages"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq
+		apt-get install -y -qq redis-server >/dev/null
+		command -v redis-server >/dev/null 2>&1 && return 0
+	fi
+	say "redis-server is missing. Install it, then run this again:"
+	say "    sudo apt-get update && sudo apt-get install -y redis-server"
+	exit 1
+}
+
+need_minio() {
+	if [[ -n ${ECHOSTORE_MINIO:-} && -x ${ECHOSTORE_MINIO} ]] || command -v minio >/dev/null 2>&1 ||
+		[[ -x $CACHE_BIN/minio ]]; then
+		return 0
+	fi
+	say "building the MinIO test server ($MINIO_VERSION) into $CACHE_BIN (about 2 minutes, once)"
+	mkdir -p "$CACHE_BIN"
+	if ! GOBIN="$CACHE_BIN" GOFLAGS=-mod=mod go install "github.com/minio/minio@$MINIO_VERSION"; then
+		say "could not build MinIO. Run this, then try again:"
+		say "    GOBIN=$CACHE_BIN go install github.com/minio/minio@$MINIO_VERSION"
+		exit 1
+	fi
+}
+
+for w in "${want[@]}"; do
+	case $w in
+	redis) need_redis ;;
+	minio) need_minio ;;
+	*) say "unknown dependency $w (want redis or minio)"; exit 2 ;;
+	esac
+done
