@@ -1,0 +1,320 @@
+package champ
+
+import (
+	"fmt"
+	"maps"
+	"math/bits"
+	"slices"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// hashers under test: a good one, and weak ones that force deep chains and
+// collision nodes.
+var testHashers = map[string]Hasher[uint64]{
+	"uint64": Uint64[uint64],
+	// Three full-hash classes: every third key collides on all 64 bits.
+	"collide3": func(k uint64) uint64 { return (k % 3) * 0x1111111111111111 },
+	// Hashes differ only in the top 4 bits and the low 2: long chains, then
+	// splits at the last level, and collision nodes below it.
+	"chains": func(k uint64) uint64 { return Uint64(k) & 0xF000000000000003 },
+	// Only the low 10 bits: two levels, then chains down to collisions.
+	"low10": func(k uint64) uint64 { return Uint64(k) & 0x3FF },
+}
+
+func drawHasher(t *rapid.T) (string, Hasher[uint64]) {
+	name := rapid.SampledFrom(slices.Sorted(maps.Keys(testHashers))).Draw(t, "hasher")
+	return name, testHashers[name]
+}
+
+// check verifies the node invariants of m and that it holds exactly want.
+func check[V comparable](t interface {
+	Fatalf(string, ...any)
+}, m Map[uint64, V], want map[uint64]V) {
+	if m.Len() != len(want) {
+		t.Fatalf("Len = %d, want %d", m.Len(), len(want))
+	}
+	if m.root == nil {
+		if len(want) != 0 {
+			t.Fatalf("nil root with %d entries", len(want))
+		}
+		return
+	}
+	got := map[uint64]V{}
+	var walk func(n *node[uint64, V], shift uint, root bool)
+	walk = func(n *node[uint64, V], shift uint, root bool) {
+		if !root && len(n.children) == 0 && len(n.entries) < 2 {
+			t.Fatalf("non-canonical node at shift %d: %d entries, no children", shift, len(n.entries))
+		}
+		if shift > maxShift {
+			if n.dataMap != 0 || n.nodeMap != 0 || len(n.children) != 0 {
+				t.Fatalf("collision node with bitmaps or children")
+			}
+			h0 := m.hash(n.entries[0].key)
+			for _, e := range n.entries {
+				if m.hash(e.key) != h0 {
+					t.Fatalf("collision node mixes hashes")
+				}
+				got[e.key] = e.val
+			}
+			return
+		}
+		if n.dataMap&n.nodeMap != 0 || bits.OnesCount32(n.dataMap) != len(n.entries) || bits.OnesCount32(n.nodeMap) != len(n.children) {
+			t.Fatalf("bitmaps %032b/%032b do not match %d entries, %d children", n.dataMap, n.nodeMap, len(n.entries), len(n.children))
+		}
+		for _, e := range n.entries {
+			bit := bitpos(m.hash(e.key), shift)
+			if n.dataMap&bit == 0 || n.entries[index(n.dataMap, bit)].key != e.key {
+				t.Fatalf("key %d in the wrong slot at shift %d", e.key, shift)
+			}
+			if _, dup := got[e.key]; dup {
+				t.Fatalf("key %d twice", e.key)
+			}
+			got[e.key] = e.val
+		}
+		for _, c := range n.children {
+			walk(c, shift+bitsPerLevel, false)
+		}
+	}
+	walk(m.root, 0, true)
+	if !maps.Equal(got, want) {
+		t.Fatalf("entries differ from the model: got %d, want %d", len(got), len(want))
+	}
+	for k, v := range want {
+		if g, ok := m.Get(k); !ok || g != v {
+			t.Fatalf("Get(%d) = %v, %v; want %v", k, g, ok, v)
+		}
+	}
+	n := 0
+	for k, v := range m.All() {
+		if want[k] != v {
+			t.Fatalf("All yields %d=%v, want %v", k, v, want[k])
+		}
+		n++
+	}
+	if n != len(want) {
+		t.Fatalf("All yields %d entries, want %d", n, len(want))
+	}
+}
+
+// shape is a structural dump of m: bitmaps and keys, node by node. Keys of
+// a collision node are sorted (their order is insertion order).
+func shape[V any](m Map[uint64, V]) string {
+	var b strings.Builder
+	var walk func(n *node[uint64, V], shift uint)
+	walk = func(n *node[uint64, V], shift uint) {
+		keys := make([]uint64, 0, len(n.entries))
+		for _, e := range n.entries {
+			keys = append(keys, e.key)
+		}
+		if shift > maxShift {
+			slices.Sort(keys)
+		}
+		fmt.Fprintf(&b, "(%08x %08x %v", n.dataMap, n.nodeMap, keys)
+		for _, c := range n.children {
+			walk(c, shift+bitsPerLevel)
+		}
+		b.WriteString(")")
+	}
+	if m.root != nil {
+		walk(m.root, 0)
+	}
+	return b.String()
+}
+
+func TestModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		_, h := drawHasher(t)
+		m := New[uint64, int](h)
+		model := map[uint64]int{}
+		keys := rapid.Uint64Range(0, 300)
+		n := rapid.IntRange(0, 400).Draw(t, "ops")
+		for i := 0; i < n; i++ {
+			k := keys.Draw(t, "k")
+			if rapid.Bool().Draw(t, "set") {
+				m = m.Set(k, i)
+				model[k] = i
+			} else {
+				m = m.Delete(k)
+				delete(model, k)
+			}
+		}
+		check(t, m, model)
+	})
+}
+
+func TestTransientModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		_, h := drawHasher(t)
+		m := New[uint64, int](h)
+		model := map[uint64]int{}
+		var snaps []Map[uint64, int]
+		var snapModels []map[uint64]int
+		keys := rapid.Uint64Range(0, 300)
+		rounds := rapid.IntRange(1, 6).Draw(t, "rounds")
+		for r := 0; r < rounds; r++ {
+			tr := m.Transient()
+			n := rapid.IntRange(0, 150).Draw(t, "ops")
+			for i := 0; i < n; i++ {
+				k := keys.Draw(t, "k")
+				if rapid.Bool().Draw(t, "set") {
+					tr.Set(k, r*1000+i)
+					model[k] = r*1000 + i
+				} else {
+					_, had := model[k]
+					if got := tr.Delete(k); got != had {
+						t.Fatalf("Delete(%d) = %v, want %v", k, got, had)
+					}
+					delete(model, k)
+				}
+				if tr.Len() != len(model) {
+					t.Fatalf("transient Len %d, want %d", tr.Len(), len(model))
+				}
+			}
+			m = tr.Persistent()
+			// A sealed transient ignores writes.
+			tr.Set(1<<62, 1)
+			if tr.Delete(keys.Draw(t, "k")) {
+				t.Fatalf("Delete on a sealed transient reported true")
+			}
+			check(t, m, model)
+			snaps = append(snaps, m)
+			snapModels = append(snapModels, maps.Clone(model))
+			// Persistent writes on the snapshot must not disturb it either.
+			_ = m.Set(keys.Draw(t, "k"), -1).Delete(keys.Draw(t, "k"))
+		}
+		for i := range snaps {
+			check(t, snaps[i], snapModels[i])
+		}
+	})
+}
+
+func TestSnapshotsUnaffected(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		_, h := drawHasher(t)
+		m := New[uint64, int](h)
+		model := map[uint64]int{}
+		var snaps []Map[uint64, int]
+		var snapModels []map[uint64]int
+		keys := rapid.Uint64Range(0, 200)
+		n := rapid.IntRange(0, 300).Draw(t, "ops")
+		for i := 0; i < n; i++ {
+			k := keys.Draw(t, "k")
+			switch rapid.IntRange(0, 2).Draw(t, "op") {
+			case 0:
+				m = m.Set(k, i)
+				model[k] = i
+			case 1:
+				m = m.Delete(k)
+				delete(model, k)
+			case 2:
+				snaps = append(snaps, m)
+				snapModels = append(snapModels, maps.Clone(model))
+			}
+		}
+		for i := range snaps {
+			check(t, snaps[i], snapModels[i])
+		}
+		check(t, m, model)
+	})
+}
+
+// TestCanonicalShape: inserting a set and deleting some of it yields exactly
+// the shape of inserting the remainder, in any order, persistent or
+// transient.
+func TestCanonicalShape(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		_, h := drawHasher(t)
+		n := rapid.IntRange(0, 600).Draw(t, "n")
+		stride := rapid.Uint64Range(1, 7).Draw(t, "stride")
+		all := make([]uint64, n)
+		for i := range all {
+			all[i] = uint64(i) * stride
+		}
+		del := map[uint64]bool{}
+		for _, k := range all {
+			if rapid.Bool().Draw(t, "del") {
+				del[k] = true
+			}
+		}
+		a := New[uint64, int](h)
+		for _, k := range all {
+			a = a.Set(k, 1)
+		}
+		tr := a.Transient()
+		for _, k := range rapid.Permutation(all).Draw(t, "delOrder") {
+			if del[k] {
+				if rapid.Bool().Draw(t, "viaTransient") {
+					tr.Delete(k)
+				} else {
+					m := tr.Persistent().Delete(k)
+					tr = m.Transient()
+				}
+			}
+		}
+		a = tr.Persistent()
+		b := New[uint64, int](h)
+		rest := map[uint64]int{}
+		for _, k := range rapid.Permutation(all).Draw(t, "insOrder") {
+			if !del[k] {
+				b = b.Set(k, 1)
+				rest[k] = 1
+			}
+		}
+		check(t, a, rest)
+		check(t, b, rest)
+		if sa, sb := shape(a), shape(b); sa != sb {
+			t.Fatalf("shape after deletes differs from shape of inserting the rest:\n%s\n%s", sa, sb)
+		}
+	})
+}
+
+func TestStringHasher(t *testing.T) {
+	h := NewStringHasher()
+	m := New[string, int](h)
+	tr := m.Transient()
+	for i := 0; i < 10000; i++ {
+		tr.Set(fmt.Sprint("k", i), i)
+	}
+	m = tr.Persistent()
+	for i := 0; i < 10000; i += 2 {
+		m = m.Delete(fmt.Sprint("k", i))
+	}
+	if m.Len() != 5000 {
+		t.Fatalf("Len = %d", m.Len())
+	}
+	for i := 0; i < 10000; i++ {
+		v, ok := m.Get(fmt.Sprint("k", i))
+		if ok != (i%2 == 1) || ok && v != i {
+			t.Fatalf("Get(k%d) = %d, %v", i, v, ok)
+		}
+	}
+}
+
+func TestZeroMap(t *testing.T) {
+	var m Map[uint64, int]
+	if _, ok := m.Get(1); ok || m.Len() != 0 {
+		t.Fatal("zero Map not empty")
+	}
+	if m.Delete(1).Len() != 0 {
+		t.Fatal("Delete on zero Map")
+	}
+	for range m.All() {
+		t.Fatal("zero Map yields")
+	}
+}
+
+func TestUint64Spreads(t *testing.T) {
+	// Sequential ids must fill the root's 32 slots evenly.
+	var counts [32]int
+	for i := uint64(0); i < 32*1000; i++ {
+		counts[Uint64(i)&31]++
+	}
+	for s, c := range counts {
+		if c < 800 || c > 1200 {
+			t.Fatalf("slot %d got %d of 32,000 sequential keys", s, c)
+		}
+	}
+}
