@@ -1,0 +1,195 @@
+package accept
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/champ"
+)
+
+// block is a cut block on its way to the log.
+type block struct {
+	seq  uint64
+	recs []rec
+	snap *champ.Map[brand.ID, Intent] // the map as of this block, if it triggers a compaction
+}
+
+// runFlusher is the one goroutine that appends to the log: it cuts the
+// open block when it is due, writes and fsyncs it while the next block
+// fills, and starts compactions.
+func (o *Outbox) runFlusher() {
+	defer o.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		o.mu.Lock()
+		b, wait, done := o.nextBlock(time.Now())
+		o.mu.Unlock()
+		if done {
+			return
+		}
+		if b == nil {
+			if wait > 0 {
+				timer.Reset(wait)
+				select {
+				case <-o.kick:
+				case <-timer.C:
+				}
+				timer.Stop()
+			} else {
+				<-o.kick
+			}
+			continue
+		}
+		if o.opts.testHookWrite != nil {
+			o.opts.testHookWrite(b.seq)
+		}
+		err := o.writeBlock(b)
+		o.mu.Lock()
+		if err != nil {
+			o.err = fmt.Errorf("accept: writing block %d: %w: %w", b.seq, ErrFailed, err)
+			o.log.Error("accept: log write failed; the outbox takes no more records", "dir", o.dir, "err", err)
+		} else {
+			o.durable += uint64(len(b.recs))
+			o.blocks++
+		}
+		o.inflight = 0
+		clear(b.recs)
+		o.spare = b.recs[:0]
+		o.broadcast()
+		o.mu.Unlock()
+		if err == nil && b.snap != nil {
+			if err := o.rotate(b.seq + 1); err != nil {
+				o.mu.Lock()
+				o.err = fmt.Errorf("accept: starting log segment %d: %w: %w", b.seq+1, ErrFailed, err)
+				o.compacting = false
+				o.broadcast()
+				o.mu.Unlock()
+				continue
+			}
+			o.wg.Add(1)
+			go o.runCompaction(b.seq, *b.snap)
+		}
+	}
+}
+
+// nextBlock, o.mu held, cuts the open block if it is due. Otherwise it
+// returns how long until the time bound makes it due (0: no bound), or
+// done when the flusher should exit.
+func (o *Outbox) nextBlock(now time.Time) (b *block, wait time.Duration, done bool) {
+	if o.err != nil {
+		return nil, 0, true
+	}
+	n := len(o.pending)
+	if n == 0 && !o.compactReq {
+		return nil, 0, o.closing
+	}
+	due := n >= o.opts.BlockMax || o.flushWant > o.cut || o.compactReq || o.closing
+	if !due && o.opts.FlushInterval > 0 {
+		if age := now.Sub(o.pendingSince); age >= o.opts.FlushInterval {
+			due = true
+		} else {
+			wait = o.opts.FlushInterval - age
+		}
+	}
+	if !due {
+		return nil, wait, false
+	}
+	b = &block{seq: o.nextSeq, recs: o.pending}
+	o.nextSeq++
+	o.pending = o.spare
+	if o.pending == nil {
+		o.pending = make([]rec, 0, o.opts.BlockMax)
+	}
+	o.spare = nil
+	o.inflight = n
+	o.cut += uint64(n)
+	o.sinceSnap += n
+	if !o.compacting && (o.compactReq || o.sinceSnap >= o.opts.CompactRatio*max(o.tr.Len(), o.opts.CompactMin)) {
+		m := o.snapshotLocked()
+		b.snap = &m
+		o.compacting = true
+		o.compactReq = false
+		o.sinceSnap = 0
+	}
+	return b, 0, false
+}
+
+// writeBlock appends b to the current segment with one write and one
+// fsync.
+func (o *Outbox) writeBlock(b *block) error {
+	o.buf = appendBlock(o.buf[:0], b.seq, b.recs)
+	if _, err := o.seg.Write(o.buf); err != nil {
+		return err
+	}
+	return o.seg.Sync()
+}
+
+// rotate starts the log segment whose first block is first.
+func (o *Outbox) rotate(first uint64) error {
+	f, err := createSegment(o.dir, first)
+	if err != nil {
+		return err
+	}
+	old := o.seg
+	o.seg = f
+	o.mu.Lock()
+	o.segs = append(o.segs, first)
+	o.mu.Unlock()
+	return old.Close()
+}
+
+// runCompaction writes the snapshot of m, which covers blocks up to seq,
+// then drops what it makes redundant.
+func (o *Outbox) runCompaction(seq uint64, m champ.Map[brand.ID, Intent]) {
+	defer o.wg.Done()
+	err := o.compactTo(seq, m)
+	if err != nil {
+		o.log.Warn("accept: compaction failed; the log keeps everything", "dir", o.dir, "seq", seq, "err", err)
+	}
+	o.mu.Lock()
+	o.compacting = false
+	o.compactions++
+	o.compactErr = err
+	o.broadcast()
+	o.mu.Unlock()
+}
+
+// compactTo writes snapshot seq, then keeps the previous snapshot and the
+// log since it (the fallback if the new snapshot is ever unreadable) and
+// deletes everything older.
+func (o *Outbox) compactTo(seq uint64, m champ.Map[brand.ID, Intent]) error {
+	data := encodeSnapshot(seq, sortedIntents(m))
+	if err := writeFileAtomic(o.dir, snapName(seq), data); err != nil {
+		return fmt.Errorf("writing snapshot %d: %w", seq, err)
+	}
+	o.mu.Lock()
+	o.snaps = append(o.snaps, seq)
+	var prev uint64
+	if len(o.snaps) >= 2 {
+		prev = o.snaps[len(o.snaps)-2]
+	}
+	var drop []string
+	for len(o.snaps) > 0 && o.snaps[0] < prev {
+		drop = append(drop, snapName(o.snaps[0]))
+		o.snaps = o.snaps[1:]
+	}
+	// Segment i holds blocks segs[i] .. segs[i+1]-1.
+	for len(o.segs) >= 2 && o.segs[1]-1 <= prev {
+		drop = append(drop, segName(o.segs[0]))
+		o.segs = o.segs[1:]
+	}
+	o.mu.Unlock()
+	for _, name := range drop {
+		if err := os.Remove(filepath.Join(o.dir, name)); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("dropping %s: %w", name, err)
+		}
+	}
+	if len(drop) > 0 {
+		return syncDir(o.dir)
+	}
+	return nil
+}

@@ -1,0 +1,244 @@
+package accept
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/names"
+)
+
+// The byte formats; docs/ACCEPT.md specifies them. All integers are
+// little-endian.
+const (
+	segMagic  = "ECHOACLG" // a log segment file
+	snapMagic = "ECHOACSN" // a snapshot file
+	version   = 1
+
+	segHeaderLen   = 24 // magic 8, version 2, reserved 2, first seq 8, crc 4
+	blockHeaderLen = 8  // body length 4, crc 4
+	blockFixedLen  = 12 // seq 8, count 4
+	snapHeaderLen  = 28 // magic 8, version 2, reserved 2, seq 8, count 8
+	snapTrailerLen = 4  // crc
+
+	kindAccepted  = 1
+	kindCommitted = 2
+
+	// maxBlockBody bounds a block body. A length field above it is corrupt.
+	maxBlockBody = 1 << 30
+	// maxQueueLen is names.MaxLen: a queue name's length fits one byte.
+	maxQueueLen = names.MaxLen
+	// maxPayloadLimit is the largest Options.MaxPayload accepted.
+	maxPayloadLimit = 64 << 20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// rec is one log record: an accepted intent or a committed id.
+type rec struct {
+	kind    byte
+	id      brand.ID
+	queue   string
+	payload []byte
+}
+
+func (r rec) size() int {
+	if r.kind == kindCommitted {
+		return 9
+	}
+	return 1 + 8 + 1 + len(r.queue) + 4 + len(r.payload)
+}
+
+func appendRec(dst []byte, r rec) []byte {
+	dst = append(dst, r.kind)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(r.id))
+	if r.kind == kindCommitted {
+		return dst
+	}
+	dst = append(dst, byte(len(r.queue)))
+	dst = append(dst, r.queue...)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(r.payload)))
+	return append(dst, r.payload...)
+}
+
+// decodeRec decodes one record from the front of b and returns it with the
+// rest of b. Payload and queue are copied out of b.
+func decodeRec(b []byte) (rec, []byte, error) {
+	if len(b) < 9 {
+		return rec{}, nil, fmt.Errorf("record: %d bytes, want at least 9: %w", len(b), ErrCorrupt)
+	}
+	r := rec{kind: b[0], id: brand.ID(binary.LittleEndian.Uint64(b[1:9]))}
+	b = b[9:]
+	if r.id == 0 {
+		return rec{}, nil, fmt.Errorf("record: id 0: %w", ErrCorrupt)
+	}
+	switch r.kind {
+	case kindCommitted:
+		return r, b, nil
+	case kindAccepted:
+	default:
+		return rec{}, nil, fmt.Errorf("record: kind %d: %w", r.kind, ErrCorrupt)
+	}
+	if len(b) < 1 || len(b) < 1+int(b[0])+4 {
+		return rec{}, nil, fmt.Errorf("record %d: truncated queue: %w", r.id, ErrCorrupt)
+	}
+	q := string(b[1 : 1+int(b[0])])
+	if err := names.Check(names.Queue, q); err != nil {
+		return rec{}, nil, fmt.Errorf("record %d: %v: %w", r.id, err, ErrCorrupt)
+	}
+	r.queue = q
+	b = b[1+len(q):]
+	n := binary.LittleEndian.Uint32(b)
+	b = b[4:]
+	if uint64(n) > uint64(len(b)) {
+		return rec{}, nil, fmt.Errorf("record %d: payload of %d bytes, %d left: %w", r.id, n, len(b), ErrCorrupt)
+	}
+	r.payload = append([]byte(nil), b[:n]...)
+	return r, b[n:], nil
+}
+
+func appendSegHeader(dst []byte, first uint64) []byte {
+	start := len(dst)
+	dst = append(dst, segMagic...)
+	dst = binary.LittleEndian.AppendUint16(dst, version)
+	dst = binary.LittleEndian.AppendUint16(dst, 0)
+	dst = binary.LittleEndian.AppendUint64(dst, first)
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+}
+
+// decodeSegHeader checks a segment header and returns its first seq.
+func decodeSegHeader(b []byte) (uint64, error) {
+	if len(b) < segHeaderLen {
+		return 0, fmt.Errorf("segment header: %d bytes, want %d: %w", len(b), segHeaderLen, ErrCorrupt)
+	}
+	if string(b[:8]) != segMagic {
+		return 0, fmt.Errorf("segment header: bad magic %q: %w", b[:8], ErrCorrupt)
+	}
+	if crc32.Checksum(b[:20], castagnoli) != binary.LittleEndian.Uint32(b[20:24]) {
+		return 0, fmt.Errorf("segment header: checksum mismatch: %w", ErrCorrupt)
+	}
+	if v := binary.LittleEndian.Uint16(b[8:10]); v != version {
+		return 0, fmt.Errorf("segment header: version %d, want %d: %w", v, version, ErrVersion)
+	}
+	return binary.LittleEndian.Uint64(b[12:20]), nil
+}
+
+// appendBlock appends the framed block seq holding recs to dst.
+func appendBlock(dst []byte, seq uint64, recs []rec) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, blockHeaderLen)...)
+	dst = binary.LittleEndian.AppendUint64(dst, seq)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(recs)))
+	for _, r := range recs {
+		dst = appendRec(dst, r)
+	}
+	body := dst[start+blockHeaderLen:]
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(body)))
+	crc := crc32.Update(crc32.Checksum(dst[start:start+4], castagnoli), castagnoli, body)
+	binary.LittleEndian.PutUint32(dst[start+4:], crc)
+	return dst
+}
+
+// decodeBlock decodes the block at the front of b. It returns the block's
+// seq, its records, and its framed length. Every failure wraps ErrCorrupt,
+// a short b included (a torn tail).
+func decodeBlock(b []byte) (seq uint64, recs []rec, n int, err error) {
+	if len(b) < blockHeaderLen {
+		return 0, nil, 0, fmt.Errorf("block header: %d bytes, want %d: %w", len(b), blockHeaderLen, ErrCorrupt)
+	}
+	l := binary.LittleEndian.Uint32(b)
+	if l < blockFixedLen || l > maxBlockBody {
+		return 0, nil, 0, fmt.Errorf("block: body length %d out of range: %w", l, ErrCorrupt)
+	}
+	if uint64(len(b)-blockHeaderLen) < uint64(l) {
+		return 0, nil, 0, fmt.Errorf("block: body of %d bytes, %d present: %w", l, len(b)-blockHeaderLen, ErrCorrupt)
+	}
+	n = blockHeaderLen + int(l)
+	body := b[blockHeaderLen:n]
+	if crc32.Update(crc32.Checksum(b[:4], castagnoli), castagnoli, body) != binary.LittleEndian.Uint32(b[4:8]) {
+		return 0, nil, 0, fmt.Errorf("block: checksum mismatch: %w", ErrCorrupt)
+	}
+	seq = binary.LittleEndian.Uint64(body)
+	count := binary.LittleEndian.Uint32(body[8:])
+	body = body[blockFixedLen:]
+	if uint64(count) > uint64(len(body))/9 {
+		return 0, nil, 0, fmt.Errorf("block %d: %d records cannot fit in %d bytes: %w", seq, count, len(body), ErrCorrupt)
+	}
+	recs = make([]rec, 0, count)
+	for i := uint32(0); i < count; i++ {
+		var r rec
+		r, body, err = decodeRec(body)
+		if err != nil {
+			return 0, nil, 0, fmt.Errorf("block %d: %w", seq, err)
+		}
+		recs = append(recs, r)
+	}
+	if len(body) != 0 {
+		return 0, nil, 0, fmt.Errorf("block %d: %d bytes after the last record: %w", seq, len(body), ErrCorrupt)
+	}
+	return seq, recs, n, nil
+}
+
+// encodeSnapshot returns the snapshot file covering blocks up to seq and
+// holding intents, which must be in strictly increasing id order.
+func encodeSnapshot(seq uint64, intents []Intent) []byte {
+	size := snapHeaderLen + snapTrailerLen
+	for _, in := range intents {
+		size += rec{kind: kindAccepted, queue: in.Queue, payload: in.Payload}.size()
+	}
+	b := make([]byte, 0, size)
+	b = append(b, snapMagic...)
+	b = binary.LittleEndian.AppendUint16(b, version)
+	b = binary.LittleEndian.AppendUint16(b, 0)
+	b = binary.LittleEndian.AppendUint64(b, seq)
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(intents)))
+	for _, in := range intents {
+		b = appendRec(b, rec{kind: kindAccepted, id: in.ID, queue: in.Queue, payload: in.Payload})
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// decodeSnapshot decodes a whole snapshot file: the seq it covers and its
+// intents in increasing id order. Every failure wraps ErrCorrupt (or
+// ErrVersion).
+func decodeSnapshot(b []byte) (uint64, []Intent, error) {
+	if len(b) < snapHeaderLen+snapTrailerLen {
+		return 0, nil, fmt.Errorf("snapshot: %d bytes, want at least %d: %w", len(b), snapHeaderLen+snapTrailerLen, ErrCorrupt)
+	}
+	if string(b[:8]) != snapMagic {
+		return 0, nil, fmt.Errorf("snapshot: bad magic %q: %w", b[:8], ErrCorrupt)
+	}
+	body, tail := b[:len(b)-snapTrailerLen], b[len(b)-snapTrailerLen:]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(tail) {
+		return 0, nil, fmt.Errorf("snapshot: checksum mismatch: %w", ErrCorrupt)
+	}
+	if v := binary.LittleEndian.Uint16(b[8:10]); v != version {
+		return 0, nil, fmt.Errorf("snapshot: version %d, want %d: %w", v, version, ErrVersion)
+	}
+	seq := binary.LittleEndian.Uint64(b[12:20])
+	count := binary.LittleEndian.Uint64(b[20:28])
+	rest := body[snapHeaderLen:]
+	if count > uint64(len(rest))/9 {
+		return 0, nil, fmt.Errorf("snapshot: %d intents cannot fit in %d bytes: %w", count, len(rest), ErrCorrupt)
+	}
+	out := make([]Intent, 0, count)
+	for i := uint64(0); i < count; i++ {
+		r, next, err := decodeRec(rest)
+		if err != nil {
+			return 0, nil, fmt.Errorf("snapshot intent %d: %w", i, err)
+		}
+		rest = next
+		if r.kind != kindAccepted {
+			return 0, nil, fmt.Errorf("snapshot intent %d: kind %d: %w", i, r.kind, ErrCorrupt)
+		}
+		if i > 0 && r.id <= out[i-1].ID {
+			return 0, nil, fmt.Errorf("snapshot intent %d: id %d not above %d: %w", i, r.id, out[i-1].ID, ErrCorrupt)
+		}
+		out = append(out, Intent{ID: r.id, Queue: r.queue, Payload: r.payload})
+	}
+	if len(rest) != 0 {
+		return 0, nil, fmt.Errorf("snapshot: %d bytes after the last intent: %w", len(rest), ErrCorrupt)
+	}
+	return seq, out, nil
+}

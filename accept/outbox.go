@@ -1,0 +1,478 @@
+package accept
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"iter"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/champ"
+	"github.com/echostore/echostore/names"
+)
+
+// Intent is one accepted job waiting to reach Graft. Payloads returned by
+// the Outbox are shared with it and must not be modified.
+type Intent struct {
+	ID      brand.ID
+	Queue   string
+	Payload []byte
+}
+
+// Options configure an Outbox. The zero value of each field selects its
+// default.
+type Options struct {
+	// K is the loss window: at most K log records (accepted or committed)
+	// are ever acknowledged and not yet durable. Default 1,000.
+	K int
+	// BlockMax is the most records one block holds, 1..K. A block is cut
+	// when BlockMax records are pending (or on Flush, FlushInterval, Close).
+	// With BlockMax = K (the default) the writer fills a whole block while
+	// the previous one is written and fsynced whenever the loss window
+	// allows it; a smaller BlockMax, such as K/2, lets one block fill while
+	// the previous one is fsynced even when the producer outruns the disk,
+	// at the price of more, smaller fsyncs.
+	BlockMax int
+	// FlushInterval is the time bound T: a partial block is cut once its
+	// oldest record has waited this long. Default 100ms; negative disables
+	// it (then only K, Flush and Close cut partial blocks).
+	FlushInterval time.Duration
+	// MaxPayload is the largest payload Record accepts, in bytes. Default
+	// 1 MiB, at most 64 MiB.
+	MaxPayload int
+	// CompactRatio and CompactMin trigger compaction: a snapshot is written
+	// once the log records since the last one reach CompactRatio times the
+	// larger of the live intent count and CompactMin. Defaults 2 and 16,384.
+	CompactRatio int
+	CompactMin   int
+	// Logger receives warnings (a dropped torn tail, a failed compaction).
+	// Default: discard.
+	Logger *slog.Logger
+
+	testHookWrite func(seq uint64) // called by the flusher before it writes block seq
+}
+
+// Defaults of Options.
+const (
+	DefaultK             = 1000
+	DefaultFlushInterval = 100 * time.Millisecond
+	DefaultMaxPayload    = 1 << 20
+	DefaultCompactRatio  = 2
+	DefaultCompactMin    = 16384
+)
+
+func (o Options) withDefaults() (Options, error) {
+	if o.K == 0 {
+		o.K = DefaultK
+	}
+	if o.BlockMax == 0 {
+		o.BlockMax = o.K
+	}
+	if o.FlushInterval == 0 {
+		o.FlushInterval = DefaultFlushInterval
+	}
+	if o.MaxPayload == 0 {
+		o.MaxPayload = DefaultMaxPayload
+	}
+	if o.CompactRatio == 0 {
+		o.CompactRatio = DefaultCompactRatio
+	}
+	if o.CompactMin == 0 {
+		o.CompactMin = DefaultCompactMin
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case o.K < 1:
+		return o, fmt.Errorf("accept: K = %d, want at least 1: %w", o.K, ErrInvalid)
+	case o.BlockMax < 1 || o.BlockMax > o.K:
+		return o, fmt.Errorf("accept: BlockMax = %d, want 1..K (%d): %w", o.BlockMax, o.K, ErrInvalid)
+	case o.MaxPayload < 0 || o.MaxPayload > maxPayloadLimit:
+		return o, fmt.Errorf("accept: MaxPayload = %d, want 0..%d: %w", o.MaxPayload, maxPayloadLimit, ErrInvalid)
+	case o.CompactRatio < 1 || o.CompactMin < 1:
+		return o, fmt.Errorf("accept: CompactRatio %d and CompactMin %d must be positive: %w", o.CompactRatio, o.CompactMin, ErrInvalid)
+	}
+	return o, nil
+}
+
+// Stats are counters of an Outbox since Open.
+type Stats struct {
+	Live             int    // uncommitted intents
+	Appended         uint64 // log records appended (accepted and committed)
+	Durable          uint64 // of those, the ones known durable
+	Blocks           uint64 // blocks written
+	Compactions      uint64 // snapshots written
+	NextSeq          uint64 // sequence number of the next block
+	BaseSnapshot     uint64 // block seq covered by the snapshot Open started from (0: none)
+	Replayed         int    // log records replayed by Open
+	DroppedTailBytes int64  // bytes of a torn log tail Open dropped
+}
+
+// Outbox is the local half of the accept tier: the uncommitted intents in
+// a CHAMP map, made durable in blocks appended to a log in one directory.
+// It is safe for concurrent use. One process opens a directory at a time.
+type Outbox struct {
+	dir  string
+	opts Options
+	log  *slog.Logger
+	lock *os.File
+
+	kick chan struct{} // wakes the flusher; buffered 1
+	wg   sync.WaitGroup
+
+	mu           sync.Mutex
+	tr           *champ.Transient[brand.ID, Intent]
+	pending      []rec // the open block
+	spare        []rec // the buffer of the block last written, for reuse
+	pendingSince time.Time
+	inflight     int    // records in the block being written
+	appended     uint64 // records appended to pending, ever
+	cut          uint64 // records handed to the flusher, ever
+	durable      uint64 // records durable, ever
+	flushWant    uint64 // Flush wants records up to here cut
+	compactReq   bool
+	compacting   bool
+	compactions  uint64
+	compactErr   error
+	blocks       uint64
+	nextSeq      uint64
+	sinceSnap    int // log records since the newest snapshot
+	advanced     chan struct{}
+	err          error // sticky write failure
+	closing      bool
+	segs         []uint64 // first seqs of the log segments, ascending
+	snaps        []uint64 // seqs of the snapshot files, ascending
+	stats        Stats    // the recovery part
+
+	seg *os.File // the segment being appended to; owned by the flusher
+	buf []byte   // the flusher's encoding buffer
+}
+
+// Open opens (creating it if needed) the outbox in dir and recovers it:
+// the newest intact snapshot plus the log blocks after it. A torn or
+// corrupt tail of the newest log segment is dropped and the file truncated
+// to its intact prefix; damage anywhere else is an error wrapping
+// ErrCorrupt.
+func Open(ctx context.Context, dir string, opts Options) (*Outbox, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("accept: open %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("accept: open %s: %w", dir, err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := recoverDir(ctx, dir, opts.Logger)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	o := &Outbox{
+		dir:       dir,
+		opts:      opts,
+		log:       opts.Logger,
+		lock:      lock,
+		kick:      make(chan struct{}, 1),
+		tr:        st.m.Transient(),
+		advanced:  make(chan struct{}),
+		nextSeq:   st.next,
+		sinceSnap: st.replayed,
+		segs:      st.segs,
+		snaps:     st.snaps,
+		seg:       st.seg,
+		pending:   make([]rec, 0, opts.BlockMax),
+	}
+	o.stats = Stats{BaseSnapshot: st.base, Replayed: st.replayed, DroppedTailBytes: st.dropped}
+	o.wg.Add(1)
+	go o.runFlusher()
+	return o, nil
+}
+
+// Record adds an accepted intent. It returns once the intent is in the
+// map and in the open block, at in-heap speed, unless K records are
+// already not durable: then it waits (until ctx is done) for the log to
+// catch up. The payload is copied. It fails before any side effect with
+// ErrInvalid (id 0, bad queue name), ErrTooLarge or ErrDuplicate.
+func (o *Outbox) Record(ctx context.Context, in Intent) error {
+	if in.ID == 0 {
+		return fmt.Errorf("accept: record: id 0: %w", ErrInvalid)
+	}
+	if err := names.Check(names.Queue, in.Queue); err != nil {
+		return fmt.Errorf("accept: record %d: %w: %w", in.ID, ErrInvalid, err)
+	}
+	if len(in.Payload) > o.opts.MaxPayload {
+		return fmt.Errorf("accept: record %d: payload of %d bytes, at most %d: %w", in.ID, len(in.Payload), o.opts.MaxPayload, ErrTooLarge)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("accept: record %d: %w", in.ID, err)
+	}
+	in.Payload = append([]byte(nil), in.Payload...)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.waitRoom(ctx); err != nil {
+		return fmt.Errorf("accept: record %d: %w", in.ID, err)
+	}
+	if _, dup := o.tr.Get(in.ID); dup {
+		return fmt.Errorf("accept: record %d: %w", in.ID, ErrDuplicate)
+	}
+	o.tr.Set(in.ID, in)
+	o.add(rec{kind: kindAccepted, id: in.ID, queue: in.Queue, payload: in.Payload})
+	return nil
+}
+
+// MarkCommitted removes the given ids from the outbox, for intents that
+// reached Graft, and appends a committed record for each to the log (they
+// count against K like accepted ones). Ids not in the outbox are skipped,
+// so the call is idempotent. It returns how many ids it removed. Until the
+// committed records are durable (Flush), a crash brings the intents back.
+func (o *Outbox) MarkCommitted(ctx context.Context, ids ...brand.ID) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("accept: mark committed: %w", err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		if err := o.waitRoom(ctx); err != nil {
+			return n, fmt.Errorf("accept: mark %d committed: %w", id, err)
+		}
+		if !o.tr.Delete(id) {
+			continue
+		}
+		o.add(rec{kind: kindCommitted, id: id})
+		n++
+	}
+	return n, nil
+}
+
+// Flush makes every record appended so far durable, and returns once it is
+// (or ctx is done, or the log failed).
+func (o *Outbox) Flush(ctx context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	want := o.appended
+	if o.flushWant < want {
+		o.flushWant = want
+		o.signal()
+	}
+	for o.durable < want {
+		if err := o.usable(); err != nil {
+			return fmt.Errorf("accept: flush: %w", err)
+		}
+		if err := o.await(ctx); err != nil {
+			return fmt.Errorf("accept: flush: %w", err)
+		}
+	}
+	return nil
+}
+
+// Compact cuts a block now (an empty one if nothing is pending), writes a
+// full snapshot of the map as of that block, drops the log the snapshot
+// makes redundant, and returns once all that is done. Compaction also runs
+// on its own, in the background, when the log grows past CompactRatio ×
+// max(live intents, CompactMin) records.
+func (o *Outbox) Compact(ctx context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for o.compacting || o.compactReq {
+		if err := o.usable(); err != nil {
+			return fmt.Errorf("accept: compact: %w", err)
+		}
+		if err := o.await(ctx); err != nil {
+			return fmt.Errorf("accept: compact: %w", err)
+		}
+	}
+	want := o.compactions + 1
+	o.compactReq = true
+	o.signal()
+	for o.compactions < want {
+		if err := o.usable(); err != nil {
+			return fmt.Errorf("accept: compact: %w", err)
+		}
+		if err := o.await(ctx); err != nil {
+			return fmt.Errorf("accept: compact: %w", err)
+		}
+	}
+	if o.compactErr != nil {
+		return fmt.Errorf("accept: compact: %w", o.compactErr)
+	}
+	return nil
+}
+
+// Get returns the uncommitted intent with the given id.
+func (o *Outbox) Get(id brand.ID) (Intent, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.tr.Get(id)
+}
+
+// Len returns the number of uncommitted intents.
+func (o *Outbox) Len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.tr.Len()
+}
+
+// Snapshot returns the uncommitted intents as an immutable map, in O(1).
+// Later calls on the Outbox do not change it.
+func (o *Outbox) Snapshot() champ.Map[brand.ID, Intent] {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.snapshotLocked()
+}
+
+func (o *Outbox) snapshotLocked() champ.Map[brand.ID, Intent] {
+	m := o.tr.Persistent()
+	o.tr = m.Transient()
+	return m
+}
+
+// All iterates over an O(1) snapshot of the uncommitted intents taken when
+// All is called. The order is deterministic (a function of the set of ids)
+// but not id order; Pending sorts.
+func (o *Outbox) All() iter.Seq2[brand.ID, Intent] {
+	return o.Snapshot().All()
+}
+
+// Pending returns the uncommitted intents in increasing id order.
+func (o *Outbox) Pending(ctx context.Context) ([]Intent, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("accept: pending: %w", err)
+	}
+	return sortedIntents(o.Snapshot()), nil
+}
+
+func sortedIntents(m champ.Map[brand.ID, Intent]) []Intent {
+	out := make([]Intent, 0, m.Len())
+	for _, in := range m.All() {
+		out = append(out, in)
+	}
+	slices.SortFunc(out, func(a, b Intent) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Stats returns the Outbox's counters.
+func (o *Outbox) Stats() Stats {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.stats
+	s.Live = o.tr.Len()
+	s.Appended = o.appended
+	s.Durable = o.durable
+	s.Blocks = o.blocks
+	s.Compactions = o.compactions
+	s.NextSeq = o.nextSeq
+	return s
+}
+
+// Close makes every appended record durable, waits for a running
+// compaction, and releases the directory. Later calls fail with ErrClosed.
+// If ctx ends first, Close still stops the Outbox but records not yet
+// durable may be lost (within K).
+func (o *Outbox) Close(ctx context.Context) error {
+	o.mu.Lock()
+	if o.closing {
+		o.mu.Unlock()
+		return fmt.Errorf("accept: close: %w", ErrClosed)
+	}
+	o.closing = true
+	o.signal()
+	want := o.appended
+	var ferr error
+	for o.durable < want && o.err == nil {
+		if err := o.await(ctx); err != nil {
+			ferr = fmt.Errorf("accept: close: %w", err)
+			break
+		}
+	}
+	if ferr == nil && o.err != nil {
+		ferr = fmt.Errorf("accept: close: %w", o.err)
+	}
+	o.mu.Unlock()
+	o.wg.Wait()
+	if o.seg != nil {
+		if err := o.seg.Close(); err != nil && ferr == nil {
+			ferr = fmt.Errorf("accept: close: %w", err)
+		}
+	}
+	o.lock.Close()
+	return ferr
+}
+
+// usable reports why the Outbox takes no more work, if it does not.
+func (o *Outbox) usable() error {
+	if o.err != nil {
+		return o.err
+	}
+	if o.closing {
+		return ErrClosed
+	}
+	return nil
+}
+
+// await releases o.mu until the durable state advances or ctx is done.
+func (o *Outbox) await(ctx context.Context) error {
+	ch := o.advanced
+	o.mu.Unlock()
+	defer o.mu.Lock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitRoom waits, o.mu held, until one more record keeps the non-durable
+// records within K.
+func (o *Outbox) waitRoom(ctx context.Context) error {
+	for {
+		if err := o.usable(); err != nil {
+			return err
+		}
+		if o.inflight+len(o.pending) < o.opts.K {
+			return nil
+		}
+		if err := o.await(ctx); err != nil {
+			return fmt.Errorf("waiting for the log to make room: %w", err)
+		}
+	}
+}
+
+// add appends r to the open block, o.mu held.
+func (o *Outbox) add(r rec) {
+	o.pending = append(o.pending, r)
+	o.appended++
+	if len(o.pending) == 1 {
+		o.pendingSince = time.Now()
+		o.signal()
+	} else if len(o.pending) >= o.opts.BlockMax {
+		o.signal()
+	}
+}
+
+// signal wakes the flusher.
+func (o *Outbox) signal() {
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+}
+
+// broadcast wakes every waiter, o.mu held.
+func (o *Outbox) broadcast() {
+	close(o.advanced)
+	o.advanced = make(chan struct{})
+}

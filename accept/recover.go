@@ -1,0 +1,228 @@
+package accept
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/champ"
+)
+
+// recovered is the state recoverDir rebuilds.
+type recovered struct {
+	m        champ.Map[brand.ID, Intent]
+	base     uint64   // seq covered by the snapshot used (0: none)
+	next     uint64   // seq of the next block
+	replayed int      // log records applied after the snapshot
+	dropped  int64    // torn tail bytes dropped
+	segs     []uint64 // segment first seqs, ascending
+	snaps    []uint64 // snapshot seqs, ascending
+	seg      *os.File // the last segment, open for appending
+}
+
+// recoverDir rebuilds the outbox in dir: the newest intact snapshot the
+// log reaches back to, plus every log block after it.
+func recoverDir(ctx context.Context, dir string, log *slog.Logger) (*recovered, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("accept: recover %s: %w", dir, err)
+	}
+	st := &recovered{}
+	for _, e := range entries {
+		name := e.Name()
+		if v, ok := parseName(name, segPrefix, segSuffix); ok {
+			st.segs = append(st.segs, v)
+		} else if v, ok := parseName(name, snPrefix, snSuffix); ok {
+			st.snaps = append(st.snaps, v)
+		} else if strings.HasSuffix(name, tmpSuffix) {
+			// A snapshot whose rename never happened.
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return nil, fmt.Errorf("accept: recover %s: %w", dir, err)
+			}
+		}
+	}
+	slices.Sort(st.segs)
+	slices.Sort(st.snaps)
+	if err := st.chooseBase(dir, log); err != nil {
+		return nil, fmt.Errorf("accept: recover %s: %w", dir, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("accept: recover %s: %w", dir, err)
+	}
+	if err := st.replay(dir, log); err != nil {
+		return nil, fmt.Errorf("accept: recover %s: %w", dir, err)
+	}
+	return st, nil
+}
+
+// reaches reports whether the log holds every block after base: some
+// segment starts at or before base+1 (or there is no log at all).
+func (st *recovered) reaches(base uint64) bool {
+	return len(st.segs) == 0 || st.segs[0] <= base+1
+}
+
+// chooseBase loads the newest intact snapshot that the log reaches back
+// to, or starts empty if the log starts at block 1.
+func (st *recovered) chooseBase(dir string, log *slog.Logger) error {
+	var errs []error
+	for i := len(st.snaps) - 1; i >= 0; i-- {
+		seq := st.snaps[i]
+		if !st.reaches(seq) {
+			continue
+		}
+		m, err := loadSnapshot(dir, seq)
+		if err != nil {
+			log.Warn("accept: snapshot unreadable; trying an older one", "dir", dir, "seq", seq, "err", err)
+			errs = append(errs, err)
+			continue
+		}
+		st.m, st.base = m, seq
+		return nil
+	}
+	if len(st.segs) > 0 && st.segs[0] != 1 {
+		return fmt.Errorf("no intact snapshot, and the log starts at block %d: %w", st.segs[0], errors.Join(append(errs, ErrCorrupt)...))
+	}
+	st.m, st.base = champ.New[brand.ID, Intent](champ.Uint64[brand.ID]), 0
+	return nil
+}
+
+func loadSnapshot(dir string, seq uint64) (champ.Map[brand.ID, Intent], error) {
+	var m champ.Map[brand.ID, Intent]
+	data, err := os.ReadFile(filepath.Join(dir, snapName(seq)))
+	if err != nil {
+		return m, fmt.Errorf("snapshot %d: %w", seq, err)
+	}
+	got, intents, err := decodeSnapshot(data)
+	if err != nil {
+		return m, fmt.Errorf("snapshot %d: %w", seq, err)
+	}
+	if got != seq {
+		return m, fmt.Errorf("snapshot file %d says it covers block %d: %w", seq, got, ErrCorrupt)
+	}
+	t := champ.New[brand.ID, Intent](champ.Uint64[brand.ID]).Transient()
+	for _, in := range intents {
+		t.Set(in.ID, in)
+	}
+	return t.Persistent(), nil
+}
+
+// replay applies the log blocks after st.base, truncates a torn tail of
+// the last segment, and opens the last segment for appending (creating
+// the first one if there is none).
+func (st *recovered) replay(dir string, log *slog.Logger) error {
+	next := st.base + 1
+	t := st.m.Transient()
+	start := 0
+	for i, first := range st.segs {
+		if first <= next {
+			start = i
+		}
+	}
+	for i := start; i < len(st.segs); i++ {
+		last := i == len(st.segs)-1
+		name := segName(st.segs[i])
+		path := filepath.Join(dir, name)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("segment %s: %w", name, err)
+		}
+		first, err := decodeSegHeader(data)
+		if err == nil && first != st.segs[i] {
+			err = fmt.Errorf("segment %s says its first block is %d: %w", name, first, ErrCorrupt)
+		}
+		if err != nil {
+			// Blocks are appended only after the header is durable, so only a
+			// last segment no longer than a header can have a torn one.
+			if !last || len(data) > segHeaderLen || !errors.Is(err, ErrCorrupt) || st.segs[i] != next {
+				return fmt.Errorf("segment %s: %w", name, err)
+			}
+			// A torn header: the crash came while the segment was created.
+			log.Warn("accept: rewriting a torn segment header", "segment", name, "err", err)
+			st.dropped += int64(len(data))
+			f, err := createSegment(dir, next)
+			if err != nil {
+				return fmt.Errorf("segment %s: %w", name, err)
+			}
+			st.seg = f
+			break
+		}
+		if i > start && first != next {
+			return fmt.Errorf("segment %s starts at block %d, want %d: %w", name, first, next, ErrCorrupt)
+		}
+		off := segHeaderLen
+		for off < len(data) {
+			seq, recs, n, err := decodeBlock(data[off:])
+			if err != nil {
+				if !last {
+					return fmt.Errorf("segment %s, offset %d: %w", name, off, err)
+				}
+				log.Warn("accept: dropping a torn log tail", "segment", name, "offset", off, "bytes", len(data)-off, "err", err)
+				break
+			}
+			if seq < next && seq <= st.base {
+				off += n
+				continue
+			}
+			if seq != next {
+				return fmt.Errorf("segment %s, offset %d: block %d, want %d: %w", name, off, seq, next, ErrCorrupt)
+			}
+			if err := apply(t, recs); err != nil {
+				return fmt.Errorf("segment %s, block %d: %w", name, seq, err)
+			}
+			st.replayed += len(recs)
+			next++
+			off += n
+		}
+		if last {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return fmt.Errorf("segment %s: %w", name, err)
+			}
+			if off < len(data) {
+				st.dropped += int64(len(data) - off)
+				err = f.Truncate(int64(off))
+				if err == nil {
+					err = f.Sync()
+				}
+				if err != nil {
+					f.Close()
+					return fmt.Errorf("segment %s: truncating a torn tail: %w", name, err)
+				}
+			}
+			st.seg = f
+		}
+	}
+	if st.seg == nil {
+		f, err := createSegment(dir, next)
+		if err != nil {
+			return fmt.Errorf("segment %s: %w", segName(next), err)
+		}
+		st.seg = f
+		st.segs = append(st.segs, next)
+	}
+	st.m = t.Persistent()
+	st.next = next
+	return nil
+}
+
+// apply applies decoded log records to t.
+func apply(t *champ.Transient[brand.ID, Intent], recs []rec) error {
+	for _, r := range recs {
+		switch r.kind {
+		case kindAccepted:
+			if _, dup := t.Get(r.id); dup {
+				return fmt.Errorf("id %d accepted twice: %w", r.id, ErrCorrupt)
+			}
+			t.Set(r.id, Intent{ID: r.id, Queue: r.queue, Payload: r.payload})
+		case kindCommitted:
+			t.Delete(r.id)
+		}
+	}
+	return nil
+}
