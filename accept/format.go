@@ -121,6 +121,9 @@ func decodeSegHeader(b []byte) (uint64, error) {
 	if v := binary.LittleEndian.Uint16(b[8:10]); v != version {
 		return 0, fmt.Errorf("segment header: version %d, want %d: %w", v, version, ErrVersion)
 	}
+	if r := binary.LittleEndian.Uint16(b[10:12]); r != 0 {
+		return 0, fmt.Errorf("segment header: reserved field %d, want 0: %w", r, ErrCorrupt)
+	}
 	return binary.LittleEndian.Uint64(b[12:20]), nil
 }
 
@@ -215,6 +218,9 @@ func decodeSnapshot(b []byte) (uint64, []Intent, error) {
 	}
 	if v := binary.LittleEndian.Uint16(b[8:10]); v != version {
 		return 0, nil, fmt.Errorf("snapshot: version %d, want %d: %w", v, version, ErrVersion)
+	}
+	if r := binary.LittleEndian.Uint16(b[10:12]); r != 0 {
+		return 0, nil, fmt.Errorf("snapshot: reserved field %d, want 0: %w", r, ErrCorrupt)
 	}
 	seq := binary.LittleEndian.Uint64(b[12:20])
 	count := binary.LittleEndian.Uint64(b[20:28])

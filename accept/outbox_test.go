@@ -279,3 +279,5 @@ func TestCompactionFallback(t *testing.T) {
 		t.Fatalf("Open with every snapshot corrupt = %v, want ErrCorrupt", err)
 	}
 }
+
+func brandID(i int) brand.ID { return brand.ID(i) }
