@@ -1,0 +1,39 @@
+// Package remote is the object-storage side of Graft replication: the
+// stores a volume's remote log lives in, the self-describing formats of its
+// objects, and the log protocol over them. It does not depend on the local
+// engine; the engine pushes and pulls through Log.
+//
+// # What it owns
+//
+//   - Store: a flat key space of immutable objects with a conditional create
+//     (PutIfAbsent). Open dispatches a URL to FileStore (file://, this
+//     package's own driver, atomic and durable across processes: write temp,
+//     fsync, link(2), fsync the folder) or to BlobStore over gocloud.dev/blob
+//     (s3:// for S3, MinIO, Tigris, R2; gs://; azblob://; mem://).
+//   - The formats (docs/REMOTE.md specifies every byte): commit objects,
+//     segments of independent zstd frames, checkpoint markers. Every object
+//     starts with a magic and a version and ends with a CRC-32C of the rest;
+//     decoders are total: bad bytes give ErrCorrupt, never a panic.
+//   - Log: one volume's remote log. Head is one LIST; Append uploads
+//     segments (unless the pages go inline) and then creates the commit
+//     object at head+1 if absent; LatestCheckpoint is one LIST and one GET;
+//     FetchFrame is one ranged GET of one frame, verified; GC is explicit.
+//
+// # What it promises
+//
+// Invariant 6 (the fence) is kept in Log.Publish over Store.PutIfAbsent:
+// a commit object is created only if its key is absent, and the key is a
+// function of the volume and the LSN alone, so of two writers pushing from
+// the same base exactly one wins each LSN; the other gets a *DivergedError
+// (errors.Is(err, ErrDiverged)). Re-publishing a commit that landed is a
+// success, so a writer that crashed or lost a response retries safely.
+// Every commit names the hash of its predecessor, so a reader (Since, Check)
+// detects a rewritten or forked log. FileStore keeps the fence across
+// processes with link(2), which fails if the key exists; BlobStore leaves
+// it to the server's conditional write (If-None-Match: * on S3).
+//
+// Invariant 7 (snapshots) is kept by LSNs that are a function of the key
+// and objects that are never rewritten; invariant 8 (bad input never
+// corrupts) by decoders that verify before use and by EncodeCommit and
+// Prepare, which reject invalid input before any upload.
+package remote

@@ -1,0 +1,131 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// GCOptions configures remote garbage collection.
+type GCOptions struct {
+	// KeepCheckpoints is how many of the newest checkpoints to retain
+	// (values below 1 mean 1). The oldest retained one is the GC horizon.
+	KeepCheckpoints int
+	// MinAge protects unreferenced segments younger than this: a writer
+	// uploads a commit's segments before it publishes the commit, so a
+	// young unreferenced segment may belong to a commit in flight. It must
+	// exceed the longest time a prepared commit waits before it is
+	// published; a writer whose pending commit is older prepares it again.
+	MinAge time.Duration
+	// TrimLog also deletes the commit objects below the horizon and the
+	// checkpoint markers older than it.
+	TrimLog bool
+	// Now returns the current time (time.Now if nil).
+	Now func() time.Time
+}
+
+// GCResult reports what GC did.
+type GCResult struct {
+	// Horizon is the LSN of the oldest retained checkpoint (0: no
+	// checkpoint, nothing collected).
+	Horizon         uint64
+	SegmentsKept    int
+	SegmentsDeleted int
+	LogDeleted      int
+	MarkersDeleted  int
+}
+
+// GC deletes the volume's segments that no commit at or after the horizon
+// (the oldest retained checkpoint) references, if older than MinAge, and
+// with TrimLog the log entries below the horizon. A checkpoint references
+// every live page, so every page reachable at any LSN from the horizon on
+// stays readable. After TrimLog, a follower whose sync point is below the
+// horizon gets ErrTrimmed from Since and must start again from a
+// checkpoint; one at or above it carries on. GC is explicit: nothing calls
+// it implicitly.
+func (l *Log) GC(ctx context.Context, opts GCOptions) (GCResult, error) {
+	var res GCResult
+	keep := max(opts.KeepCheckpoints, 1)
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	markers, err := l.store.List(ctx, CheckpointPrefix(l.volume), 0)
+	if err != nil {
+		return res, fmt.Errorf("volume %s: gc: %w", l.volume, err)
+	}
+	if len(markers) == 0 {
+		return res, nil
+	}
+	hz := markers[min(keep, len(markers))-1]
+	horizon, hash, err := ParseCheckpointKey(l.volume, hz.Key)
+	if err != nil {
+		return res, fmt.Errorf("volume %s: gc: %w", l.volume, err)
+	}
+	cp, err := l.Read(ctx, horizon)
+	if err != nil {
+		return res, fmt.Errorf("volume %s: gc: horizon: %w", l.volume, err)
+	}
+	if cp.Hash != hash || !cp.Commit.Checkpoint {
+		return res, fmt.Errorf("volume %s: gc: marker %s does not match its commit: %w", l.volume, hz.Key, ErrCorrupt)
+	}
+	res.Horizon = horizon
+	head, err := l.Head(ctx)
+	if err != nil {
+		return res, err
+	}
+	live := map[string]bool{}
+	for lsn := horizon; lsn <= head; lsn++ {
+		e, err := l.Read(ctx, lsn)
+		if err != nil {
+			return res, fmt.Errorf("volume %s: gc: %w", l.volume, err)
+		}
+		for _, s := range e.Commit.Segments {
+			live[s.Key] = true
+		}
+	}
+	segs, err := l.store.List(ctx, SegmentPrefix(l.volume), 0)
+	if err != nil {
+		return res, fmt.Errorf("volume %s: gc: %w", l.volume, err)
+	}
+	cutoff := now().Add(-opts.MinAge)
+	for _, s := range segs {
+		if live[s.Key] || s.ModTime.After(cutoff) {
+			res.SegmentsKept++
+			continue
+		}
+		if err := l.store.Delete(ctx, s.Key); err != nil {
+			return res, fmt.Errorf("volume %s: gc: %w", l.volume, err)
+		}
+		res.SegmentsDeleted++
+	}
+	if !opts.TrimLog {
+		return res, nil
+	}
+	// Oldest first, so that a crash leaves the retained log a contiguous
+	// suffix.
+	logs, err := l.store.List(ctx, LogPrefix(l.volume), 0)
+	if err != nil {
+		return res, fmt.Errorf("volume %s: gc: %w", l.volume, err)
+	}
+	for i := len(logs) - 1; i >= 0; i-- {
+		lsn, err := ParseLogKey(l.volume, logs[i].Key)
+		if err != nil {
+			return res, fmt.Errorf("volume %s: gc: %w", l.volume, err)
+		}
+		if lsn >= horizon {
+			break
+		}
+		if err := l.store.Delete(ctx, logs[i].Key); err != nil {
+			return res, fmt.Errorf("volume %s: gc: %w", l.volume, err)
+		}
+		res.LogDeleted++
+	}
+	for _, m := range markers[min(keep, len(markers)):] {
+		if err := l.store.Delete(ctx, m.Key); err != nil {
+			return res, fmt.Errorf("volume %s: gc: %w", l.volume, err)
+		}
+		res.MarkersDeleted++
+	}
+	return res, nil
+}

@@ -1,0 +1,101 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Store is the object store a remote log lives in: a flat key space of
+// immutable objects. Keys are checked with CheckKey; every method returns an
+// error wrapping ErrBadKey for a bad key before touching the store.
+// Implementations are safe for concurrent use.
+type Store interface {
+	// PutIfAbsent creates key with data only if key does not exist: the
+	// fence of the remote log. If it exists, the store is left untouched and
+	// the error wraps ErrExists. On success the object is durable and
+	// visible in full to every reader; no reader ever sees part of it.
+	PutIfAbsent(ctx context.Context, key string, data []byte) error
+	// Put creates or replaces key with data, atomically and durably. Used
+	// only for content-addressed or otherwise unique keys.
+	Put(ctx context.Context, key string, data []byte) error
+	// Get returns the whole object; a missing key wraps ErrNotFound.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// GetRange returns n bytes of key from offset off (fewer only if the
+	// object ends first); a missing key wraps ErrNotFound.
+	GetRange(ctx context.Context, key string, off, n int64) ([]byte, error)
+	// List returns the objects whose keys start with prefix, in ascending
+	// key order, at most limit of them (limit <= 0: all). A limit of at most
+	// ListPageSize costs one request on every object store.
+	List(ctx context.Context, prefix string, limit int) ([]ObjectInfo, error)
+	// Delete removes key; deleting a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// Close releases the store's resources.
+	Close() error
+}
+
+// ListPageSize is the largest List limit served by a single request.
+const ListPageSize = 1000
+
+// ObjectInfo describes one listed object.
+type ObjectInfo struct {
+	Key     string
+	Size    int64
+	ModTime time.Time
+}
+
+// Open opens the store a remote URL names:
+//
+//	file:///abs/dir, file://./rel/dir   this package's own file store (FileStore)
+//	s3://bucket?endpoint=…&region=…&use_path_style=true&disable_https=true
+//	                                    S3 and S3-compatible servers (MinIO, Tigris, R2)
+//	gs://bucket                         Google Cloud Storage (untested here)
+//	azblob://container                  Azure Blob Storage (untested here)
+//	mem://                              in-process memory, for tests
+//
+// An optional prefix inside a bucket is given with the query parameter
+// prefix=some/folder/ on every scheme but file. Credentials come from the
+// environment in each SDK's usual way. Unknown schemes wrap
+// ErrUnknownScheme and malformed URLs ErrBadURL; both are reported before
+// anything is created or contacted.
+func Open(ctx context.Context, rawURL string) (Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("remote URL %q: %v: %w", rawURL, err, ErrBadURL)
+	}
+	switch u.Scheme {
+	case "file":
+		dir, err := fileDir(u)
+		if err != nil {
+			return nil, fmt.Errorf("remote URL %q: %w", rawURL, err)
+		}
+		return OpenFileStore(dir)
+	case "s3", "gs", "azblob", "mem":
+		return openBlob(ctx, u)
+	case "":
+		return nil, fmt.Errorf("remote URL %q has no scheme (want file://, s3://, gs://, azblob:// or mem://): %w", rawURL, ErrBadURL)
+	default:
+		return nil, fmt.Errorf("remote URL %q: scheme %q (want file, s3, gs, azblob or mem): %w", rawURL, u.Scheme, ErrUnknownScheme)
+	}
+}
+
+// fileDir returns the directory of a file:// URL: file:///abs/dir is
+// /abs/dir, file://./rel/dir and file://rel/dir are relative.
+func fileDir(u *url.URL) (string, error) {
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("file URLs take no query, fragment or user: %w", ErrBadURL)
+	}
+	p := u.Path
+	if u.Opaque != "" {
+		return "", fmt.Errorf("file URL must be file://DIR: %w", ErrBadURL)
+	}
+	if u.Host != "" && u.Host != "localhost" {
+		p = u.Host + p
+	}
+	if p == "" || strings.ContainsRune(p, 0) {
+		return "", fmt.Errorf("file URL names no directory: %w", ErrBadURL)
+	}
+	return p, nil
+}
