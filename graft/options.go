@@ -1,0 +1,130 @@
+package graft
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// ArchiveBase is the first archive page index. Business pages live below it,
+// archive pages at ArchiveBase+n (DESIGN.md, invariant 4).
+const ArchiveBase uint64 = 1 << 49
+
+// MaxArchiveOffset is the largest n that Txn.PutArchive accepts:
+// ArchiveBase+n must not wrap around.
+const MaxArchiveOffset uint64 = math.MaxUint64 - ArchiveBase
+
+// MaxMetaKeyLen is the longest metadata key, in bytes (its length is stored
+// in one byte of the key).
+const MaxMetaKeyLen = 255
+
+// Unpinned is the keep-from LSN of a volume that the replication layer has
+// not constrained: GC may advance up to the head.
+const Unpinned uint64 = math.MaxUint64
+
+// Defaults of Options.
+const (
+	DefaultMaxPageSize      = 1 << 20   // 1 MiB
+	DefaultMaxMetaValueSize = 64 << 10  // 64 KiB
+	DefaultMaxTxnBytes      = 512 << 20 // 512 MiB
+	DefaultCacheSize        = 32 << 20  // 32 MiB
+	DefaultMemTableSize     = 16 << 20  // 16 MiB
+)
+
+// Options configure a Store. The zero value is usable: every zero field takes
+// its default.
+type Options struct {
+	// MaxPageSize is the largest page accepted, in bytes.
+	// Default DefaultMaxPageSize.
+	MaxPageSize int
+	// MaxMetaValueSize is the largest metadata value accepted, in bytes.
+	// Default DefaultMaxMetaValueSize.
+	MaxMetaValueSize int
+	// MaxTxnBytes bounds what one transaction may stage (pages, metadata and
+	// key overhead), in bytes. Default DefaultMaxTxnBytes.
+	MaxTxnBytes int64
+	// CacheSize is Pebble's block cache, in bytes. Default DefaultCacheSize.
+	CacheSize int64
+	// MemTableSize is Pebble's memtable size, in bytes. Unflushed memtables
+	// are replayed from the WAL at Open, so a larger value makes bulk loads
+	// faster and Open after an unclean stop slower. Default DefaultMemTableSize.
+	MemTableSize uint64
+	// FS is the filesystem Pebble runs on; nil means the operating system's.
+	// Tests pass vfs.NewMem or vfs.NewCrashableMem.
+	FS vfs.FS
+	// Logger receives Pebble's messages (Info at Debug level) and the store's
+	// own; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxPageSize <= 0 {
+		o.MaxPageSize = DefaultMaxPageSize
+	}
+	if o.MaxMetaValueSize <= 0 {
+		o.MaxMetaValueSize = DefaultMaxMetaValueSize
+	}
+	if o.MaxTxnBytes <= 0 {
+		o.MaxTxnBytes = DefaultMaxTxnBytes
+	}
+	if o.CacheSize <= 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Durability says when Commit returns.
+type Durability uint8
+
+const (
+	// Synced: the commit is fsynced to the write-ahead log before Commit
+	// returns; a crash after that never loses it. Concurrent Synced commits,
+	// on one volume or many, share fsyncs (group commit). The zero value.
+	Synced Durability = iota
+	// Unsynced: Commit returns once the commit is in the write-ahead log's
+	// buffer. A crash may lose it (and the Unsynced commits after it), never
+	// a part of it. The next Synced commit or Store.Close makes it durable.
+	Unsynced
+)
+
+// String returns "synced" or "unsynced".
+func (d Durability) String() string {
+	switch d {
+	case Synced:
+		return "synced"
+	case Unsynced:
+		return "unsynced"
+	}
+	return fmt.Sprintf("Durability(%d)", uint8(d))
+}
+
+// pebbleLogger routes Pebble's log lines to slog.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	if p.l.Enabled(context.Background(), slog.LevelDebug) {
+		p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+	}
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error(msg, "component", "pebble", "fatal", true)
+	panic("graft: pebble fatal error: " + msg)
+}

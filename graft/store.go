@@ -1,0 +1,245 @@
+package graft
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/echostore/echostore/names"
+)
+
+// formatMajorVersion pins Pebble's on-disk format, so that upgrading Pebble
+// never silently ratchets a data dir past what an older binary can read.
+const formatMajorVersion = pebble.FormatValueSeparation
+
+// Store is one Graft data directory: a Pebble database holding any number of
+// volumes. It is safe for concurrent use.
+type Store struct {
+	db     *pebble.DB
+	opts   Options
+	log    *slog.Logger
+	closed atomic.Bool
+
+	mu     sync.Mutex // guards vols and nextID (volume creation)
+	vols   map[string]*Volume
+	nextID uint64
+}
+
+// Open opens (creating if needed) the store in dir, e.g. "<data>/graft".
+// Pebble locks dir: a second Open of the same dir, from this process or
+// another, fails with an error wrapping ErrLocked. Open reads one record
+// besides what Pebble reads; volumes are loaded when first asked for.
+func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("graft: open %s: %w", dir, err)
+	}
+	opts = opts.withDefaults()
+	if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("graft: open %s: %w", dir, err)
+	}
+	cache := pebble.NewCache(opts.CacheSize)
+	defer cache.Unref()
+	po := &pebble.Options{
+		FS:                 opts.FS,
+		Cache:              cache,
+		MemTableSize:       opts.MemTableSize,
+		FormatMajorVersion: formatMajorVersion,
+		Logger:             pebbleLogger{opts.Logger},
+	}
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) || isLockedInProcess(err) {
+			return nil, fmt.Errorf("graft: open %s: %w (%v)", dir, ErrLocked, err)
+		}
+		return nil, fmt.Errorf("graft: open %s: %w", dir, err)
+	}
+	s := &Store{db: db, opts: opts, log: opts.Logger, vols: make(map[string]*Volume)}
+	if err := s.loadStoreRecord(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("graft: open %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+func isLockedInProcess(err error) bool {
+	return err != nil && bytes.Contains([]byte(err.Error()), []byte("lock held by current process"))
+}
+
+// loadStoreRecord reads the store record, writing it into an empty database.
+func (s *Store) loadStoreRecord() error {
+	v, closer, err := s.db.Get(storeKey)
+	switch {
+	case err == nil:
+		defer closer.Close()
+		r, err := decodeStoreRecord(v)
+		if err != nil {
+			return err
+		}
+		s.nextID = r.NextID
+		return nil
+	case !errors.Is(err, pebble.ErrNotFound):
+		return err
+	}
+	// No store record: the database must be empty, or it is not ours.
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	hasKeys := it.First()
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return err
+	}
+	if hasKeys {
+		return corrupt("store record", "missing in a non-empty database: not a graft store")
+	}
+	s.nextID = 1
+	return s.db.Set(storeKey, encodeStoreRecord(storeRecord{NextID: 1}), pebble.Sync)
+}
+
+// Close flushes nothing and closes the database; every Unsynced commit
+// becomes durable (Pebble syncs the WAL on close). Close must not run
+// concurrently with other calls; after it, calls fail with ErrClosed.
+// Snapshots and iterators must be closed first.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("graft: close: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) checkOpen() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Volume returns the named volume, or an error wrapping ErrVolumeNotFound.
+// The same *Volume is returned for the same name until Close.
+func (s *Store) Volume(ctx context.Context, name string) (*Volume, error) {
+	return s.volume(ctx, name, false)
+}
+
+// CreateVolume returns the named volume, creating it (head LSN 0, no pages)
+// if it does not exist. Creation is synced before it returns.
+func (s *Store) CreateVolume(ctx context.Context, name string) (*Volume, error) {
+	return s.volume(ctx, name, true)
+}
+
+func (s *Store) volume(ctx context.Context, name string, create bool) (*Volume, error) {
+	if err := names.Check(names.Volume, name); err != nil {
+		return nil, fmt.Errorf("graft: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("graft: volume %q: %w", name, err)
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.vols[name]; ok {
+		return v, nil
+	}
+	key := volumeKey(name)
+	val, closer, err := s.db.Get(key)
+	switch {
+	case err == nil:
+		rec, derr := decodeVolumeRecord(val)
+		closer.Close()
+		if derr != nil {
+			return nil, fmt.Errorf("graft: volume %q: %w", name, derr)
+		}
+		v := newVolume(s, name, key, rec)
+		s.vols[name] = v
+		return v, nil
+	case !errors.Is(err, pebble.ErrNotFound):
+		return nil, fmt.Errorf("graft: volume %q: %w", name, err)
+	case !create:
+		return nil, fmt.Errorf("graft: volume %q: %w", name, ErrVolumeNotFound)
+	}
+	rec := volumeRecord{ID: s.nextID, KeepFrom: Unpinned, Created: time.Now().UnixNano()}
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := errors.Join(
+		b.Set(key, encodeVolumeRecord(rec), nil),
+		b.Set(storeKey, encodeStoreRecord(storeRecord{NextID: s.nextID + 1}), nil),
+		b.Commit(pebble.Sync),
+	); err != nil {
+		return nil, fmt.Errorf("graft: create volume %q: %w", name, err)
+	}
+	s.nextID++
+	v := newVolume(s, name, key, rec)
+	s.vols[name] = v
+	s.log.Debug("graft: volume created", "volume", name, "id", rec.ID)
+	return v, nil
+}
+
+// Volumes lists every volume of the store, by name.
+func (s *Store) Volumes(ctx context.Context) ([]Info, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{
+		LowerBound: []byte{kindVolume}, UpperBound: []byte{kindVolume + 1},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("graft: list volumes: %w", err)
+	}
+	var out []Info
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := ctx.Err(); err != nil {
+			_ = it.Close()
+			return nil, fmt.Errorf("graft: list volumes: %w", err)
+		}
+		name := string(it.Key()[volPrefixLen:])
+		val, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return nil, fmt.Errorf("graft: list volumes: %w", err)
+		}
+		rec, err := decodeVolumeRecord(val)
+		if err != nil {
+			_ = it.Close()
+			return nil, fmt.Errorf("graft: volume %q: %w", name, err)
+		}
+		out = append(out, rec.info(name))
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return nil, fmt.Errorf("graft: list volumes: %w", err)
+	}
+	return out, nil // keys sort by name
+}
+
+// Compact asks Pebble to compact the whole keyspace, so that the space GC
+// freed is returned to the filesystem now rather than when background
+// compactions reach it.
+func (s *Store) Compact(ctx context.Context) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := s.db.Compact(ctx, []byte{0x00}, []byte{0xff}, true); err != nil {
+		return fmt.Errorf("graft: compact: %w", err)
+	}
+	return nil
+}
+
+// DiskUsage returns the bytes the store occupies on its filesystem (tables,
+// WAL, manifests), as Pebble accounts them.
+func (s *Store) DiskUsage() uint64 {
+	if s.closed.Load() {
+		return 0
+	}
+	return s.db.Metrics().DiskSpaceUsage()
+}
