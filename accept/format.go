@@ -63,8 +63,9 @@ func appendRec(dst []byte, r rec) []byte {
 }
 
 // decodeRec decodes one record from the front of b and returns it with the
-// rest of b. Payload and queue are copied out of b.
-func decodeRec(b []byte) (rec, []byte, error) {
+// rest of b. The payload aliases b (its capacity clipped); the queue is a
+// new string unless it equals prevQueue, which is then reused.
+func decodeRec(b []byte, prevQueue string) (rec, []byte, error) {
 	if len(b) < 9 {
 		return rec{}, nil, fmt.Errorf("record: %d bytes, want at least 9: %w", len(b), ErrCorrupt)
 	}
@@ -83,18 +84,23 @@ func decodeRec(b []byte) (rec, []byte, error) {
 	if len(b) < 1 || len(b) < 1+int(b[0])+4 {
 		return rec{}, nil, fmt.Errorf("record %d: truncated queue: %w", r.id, ErrCorrupt)
 	}
-	q := string(b[1 : 1+int(b[0])])
-	if err := names.Check(names.Queue, q); err != nil {
-		return rec{}, nil, fmt.Errorf("record %d: %v: %w", r.id, err, ErrCorrupt)
+	qb := b[1 : 1+int(b[0])]
+	if string(qb) == prevQueue && prevQueue != "" {
+		r.queue = prevQueue
+	} else {
+		q := string(qb)
+		if err := names.Check(names.Queue, q); err != nil {
+			return rec{}, nil, fmt.Errorf("record %d: %v: %w", r.id, err, ErrCorrupt)
+		}
+		r.queue = q
 	}
-	r.queue = q
-	b = b[1+len(q):]
+	b = b[1+len(qb):]
 	n := binary.LittleEndian.Uint32(b)
 	b = b[4:]
 	if uint64(n) > uint64(len(b)) {
 		return rec{}, nil, fmt.Errorf("record %d: payload of %d bytes, %d left: %w", r.id, n, len(b), ErrCorrupt)
 	}
-	r.payload = append([]byte(nil), b[:n]...)
+	r.payload = b[:n:n]
 	return r, b[n:], nil
 }
 
@@ -144,8 +150,9 @@ func appendBlock(dst []byte, seq uint64, recs []rec) []byte {
 }
 
 // decodeBlock decodes the block at the front of b. It returns the block's
-// seq, its records, and its framed length. Every failure wraps ErrCorrupt,
-// a short b included (a torn tail).
+// seq, its records, and its framed length. The payloads are copied into
+// one new buffer per block (they do not alias b). Every failure wraps
+// ErrCorrupt, a short b included (a torn tail).
 func decodeBlock(b []byte) (seq uint64, recs []rec, n int, err error) {
 	if len(b) < blockHeaderLen {
 		return 0, nil, 0, fmt.Errorf("block header: %d bytes, want %d: %w", len(b), blockHeaderLen, ErrCorrupt)
@@ -169,16 +176,27 @@ func decodeBlock(b []byte) (seq uint64, recs []rec, n int, err error) {
 		return 0, nil, 0, fmt.Errorf("block %d: %d records cannot fit in %d bytes: %w", seq, count, len(body), ErrCorrupt)
 	}
 	recs = make([]rec, 0, count)
+	total, queue := 0, ""
 	for i := uint32(0); i < count; i++ {
 		var r rec
-		r, body, err = decodeRec(body)
+		r, body, err = decodeRec(body, queue)
 		if err != nil {
 			return 0, nil, 0, fmt.Errorf("block %d: %w", seq, err)
 		}
 		recs = append(recs, r)
+		total += len(r.payload)
+		queue = r.queue
 	}
 	if len(body) != 0 {
 		return 0, nil, 0, fmt.Errorf("block %d: %d bytes after the last record: %w", seq, len(body), ErrCorrupt)
+	}
+	slab := make([]byte, 0, total)
+	for i := range recs {
+		if recs[i].kind == kindAccepted {
+			start := len(slab)
+			slab = append(slab, recs[i].payload...)
+			recs[i].payload = slab[start:len(slab):len(slab)]
+		}
 	}
 	return seq, recs, n, nil
 }
@@ -203,8 +221,8 @@ func encodeSnapshot(seq uint64, intents []Intent) []byte {
 }
 
 // decodeSnapshot decodes a whole snapshot file: the seq it covers and its
-// intents in increasing id order. Every failure wraps ErrCorrupt (or
-// ErrVersion).
+// intents in increasing id order. The payloads alias b, which the intents
+// therefore keep alive. Every failure wraps ErrCorrupt (or ErrVersion).
 func decodeSnapshot(b []byte) (uint64, []Intent, error) {
 	if len(b) < snapHeaderLen+snapTrailerLen {
 		return 0, nil, fmt.Errorf("snapshot: %d bytes, want at least %d: %w", len(b), snapHeaderLen+snapTrailerLen, ErrCorrupt)
@@ -229,8 +247,9 @@ func decodeSnapshot(b []byte) (uint64, []Intent, error) {
 		return 0, nil, fmt.Errorf("snapshot: %d intents cannot fit in %d bytes: %w", count, len(rest), ErrCorrupt)
 	}
 	out := make([]Intent, 0, count)
+	queue := ""
 	for i := uint64(0); i < count; i++ {
-		r, next, err := decodeRec(rest)
+		r, next, err := decodeRec(rest, queue)
 		if err != nil {
 			return 0, nil, fmt.Errorf("snapshot intent %d: %w", i, err)
 		}
@@ -242,6 +261,7 @@ func decodeSnapshot(b []byte) (uint64, []Intent, error) {
 			return 0, nil, fmt.Errorf("snapshot intent %d: id %d not above %d: %w", i, r.id, out[i-1].ID, ErrCorrupt)
 		}
 		out = append(out, Intent{ID: r.id, Queue: r.queue, Payload: r.payload})
+		queue = r.queue
 	}
 	if len(rest) != 0 {
 		return 0, nil, fmt.Errorf("snapshot: %d bytes after the last intent: %w", len(rest), ErrCorrupt)

@@ -105,11 +105,13 @@ func loadSnapshot(dir string, seq uint64) (champ.Map[brand.ID, Intent], error) {
 	if got != seq {
 		return m, fmt.Errorf("snapshot file %d says it covers block %d: %w", seq, got, ErrCorrupt)
 	}
-	t := champ.New[brand.ID, Intent](champ.Uint64[brand.ID]).Transient()
-	for _, in := range intents {
-		t.Set(in.ID, in)
-	}
-	return t.Persistent(), nil
+	return champ.Collect(champ.Uint64[brand.ID], len(intents), func(yield func(brand.ID, Intent) bool) {
+		for _, in := range intents {
+			if !yield(in.ID, in) {
+				return
+			}
+		}
+	}), nil
 }
 
 // replay applies the log blocks after st.base, truncates a torn tail of

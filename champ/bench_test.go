@@ -33,6 +33,18 @@ func BenchmarkInsert(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchN), "ns/insert")
 	})
+	b.Run("champ-collect", func(b *testing.B) {
+		for b.Loop() {
+			_ = Collect(Uint64[uint64], benchN, func(yield func(uint64, uint64) bool) {
+				for i := uint64(0); i < benchN; i++ {
+					if !yield(i, i) {
+						return
+					}
+				}
+			})
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchN), "ns/insert")
+	})
 	b.Run("immutable-persistent", func(b *testing.B) {
 		for b.Loop() {
 			m := immutable.NewMap[uint64, uint64](nil)

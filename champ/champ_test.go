@@ -318,3 +318,46 @@ func TestUint64Spreads(t *testing.T) {
 		}
 	}
 }
+
+// TestCollect: building in one pass gives the map, and the very shape, of
+// inserting one by one; later duplicates win.
+func TestCollect(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		_, h := drawHasher(t)
+		keys := rapid.SliceOfN(rapid.Uint64Range(0, 3000), 0, 800).Draw(t, "keys")
+		m := New[uint64, int](h)
+		model := map[uint64]int{}
+		for i, k := range keys {
+			m = m.Set(k, i)
+			model[k] = i
+		}
+		c := Collect(h, len(keys), func(yield func(uint64, int) bool) {
+			for i, k := range keys {
+				if !yield(k, i) {
+					return
+				}
+			}
+		})
+		check(t, c, model)
+		if sc, sm := shape(c), shape(m); sc != sm {
+			t.Fatalf("Collect shape differs from inserts:\n%s\n%s", sc, sm)
+		}
+		// The result is an ordinary Map: it takes writes and transients.
+		tr := c.Transient()
+		for _, k := range keys {
+			tr.Delete(k)
+		}
+		check(t, tr.Persistent(), map[uint64]int{})
+	})
+}
+
+func TestTrieOrder(t *testing.T) {
+	// Sorting by trieOrder sorts by the level-0 slot first, then level 1, …
+	a, b := uint64(1), uint64(2)<<5 // slot 1 at level 0 vs slot 0 at level 0
+	if trieOrder(a) <= trieOrder(b) {
+		t.Fatalf("trieOrder(%x)=%x not above trieOrder(%x)=%x", a, trieOrder(a), b, trieOrder(b))
+	}
+	if trieOrder(1<<63) != 8 || trieOrder(16) != 1<<63 {
+		t.Fatalf("trieOrder extremes: %x %x", trieOrder(1<<63), trieOrder(16))
+	}
+}

@@ -1,0 +1,368 @@
+package accept
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/echostore/echostore/brand"
+)
+
+// The seed's published figures (§1 of the two-tier seed, N = 20,000):
+// checkpoint_every K → records per second, recovery time by intent count,
+// and replay rate.
+var (
+	SeedRecPerSec    = map[int]float64{100: 5225, 1000: 36889, 10000: 102529}
+	SeedRecoveryMs   = map[int]float64{1000: 3.63, 10000: 8.53, 50000: 33.59}
+	SeedReplayPerSec = 1044659.0
+)
+
+// BenchOptions configure Bench. Zero fields take the defaults shown.
+type BenchOptions struct {
+	N             int   // intents per throughput run (20,000)
+	Ks            []int // loss windows to measure (100, 1,000, 10,000)
+	PayloadSize   int   // bytes per payload (64)
+	RecoverySizes []int // intent counts for recovery (1,000, 10,000, 50,000)
+	Runs          int   // repetitions of each measurement; medians are reported (3)
+	FsyncOps      int   // appends in the raw fsync loop (200)
+	// Progress, if set, is called before each measurement.
+	Progress func(what string)
+}
+
+// Results are Bench's medians.
+type Results struct {
+	N             int                `json:"n"`
+	Runs          int                `json:"runs"`
+	FsyncPerSec   float64            `json:"fsync_per_sec"` // 4 KiB append + fsync
+	Throughput    []ThroughputResult `json:"throughput"`
+	Recovery      []RecoveryResult   `json:"recovery"`
+	ReplayPerSec  float64            `json:"replay_per_sec"` // log records replayed per second by Open
+	SeedReplay    float64            `json:"seed_replay_per_sec"`
+	ReplayVsSeed  float64            `json:"replay_vs_seed"`
+	ReplayIntents int                `json:"replay_intents"`
+}
+
+// ThroughputResult is the record rate at one K: the Outbox (whole blocks
+// of K, and half blocks so that one fills while the other is fsynced), the
+// seed's algorithm measured in the same run, and the seed's figure.
+type ThroughputResult struct {
+	K                 int     `json:"k"`
+	RecPerSec         float64 `json:"rec_per_sec"`            // BlockMax = K (the default)
+	HalfBlockPerSec   float64 `json:"half_block_rec_per_sec"` // BlockMax = K/2
+	WholeSnapPerSec   float64 `json:"whole_snapshot_rec_per_sec"`
+	SeedRecPerSec     float64 `json:"seed_rec_per_sec"`
+	VsSeed            float64 `json:"vs_seed"`
+	VsWholeSnapshot   float64 `json:"vs_whole_snapshot"`
+	FsyncsPerRecord   float64 `json:"fsyncs_per_record"`
+	BlocksPerRun      float64 `json:"blocks_per_run"`
+	WholeSnapMBPerRun float64 `json:"whole_snapshot_mb_per_run"`
+}
+
+// RecoveryResult is the time Open takes for a directory holding Intents
+// intents: from a snapshot (after Compact) and from the log alone.
+type RecoveryResult struct {
+	Intents      int     `json:"intents"`
+	SnapshotMs   float64 `json:"snapshot_ms"`
+	LogMs        float64 `json:"log_ms"`
+	SeedMs       float64 `json:"seed_ms"`
+	VsSeed       float64 `json:"vs_seed"` // seed / snapshot
+	HaveSeedData bool    `json:"have_seed"`
+}
+
+func (b BenchOptions) withDefaults() BenchOptions {
+	if b.N == 0 {
+		b.N = 20000
+	}
+	if len(b.Ks) == 0 {
+		b.Ks = []int{100, 1000, 10000}
+	}
+	if b.PayloadSize == 0 {
+		b.PayloadSize = 64
+	}
+	if len(b.RecoverySizes) == 0 {
+		b.RecoverySizes = []int{1000, 10000, 50000}
+	}
+	if b.Runs == 0 {
+		b.Runs = 3
+	}
+	if b.FsyncOps == 0 {
+		b.FsyncOps = 200
+	}
+	if b.Progress == nil {
+		b.Progress = func(string) {}
+	}
+	return b
+}
+
+// Bench measures the accept tier in dir (created if needed; it leaves
+// nothing behind): record throughput at each K beside the seed's
+// algorithm, the raw fsync rate of the disk, recovery time and replay
+// rate. It is what `echostore bench champ` runs.
+func Bench(ctx context.Context, dir string, opts BenchOptions) (Results, error) {
+	opts = opts.withDefaults()
+	res := Results{N: opts.N, Runs: opts.Runs, SeedReplay: SeedReplayPerSec}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return res, fmt.Errorf("accept: bench: %w", err)
+	}
+	scratch, err := os.MkdirTemp(dir, "accept-bench-")
+	if err != nil {
+		return res, fmt.Errorf("accept: bench: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+	run := 0
+	fresh := func() string {
+		run++
+		return filepath.Join(scratch, strconv.Itoa(run))
+	}
+	payload := make([]byte, opts.PayloadSize)
+	for i := range payload {
+		payload[i] = 'a' + byte(i%26)
+	}
+
+	opts.Progress("raw fsync rate")
+	var fs []float64
+	for range opts.Runs {
+		r, err := FsyncRate(ctx, fresh(), opts.FsyncOps)
+		if err != nil {
+			return res, err
+		}
+		fs = append(fs, r)
+	}
+	res.FsyncPerSec = median(fs)
+
+	for _, k := range opts.Ks {
+		tr := ThroughputResult{K: k, SeedRecPerSec: SeedRecPerSec[k]}
+		var ours, half, whole, blocks, mb []float64
+		for range opts.Runs {
+			opts.Progress(fmt.Sprintf("record %d intents, K=%d", opts.N, k))
+			r, st, err := RecordRate(ctx, fresh(), Options{K: k}, opts.N, payload)
+			if err != nil {
+				return res, err
+			}
+			ours = append(ours, r)
+			blocks = append(blocks, float64(st.Blocks))
+			r, _, err = RecordRate(ctx, fresh(), Options{K: k, BlockMax: max(1, k/2)}, opts.N, payload)
+			if err != nil {
+				return res, err
+			}
+			half = append(half, r)
+			opts.Progress(fmt.Sprintf("whole-snapshot baseline, K=%d", k))
+			r, bytes, err := WholeSnapshotRate(ctx, fresh(), k, opts.N, payload)
+			if err != nil {
+				return res, err
+			}
+			whole = append(whole, r)
+			mb = append(mb, float64(bytes)/1e6)
+		}
+		tr.RecPerSec, tr.HalfBlockPerSec, tr.WholeSnapPerSec = median(ours), median(half), median(whole)
+		tr.BlocksPerRun, tr.WholeSnapMBPerRun = median(blocks), median(mb)
+		tr.FsyncsPerRecord = tr.BlocksPerRun / float64(opts.N)
+		if tr.SeedRecPerSec > 0 {
+			tr.VsSeed = tr.RecPerSec / tr.SeedRecPerSec
+		}
+		tr.VsWholeSnapshot = tr.RecPerSec / tr.WholeSnapPerSec
+		res.Throughput = append(res.Throughput, tr)
+	}
+
+	for _, n := range opts.RecoverySizes {
+		opts.Progress(fmt.Sprintf("recovery of %d intents", n))
+		rr := RecoveryResult{Intents: n}
+		rr.SeedMs, rr.HaveSeedData = SeedRecoveryMs[n]
+		var snap, logOnly []float64
+		for range opts.Runs {
+			d, _, err := RecoveryTime(ctx, fresh(), n, payload, true)
+			if err != nil {
+				return res, err
+			}
+			snap = append(snap, ms(d))
+			d, _, err = RecoveryTime(ctx, fresh(), n, payload, false)
+			if err != nil {
+				return res, err
+			}
+			logOnly = append(logOnly, ms(d))
+		}
+		rr.SnapshotMs, rr.LogMs = median(snap), median(logOnly)
+		if rr.HaveSeedData {
+			rr.VsSeed = rr.SeedMs / rr.SnapshotMs
+		}
+		res.Recovery = append(res.Recovery, rr)
+	}
+
+	n := slices.Max(opts.RecoverySizes)
+	opts.Progress(fmt.Sprintf("replay of %d log records", n))
+	var rates []float64
+	for range opts.Runs {
+		d, replayed, err := RecoveryTime(ctx, fresh(), n, payload, false)
+		if err != nil {
+			return res, err
+		}
+		rates = append(rates, float64(replayed)/d.Seconds())
+	}
+	res.ReplayIntents = n
+	res.ReplayPerSec = median(rates)
+	res.ReplayVsSeed = res.ReplayPerSec / SeedReplayPerSec
+	return res, nil
+}
+
+// RecordRate opens a fresh Outbox in dir, records n intents with ids 1..n
+// and the given payload, flushes, and returns intents per second (Open and
+// Close excluded) and the Outbox's stats. dir is removed afterwards.
+func RecordRate(ctx context.Context, dir string, opts Options, n int, payload []byte) (float64, Stats, error) {
+	defer os.RemoveAll(dir)
+	o, err := Open(ctx, dir, opts)
+	if err != nil {
+		return 0, Stats{}, err
+	}
+	start := time.Now()
+	for i := 1; i <= n; i++ {
+		if err := o.Record(ctx, Intent{ID: brand.ID(i), Queue: "jobs", Payload: payload}); err != nil {
+			o.Close(ctx)
+			return 0, Stats{}, err
+		}
+	}
+	if err := o.Flush(ctx); err != nil {
+		o.Close(ctx)
+		return 0, Stats{}, err
+	}
+	d := time.Since(start)
+	st := o.Stats()
+	if err := o.Close(ctx); err != nil {
+		return 0, st, err
+	}
+	return float64(n) / d.Seconds(), st, nil
+}
+
+// WholeSnapshotRate runs the seed's algorithm, the baseline: intents go
+// into an in-memory map, and every k records (and at the end) the whole
+// map is written as a snapshot file: encode, write a temporary file, fsync,
+// rename over the previous one. It returns intents per second and the
+// bytes written. dir is removed afterwards.
+func WholeSnapshotRate(ctx context.Context, dir string, k, n int, payload []byte) (float64, int64, error) {
+	defer os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, 0, err
+	}
+	live := map[brand.ID]Intent{}
+	var written int64
+	var seq uint64
+	checkpoint := func() error {
+		seq++
+		all := make([]Intent, 0, len(live))
+		for _, in := range live {
+			all = append(all, in)
+		}
+		slices.SortFunc(all, func(a, b Intent) int { return cmp.Compare(a.ID, b.ID) })
+		data := encodeSnapshot(seq, all)
+		written += int64(len(data))
+		return writeFileAtomic(dir, "checkpoint", data)
+	}
+	start := time.Now()
+	for i := 1; i <= n; i++ {
+		p := append([]byte(nil), payload...)
+		live[brand.ID(i)] = Intent{ID: brand.ID(i), Queue: "jobs", Payload: p}
+		if i%k == 0 {
+			if err := ctx.Err(); err != nil {
+				return 0, written, err
+			}
+			if err := checkpoint(); err != nil {
+				return 0, written, fmt.Errorf("accept: whole-snapshot baseline: %w", err)
+			}
+		}
+	}
+	if n%k != 0 {
+		if err := checkpoint(); err != nil {
+			return 0, written, fmt.Errorf("accept: whole-snapshot baseline: %w", err)
+		}
+	}
+	return float64(n) / time.Since(start).Seconds(), written, nil
+}
+
+// FsyncRate appends 4 KiB and fsyncs, ops times, to a file in dir and
+// returns fsyncs per second. dir is removed afterwards.
+func FsyncRate(ctx context.Context, dir string, ops int) (float64, error) {
+	defer os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	f, err := os.Create(filepath.Join(dir, "fsync"))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	start := time.Now()
+	for range ops {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if _, err := f.Write(buf); err != nil {
+			return 0, err
+		}
+		if err := f.Sync(); err != nil {
+			return 0, err
+		}
+	}
+	return float64(ops) / time.Since(start).Seconds(), nil
+}
+
+// RecoveryTime prepares an outbox in dir holding n intents (written in
+// blocks of 1,000; compacted to a snapshot if compact) and returns how
+// long Open takes to recover it and how many log records it replayed. dir
+// is removed afterwards.
+func RecoveryTime(ctx context.Context, dir string, n int, payload []byte, compact bool) (time.Duration, int, error) {
+	defer os.RemoveAll(dir)
+	// A large CompactMin keeps background compaction out of the log-only case.
+	opts := Options{K: 1000, CompactMin: 1 << 30}
+	o, err := Open(ctx, dir, opts)
+	if err != nil {
+		return 0, 0, err
+	}
+	for i := 1; i <= n; i++ {
+		if err := o.Record(ctx, Intent{ID: brand.ID(i), Queue: "jobs", Payload: payload}); err != nil {
+			o.Close(ctx)
+			return 0, 0, err
+		}
+	}
+	if compact {
+		err = o.Compact(ctx)
+	}
+	if cerr := o.Close(ctx); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	o, err = Open(ctx, dir, opts)
+	d := time.Since(start)
+	if err != nil {
+		return 0, 0, err
+	}
+	st := o.Stats()
+	if err := o.Close(ctx); err != nil {
+		return 0, 0, err
+	}
+	if st.Live != n {
+		return 0, 0, fmt.Errorf("accept: bench: recovered %d intents, want %d: %w", st.Live, n, ErrCorrupt)
+	}
+	return d, st.Replayed, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
