@@ -16,6 +16,8 @@ const (
 	snPrefix  = "snap-"
 	snSuffix  = ".snap"
 	tmpSuffix = ".tmp"
+	// corruptSuffix marks a snapshot recovery could not read, set aside.
+	corruptSuffix = ".corrupt"
 )
 
 func segName(first uint64) string { return fmt.Sprintf("%s%016x%s", segPrefix, first, segSuffix) }

@@ -379,8 +379,8 @@ func (o *Outbox) Stats() Stats {
 
 // Close makes every appended record durable, waits for a running
 // compaction, and releases the directory. Later calls fail with ErrClosed.
-// If ctx ends first, Close still stops the Outbox but records not yet
-// durable may be lost (within K).
+// If ctx ends first, Close reports it, but still waits for the flusher to
+// finish the block it is writing and the ones still open.
 func (o *Outbox) Close(ctx context.Context) error {
 	o.mu.Lock()
 	if o.closing {

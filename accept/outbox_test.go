@@ -270,6 +270,9 @@ func TestCompactionFallback(t *testing.T) {
 	if s := o.Stats(); s.BaseSnapshot >= base || s.BaseSnapshot == 0 {
 		t.Fatalf("base snapshot %d, want one older than %d", s.BaseSnapshot, base)
 	}
+	if _, err := os.Stat(newest + ".corrupt"); err != nil {
+		t.Fatalf("the corrupt snapshot was not set aside: %v", err)
+	}
 	closeOK(t, o)
 	// Corrupt both: the log no longer reaches back, a typed error.
 	data, _ = os.ReadFile(snaps[0])

@@ -83,6 +83,15 @@ func (st *recovered) chooseBase(dir string, log *slog.Logger) error {
 			continue
 		}
 		st.m, st.base = m, seq
+		// Set unreadable newer snapshots aside (kept for inspection): they
+		// must not count as the fallback of the next compaction.
+		for _, bad := range st.snaps[i+1:] {
+			name := filepath.Join(dir, snapName(bad))
+			if err := os.Rename(name, name+corruptSuffix); err != nil {
+				return fmt.Errorf("setting aside snapshot %d: %w", bad, err)
+			}
+		}
+		st.snaps = st.snaps[:i+1]
 		return nil
 	}
 	if len(st.segs) > 0 && st.segs[0] != 1 {

@@ -1,0 +1,59 @@
+// Package accept is the local half of the accept tier: an outbox of
+// accepted jobs ("intents") that takes records at in-heap speed and bounds
+// what a crash can lose to K records. It is the asynchronous half of
+// invariant 5 (an `async` enqueue is acknowledged once its intent is
+// recorded; a crash loses at most K acknowledged records). The synchronous
+// half, Graft commit and push, builds on it and is not here.
+//
+// # What it owns
+//
+// One directory, opened by one Outbox at a time (an flock on dir/LOCK):
+//
+//   - log segments, log-<first block seq, 16 hex>.log: a header, then
+//     framed blocks appended in order, each holding the records of one
+//     batch, CRC-32C checksummed, written with one write and one fsync;
+//   - snapshots, snap-<block seq, 16 hex>.snap: every uncommitted intent as
+//     of a block boundary, one checksummed file, written through a
+//     temporary file, fsync, rename and a directory fsync.
+//
+// docs/ACCEPT.md specifies every byte.
+//
+// # Promises
+//
+//   - Loss window. At no time are more than Options.K appended log records
+//     (accepted or committed) not durable: Record and MarkCommitted wait,
+//     honouring their context, rather than exceed it. Flush makes
+//     everything appended so far durable; a partial block is also cut
+//     after Options.FlushInterval.
+//   - Incremental. A block holds only the records appended since the last
+//     one, never the whole map: the cost of durability does not grow with
+//     the number of pending intents. A background flusher writes and
+//     fsyncs one block while the next one fills.
+//   - Compaction. When the log since the last snapshot outgrows
+//     CompactRatio × max(live intents, CompactMin) records, a snapshot is
+//     taken in O(1) (the CHAMP map value at a block boundary) and written in
+//     the background; a new log segment starts at that boundary. The
+//     previous snapshot and the log since it are kept as the fallback;
+//     older files are deleted.
+//   - Recovery. Open loads the newest intact snapshot the log reaches back
+//     to and replays the blocks after it. A torn or corrupt tail of the
+//     newest segment is dropped and the file truncated to its intact
+//     prefix, which is what a crash during a write leaves; damage anywhere
+//     else, or no usable snapshot, is an error wrapping ErrCorrupt. An
+//     unreadable snapshot is set aside (renamed *.corrupt) when an older
+//     one is used instead. Nothing on disk can make recovery panic; every
+//     decoder is total and fuzzed.
+//   - Input. Record rejects id 0, a queue name that names.Check refuses,
+//     a payload over Options.MaxPayload, and an id already pending, with a
+//     typed error and no side effect.
+//   - Order. Pending returns the uncommitted intents in id order; All
+//     iterates over an O(1) snapshot in an order fixed by the set of ids.
+//
+// # What it does not do
+//
+// It does not talk to Graft. The sync path reads Pending (or Snapshot),
+// commits the intents to Graft, and then calls MarkCommitted; a crash
+// between the two, or before the committed records are durable, brings
+// those intents back as pending, so the commit on the Graft side must be
+// idempotent by intent id.
+package accept
