@@ -1,0 +1,57 @@
+// Package mq is EchoMQ, echostore's live tier on Redis (≥ 7) or Valkey, a
+// single server or a Redis Cluster: streams of branded records, their
+// retention, the seam cache the archive layer keeps beside them, lanes that
+// announce events to blocked followers, and job queues with consumer
+// groups, retries and dead letters.
+//
+// # What it promises
+//
+// Order (invariant 1). A record's id is minted here with a brand.Minter and
+// XADD always uses that id's Redis id, so stream order is mint order.
+// Appends go in chunks, each through one server-side script that appends
+// the whole chunk or nothing: a chunk whose first id is not above the
+// stream's top is re-minted above it and sent again, so producers in many
+// processes, even sharing a node number, never lose an append and never
+// break the order. A chunk whose reply was lost is sent again with the same
+// ids and is found in place if it had landed, so it is never appended twice.
+//
+// Trim (invariant 2, the trim side). Nothing here trims by MAXLEN except
+// lanes, which are announcement channels. Streams are trimmed by XTRIM
+// MINID, which cannot remove an entry appended during the trim's cycle,
+// never past the oldest pending or undelivered entry of any consumer group
+// of the stream, and never on a stream registered as archived (ErrArchived):
+// an archived stream is trimmed only by the archive driver, after its fold.
+// The refusal and the trim are one script. SetID raises a stream's last id
+// so that no append can land at or below the archive's watermark.
+//
+// No eviction (invariant 9). Connect refuses a server whose
+// maxmemory-policy is anything but noeviction (ErrEvictingPolicy), checking
+// every master of a Cluster, unless explicitly overridden.
+//
+// Records. A record is a branded id and an ordered list of fields. Input
+// with no fields, duplicate field names, invalid UTF-8 or beyond Limits is
+// rejected with a typed error before anything is sent; a whole batch is
+// checked before its first chunk. Reads report an entry that is not a
+// branded record (an id outside the branded range, fields that are not a
+// record) as an *EntryError instead of skipping it. A record's JSON form
+// {"id":"EVT_…","fields":{…}} is rendered in exactly one place
+// (AppendJSON), so a record prints the same bytes wherever it comes from.
+//
+// # Keys
+//
+// All keys of queue Q share the hashtag {Q}; every script touches keys of
+// one queue only, so all of this works on a Cluster:
+//
+//	emq:{Q}:stream:S            stream S
+//	emq:{Q}:stream:S:archived   seam cache of S: hash w (EVT_…), xid, lsn
+//	emq:{Q}:stream:S:lease      archive driver's lease on S (not used here)
+//	emq:{Q}:archived            set of the archived streams of Q
+//	emq:{Q}:lane:L              lane L, a capped stream
+//	emq:{Q}:jobs                job stream, one consumer group
+//	emq:{Q}:jobs:dead           dead letters, a stream
+//	emq:{Q}:jobs:delayed        delayed jobs, sorted set by due time (ms)
+//	emq:{Q}:jobs:ids            recent job ids (dedup), sorted set by expiry
+//	emq:{vol.V}:lane:lsn        LSN lane of volume V
+//
+// The seam cache is a cache: the archive volume holds the truth.
+package mq

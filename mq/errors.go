@@ -1,0 +1,102 @@
+package mq
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Callers branch on them with errors.Is; the errors
+// returned carry the queue, stream or record they concern.
+var (
+	// ErrInvalidRecord is wrapped by every error about a record that cannot
+	// be stored: no fields, a duplicate field name, invalid UTF-8, too large.
+	ErrInvalidRecord = errors.New("invalid record")
+	// ErrEmptyRecord: a record with no fields (Redis keeps no such entry).
+	ErrEmptyRecord = fmt.Errorf("record has no fields: %w", ErrInvalidRecord)
+	// ErrDuplicateField: two fields of one record share a name.
+	ErrDuplicateField = fmt.Errorf("duplicate field name: %w", ErrInvalidRecord)
+	// ErrInvalidUTF8: a field name or value is not valid UTF-8.
+	ErrInvalidUTF8 = fmt.Errorf("field is not valid UTF-8: %w", ErrInvalidRecord)
+	// ErrTooLarge: a record has more fields or bytes than Limits allow.
+	ErrTooLarge = fmt.Errorf("record too large: %w", ErrInvalidRecord)
+	// ErrReservedField: a job field uses a name the job queue keeps for
+	// itself (see ReservedJobFields).
+	ErrReservedField = fmt.Errorf("reserved field name: %w", ErrInvalidRecord)
+
+	// ErrSyntax: JSON text that is not a record (or not a fields object).
+	ErrSyntax = errors.New("malformed record JSON")
+
+	// ErrForeignEntry: a stream entry that is not a record of this package:
+	// its Redis id has no branded id (brand.ErrRange) or its fields do not
+	// form a valid record. Reads report such entries instead of skipping
+	// them.
+	ErrForeignEntry = errors.New("stream entry is not a branded record")
+
+	// ErrEvictingPolicy: the server's maxmemory-policy may evict keys
+	// (invariant 9). Set maxmemory-policy to noeviction, or connect with
+	// Options.AllowEviction.
+	ErrEvictingPolicy = errors.New("redis maxmemory-policy may evict keys")
+
+	// ErrArchived: the stream is registered as archived, so only the archive
+	// driver (which folds before it trims) may trim it.
+	ErrArchived = errors.New("stream is archived: only the archive driver may trim it")
+
+	// ErrOutcomeUnknown: an append was sent but its reply was lost and the
+	// retries ran out (or the context ended) before its outcome was known.
+	// The records may or may not be in the stream, under the ids reported
+	// in the *AppendError.
+	ErrOutcomeUnknown = errors.New("append outcome unknown")
+
+	// ErrLaneGap: a lane follower fell behind by more than the lane's cap;
+	// the entries between its last seen id and the oldest kept one are gone.
+	ErrLaneGap = errors.New("lane entries were trimmed before they were read")
+
+	// ErrBadSeam: the seam cache hash holds values that are not a seam.
+	ErrBadSeam = errors.New("malformed seam cache")
+
+	// ErrNoJob: a job id or entry that is not pending in the queue.
+	ErrNoJob = errors.New("no such pending job")
+
+	// ErrBadURL: a Redis URL this package does not accept.
+	ErrBadURL = errors.New("invalid redis URL")
+)
+
+// RecordError says which record and field of an input is invalid. It wraps
+// one of the ErrInvalidRecord sentinels.
+type RecordError struct {
+	Index int    // position of the record in the batch (0 for a single one)
+	Field string // the field name concerned, if any
+	Err   error
+}
+
+func (e *RecordError) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("record %d, field %q: %v", e.Index, clip(e.Field), e.Err)
+	}
+	return fmt.Sprintf("record %d: %v", e.Index, e.Err)
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// EntryError reports a stream entry that is not a branded record. XID is its
+// raw Redis id. It wraps ErrForeignEntry and the cause.
+type EntryError struct {
+	Key string // the stream key
+	XID string // the entry's Redis id as the server gave it
+	Err error  // the cause (brand.ErrRange, ErrInvalidRecord, …)
+}
+
+func (e *EntryError) Error() string {
+	return fmt.Sprintf("%s entry %s: %v: %v", e.Key, clip(e.XID), ErrForeignEntry, e.Err)
+}
+
+func (e *EntryError) Unwrap() []error { return []error{ErrForeignEntry, e.Err} }
+
+// clip shortens s for an error message.
+func clip(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,97 @@
+package mq
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/echostore/echostore/brand"
+)
+
+// testCtx returns a context that ends with the test.
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+var queueSeq atomic.Int64
+
+var notName = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+
+// queueName returns a queue name unique to the test.
+func queueName(t testing.TB) string {
+	n := notName.ReplaceAllString(t.Name(), "_")
+	if len(n) > 80 {
+		n = n[:80]
+	}
+	return fmt.Sprintf("%s.%d", n, queueSeq.Add(1))
+}
+
+// connect connects to url with opts and closes the client with the test.
+func connect(t testing.TB, url string, opts Options) *Client {
+	t.Helper()
+	opts.URL = url
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	}
+	c, err := Connect(testCtx(t), opts)
+	if err != nil {
+		t.Fatalf("Connect(%s): %v", url, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// plain connects to the package's plain redis-server.
+func plain(t testing.TB, opts Options) *Client {
+	return connect(t, servers.Redis(t).URL, opts)
+}
+
+// cluster connects to the package's 3-master Redis Cluster.
+func cluster(t testing.TB, opts Options) *Client {
+	cl := servers.Cluster(t)
+	return connect(t, "redis://"+strings.Join(cl.Addrs, ","), opts)
+}
+
+// eachServer runs f against the plain server and the cluster.
+func eachServer(t *testing.T, opts Options, f func(t *testing.T, c *Client)) {
+	t.Run("redis", func(t *testing.T) { f(t, plain(t, opts)) })
+	t.Run("cluster", func(t *testing.T) { f(t, cluster(t, opts)) })
+}
+
+// fixedMinter returns a minter whose clock stands still at t0, so that
+// minters made alike mint the same ids.
+func fixedMinter(t testing.TB, t0 time.Time) *brand.Minter {
+	m, err := brand.NewMinter(0, brand.WithClock(func() time.Time { return t0 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func fields(kv ...string) []Field {
+	out := make([]Field, len(kv)/2)
+	for i := range out {
+		out[i] = Field{Name: kv[2*i], Value: kv[2*i+1]}
+	}
+	return out
+}
+
+// readAll reads a whole range and fails the test on any error.
+func readAll(t testing.TB, c *Client, q, s string, from, to brand.ID, count int, reverse bool) []Record {
+	t.Helper()
+	var out []Record
+	for rec, err := range c.Read(testCtx(t), q, s, from, to, count, reverse) {
+		if err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}

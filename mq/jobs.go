@@ -1,0 +1,521 @@
+package mq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/redis/rueidis"
+)
+
+// JobOptions configure the job queues of a Client. A zero field means its
+// default.
+type JobOptions struct {
+	// Group is the consumer group of every job stream (default "workers").
+	Group string
+	// ClaimBatch is how many jobs Claim takes when asked for none in
+	// particular (default 64).
+	ClaimBatch int
+	// MaxAttempts is how many deliveries a job gets before it goes to the
+	// dead letters (default 5).
+	MaxAttempts int
+	// MinIdle is how long a claim may go unacknowledged before Recover
+	// takes it over (default 1m).
+	MinIdle time.Duration
+	// Backoff is the pause before attempt+1 after attempt failed (default:
+	// 1s doubling per attempt, at most 1h).
+	Backoff func(attempt int) time.Duration
+	// DedupWindow is how long an enqueued job id is remembered, so that
+	// enqueueing it again is a no-op (default 24h). Each remembered id costs
+	// a sorted-set member until then.
+	DedupWindow time.Duration
+	// Clock gives the time of due dates, backoffs and the dedup window
+	// (default time.Now).
+	Clock func() time.Time
+}
+
+func (o JobOptions) withDefaults() JobOptions {
+	if o.Group == "" {
+		o.Group = "workers"
+	}
+	if o.ClaimBatch <= 0 {
+		o.ClaimBatch = 64
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 5
+	}
+	if o.MinIdle <= 0 {
+		o.MinIdle = time.Minute
+	}
+	if o.Backoff == nil {
+		o.Backoff = DefaultBackoff
+	}
+	if o.DedupWindow <= 0 {
+		o.DedupWindow = 24 * time.Hour
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	return o
+}
+
+// DefaultBackoff waits 1s after the first failed attempt and doubles the
+// wait after each further one, up to an hour.
+func DefaultBackoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt > 13 {
+		return time.Hour
+	}
+	return min(time.Second<<(attempt-1), time.Hour)
+}
+
+// IsReservedJobField reports whether a job may not use name for a field of
+// its own: the queue keeps "job", "attempt" and "error" for itself.
+func IsReservedJobField(name string) bool {
+	return name == "job" || name == "attempt" || name == "error"
+}
+
+// Job is a unit of work. Its id is a JOB-branded id: the same id enqueued
+// twice within JobOptions.DedupWindow is enqueued once.
+type Job struct {
+	// ID is the job's id; zero means mint one.
+	ID brand.ID
+	// Fields are the job's data, in order; they may be empty.
+	Fields []Field
+	// RunAt delays the job until then; zero or past means at once.
+	RunAt time.Time
+}
+
+// EnqueueResult says what Enqueue did.
+type EnqueueResult struct {
+	ID brand.ID
+	// EntryID is the job's entry in the job stream ("" unless queued now).
+	EntryID string
+	// Delayed: the job waits in the delayed set until RunAt.
+	Delayed bool
+	// Duplicate: the id was enqueued before, within the dedup window;
+	// nothing was done.
+	Duplicate bool
+}
+
+// Delivery is a claimed job.
+type Delivery struct {
+	ID      brand.ID
+	EntryID string // the job stream entry: what Ack and Fail take
+	Attempt int    // 1 for the first delivery
+	Fields  []Field
+}
+
+// DeadLetter is a job that used up its attempts.
+type DeadLetter struct {
+	EntryID  string // its entry in the dead-letter stream
+	ID       brand.ID
+	Attempts int
+	Error    string
+	Fields   []Field
+}
+
+// QueueStatus describes a job queue.
+type QueueStatus struct {
+	Queue     string `json:"queue"`
+	Length    int64  `json:"length"`    // entries in the job stream
+	Pending   int64  `json:"pending"`   // claimed, not yet acknowledged
+	Lag       int64  `json:"lag"`       // not yet delivered to any consumer
+	Delayed   int64  `json:"delayed"`   // waiting for their time
+	Dead      int64  `json:"dead"`      // dead letters
+	Consumers int64  `json:"consumers"` // consumers holding pending jobs
+	// NextDue is when the next delayed job is due (RFC 3339), "" if none.
+	NextDue string `json:"next_due"`
+}
+
+func (c *Client) now() time.Time { return c.opts.Jobs.Clock() }
+
+func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+
+func checkJob(lim Limits, fields []Field) error {
+	for _, f := range fields {
+		if IsReservedJobField(f.Name) {
+			return &RecordError{Field: f.Name, Err: ErrReservedField}
+		}
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	return lim.Check(fields)
+}
+
+// Enqueue adds a job to queue q, at once or, with job.RunAt in the future,
+// to the delayed set. A job id already enqueued within the dedup window is
+// a no-op (Duplicate), so a producer may retry an enqueue safely.
+func (c *Client) Enqueue(ctx context.Context, q string, job Job) (EnqueueResult, error) {
+	if err := checkQ(q); err != nil {
+		return EnqueueResult{}, err
+	}
+	if err := checkJob(c.opts.Limits, job.Fields); err != nil {
+		return EnqueueResult{}, fmt.Errorf("enqueue on %s: %w", q, err)
+	}
+	if job.ID == 0 {
+		id, err := c.minter.Mint()
+		if err != nil {
+			return EnqueueResult{}, fmt.Errorf("enqueue on %s: mint: %w", q, err)
+		}
+		job.ID = id
+	}
+	now := c.now()
+	due := "0"
+	if job.RunAt.After(now) {
+		due = ms(job.RunAt)
+	}
+	args := []string{brand.JOB.Format(job.ID), ms(now), strconv.FormatInt(c.opts.Jobs.DedupWindow.Milliseconds(), 10),
+		due, c.opts.Jobs.Group}
+	for _, f := range job.Fields {
+		args = append(args, f.Name, f.Value)
+	}
+	keys := []string{JobsKey(q), DelayedKey(q), JobIDsKey(q)}
+	reply, err := c.lua.enqueue.Exec(ctx, c.rdb, keys, args).AsStrSlice()
+	if err != nil {
+		return EnqueueResult{}, fmt.Errorf("enqueue %s on %s: %w", brand.JOB.Format(job.ID), q, err)
+	}
+	res := EnqueueResult{ID: job.ID}
+	switch {
+	case len(reply) == 2 && reply[0] == "QUEUED":
+		res.EntryID = reply[1]
+	case len(reply) == 1 && reply[0] == "DELAYED":
+		res.Delayed = true
+	case len(reply) == 1 && reply[0] == "DUP":
+		res.Duplicate = true
+	default:
+		return EnqueueResult{}, fmt.Errorf("enqueue on %s: unexpected reply %q", q, reply)
+	}
+	return res, nil
+}
+
+// Promote moves the delayed jobs of q that are due to the job stream and
+// returns how many it moved. Claim does this too; call Promote to make due
+// jobs visible (to Status, to other readers) without claiming.
+func (c *Client) Promote(ctx context.Context, q string) (int64, error) {
+	if err := checkQ(q); err != nil {
+		return 0, err
+	}
+	n, err := c.lua.promote.Exec(ctx, c.rdb, []string{JobsKey(q), DelayedKey(q)},
+		[]string{ms(c.now()), "1000"}).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("promote delayed jobs of %s: %w", q, err)
+	}
+	return n, nil
+}
+
+// Claim promotes due delayed jobs and then claims up to n jobs of queue q
+// that no consumer has had yet (n ≤ 0: JobOptions.ClaimBatch) for consumer.
+// It does not wait: no job, no delivery. A claimed job stays pending until
+// Ack or Fail; Recover takes it over if it stays idle too long. An entry of
+// the job stream that is not a job is reported in the error (an
+// *EntryError) beside the deliveries of the others; it stays pending, and
+// Recover buries it once its attempts are used up.
+func (c *Client) Claim(ctx context.Context, q, consumer string, n int) ([]Delivery, error) {
+	if err := checkQ(q); err != nil {
+		return nil, err
+	}
+	if consumer == "" {
+		return nil, fmt.Errorf("claim on %s: empty consumer name", q)
+	}
+	if n <= 0 {
+		n = c.opts.Jobs.ClaimBatch
+	}
+	keys := []string{JobsKey(q), DelayedKey(q)}
+	args := []string{c.opts.Jobs.Group, consumer, strconv.Itoa(n), ms(c.now())}
+	msgs, err := c.lua.claim.Exec(ctx, c.rdb, keys, args).ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("claim on %s: %w", q, err)
+	}
+	entries, err := rawEntries(msgs)
+	if err != nil {
+		return nil, fmt.Errorf("claim on %s: %w", q, err)
+	}
+	out := make([]Delivery, 0, len(entries))
+	var errs []error
+	for _, e := range entries {
+		d, err := decodeJob(JobsKey(q), e.xid, e.kv, 0)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, d)
+	}
+	return out, errors.Join(errs...)
+}
+
+// decodeJob decodes a job entry; attempt 0 means the entry's own.
+func decodeJob(key, xid string, kv []string, attempt int) (Delivery, error) {
+	bad := func(err error) (Delivery, error) { return Delivery{}, &EntryError{Key: key, XID: xid, Err: err} }
+	if len(kv) < 4 || kv[0] != "job" || kv[2] != "attempt" {
+		return bad(fmt.Errorf("not a job entry (want job <id> attempt <n> …): %w", ErrInvalidRecord))
+	}
+	id, err := brand.JOB.Parse(kv[1])
+	if err != nil {
+		return bad(err)
+	}
+	n, err := strconv.Atoi(kv[3])
+	if err != nil || n < 1 {
+		return bad(fmt.Errorf("attempt %q: %w", clip(kv[3]), ErrInvalidRecord))
+	}
+	if attempt == 0 {
+		attempt = n
+	}
+	d := Delivery{ID: id, EntryID: xid, Attempt: attempt}
+	if len(kv) > 4 {
+		if d.Fields, err = decodeFields(kv[4:]); err != nil {
+			return bad(err)
+		}
+	}
+	return d, nil
+}
+
+// Ack acknowledges finished jobs (by entry id) and deletes them from the
+// job stream. It returns how many were pending; acknowledging a job twice
+// is harmless.
+func (c *Client) Ack(ctx context.Context, q string, entryIDs ...string) (int64, error) {
+	if err := checkQ(q); err != nil {
+		return 0, err
+	}
+	if len(entryIDs) == 0 {
+		return 0, nil
+	}
+	args := append([]string{c.opts.Jobs.Group}, entryIDs...)
+	n, err := c.lua.ack.Exec(ctx, c.rdb, []string{JobsKey(q)}, args).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("ack on %s: %w", q, err)
+	}
+	return n, nil
+}
+
+// FailResult says what became of a failed job.
+type FailResult struct {
+	// Dead: the job used up its attempts and is now a dead letter.
+	Dead bool
+	// Attempts is the number of attempts made so far.
+	Attempts int
+	// RetryAt is when the next attempt is due (zero if Dead).
+	RetryAt time.Time
+}
+
+// Fail reports that consumer failed delivery d of a job of q. The job
+// leaves the job stream: to the delayed set for its next attempt after
+// JobOptions.Backoff, or, once it has had MaxAttempts, to the dead letters
+// with reason. A delivery no longer pending fails with ErrNoJob, as does
+// one that another consumer has taken over.
+func (c *Client) Fail(ctx context.Context, q, consumer string, d Delivery, reason string) (FailResult, error) {
+	if err := checkQ(q); err != nil {
+		return FailResult{}, err
+	}
+	now := c.now()
+	backoff := c.opts.Jobs.Backoff(d.Attempt)
+	keys := []string{JobsKey(q), DelayedKey(q), DeadKey(q)}
+	args := []string{c.opts.Jobs.Group, consumer, d.EntryID, reason, strconv.Itoa(c.opts.Jobs.MaxAttempts),
+		ms(now), strconv.FormatInt(backoff.Milliseconds(), 10)}
+	reply, err := c.lua.fail.Exec(ctx, c.rdb, keys, args).AsStrSlice()
+	if err != nil {
+		return FailResult{}, fmt.Errorf("fail %s on %s: %w", d.EntryID, q, err)
+	}
+	switch {
+	case len(reply) == 2 && reply[0] == "RETRY":
+		next, _ := strconv.Atoi(reply[1])
+		return FailResult{Attempts: next - 1, RetryAt: now.Add(backoff)}, nil
+	case len(reply) == 2 && reply[0] == "DEAD":
+		n, _ := strconv.Atoi(reply[1])
+		return FailResult{Dead: true, Attempts: n}, nil
+	case len(reply) == 1 && reply[0] == "NOTPENDING":
+		return FailResult{}, fmt.Errorf("fail %s on %s: %w (acknowledged, failed or buried already)", d.EntryID, q, ErrNoJob)
+	case len(reply) == 2 && reply[0] == "NOTOWNER":
+		return FailResult{}, fmt.Errorf("fail %s on %s: %w for %s: consumer %s has it now", d.EntryID, q, ErrNoJob, consumer, reply[1])
+	}
+	return FailResult{}, fmt.Errorf("fail %s on %s: unexpected reply %q", d.EntryID, q, reply)
+}
+
+// RecoverResult says what Recover did.
+type RecoverResult struct {
+	// Claimed are the stalled jobs now claimed by the consumer.
+	Claimed []Delivery
+	// Dead is how many stalled jobs had used up their attempts and went to
+	// the dead letters.
+	Dead int64
+}
+
+// Recover takes over up to n jobs of q claimed by any consumer and not
+// acknowledged for at least minIdle (≤ 0: JobOptions.MinIdle; n ≤ 0:
+// JobOptions.ClaimBatch): those that had MaxAttempts deliveries go to the
+// dead letters, the others are claimed by consumer, each delivery counting
+// as an attempt.
+func (c *Client) Recover(ctx context.Context, q, consumer string, minIdle time.Duration, n int) (RecoverResult, error) {
+	if err := checkQ(q); err != nil {
+		return RecoverResult{}, err
+	}
+	if consumer == "" {
+		return RecoverResult{}, fmt.Errorf("recover on %s: empty consumer name", q)
+	}
+	if minIdle <= 0 {
+		minIdle = c.opts.Jobs.MinIdle
+	}
+	if n <= 0 {
+		n = c.opts.Jobs.ClaimBatch
+	}
+	keys := []string{JobsKey(q), DeadKey(q)}
+	args := []string{c.opts.Jobs.Group, consumer, strconv.FormatInt(minIdle.Milliseconds(), 10), strconv.Itoa(n),
+		strconv.Itoa(c.opts.Jobs.MaxAttempts)}
+	reply, err := c.lua.recover.Exec(ctx, c.rdb, keys, args).ToArray()
+	if err != nil {
+		if isNoGroup(err) {
+			return RecoverResult{}, nil
+		}
+		return RecoverResult{}, fmt.Errorf("recover on %s: %w", q, err)
+	}
+	if len(reply) != 2 {
+		return RecoverResult{}, fmt.Errorf("recover on %s: %w", q, errShape(len(reply), 2))
+	}
+	var res RecoverResult
+	res.Dead, _ = reply[1].AsInt64()
+	claimed, err := reply[0].ToArray()
+	if err != nil {
+		return RecoverResult{}, fmt.Errorf("recover on %s: %w", q, err)
+	}
+	var errs []error
+	for _, m := range claimed {
+		parts, err := m.ToArray()
+		if err != nil || len(parts) != 3 {
+			return res, fmt.Errorf("recover on %s: unexpected reply shape", q)
+		}
+		xid, _ := parts[0].ToString()
+		attempt, _ := parts[1].AsInt64()
+		kv, _ := parts[2].AsStrSlice()
+		d, err := decodeJob(JobsKey(q), xid, kv, int(attempt))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res.Claimed = append(res.Claimed, d)
+	}
+	return res, errors.Join(errs...)
+}
+
+// Dead lists up to n dead letters of q (n ≤ 0: 100), oldest first, after the
+// dead-letter entry id after ("" from the start).
+func (c *Client) Dead(ctx context.Context, q, after string, n int) ([]DeadLetter, error) {
+	if err := checkQ(q); err != nil {
+		return nil, err
+	}
+	if n <= 0 {
+		n = 100
+	}
+	start := "-"
+	if after != "" {
+		start = "(" + after
+	}
+	key := DeadKey(q)
+	msgs, err := c.rdb.Do(ctx, c.rdb.B().Xrange().Key(key).Start(start).End("+").Count(int64(n)).Build()).ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("list dead letters of %s: %w", q, err)
+	}
+	entries, err := rawEntries(msgs)
+	if err != nil {
+		return nil, fmt.Errorf("list dead letters of %s: %w", q, err)
+	}
+	out := make([]DeadLetter, 0, len(entries))
+	var errs []error
+	for _, e := range entries {
+		if len(e.kv) < 6 || e.kv[4] != "error" {
+			errs = append(errs, &EntryError{Key: key, XID: e.xid, Err: fmt.Errorf("not a dead letter: %w", ErrInvalidRecord)})
+			continue
+		}
+		kv := append(append([]string(nil), e.kv[:4]...), e.kv[6:]...)
+		d, err := decodeJob(key, e.xid, kv, 0)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, DeadLetter{EntryID: e.xid, ID: d.ID, Attempts: d.Attempt, Error: e.kv[5], Fields: d.Fields})
+	}
+	return out, errors.Join(errs...)
+}
+
+// Redrive moves dead letters of q (by their entry ids) back to the job
+// stream with fresh attempts and returns their new job entry ids. Ids that
+// are not dead letters (any more) are skipped.
+func (c *Client) Redrive(ctx context.Context, q string, deadIDs ...string) ([]string, error) {
+	return c.redrive(ctx, q, append([]string{c.opts.Jobs.Group, "ids"}, deadIDs...))
+}
+
+// RedriveAll moves up to n of the oldest dead letters of q back to the job
+// stream (n ≤ 0: 1000) and returns their new job entry ids.
+func (c *Client) RedriveAll(ctx context.Context, q string, n int) ([]string, error) {
+	if n <= 0 {
+		n = 1000
+	}
+	return c.redrive(ctx, q, []string{c.opts.Jobs.Group, "all", strconv.Itoa(n)})
+}
+
+func (c *Client) redrive(ctx context.Context, q string, args []string) ([]string, error) {
+	if err := checkQ(q); err != nil {
+		return nil, err
+	}
+	ids, err := c.lua.redrive.Exec(ctx, c.rdb, []string{JobsKey(q), DeadKey(q)}, args).AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("redrive dead letters of %s: %w", q, err)
+	}
+	return ids, nil
+}
+
+// Status returns the state of queue q.
+func (c *Client) Status(ctx context.Context, q string) (QueueStatus, error) {
+	if err := checkQ(q); err != nil {
+		return QueueStatus{}, err
+	}
+	b := c.rdb.B()
+	res := c.rdb.DoMulti(ctx,
+		b.Xlen().Key(JobsKey(q)).Build(),
+		b.Zcard().Key(DelayedKey(q)).Build(),
+		b.Xlen().Key(DeadKey(q)).Build(),
+		b.Zrange().Key(DelayedKey(q)).Min("0").Max("0").Withscores().Build(),
+	)
+	st := QueueStatus{Queue: q}
+	var err error
+	for i, p := range []*int64{&st.Length, &st.Delayed, &st.Dead} {
+		if *p, err = res[i].AsInt64(); err != nil {
+			return st, fmt.Errorf("status of %s: %w", q, err)
+		}
+	}
+	if next, err := res[3].AsZScores(); err == nil && len(next) > 0 {
+		st.NextDue = time.UnixMilli(int64(next[0].Score)).UTC().Format(time.RFC3339Nano)
+	}
+	if st.Length == 0 {
+		return st, nil
+	}
+	summary, err := c.rdb.Do(ctx, b.Xpending().Key(JobsKey(q)).Group(c.opts.Jobs.Group).Build()).ToArray()
+	if err != nil {
+		if isNoGroup(err) {
+			st.Lag = st.Length
+			return st, nil
+		}
+		return st, fmt.Errorf("status of %s: %w", q, err)
+	}
+	st.Pending, _ = summary[0].AsInt64()
+	if len(summary) == 4 && !summary[3].IsNil() {
+		consumers, _ := summary[3].ToArray()
+		st.Consumers = int64(len(consumers))
+	}
+	// Acknowledged entries are deleted, so what is not pending is undelivered.
+	st.Lag = st.Length - st.Pending
+	return st, nil
+}
+
+// isNoGroup reports a NOGROUP error reply: the job stream or its group does
+// not exist yet (nothing was ever enqueued).
+func isNoGroup(err error) bool {
+	rerr, ok := rueidis.IsRedisErr(err)
+	return ok && strings.HasPrefix(rerr.Error(), "NOGROUP")
+}

@@ -1,0 +1,201 @@
+package mq
+
+// Job queue scripts. A job entry in emq:{Q}:jobs has the fields
+//
+//	job <JOB_…> attempt <n> <the job's own fields…>
+//
+// where n is the attempt its next delivery is (1 for a fresh job). A dead
+// letter in emq:{Q}:jobs:dead has
+//
+//	job <JOB_…> attempt <attempts made> error <why> <the job's own fields…>
+//
+// Delayed jobs wait in the sorted set emq:{Q}:jobs:delayed, scored by the
+// Unix millisecond they are due, the member being the JSON array of the
+// entry's fields (job id first, so members are unique). Acknowledged, dead
+// and retried entries are deleted from the job stream, so every entry in it
+// is either pending (claimed) or not yet delivered.
+
+// luaJobs holds helpers of the job scripts (after LuaLib).
+const luaJobs = LuaLib + `
+local function attempts(kv, deliveries)
+  local n = tonumber(kv[4]) or 1
+  return n + deliveries - 1
+end
+local function tail(kv, from, out)
+  for j = from, #kv do out[#out + 1] = kv[j] end
+  return out
+end
+local function bury(jobs, dead, group, xid, kv, n, why)
+  redis.call('XACK', jobs, group, xid)
+  redis.call('XDEL', jobs, xid)
+  redis.call('XADD', dead, '*', unpack(tail(kv, 5, {'job', kv[2], 'attempt', tostring(n), 'error', why})))
+end
+local function promote(jobs, delayed, now, limit)
+  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, limit)
+  for _, m in ipairs(due) do
+    redis.call('XADD', jobs, '*', unpack(cjson.decode(m)))
+    redis.call('ZREM', delayed, m)
+  end
+  return #due
+end
+local function ensuregroup(jobs, group)
+  if redis.call('EXISTS', jobs) == 1 then
+    for _, g in ipairs(redis.call('XINFO', 'GROUPS', jobs)) do
+      if field(g, 'name') == group then return end
+    end
+  end
+  redis.call('XGROUP', 'CREATE', jobs, group, '0', 'MKSTREAM')
+end
+`
+
+// scriptEnqueue adds a job unless its id was enqueued within the dedup
+// window.
+//
+//	KEYS  jobs, delayed, ids
+//	ARGV  job id, now (ms), dedup window (ms), due (ms; ≤ now: at once),
+//	      group, then the job's name/value pairs
+//
+// Replies {"QUEUED", xid}, {"DELAYED"} or {"DUP"}.
+const scriptEnqueue = "#!lua\n" + luaJobs + `
+local now = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+if redis.call('ZSCORE', KEYS[3], ARGV[1]) then return {'DUP'} end
+redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[1])
+ensuregroup(KEYS[1], ARGV[5])
+local fields = tail(ARGV, 6, {'job', ARGV[1], 'attempt', '1'})
+if tonumber(ARGV[4]) > now then
+  redis.call('ZADD', KEYS[2], ARGV[4], cjson.encode(fields))
+  return {'DELAYED'}
+end
+return {'QUEUED', redis.call('XADD', KEYS[1], '*', unpack(fields))}
+`
+
+// scriptPromote moves due delayed jobs to the job stream.
+//
+//	KEYS  jobs, delayed
+//	ARGV  now (ms), limit
+const scriptPromote = "#!lua\n" + luaJobs + `
+return promote(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+`
+
+// scriptClaim promotes due delayed jobs, then claims new entries for a
+// consumer.
+//
+//	KEYS  jobs, delayed
+//	ARGV  group, consumer, count, now (ms)
+//
+// Replies the claimed entries, as XREADGROUP gives them.
+const scriptClaim = "#!lua\n" + luaJobs + `
+promote(KEYS[1], KEYS[2], ARGV[4], ARGV[3])
+ensuregroup(KEYS[1], ARGV[1])
+local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[3], 'STREAMS', KEYS[1], '>')
+if not r then return {} end
+return r[1][2]
+`
+
+// scriptAck acknowledges and deletes entries.
+//
+//	KEYS  jobs
+//	ARGV  group, then entry ids
+//
+// Replies the number of entries that were pending.
+const scriptAck = "#!lua\n" + `
+local n = 0
+for i = 2, #ARGV do
+  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
+    redis.call('XDEL', KEYS[1], ARGV[i])
+    n = n + 1
+  end
+end
+return n
+`
+
+// scriptFail ends a failed delivery: the job goes to the delayed set for
+// another attempt after a backoff, or to the dead letters once it has had
+// its attempts.
+//
+//	KEYS  jobs, delayed, dead
+//	ARGV  group, consumer, entry id, error text, max attempts, now (ms),
+//	      backoff (ms)
+//
+// Replies {"RETRY", next attempt}, {"DEAD", attempts}, {"NOTPENDING"} or
+// {"NOTOWNER", owner}.
+const scriptFail = "#!lua\n" + luaJobs + `
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if #p == 0 then return {'NOTPENDING'} end
+if p[1][2] ~= ARGV[2] then return {'NOTOWNER', p[1][2]} end
+local e = redis.call('XRANGE', KEYS[1], ARGV[3], ARGV[3])
+if #e == 0 then
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+  return {'NOTPENDING'}
+end
+local kv = e[1][2]
+local n = attempts(kv, p[1][4])
+if n >= tonumber(ARGV[5]) then
+  bury(KEYS[1], KEYS[3], ARGV[1], ARGV[3], kv, n, ARGV[4])
+  return {'DEAD', tostring(n)}
+end
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
+redis.call('XDEL', KEYS[1], ARGV[3])
+kv[4] = tostring(n + 1)
+redis.call('ZADD', KEYS[2], tonumber(ARGV[6]) + tonumber(ARGV[7]), cjson.encode(kv))
+return {'RETRY', kv[4]}
+`
+
+// scriptRecover takes over claims idle for at least min-idle: each one that
+// has had its attempts goes to the dead letters, the others are claimed by
+// the consumer (XCLAIM, which counts a delivery).
+//
+//	KEYS  jobs, dead
+//	ARGV  group, consumer, min idle (ms), count, max attempts
+//
+// Replies {claimed, dead} where claimed is a list of {xid, attempt, kv}.
+const scriptRecover = "#!lua\n" + luaJobs + `
+local pend = redis.call('XPENDING', KEYS[1], ARGV[1], 'IDLE', ARGV[3], '-', '+', ARGV[4])
+local claimed, dead = {}, 0
+for _, p in ipairs(pend) do
+  local xid = p[1]
+  local e = redis.call('XRANGE', KEYS[1], xid, xid)
+  if #e == 0 then
+    redis.call('XACK', KEYS[1], ARGV[1], xid)
+  else
+    local kv = e[1][2]
+    local n = attempts(kv, p[4])
+    if n >= tonumber(ARGV[5]) then
+      bury(KEYS[1], KEYS[2], ARGV[1], xid, kv, n, 'stalled: not acknowledged within ' .. ARGV[3] .. ' ms')
+      dead = dead + 1
+    else
+      redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], xid)
+      claimed[#claimed + 1] = {xid, tostring(n + 1), kv}
+    end
+  end
+end
+return {claimed, dead}
+`
+
+// scriptRedrive moves dead letters back to the job stream with fresh
+// attempts.
+//
+//	KEYS  jobs, dead
+//	ARGV  group, "all" and a count, or "ids" and dead entry ids
+//
+// Replies the new job entry ids.
+const scriptRedrive = "#!lua\n" + luaJobs + `
+local entries = {}
+if ARGV[2] == 'all' then
+  entries = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', ARGV[3])
+else
+  for i = 3, #ARGV do
+    local e = redis.call('XRANGE', KEYS[2], ARGV[i], ARGV[i])
+    if #e > 0 then entries[#entries + 1] = e[1] end
+  end
+end
+ensuregroup(KEYS[1], ARGV[1])
+local out = {}
+for _, e in ipairs(entries) do
+  local kv = e[2]
+  out[#out + 1] = redis.call('XADD', KEYS[1], '*', unpack(tail(kv, 7, {'job', kv[2], 'attempt', '1'})))
+  redis.call('XDEL', KEYS[2], e[1])
+end
+return out
+`

@@ -1,0 +1,120 @@
+package mq
+
+import (
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/echostore/echostore/brand"
+)
+
+// Field is one (name, value) pair of a record. Both are strings as Redis
+// keeps them; on input both must be valid UTF-8.
+type Field struct {
+	Name  string
+	Value string
+}
+
+// Record is a stream entry: a branded id and its fields in stored order.
+// Its JSON form is {"id":"EVT_…","fields":{…}} with the fields in stored
+// order; MarshalJSON is the one place that renders a record, so a record
+// prints byte-identically wherever it was read from.
+type Record struct {
+	ID     brand.ID
+	Fields []Field
+}
+
+// Limits bound what one record may hold. A zero field means the default.
+type Limits struct {
+	// MaxFields is the most fields a record may have (default 1024).
+	MaxFields int
+	// MaxBytes is the most bytes of names and values a record may hold
+	// (default 1 MiB).
+	MaxBytes int
+}
+
+// Default limits.
+const (
+	DefaultMaxFields = 1024
+	DefaultMaxBytes  = 1 << 20
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxFields <= 0 {
+		l.MaxFields = DefaultMaxFields
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	return l
+}
+
+// Check reports whether fields form a valid record under l: at least one
+// field, no duplicate names, valid UTF-8 throughout, within the limits. The
+// error is a *RecordError (Index 0) wrapping the sentinel that applies.
+func (l Limits) Check(fields []Field) error {
+	l = l.withDefaults()
+	if len(fields) == 0 {
+		return &RecordError{Err: ErrEmptyRecord}
+	}
+	if len(fields) > l.MaxFields {
+		return &RecordError{Err: fmt.Errorf("%d fields, at most %d allowed: %w", len(fields), l.MaxFields, ErrTooLarge)}
+	}
+	size := 0
+	for _, f := range fields {
+		if !utf8.ValidString(f.Name) {
+			return &RecordError{Field: f.Name, Err: fmt.Errorf("name: %w", ErrInvalidUTF8)}
+		}
+		if !utf8.ValidString(f.Value) {
+			return &RecordError{Field: f.Name, Err: fmt.Errorf("value: %w", ErrInvalidUTF8)}
+		}
+		size += len(f.Name) + len(f.Value)
+	}
+	if size > l.MaxBytes {
+		return &RecordError{Err: fmt.Errorf("%d bytes of names and values, at most %d allowed: %w", size, l.MaxBytes, ErrTooLarge)}
+	}
+	if name, dup := duplicateName(fields); dup {
+		return &RecordError{Field: name, Err: ErrDuplicateField}
+	}
+	return nil
+}
+
+// duplicateName returns a name that occurs twice in fields, if any.
+func duplicateName(fields []Field) (string, bool) {
+	if len(fields) <= 16 {
+		for i := 1; i < len(fields); i++ {
+			for j := 0; j < i; j++ {
+				if fields[i].Name == fields[j].Name {
+					return fields[i].Name, true
+				}
+			}
+		}
+		return "", false
+	}
+	seen := make(map[string]struct{}, len(fields))
+	for _, f := range fields {
+		if _, ok := seen[f.Name]; ok {
+			return f.Name, true
+		}
+		seen[f.Name] = struct{}{}
+	}
+	return "", false
+}
+
+// size returns the bytes of names and values of fields.
+func size(fields []Field) int {
+	n := 0
+	for _, f := range fields {
+		n += len(f.Name) + len(f.Value)
+	}
+	return n
+}
+
+// Get returns the value of the field named name and whether there is one.
+func (r Record) Get(name string) (string, bool) {
+	for _, f := range r.Fields {
+		if f.Name == name {
+			return f.Value, true
+		}
+	}
+	return "", false
+}

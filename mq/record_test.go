@@ -1,0 +1,336 @@
+package mq
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/echostore/echostore/brand"
+	"pgregory.net/rapid"
+)
+
+func TestLimitsCheck(t *testing.T) {
+	big := strings.Repeat("x", 100)
+	many := make([]Field, 11)
+	for i := range many {
+		many[i] = Field{Name: string(rune('a' + i)), Value: "v"}
+	}
+	lim := Limits{MaxFields: 10, MaxBytes: 150}
+	cases := []struct {
+		name   string
+		fields []Field
+		want   error
+		field  string
+	}{
+		{"ok", fields("a", "1", "b", ""), nil, ""},
+		{"empty name and value are data", fields("", ""), nil, ""},
+		{"no fields", nil, ErrEmptyRecord, ""},
+		{"duplicate", fields("a", "1", "b", "2", "a", "3"), ErrDuplicateField, "a"},
+		{"duplicate among many", append(many[:9:9], Field{Name: "c"}), ErrDuplicateField, "c"},
+		{"bad utf8 value", fields("a", "\xff"), ErrInvalidUTF8, "a"},
+		{"bad utf8 name", fields("\xc3", "v"), ErrInvalidUTF8, "\xc3"},
+		{"too many fields", many, ErrTooLarge, ""},
+		{"too many bytes", fields("a", big, "b", big), ErrTooLarge, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := lim.Check(tc.fields)
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Fatalf("Check = %v, want %v", err, tc.want)
+			}
+			if err == nil {
+				return
+			}
+			if !errors.Is(err, ErrInvalidRecord) {
+				t.Errorf("%v does not wrap ErrInvalidRecord", err)
+			}
+			var re *RecordError
+			if !errors.As(err, &re) || re.Field != tc.field {
+				t.Errorf("error %v: want a *RecordError for field %q", err, tc.field)
+			}
+		})
+	}
+	// A large duplicate-free record takes the map path.
+	wide := make([]Field, 500)
+	for i := range wide {
+		wide[i] = Field{Name: strings.Repeat("n", i+1)}
+	}
+	if err := (Limits{}).Check(wide); err != nil {
+		t.Fatalf("500 distinct fields: %v", err)
+	}
+	wide[499].Name = wide[3].Name
+	if err := (Limits{}).Check(wide); !errors.Is(err, ErrDuplicateField) {
+		t.Fatalf("500 fields with a duplicate: %v", err)
+	}
+}
+
+func TestRecordJSONGolden(t *testing.T) {
+	id, _ := brand.Make(1234, 5, 6)
+	rec := Record{ID: id, Fields: fields("z", "last?", "a", "quote \" back \\ nl \n tab \t ctl \x01", "é", "\u2028<&>")}
+	got, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"` + brand.EVT.Format(id) + `","fields":{"z":"last?","a":"quote \" back \\ nl \n tab \t ctl \u0001","é":"\u2028\u003c\u0026\u003e"}}`
+	if string(got) != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if direct := AppendJSON(nil, rec); string(direct) != want {
+		t.Fatalf("AppendJSON differs from json.Marshal:\n%s\n%s", direct, want)
+	}
+	// encoding/json reads it back to the same values (our output is JSON).
+	var generic struct {
+		ID     string            `json:"id"`
+		Fields map[string]string `json:"fields"`
+	}
+	if err := json.Unmarshal(got, &generic); err != nil || generic.Fields["a"] != rec.Fields[1].Value {
+		t.Fatalf("encoding/json reads %+v, %v", generic, err)
+	}
+	var back Record
+	if err := json.Unmarshal(got, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !sameRecord(back, rec) {
+		t.Fatalf("round trip: %+v, want %+v", back, rec)
+	}
+}
+
+func TestRecordJSONRejects(t *testing.T) {
+	id := brand.EVT.Format(1)
+	cases := map[string]struct {
+		in   string
+		want error
+	}{
+		"duplicate field":      {`{"id":"` + id + `","fields":{"a":"1","a":"2"}}`, ErrDuplicateField},
+		"empty fields":         {`{"id":"` + id + `","fields":{}}`, ErrEmptyRecord},
+		"number value":         {`{"id":"` + id + `","fields":{"a":1}}`, ErrSyntax},
+		"null value":           {`{"id":"` + id + `","fields":{"a":null}}`, ErrSyntax},
+		"missing id":           {`{"fields":{"a":"1"}}`, ErrSyntax},
+		"missing fields":       {`{"id":"` + id + `"}`, ErrSyntax},
+		"unknown key":          {`{"id":"` + id + `","fields":{"a":"1"},"x":1}`, ErrSyntax},
+		"id twice":             {`{"id":"` + id + `","id":"` + id + `","fields":{"a":"1"}}`, ErrSyntax},
+		"foreign brand":        {`{"id":"` + brand.JOB.Format(1) + `","fields":{"a":"1"}}`, brand.ErrBrand},
+		"malformed id":         {`{"id":"EVT_x","fields":{"a":"1"}}`, brand.ErrMalformed},
+		"raw invalid utf8":     {`{"id":"` + id + "\",\"fields\":{\"a\":\"\xff\"}}", ErrInvalidUTF8},
+		"lone high surrogate":  {`{"id":"` + id + `","fields":{"a":"\ud800"}}`, ErrInvalidUTF8},
+		"lone low surrogate":   {`{"id":"` + id + `","fields":{"a":"\udc00x"}}`, ErrInvalidUTF8},
+		"bad surrogate pair":   {`{"id":"` + id + `","fields":{"a":"\ud800\u0041"}}`, ErrInvalidUTF8},
+		"control char":         {`{"id":"` + id + "\",\"fields\":{\"a\":\"\n\"}}", ErrSyntax},
+		"bad escape":           {`{"id":"` + id + `","fields":{"a":"\x"}}`, ErrSyntax},
+		"trailing garbage":     {`{"id":"` + id + `","fields":{"a":"1"}} x`, ErrSyntax},
+		"trailing comma":       {`{"id":"` + id + `","fields":{"a":"1",}}`, ErrSyntax},
+		"unterminated":         {`{"id":"` + id + `","fields":{"a":"1`, ErrSyntax},
+		"not an object":        {`[]`, ErrSyntax},
+		"empty input":          {``, ErrSyntax},
+		"short unicode escape": {`{"id":"` + id + `","fields":{"a":"\u12"}}`, ErrSyntax},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var r Record
+			err := r.UnmarshalJSON([]byte(tc.in))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("UnmarshalJSON(%q) = %v, want %v", tc.in, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseInputLine(t *testing.T) {
+	got, err := ParseInputLine([]byte(` { "fields" : { "b" : "2", "a":"\u00e9\ud83d\ude00" } }` + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fields("b", "2", "a", "é😀"); !sameFields(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if _, err := ParseInputLine([]byte(`{"id":"` + brand.EVT.Format(1) + `","fields":{"a":"1"}}`)); !errors.Is(err, ErrSyntax) {
+		t.Fatalf("an input line with an id: %v, want ErrSyntax", err)
+	}
+	f, err := ParseFieldsJSON([]byte(`{"x":"1","y":"2"}`))
+	if err != nil || !sameFields(f, fields("x", "1", "y", "2")) {
+		t.Fatalf("ParseFieldsJSON: %v %v", f, err)
+	}
+}
+
+func sameFields(a, b []Field) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func sameRecord(a, b Record) bool { return a.ID == b.ID && sameFields(a.Fields, b.Fields) }
+
+// genRecord draws a valid record: distinct names, any valid UTF-8.
+func genRecord(t *rapid.T) Record {
+	n := rapid.IntRange(1, 12).Draw(t, "n")
+	seen := map[string]bool{}
+	var fs []Field
+	for len(fs) < n {
+		name := rapid.String().Draw(t, "name")
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		fs = append(fs, Field{Name: name, Value: rapid.String().Draw(t, "value")})
+	}
+	return Record{ID: brand.ID(rapid.Uint64().Draw(t, "id")), Fields: fs}
+}
+
+// The JSON form round-trips every valid record, keeps field order, and is
+// what encoding/json reads as the same object.
+func TestRecordJSONProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		rec := genRecord(t)
+		b, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if direct := AppendJSON(nil, rec); string(direct) != string(b) {
+			t.Fatalf("json.Marshal and AppendJSON differ:\n%s\n%s", b, direct)
+		}
+		if !utf8.Valid(b) || !json.Valid(b) {
+			t.Fatalf("not valid JSON: %q", b)
+		}
+		var back Record
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("decode %q: %v", b, err)
+		}
+		if !sameRecord(back, rec) {
+			t.Fatalf("round trip changed the record:\n%+v\n%+v", rec, back)
+		}
+		// Field order in the text is stored order.
+		pos := 0
+		for _, f := range rec.Fields {
+			key := string(appendString(nil, f.Name)) + ":"
+			i := strings.Index(string(b[pos:]), key)
+			if i < 0 {
+				t.Fatalf("field %q not found in order in %s", f.Name, b)
+			}
+			pos += i + len(key)
+		}
+		var generic map[string]any
+		if err := json.Unmarshal(b, &generic); err != nil {
+			t.Fatal(err)
+		}
+		fm := generic["fields"].(map[string]any)
+		for _, f := range rec.Fields {
+			if fm[f.Name] != f.Value {
+				t.Fatalf("encoding/json reads field %q as %q, want %q", f.Name, fm[f.Name], f.Value)
+			}
+		}
+		// Rendering is deterministic: the decoded record prints the same bytes.
+		again, _ := json.Marshal(back)
+		if string(again) != string(b) {
+			t.Fatalf("second rendering differs:\n%s\n%s", b, again)
+		}
+	})
+}
+
+// FuzzRecordJSON: the decoder never panics; what it accepts is valid JSON
+// that encoding/json reads alike, and re-encodes to text it accepts again.
+func FuzzRecordJSON(f *testing.F) {
+	id := brand.EVT.Format(385731673808961536)
+	for _, s := range []string{
+		`{"id":"` + id + `","fields":{"a":"1","b":"2"}}`,
+		`{"fields":{"a":"\u00e9"},"id":"` + id + `"}`,
+		`{"id":"` + id + `","fields":{"a":"\ud83d\ude00","b":"\\\"\/"}}`,
+		`{"id":"` + id + `","fields":{"a":"1","a":"2"}}`,
+		`{"id":"EVT_0","fields":{}}`,
+		`{"fields":{"x":"y"}}`,
+		``, `{`, `"`, `{"id":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var rec Record
+		err := rec.UnmarshalJSON(data)
+		if err != nil {
+			if !errors.Is(err, ErrSyntax) && !errors.Is(err, ErrInvalidRecord) &&
+				!errors.Is(err, brand.ErrMalformed) && !errors.Is(err, brand.ErrBrand) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if !json.Valid(data) {
+			t.Fatalf("accepted invalid JSON %q", data)
+		}
+		if err := (Limits{MaxFields: 1 << 30, MaxBytes: 1 << 30}).Check(rec.Fields); err != nil {
+			t.Fatalf("accepted an invalid record %q: %v", data, err)
+		}
+		var generic struct {
+			ID     string            `json:"id"`
+			Fields map[string]string `json:"fields"`
+		}
+		if err := json.Unmarshal(data, &generic); err != nil {
+			t.Fatalf("encoding/json rejects what we accept %q: %v", data, err)
+		}
+		for _, fl := range rec.Fields {
+			if generic.Fields[fl.Name] != fl.Value {
+				t.Fatalf("field %q: we read %q, encoding/json %q", fl.Name, fl.Value, generic.Fields[fl.Name])
+			}
+		}
+		out := AppendJSON(nil, rec)
+		var back Record
+		if err := back.UnmarshalJSON(out); err != nil || !sameRecord(back, rec) {
+			t.Fatalf("re-encoded %q does not read back: %v", out, err)
+		}
+	})
+}
+
+// FuzzDecodeEntry: the Redis entry decoder never panics, accepts exactly
+// the entries whose id is branded and whose fields form a valid record, and
+// what it accepts renders to JSON that reads back the same.
+func FuzzDecodeEntry(f *testing.F) {
+	f.Add("1704067200000-0", "a\x00b")
+	f.Add("1796032797584-4194303", "a\x00b\x00c\x00d")
+	f.Add("1796032797584-4194304", "a\x00b")
+	f.Add("0-1", "a\x00b")
+	f.Add("1796032797584-1", "a\x00b\x00a\x00c")
+	f.Add("1796032797584-1", "a\x00\xff")
+	f.Add("17960327975840000000000-1", "a")
+	f.Add("x", "")
+	f.Fuzz(func(t *testing.T, xid, flat string) {
+		var kv []string
+		if flat != "" {
+			kv = strings.Split(flat, "\x00")
+		}
+		rec, err := decodeEntry("k", xid, kv)
+		_, idErr := brand.ParseRedisID(xid)
+		if err != nil {
+			var ee *EntryError
+			if !errors.As(err, &ee) || !errors.Is(err, ErrForeignEntry) || ee.XID != xid {
+				t.Fatalf("error %v is not an *EntryError for %q", err, xid)
+			}
+			if idErr == nil && len(kv)%2 == 0 && (Limits{MaxFields: 1 << 30, MaxBytes: 1 << 30}).Check(pairs(kv)) == nil {
+				t.Fatalf("rejected a valid entry %q %q: %v", xid, kv, err)
+			}
+			return
+		}
+		if idErr != nil || rec.ID.RedisID() != xid {
+			t.Fatalf("accepted %q as id %v", xid, rec.ID)
+		}
+		if !sameFields(rec.Fields, pairs(kv)) {
+			t.Fatalf("fields %q decoded as %q", kv, rec.Fields)
+		}
+		var back Record
+		if err := back.UnmarshalJSON(AppendJSON(nil, rec)); err != nil || !sameRecord(back, rec) {
+			t.Fatalf("decoded entry does not round-trip through JSON: %v", err)
+		}
+	})
+}
+
+func pairs(kv []string) []Field {
+	out := make([]Field, len(kv)/2)
+	for i := range out {
+		out[i] = Field{Name: kv[2*i], Value: kv[2*i+1]}
+	}
+	return out
+}

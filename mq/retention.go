@@ -1,0 +1,213 @@
+package mq
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/echostore/echostore/brand"
+)
+
+// Window declares how much of a stream retention keeps. Both limits apply:
+// an entry stays while it is among the newest Keep and younger than MaxAge.
+// A zero limit does not apply; a zero Window keeps everything.
+type Window struct {
+	Keep   int64
+	MaxAge time.Duration
+}
+
+// TrimReport says what one Cycle did to one stream.
+type TrimReport struct {
+	Queue, Stream string
+	Window        Window
+	// Result is zero when the window asked for no trim (or Err is set).
+	Result TrimResult
+	// Err is why the stream was not trimmed; ErrArchived for an archived one.
+	Err error
+}
+
+// Retention is the trim-only driver: it trims streams to their declared
+// windows, by XTRIM MINID (never MAXLEN, so entries appended during a cycle
+// are never trimmed), never past an entry a consumer group has pending or
+// undelivered, and never an archived stream (ErrArchived: those are the
+// archive driver's, which folds before it trims). Call Cycle on a beat, or
+// Run to have it beat.
+type Retention struct {
+	c     *Client
+	clock func() time.Time
+
+	mu      sync.Mutex
+	windows map[[2]string]Window
+}
+
+// NewRetention returns a driver on c with no streams declared. clock gives
+// the time MaxAge counts from (nil: time.Now).
+func (c *Client) NewRetention(clock func() time.Time) *Retention {
+	if clock == nil {
+		clock = time.Now
+	}
+	return &Retention{c: c, clock: clock, windows: map[[2]string]Window{}}
+}
+
+// Declare sets the window of stream s of queue q (replacing any before).
+func (r *Retention) Declare(q, s string, w Window) error {
+	if err := checkQS(q, s); err != nil {
+		return err
+	}
+	if w.Keep < 0 || w.MaxAge < 0 {
+		return fmt.Errorf("retention window of %s: negative limit (keep %d, max age %v)", where(q, s), w.Keep, w.MaxAge)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.windows[[2]string{q, s}] = w
+	return nil
+}
+
+// Forget removes the window of stream s of queue q.
+func (r *Retention) Forget(q, s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.windows, [2]string{q, s})
+}
+
+// Cycle trims every declared stream once, in name order, and reports what
+// it did to each. The error joins the streams' errors (errors.Is finds
+// ErrArchived among them); one stream's failure does not stop the others.
+func (r *Retention) Cycle(ctx context.Context) ([]TrimReport, error) {
+	r.mu.Lock()
+	reports := make([]TrimReport, 0, len(r.windows))
+	for k, w := range r.windows {
+		reports = append(reports, TrimReport{Queue: k[0], Stream: k[1], Window: w})
+	}
+	r.mu.Unlock()
+	slices.SortFunc(reports, func(a, b TrimReport) int {
+		return cmp.Or(strings.Compare(a.Queue, b.Queue), strings.Compare(a.Stream, b.Stream))
+	})
+	var errs []error
+	for i := range reports {
+		rep := &reports[i]
+		rep.Result, rep.Err = r.trimOne(ctx, rep.Queue, rep.Stream, rep.Window)
+		if rep.Err != nil {
+			errs = append(errs, rep.Err)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return reports, errors.Join(errs...)
+}
+
+// Run calls Cycle every interval until ctx ends, logging what each cycle
+// trimmed and refused, and returns ctx's error.
+func (r *Retention) Run(ctx context.Context, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		reports, _ := r.Cycle(ctx)
+		for _, rep := range reports {
+			switch {
+			case errors.Is(rep.Err, ErrArchived):
+				r.c.log.Error("retention refused an archived stream; remove its window: the archive driver trims it",
+					"queue", rep.Queue, "stream", rep.Stream)
+			case rep.Err != nil:
+				r.c.log.Warn("retention failed", "queue", rep.Queue, "stream", rep.Stream, "err", rep.Err)
+			case rep.Result.Trimmed > 0 || rep.Result.CappedBy != "":
+				r.c.log.Info("retention trimmed", "queue", rep.Queue, "stream", rep.Stream,
+					"trimmed", rep.Result.Trimmed, "minid", rep.Result.MinXID, slog.String("capped_by", rep.Result.CappedBy))
+			}
+		}
+	}
+}
+
+// trimOne trims one stream to its window.
+func (r *Retention) trimOne(ctx context.Context, q, s string, w Window) (TrimResult, error) {
+	// A cheap early refusal; the trim script checks again, atomically.
+	if archived, err := r.c.IsArchived(ctx, q, s); err != nil {
+		return TrimResult{}, err
+	} else if archived {
+		return TrimResult{}, fmt.Errorf("retention of %s: %w", where(q, s), ErrArchived)
+	}
+	minXID, err := r.minXID(ctx, StreamKey(q, s), w)
+	if err != nil || minXID == "" {
+		return TrimResult{}, err
+	}
+	return r.c.trim(ctx, q, s, minXID)
+}
+
+// minXID computes the id a window trims to ("" for no trim): the larger of
+// the age cut and the id of the Keep-th newest entry.
+func (r *Retention) minXID(ctx context.Context, key string, w Window) (string, error) {
+	var cut string
+	if w.MaxAge > 0 {
+		cut = brand.FirstAt(r.clock().Add(-w.MaxAge)).RedisID()
+	}
+	if w.Keep > 0 {
+		n, err := r.c.rdb.Do(ctx, r.c.rdb.B().Xlen().Key(key).Build()).AsInt64()
+		if err != nil {
+			return "", fmt.Errorf("XLEN %s: %w", key, err)
+		}
+		if drop := n - w.Keep; drop > 0 {
+			// The oldest entry to keep is the (drop+1)-th oldest, which is
+			// the Keep-th newest; walk from the nearer end.
+			var keepFrom string
+			if drop+1 <= w.Keep {
+				keepFrom, err = r.c.nthEntry(ctx, key, drop+1, false)
+			} else {
+				keepFrom, err = r.c.nthEntry(ctx, key, w.Keep, true)
+			}
+			if err != nil {
+				return "", err
+			}
+			if cut == "" || cmpXID(keepFrom, cut) > 0 {
+				cut = keepFrom
+			}
+		}
+	}
+	return cut, nil
+}
+
+// nthEntry returns the id of the n-th entry (1-based) from the oldest end,
+// or from the newest with reverse, reading in pages; "" if there are fewer.
+func (c *Client) nthEntry(ctx context.Context, key string, n int64, reverse bool) (string, error) {
+	cur := &Cursor{c: c, key: key, start: "-", end: "+", reverse: reverse}
+	const page = 1000
+	for n > 0 && !cur.done {
+		entries, err := cur.fetch(ctx, int(min(n, page)))
+		if err != nil {
+			return "", err
+		}
+		if int64(len(entries)) >= n {
+			return entries[n-1].xid, nil
+		}
+		n -= int64(len(entries))
+	}
+	return "", nil
+}
+
+// cmpXID compares two Redis stream ids.
+func cmpXID(a, b string) int {
+	am, as, _ := strings.Cut(a, "-")
+	bm, bs, _ := strings.Cut(b, "-")
+	return cmp.Or(cmpDecimal(am, bm), cmpDecimal(as, bs))
+}
+
+func cmpDecimal(a, b string) int {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	if errA == nil && errB == nil {
+		return cmp.Compare(x, y)
+	}
+	return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b))
+}

@@ -1,0 +1,188 @@
+package mq
+
+// Server-side scripts. Each one touches only keys of one queue (one hashtag,
+// one Cluster slot) and declares every key it touches in KEYS. They start
+// with the "#!lua" shebang (Redis ≥ 7): Redis then checks for OOM before the
+// script runs, so a script that writes either runs whole or not at all.
+//
+// The sources are exported so that a later layer can build its own scripts
+// from them (the archive driver wraps the trim in a fenced script).
+
+// LuaLib holds helpers the scripts share. Stream ids are compared as
+// strings of decimal digits, never as Lua numbers (doubles lose precision
+// above 2^53).
+const LuaLib = `
+local function split(id)
+  local d = string.find(id, '-', 1, true)
+  return string.sub(id, 1, d - 1), string.sub(id, d + 1)
+end
+local function cmpdec(a, b)
+  if #a ~= #b then
+    if #a < #b then return -1 end
+    return 1
+  end
+  if a == b then return 0 end
+  if a < b then return -1 end
+  return 1
+end
+local function cmpid(a, b)
+  local am, as = split(a)
+  local bm, bs = split(b)
+  local c = cmpdec(am, bm)
+  if c ~= 0 then return c end
+  return cmpdec(as, bs)
+end
+local function incdec(s)
+  local i = #s
+  while i > 0 and string.sub(s, i, i) == '9' do i = i - 1 end
+  if i == 0 then return '1' .. string.rep('0', #s) end
+  return string.sub(s, 1, i - 1) .. string.char(string.byte(s, i) + 1) .. string.rep('0', #s - i)
+end
+local function nextid(id)
+  local ms, seq = split(id)
+  if seq == '18446744073709551615' then return incdec(ms) .. '-0' end
+  return ms .. '-' .. incdec(seq)
+end
+local function field(flat, name)
+  for i = 1, #flat, 2 do
+    if flat[i] == name then return flat[i + 1] end
+  end
+  return nil
+end
+local function lastid(key)
+  if redis.call('EXISTS', key) == 0 then return '0-0' end
+  return field(redis.call('XINFO', 'STREAM', key), 'last-generated-id')
+end
+`
+
+// ScriptAppend appends one chunk of records atomically, each with its given
+// id, or none of them.
+//
+//	KEYS[1]  the stream
+//	ARGV[1]  "1" if this is a retry of a chunk whose reply was lost, else "0"
+//	ARGV[2]  n, the number of records
+//	then per record: its Redis id, its number of fields f, and f name/value pairs
+//
+// Replies {"OK"} when the chunk was appended; {"LANDED"} on a retry whose
+// whole chunk (same ids, same fields) is already in the stream; {"TOP", id}
+// when the first id is not above the stream's last id (nothing appended:
+// re-mint above id and send again). Ids within a chunk must increase.
+const ScriptAppend = "#!lua\n" + LuaLib + `
+local key = KEYS[1]
+local n = tonumber(ARGV[2])
+local recs = {}
+local p = 3
+for i = 1, n do
+  local nf = tonumber(ARGV[p + 1])
+  recs[i] = {ARGV[p], p + 2, nf}
+  p = p + 2 + 2 * nf
+end
+if n < 1 or p - 1 ~= #ARGV then
+  return redis.error_reply('ERR emq append: malformed arguments')
+end
+for i = 2, n do
+  if cmpid(recs[i - 1][1], recs[i][1]) >= 0 then
+    return redis.error_reply('ERR emq append: ids of a chunk must increase')
+  end
+end
+if ARGV[1] == '1' then
+  local got = redis.call('XRANGE', key, recs[1][1], recs[n][1], 'COUNT', n + 1)
+  if #got == n and got[1][1] == recs[1][1] then
+    local same = true
+    for i = 1, n do
+      local e, r = got[i], recs[i]
+      if e[1] ~= r[1] or #e[2] ~= 2 * r[3] then same = false break end
+      for j = 1, 2 * r[3] do
+        if e[2][j] ~= ARGV[r[2] + j - 1] then same = false break end
+      end
+      if not same then break end
+    end
+    if same then return {'LANDED'} end
+  end
+end
+local function xadd(r, call)
+  local a = {key, r[1]}
+  for j = r[2], r[2] + 2 * r[3] - 1 do a[#a + 1] = ARGV[j] end
+  return call('XADD', unpack(a))
+end
+local first = xadd(recs[1], redis.pcall)
+if type(first) == 'table' and first.err then
+  local ok, top = pcall(lastid, key)
+  if ok and top and cmpid(recs[1][1], top) <= 0 then return {'TOP', top} end
+  return first
+end
+for i = 2, n do xadd(recs[i], redis.call) end
+return {'OK'}
+`
+
+// ScriptTrim trims a stream to a minimum id, unless it is archived, never
+// past an entry that a consumer group has pending or not yet delivered.
+//
+//	KEYS[1]  the stream
+//	KEYS[2]  the queue's set of archived streams
+//	ARGV[1]  the stream's name (its member in KEYS[2])
+//	ARGV[2]  the requested minimum id (entries below it go)
+//
+// Replies {"ARCHIVED"} (nothing trimmed) or {"OK", trimmed, minid, capped}
+// where minid is the id actually trimmed to and capped names the group that
+// held the trim back ("" if none). The check and the trim are one atomic
+// step: a stream registered as archived is never trimmed here.
+const ScriptTrim = "#!lua\n" + LuaLib + `
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return {'ARCHIVED'} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'OK', '0', ARGV[2], ''} end
+local minid = ARGV[2]
+local capped = ''
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  local name = field(g, 'name')
+  local succ = nextid(field(g, 'last-delivered-id'))
+  if cmpid(succ, minid) < 0 then
+    minid = succ
+    capped = name .. ' (undelivered)'
+  end
+  local pend = redis.call('XPENDING', KEYS[1], name)
+  if pend[1] > 0 and cmpid(pend[2], minid) < 0 then
+    minid = pend[2]
+    capped = name .. ' (pending)'
+  end
+end
+local n = redis.call('XTRIM', KEYS[1], 'MINID', minid)
+return {'OK', tostring(n), minid, capped}
+`
+
+// ScriptSetID raises a stream's last id to ARGV[1], never lowers it, and
+// creates an empty stream with that last id if the key is missing.
+//
+// Replies {"RAISED"|"CREATED"|"KEPT", last id after the call}.
+const ScriptSetID = "#!lua\n" + LuaLib + `
+local key = KEYS[1]
+if redis.call('EXISTS', key) == 0 then
+  redis.call('XADD', key, 'MAXLEN', '0', ARGV[1], 'x', 'x')
+  return {'CREATED', ARGV[1]}
+end
+local top = lastid(key)
+if cmpid(ARGV[1], top) <= 0 then return {'KEPT', top} end
+redis.call('XSETID', key, ARGV[1])
+return {'RAISED', ARGV[1]}
+`
+
+// scriptSeam writes the seam cache and registers the stream as archived.
+//
+//	KEYS[1] the seam hash, KEYS[2] the archived set
+//	ARGV    stream name, w (branded text), xid, lsn
+const scriptSeam = "#!lua\n" + `
+redis.call('HSET', KEYS[1], 'w', ARGV[2], 'xid', ARGV[3], 'lsn', ARGV[4])
+redis.call('SADD', KEYS[2], ARGV[1])
+return 'OK'
+`
+
+// scriptLaneRead reads a lane after an id together with the highest id
+// ever deleted from it, atomically, so that a gap is detected exactly.
+//
+//	KEYS[1] the lane; ARGV[1] the XRANGE start ("-" or "(<id>"), ARGV[2] count
+//
+// Replies {max-deleted-entry-id, entries}.
+const scriptLaneRead = "#!lua flags=no-writes\n" + LuaLib + `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'0-0', {}} end
+local md = field(redis.call('XINFO', 'STREAM', KEYS[1]), 'max-deleted-entry-id')
+return {md or '0-0', redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', ARGV[2])}
+`

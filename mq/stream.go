@@ -1,0 +1,513 @@
+package mq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strconv"
+	"time"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/redis/rueidis"
+)
+
+// AppendError reports an append that did not complete. Appended holds the
+// ids of the records of the batch that are in the stream (a prefix of the
+// batch, in order); Unknown the ids of the chunk whose outcome is not known
+// (with ErrOutcomeUnknown): those records are in the stream under exactly
+// these ids, or not at all.
+type AppendError struct {
+	Queue, Stream string
+	Appended      []brand.ID
+	Unknown       []brand.ID
+	Err           error
+}
+
+func (e *AppendError) Error() string {
+	msg := fmt.Sprintf("append to %s: %v", where(e.Queue, e.Stream), e.Err)
+	if len(e.Appended) > 0 {
+		msg += fmt.Sprintf(" (%d records of the batch were appended before)", len(e.Appended))
+	}
+	if len(e.Unknown) > 0 {
+		msg += fmt.Sprintf(" (check whether %s… is in the stream)", brand.EVT.Format(e.Unknown[0]))
+	}
+	return msg
+}
+
+func (e *AppendError) Unwrap() error { return e.Err }
+
+// Append appends one record to stream s of queue q and returns its id.
+func (c *Client) Append(ctx context.Context, q, s string, fields ...Field) (brand.ID, error) {
+	ids, err := c.AppendBatch(ctx, q, s, [][]Field{fields})
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// AppendBatch appends records in order and returns their ids, in order.
+//
+// Every record is checked before anything is sent: one invalid record fails
+// the batch with a *RecordError (its Index says which) and nothing is
+// appended. The batch goes in chunks (Options.ChunkRecords, ChunkBytes),
+// each one server-side script call that appends the whole chunk or none of
+// it. Each record's id is minted here and XADD uses its Redis id, so stream
+// order is mint order (invariant 1). A chunk whose first id is not above the
+// stream's top (another producer appended first) is re-minted above the top
+// and sent again; a chunk whose reply was lost is sent again with the same
+// ids, and counts as appended if it had landed, so no record is appended
+// twice. If a later chunk fails, the error is an *AppendError whose
+// Appended lists what did land.
+func (c *Client) AppendBatch(ctx context.Context, q, s string, records [][]Field) ([]brand.ID, error) {
+	if err := checkQS(q, s); err != nil {
+		return nil, err
+	}
+	for i, rec := range records {
+		if err := c.opts.Limits.Check(rec); err != nil {
+			var re *RecordError
+			if errors.As(err, &re) {
+				re.Index = i
+			}
+			return nil, fmt.Errorf("append to %s: %w", where(q, s), err)
+		}
+	}
+	key := StreamKey(q, s)
+	ids := make([]brand.ID, 0, len(records))
+	for start := 0; start < len(records); {
+		end := c.chunkEnd(records, start)
+		got, err := c.appendChunk(ctx, key, records[start:end])
+		if err != nil {
+			ae := &AppendError{Queue: q, Stream: s, Appended: ids, Err: err}
+			var unknown *unknownOutcome
+			if errors.As(err, &unknown) {
+				ae.Unknown = unknown.ids
+			}
+			return ids, ae
+		}
+		ids = append(ids, got...)
+		start = end
+	}
+	return ids, nil
+}
+
+// chunkEnd returns the end of the chunk that starts at records[start].
+func (c *Client) chunkEnd(records [][]Field, start int) int {
+	bytes := 0
+	for i := start; i < len(records); i++ {
+		n := size(records[i]) + 16*len(records[i])
+		if i > start && (i-start >= c.opts.ChunkRecords || bytes+n > c.opts.ChunkBytes) {
+			return i
+		}
+		bytes += n
+	}
+	return len(records)
+}
+
+// unknownOutcome is the cause of an ErrOutcomeUnknown append error.
+type unknownOutcome struct {
+	ids   []brand.ID
+	cause error
+}
+
+func (u *unknownOutcome) Error() string {
+	return fmt.Sprintf("%v after %v", ErrOutcomeUnknown, u.cause)
+}
+
+func (u *unknownOutcome) Unwrap() []error { return []error{ErrOutcomeUnknown, u.cause} }
+
+// maxRemints bounds how often one chunk is re-minted; each re-mint means
+// another producer appended in between, so reaching it means a stream
+// appended to without pause by other producers faster than this one.
+const maxRemints = 1000
+
+// appendChunk appends one chunk through ScriptAppend (see its protocol).
+func (c *Client) appendChunk(ctx context.Context, key string, recs [][]Field) ([]brand.ID, error) {
+	ids := make([]brand.ID, len(recs))
+	if err := c.mint(ids, 0); err != nil {
+		return nil, err
+	}
+	retry, lost, remints := false, 0, 0
+	for {
+		res := c.lua.append.Exec(ctx, c.rdb, []string{key}, appendArgs(retry, ids, recs))
+		reply, err := res.AsStrSlice()
+		switch {
+		case err == nil:
+		case isServerError(err):
+			return nil, fmt.Errorf("append script: %w", err)
+		default:
+			// No reply: the chunk may or may not have landed. Send it again
+			// with the same ids; the script tells which.
+			lost++
+			if ctx.Err() != nil || lost > c.opts.AppendRetries {
+				return nil, &unknownOutcome{ids: ids, cause: err}
+			}
+			c.stats.retries.Add(1)
+			c.log.Warn("append reply lost; retrying with the same ids", "key", key, "attempt", lost, "err", err)
+			if err := sleep(ctx, c.opts.RetryBackoff<<(lost-1)); err != nil {
+				return nil, &unknownOutcome{ids: ids, cause: err}
+			}
+			retry = true
+			continue
+		}
+		switch {
+		case len(reply) >= 1 && (reply[0] == "OK" || reply[0] == "LANDED"):
+			c.stats.chunks.Add(1)
+			return ids, nil
+		case len(reply) == 2 && reply[0] == "TOP":
+			// Not appended (on a retry: the lost attempt had not landed
+			// either, and can no longer land, being below the top).
+			top, err := brandedFloor(reply[1])
+			if err != nil {
+				return nil, fmt.Errorf("stream top %s: %w", reply[1], err)
+			}
+			if remints++; remints > maxRemints {
+				return nil, fmt.Errorf("re-minted %d times above a moving top; giving up", maxRemints)
+			}
+			c.stats.remints.Add(1)
+			if err := c.mint(ids, top); err != nil {
+				return nil, err
+			}
+			retry = false
+		default:
+			return nil, fmt.Errorf("append script: unexpected reply %q", reply)
+		}
+	}
+}
+
+// mint fills ids with new ids above floor, increasing.
+func (c *Client) mint(ids []brand.ID, floor brand.ID) error {
+	for i := range ids {
+		var err error
+		if i == 0 {
+			ids[i], err = c.minter.MintAbove(floor)
+		} else {
+			ids[i], err = c.minter.Mint()
+		}
+		if err != nil {
+			return fmt.Errorf("mint: %w", err)
+		}
+	}
+	return nil
+}
+
+// appendArgs builds ScriptAppend's ARGV.
+func appendArgs(retry bool, ids []brand.ID, recs [][]Field) []string {
+	n := 2
+	for _, r := range recs {
+		n += 2 + 2*len(r)
+	}
+	args := make([]string, 0, n)
+	if retry {
+		args = append(args, "1")
+	} else {
+		args = append(args, "0")
+	}
+	args = append(args, strconv.Itoa(len(recs)))
+	for i, r := range recs {
+		args = append(args, ids[i].RedisID(), strconv.Itoa(len(r)))
+		for _, f := range r {
+			args = append(args, f.Name, f.Value)
+		}
+	}
+	return args
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Page is one XRANGE (or XREVRANGE) round trip of a Cursor: the records it
+// returned, in the order read, and the entries that are not records.
+type Page struct {
+	Records []Record
+	Foreign []*EntryError
+}
+
+// Cursor reads an inclusive range of a stream page by page, forward or in
+// reverse. Each Next is one round trip; records appended meanwhile inside
+// the range are seen if the cursor has not passed them.
+type Cursor struct {
+	c          *Client
+	key        string
+	start, end string
+	reverse    bool
+	done       bool
+}
+
+// NewCursor returns a cursor over the records of stream s of queue q with
+// ids in [from, to]. from = 0 and to = brand.Max leave that end open, so
+// that entries whose ids have no branded id are read and reported too.
+func (c *Client) NewCursor(q, s string, from, to brand.ID, reverse bool) (*Cursor, error) {
+	if err := checkQS(q, s); err != nil {
+		return nil, err
+	}
+	return &Cursor{c: c, key: StreamKey(q, s), start: startBound(from), end: endBound(to), reverse: reverse, done: from > to}, nil
+}
+
+// Done reports whether the cursor has read its whole range.
+func (cur *Cursor) Done() bool { return cur.done }
+
+// Next reads at most count entries (count ≤ 0: Options.PageSize).
+func (cur *Cursor) Next(ctx context.Context, count int) (Page, error) {
+	entries, err := cur.fetch(ctx, count)
+	if err != nil {
+		return Page{}, err
+	}
+	var p Page
+	for _, e := range entries {
+		rec, err := decodeEntry(cur.key, e.xid, e.kv)
+		if err != nil {
+			var ee *EntryError
+			errors.As(err, &ee)
+			p.Foreign = append(p.Foreign, ee)
+			continue
+		}
+		p.Records = append(p.Records, rec)
+	}
+	return p, nil
+}
+
+func (cur *Cursor) fetch(ctx context.Context, count int) ([]rawEntry, error) {
+	if cur.done {
+		return nil, nil
+	}
+	if count <= 0 {
+		count = cur.c.opts.PageSize
+	}
+	rdb := cur.c.rdb
+	var cmd rueidis.Completed
+	if cur.reverse {
+		cmd = rdb.B().Xrevrange().Key(cur.key).End(cur.end).Start(cur.start).Count(int64(count)).Build()
+	} else {
+		cmd = rdb.B().Xrange().Key(cur.key).Start(cur.start).End(cur.end).Count(int64(count)).Build()
+	}
+	msgs, err := rdb.Do(ctx, cmd).ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", cur.key, err)
+	}
+	entries, err := rawEntries(msgs)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", cur.key, err)
+	}
+	if len(entries) < count {
+		cur.done = true
+	} else if last := "(" + entries[len(entries)-1].xid; cur.reverse {
+		cur.end = last
+	} else {
+		cur.start = last
+	}
+	return entries, nil
+}
+
+// Read returns the records of stream s of queue q with ids in [from, to],
+// at most count of them (count ≤ 0: all), oldest first or, with reverse,
+// newest first. It reads in pages of Options.PageSize. An entry that is not
+// a branded record yields an *EntryError (wrapping ErrForeignEntry) in its
+// place; the iteration goes on if the loop does. A failed read yields its
+// error and ends the iteration.
+func (c *Client) Read(ctx context.Context, q, s string, from, to brand.ID, count int, reverse bool) iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		cur, err := c.NewCursor(q, s, from, to, reverse)
+		if err != nil {
+			yield(Record{}, err)
+			return
+		}
+		n := 0
+		for !cur.done && (count <= 0 || n < count) {
+			size := c.opts.PageSize
+			if count > 0 {
+				size = min(size, count-n)
+			}
+			entries, err := cur.fetch(ctx, size)
+			if err != nil {
+				yield(Record{}, err)
+				return
+			}
+			for _, e := range entries {
+				n++
+				if !yield(decodeEntry(cur.key, e.xid, e.kv)) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// StreamInfo describes a stream. Ids are given raw (as Redis has them) and
+// as branded ids (brandedFloor: the largest branded id at or below).
+type StreamInfo struct {
+	Exists       bool
+	Length       int64
+	FirstXID     string // the oldest entry ("" if empty)
+	LastXID      string // the newest entry ("" if empty)
+	TopXID       string // last-generated-id: appends must be above it
+	MaxDeleted   string // max-deleted-entry-id
+	EntriesAdded int64
+	Groups       int64
+	First        brand.ID
+	Last         brand.ID
+	Top          brand.ID
+}
+
+// Info returns what XINFO STREAM says of stream s of queue q. A missing
+// stream has Exists false and zero values.
+func (c *Client) Info(ctx context.Context, q, s string) (StreamInfo, error) {
+	if err := checkQS(q, s); err != nil {
+		return StreamInfo{}, err
+	}
+	return c.info(ctx, StreamKey(q, s))
+}
+
+func (c *Client) info(ctx context.Context, key string) (StreamInfo, error) {
+	m, err := c.rdb.Do(ctx, c.rdb.B().XinfoStream().Key(key).Build()).AsMap()
+	if err != nil {
+		if isServerError(err) && !rueidis.IsRedisNil(err) {
+			if n, e2 := c.rdb.Do(ctx, c.rdb.B().Exists().Key(key).Build()).AsInt64(); e2 == nil && n == 0 {
+				return StreamInfo{}, nil
+			}
+		}
+		return StreamInfo{}, fmt.Errorf("XINFO STREAM %s: %w", key, err)
+	}
+	var in StreamInfo
+	in.Exists = true
+	intOf := func(name string) int64 {
+		v, ok := m[name]
+		if !ok {
+			return 0
+		}
+		n, _ := v.AsInt64()
+		return n
+	}
+	strOf := func(name string) string {
+		v, ok := m[name]
+		if !ok {
+			return ""
+		}
+		s, _ := v.ToString()
+		return s
+	}
+	entryID := func(name string) string {
+		v, ok := m[name]
+		if !ok || v.IsNil() {
+			return ""
+		}
+		e, err := rawEntryOf(&v)
+		if err != nil {
+			return ""
+		}
+		return e.xid
+	}
+	in.Length = intOf("length")
+	in.EntriesAdded = intOf("entries-added")
+	in.Groups = intOf("groups")
+	in.TopXID = strOf("last-generated-id")
+	in.MaxDeleted = strOf("max-deleted-entry-id")
+	in.FirstXID = entryID("first-entry")
+	in.LastXID = entryID("last-entry")
+	for _, p := range []struct {
+		xid string
+		id  *brand.ID
+	}{{in.FirstXID, &in.First}, {in.LastXID, &in.Last}, {in.TopXID, &in.Top}} {
+		if p.xid == "" {
+			continue
+		}
+		if *p.id, err = brandedFloor(p.xid); err != nil {
+			return in, fmt.Errorf("XINFO STREAM %s: %w", key, err)
+		}
+	}
+	return in, nil
+}
+
+// Top returns the stream's last generated id as a branded id (0 for a
+// missing or fresh stream): every append lands above it.
+func (c *Client) Top(ctx context.Context, q, s string) (brand.ID, error) {
+	in, err := c.Info(ctx, q, s)
+	return in.Top, err
+}
+
+// Len returns the number of entries of stream s of queue q.
+func (c *Client) Len(ctx context.Context, q, s string) (int64, error) {
+	if err := checkQS(q, s); err != nil {
+		return 0, err
+	}
+	n, err := c.rdb.Do(ctx, c.rdb.B().Xlen().Key(StreamKey(q, s)).Build()).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("XLEN %s: %w", StreamKey(q, s), err)
+	}
+	return n, nil
+}
+
+// SetID raises the last id of stream s of queue q to id (XSETID), never
+// lowers it, and creates the stream empty with that last id if it is
+// missing. It returns the last id after the call. The archive calls it after
+// each fold so that no append can land at or below its watermark, even
+// after Redis lost data (invariant 2).
+func (c *Client) SetID(ctx context.Context, q, s string, id brand.ID) (brand.ID, error) {
+	if err := checkQS(q, s); err != nil {
+		return 0, err
+	}
+	key := StreamKey(q, s)
+	reply, err := c.lua.setID.Exec(ctx, c.rdb, []string{key}, []string{id.RedisID()}).AsStrSlice()
+	if err != nil {
+		return 0, fmt.Errorf("set last id of %s to %s: %w", key, id.RedisID(), err)
+	}
+	if len(reply) != 2 {
+		return 0, fmt.Errorf("set last id of %s: unexpected reply %q", key, reply)
+	}
+	return brandedFloor(reply[1])
+}
+
+// TrimResult says what a trim did.
+type TrimResult struct {
+	// MinXID is the id the stream was trimmed to (entries below it went):
+	// the one asked for, or lower when a consumer group held it back.
+	MinXID string
+	// Trimmed is the number of entries removed.
+	Trimmed int64
+	// CappedBy names the consumer group that held the trim back, "" if none.
+	CappedBy string
+}
+
+// TrimMinID removes the entries of stream s of queue q below minID
+// (XTRIM MINID, exact), but never one that a consumer group of the stream
+// has pending or not yet delivered, and never on an archived stream: that
+// fails with ErrArchived and trims nothing (only the archive driver, which
+// folds first, trims those). minID 0 trims nothing. The check and the trim
+// are one script (ScriptTrim), so a registration cannot slip between them.
+func (c *Client) TrimMinID(ctx context.Context, q, s string, minID brand.ID) (TrimResult, error) {
+	if err := checkQS(q, s); err != nil {
+		return TrimResult{}, err
+	}
+	if minID == 0 {
+		return TrimResult{MinXID: "0-0"}, nil
+	}
+	return c.trim(ctx, q, s, minID.RedisID())
+}
+
+func (c *Client) trim(ctx context.Context, q, s, minXID string) (TrimResult, error) {
+	keys := []string{StreamKey(q, s), ArchivedSetKey(q)}
+	reply, err := c.lua.trim.Exec(ctx, c.rdb, keys, []string{s, minXID}).AsStrSlice()
+	if err != nil {
+		return TrimResult{}, fmt.Errorf("trim %s to %s: %w", where(q, s), minXID, err)
+	}
+	switch {
+	case len(reply) == 1 && reply[0] == "ARCHIVED":
+		return TrimResult{}, fmt.Errorf("trim %s: %w", where(q, s), ErrArchived)
+	case len(reply) == 4 && reply[0] == "OK":
+		n, err := strconv.ParseInt(reply[1], 10, 64)
+		if err != nil {
+			return TrimResult{}, fmt.Errorf("trim %s: bad count %q", where(q, s), reply[1])
+		}
+		return TrimResult{MinXID: reply[2], Trimmed: n, CappedBy: reply[3]}, nil
+	}
+	return TrimResult{}, fmt.Errorf("trim %s: unexpected reply %q", where(q, s), reply)
+}

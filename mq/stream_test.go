@@ -1,0 +1,355 @@
+package mq
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/names"
+)
+
+// checkIncreasing fails the test unless recs are in strictly increasing id
+// order (or decreasing, with reverse).
+func checkIncreasing(t testing.TB, recs []Record, reverse bool) {
+	t.Helper()
+	for i := 1; i < len(recs); i++ {
+		if (recs[i].ID <= recs[i-1].ID) != reverse || recs[i].ID == recs[i-1].ID {
+			t.Fatalf("records %d and %d out of order: %v, %v", i-1, i, recs[i-1].ID, recs[i].ID)
+		}
+	}
+}
+
+func TestAppendRead(t *testing.T) {
+	eachServer(t, Options{ChunkRecords: 64, PageSize: 7}, func(t *testing.T, c *Client) {
+		ctx := testCtx(t)
+		q := queueName(t)
+		first, err := c.Append(ctx, q, "s", fields("n", "0", "kind", "single")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch := make([][]Field, 300)
+		for i := range batch {
+			batch[i] = fields("n", strconv.Itoa(i+1), "z", "last", "a", "first?")
+		}
+		ids, err := c.AppendBatch(ctx, q, "s", batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) != 300 || ids[0] <= first {
+			t.Fatalf("got %d ids, first %v after %v", len(ids), ids[0], first)
+		}
+		all := readAll(t, c, q, "s", 0, brand.Max, 0, false)
+		if len(all) != 301 {
+			t.Fatalf("read %d records, want 301", len(all))
+		}
+		checkIncreasing(t, all, false)
+		for i, rec := range all {
+			want := []Field{{"n", strconv.Itoa(i)}, {"kind", "single"}}
+			if i > 0 {
+				want = batch[i-1]
+				if rec.ID != ids[i-1] {
+					t.Fatalf("record %d has id %v, append said %v", i, rec.ID, ids[i-1])
+				}
+			}
+			if !sameFields(rec.Fields, want) {
+				t.Fatalf("record %d: fields %q, want %q (order kept)", i, rec.Fields, want)
+			}
+		}
+		rev := readAll(t, c, q, "s", 0, brand.Max, 0, true)
+		checkIncreasing(t, rev, true)
+		if len(rev) != 301 || rev[0].ID != ids[299] {
+			t.Fatalf("reverse read: %d records starting at %v", len(rev), rev[0].ID)
+		}
+		// Inclusive bounds, limits, both directions.
+		mid := readAll(t, c, q, "s", ids[10], ids[20], 0, false)
+		if len(mid) != 11 || mid[0].ID != ids[10] || mid[10].ID != ids[20] {
+			t.Fatalf("[ids[10], ids[20]]: %d records", len(mid))
+		}
+		lim := readAll(t, c, q, "s", ids[10], ids[20], 4, true)
+		if len(lim) != 4 || lim[0].ID != ids[20] || lim[3].ID != ids[17] {
+			t.Fatalf("reverse limit 4: %+v", lim)
+		}
+		if got := readAll(t, c, q, "s", ids[20], ids[10], 0, false); len(got) != 0 {
+			t.Fatalf("from > to read %d records", len(got))
+		}
+		// The cursor reads page by page.
+		cur, err := c.NewCursor(q, "s", ids[0], brand.Max, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sizes []int
+		for !cur.Done() {
+			p, err := cur.Next(ctx, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes = append(sizes, len(p.Records))
+		}
+		// Three full pages; the fourth, short (empty), ends the range.
+		if fmt.Sprint(sizes) != "[100 100 100 0]" {
+			t.Fatalf("cursor pages %v, want [100 100 100 0]", sizes)
+		}
+		// Info, Top, Len.
+		in, err := c.Info(ctx, q, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !in.Exists || in.Length != 301 || in.First != first || in.Last != ids[299] || in.Top != ids[299] {
+			t.Fatalf("Info = %+v", in)
+		}
+		if l, err := c.Len(ctx, q, "s"); err != nil || l != 301 {
+			t.Fatalf("Len = %d, %v", l, err)
+		}
+		if in, err := c.Info(ctx, q, "nothing"); err != nil || in.Exists || in.Top != 0 {
+			t.Fatalf("Info of a missing stream = %+v, %v", in, err)
+		}
+	})
+}
+
+func TestBadBatchAppendsNothing(t *testing.T) {
+	c := plain(t, Options{ChunkRecords: 2, Limits: Limits{MaxBytes: 64}})
+	ctx := testCtx(t)
+	q := queueName(t)
+	good := fields("a", "1")
+	cases := []struct {
+		bad  []Field
+		want error
+	}{
+		{fields("a", "1", "a", "2"), ErrDuplicateField},
+		{fields("a", "\xff\xfe"), ErrInvalidUTF8},
+		{nil, ErrEmptyRecord},
+		{fields("a", string(make([]byte, 100))), ErrTooLarge},
+	}
+	for _, tc := range cases {
+		batch := [][]Field{good, good, good, good, tc.bad, good}
+		ids, err := c.AppendBatch(ctx, q, "s", batch)
+		var re *RecordError
+		if !errors.Is(err, tc.want) || !errors.As(err, &re) || re.Index != 4 || ids != nil {
+			t.Fatalf("batch with a bad 5th record: ids %v, err %v; want %v at index 4", ids, err, tc.want)
+		}
+	}
+	if n, err := c.Len(ctx, q, "s"); err != nil || n != 0 {
+		t.Fatalf("the stream has %d entries after bad batches (%v), want 0", n, err)
+	}
+	for _, bad := range []string{"", "a:b", "{x}", string(make([]byte, names.MaxLen+1))} {
+		if _, err := c.Append(ctx, q, bad, good...); !errors.Is(err, names.ErrInvalid) {
+			t.Errorf("stream name %q: %v, want names.ErrInvalid", bad, err)
+		}
+		if _, err := c.Append(ctx, bad, "s", good...); !errors.Is(err, names.ErrInvalid) {
+			t.Errorf("queue name %q: %v, want names.ErrInvalid", bad, err)
+		}
+	}
+}
+
+// Entries written by other clients that are not branded records are
+// reported where they are, not skipped.
+func TestForeignEntriesReported(t *testing.T) {
+	c := plain(t, Options{PageSize: 2})
+	ctx := testCtx(t)
+	q := queueName(t)
+	key := StreamKey(q, "s")
+	xadd := func(xid string, kv ...string) {
+		t.Helper()
+		err := c.rdb.Do(ctx, c.rdb.B().Arbitrary("XADD").Keys(key).Args(append([]string{xid}, kv...)...).Build()).Error()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := brand.FirstAt(time.Now())
+	xadd("1-1", "a", "1")                                               // before the epoch
+	xadd(now.RedisID(), "a", "1")                                       // a record
+	xadd(fmt.Sprintf("%d-%d", now.Time().UnixMilli(), 1<<22), "a", "1") // sequence too large
+	xadd(fmt.Sprintf("%d-%d", now.Time().UnixMilli()+1, 0), "a", "1", "a", "2")
+	xadd(fmt.Sprintf("%d-%d", now.Time().UnixMilli()+2, 0), "a", "\xff")
+	xadd(fmt.Sprintf("%d-%d", now.Time().UnixMilli()+3, 0), "b", "2") // a record
+	var kinds []string
+	for rec, err := range c.Read(ctx, q, "s", 0, brand.Max, 0, false) {
+		var ee *EntryError
+		switch {
+		case err == nil:
+			kinds = append(kinds, "rec")
+			if rec.ID == 0 {
+				t.Fatal("record without id")
+			}
+		case errors.As(err, &ee) && errors.Is(err, ErrForeignEntry):
+			switch {
+			case errors.Is(err, brand.ErrRange):
+				kinds = append(kinds, "range")
+			case errors.Is(err, ErrDuplicateField):
+				kinds = append(kinds, "dup")
+			case errors.Is(err, ErrInvalidUTF8):
+				kinds = append(kinds, "utf8")
+			default:
+				t.Fatalf("foreign entry for another reason: %v", err)
+			}
+		default:
+			t.Fatalf("Read: %v", err)
+		}
+	}
+	want := []string{"range", "rec", "range", "dup", "utf8", "rec"}
+	if fmt.Sprint(kinds) != fmt.Sprint(want) {
+		t.Fatalf("read %v, want %v", kinds, want)
+	}
+	// The top of a stream whose last entry has a too-large sequence is
+	// still usable: appends land above it.
+	xadd(fmt.Sprintf("%d-%d", now.Time().UnixMilli()+5, 1<<40), "a", "1")
+	id, err := c.Append(ctx, q, "s", fields("after", "foreign top")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.Millis() <= now.Millis()+5 {
+		t.Fatalf("appended %s below the foreign top", id.RedisID())
+	}
+}
+
+// Two producers whose minters mint the same ids: the second one's chunk is
+// rejected as not above the top, re-minted above it, and lands after the
+// first's. No append is lost, order holds.
+func TestAppendRemintsOnCollision(t *testing.T) {
+	t0 := time.Now()
+	eachServer(t, Options{}, func(t *testing.T, a *Client) {
+		ctx := testCtx(t)
+		b := connect(t, a.ep.String(), Options{Minter: fixedMinter(t, t0)})
+		a.minter = fixedMinter(t, t0)
+		q := queueName(t)
+		batch := [][]Field{fields("who", "x"), fields("who", "y"), fields("who", "z")}
+		ida, err := a.AppendBatch(ctx, q, "s", batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idb, err := b.AppendBatch(ctx, q, "s", batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Stats().Remints != 1 || a.Stats().Remints != 0 {
+			t.Fatalf("remints: a %d, b %d; want 0 and 1", a.Stats().Remints, b.Stats().Remints)
+		}
+		if idb[0] <= ida[2] {
+			t.Fatalf("b's ids %v not above a's %v", idb, ida)
+		}
+		recs := readAll(t, a, q, "s", 0, brand.Max, 0, false)
+		checkIncreasing(t, recs, false)
+		if len(recs) != 6 || recs[3].ID != idb[0] {
+			t.Fatalf("stream has %d records", len(recs))
+		}
+	})
+}
+
+// A chunk sent twice with the same ids (its first reply lost) is in the
+// stream once; the same ids with other fields are another producer's chunk
+// and are not taken for it.
+func TestChunkRetryIsIdempotent(t *testing.T) {
+	eachServer(t, Options{}, func(t *testing.T, c *Client) {
+		ctx := testCtx(t)
+		q := queueName(t)
+		key := StreamKey(q, "s")
+		ids := make([]brand.ID, 3)
+		if err := c.mint(ids, 0); err != nil {
+			t.Fatal(err)
+		}
+		recs := [][]Field{fields("a", "1"), fields("b", "2"), fields("c", "3")}
+		run := func(retry bool, recs [][]Field) []string {
+			t.Helper()
+			reply, err := c.lua.append.Exec(ctx, c.rdb, []string{key}, appendArgs(retry, ids, recs)).AsStrSlice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return reply
+		}
+		if r := run(false, recs); r[0] != "OK" {
+			t.Fatalf("first send: %q", r)
+		}
+		if r := run(true, recs); r[0] != "LANDED" {
+			t.Fatalf("retry of a landed chunk: %q, want LANDED", r)
+		}
+		if r := run(false, recs); r[0] != "TOP" {
+			t.Fatalf("fresh send of used ids: %q, want TOP", r)
+		}
+		other := [][]Field{fields("a", "1"), fields("b", "2"), fields("c", "other")}
+		if r := run(true, other); r[0] != "TOP" {
+			t.Fatalf("retry whose ids hold other fields: %q, want TOP", r)
+		}
+		if n, _ := c.Len(ctx, q, "s"); n != 3 {
+			t.Fatalf("stream has %d entries, want 3", n)
+		}
+	})
+}
+
+// End to end: the server runs the append but its reply is lost on the way
+// back. The client sends the chunk again with the same ids and counts it as
+// landed: one copy in the stream.
+func TestLostReplyRetriedOnce(t *testing.T) {
+	r := servers.Redis(t)
+	proxy := startDropProxy(t, r.Addr)
+	c := connect(t, "redis://"+proxy.Addr+"/0", Options{RetryBackoff: time.Millisecond})
+	ctx := testCtx(t)
+	q := queueName(t)
+	proxy.drops.Store(1)
+	ids, err := c.AppendBatch(ctx, q, "s", [][]Field{fields("a", "1"), fields("a", "2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if proxy.dropped.Load() != 1 || c.Stats().Retries != 1 {
+		t.Fatalf("dropped %d replies, client retried %d times; want 1 and 1", proxy.dropped.Load(), c.Stats().Retries)
+	}
+	recs := readAll(t, c, q, "s", 0, brand.Max, 0, false)
+	if len(recs) != 2 || recs[0].ID != ids[0] || recs[1].ID != ids[1] {
+		t.Fatalf("stream holds %+v, want the two records once under %v", recs, ids)
+	}
+}
+
+// When every reply is lost, the append fails with ErrOutcomeUnknown and
+// names the ids under which the chunk is (or is not) in the stream.
+func TestOutcomeUnknown(t *testing.T) {
+	r := servers.Redis(t)
+	proxy := startDropProxy(t, r.Addr)
+	c := connect(t, "redis://"+proxy.Addr+"/0", Options{RetryBackoff: time.Millisecond, AppendRetries: 2})
+	ctx := testCtx(t)
+	q := queueName(t)
+	proxy.drops.Store(1 << 30)
+	_, err := c.Append(ctx, q, "s", fields("a", "1")...)
+	var ae *AppendError
+	if !errors.Is(err, ErrOutcomeUnknown) || !errors.As(err, &ae) || len(ae.Unknown) != 1 {
+		t.Fatalf("Append = %v, want ErrOutcomeUnknown with the chunk's id", err)
+	}
+	direct := plain(t, Options{})
+	recs := readAll(t, direct, q, "s", 0, brand.Max, 0, false)
+	if len(recs) != 1 || recs[0].ID != ae.Unknown[0] {
+		t.Fatalf("stream holds %+v; want the record once, under %v", recs, ae.Unknown)
+	}
+}
+
+func TestSetID(t *testing.T) {
+	eachServer(t, Options{}, func(t *testing.T, c *Client) {
+		ctx := testCtx(t)
+		q := queueName(t)
+		id, err := c.Append(ctx, q, "s", fields("a", "1")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := id + 1_000_000
+		if top, err := c.SetID(ctx, q, "s", w); err != nil || top != w {
+			t.Fatalf("SetID raise: %v, %v", top, err)
+		}
+		if top, err := c.SetID(ctx, q, "s", id+5); err != nil || top != w {
+			t.Fatalf("SetID below the top must keep it: %v, %v", top, err)
+		}
+		next, err := c.Append(ctx, q, "s", fields("a", "2")...)
+		if err != nil || next <= w {
+			t.Fatalf("append after SetID landed at %v (%v), want above %v", next, err, w)
+		}
+		// A missing stream (Redis lost it) is created empty with that top.
+		if top, err := c.SetID(ctx, q, "gone", w); err != nil || top != w {
+			t.Fatalf("SetID on a missing stream: %v, %v", top, err)
+		}
+		if in, err := c.Info(ctx, q, "gone"); err != nil || in.Length != 0 || in.Top != w {
+			t.Fatalf("after SetID on a missing stream: %+v, %v", in, err)
+		}
+		if got, err := c.Append(ctx, q, "gone", fields("a", "1")...); err != nil || got <= w {
+			t.Fatalf("append to a recreated stream landed at %v (%v), want above %v", got, err, w)
+		}
+	})
+}
