@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/echostore/echostore/brand"
@@ -365,4 +367,28 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// WriteText writes r as the tables docs/ACCEPT.md shows.
+func (r Results) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "raw fsync (4 KiB append + fsync): %.0f/s; N = %d intents per run; medians of %d runs\n\n", r.FsyncPerSec, r.N, r.Runs)
+	fmt.Fprintf(&b, "| K | outbox rec/s | × seed | whole-snapshot baseline rec/s | outbox ÷ baseline | half blocks rec/s | blocks (fsyncs) per run | baseline MB written per run | seed rec/s |\n")
+	fmt.Fprintf(&b, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, t := range r.Throughput {
+		fmt.Fprintf(&b, "| %d | %.0f | %.1f× | %.0f | %.1f× | %.0f | %.0f | %.1f | %.0f |\n",
+			t.K, t.RecPerSec, t.VsSeed, t.WholeSnapPerSec, t.VsWholeSnapshot, t.HalfBlockPerSec, t.BlocksPerRun, t.WholeSnapMBPerRun, t.SeedRecPerSec)
+	}
+	fmt.Fprintf(&b, "\n| intents | recovery from a snapshot, ms | × faster than seed | recovery from the log alone, ms | seed ms |\n")
+	fmt.Fprintf(&b, "|---:|---:|---:|---:|---:|\n")
+	for _, rr := range r.Recovery {
+		seed, vs := "–", "–"
+		if rr.HaveSeedData {
+			seed, vs = fmt.Sprintf("%.2f", rr.SeedMs), fmt.Sprintf("%.1f×", rr.VsSeed)
+		}
+		fmt.Fprintf(&b, "| %d | %.2f | %s | %.2f | %s |\n", rr.Intents, rr.SnapshotMs, vs, rr.LogMs, seed)
+	}
+	fmt.Fprintf(&b, "\nreplay: %.0f log records/s over %d intents (seed %.0f/s, %.1f×)\n", r.ReplayPerSec, r.ReplayIntents, r.SeedReplay, r.ReplayVsSeed)
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -3,8 +3,10 @@ package accept
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -118,5 +120,26 @@ func TestBench(t *testing.T) {
 		if tr.RecPerSec <= 0 || tr.WholeSnapPerSec <= 0 || tr.HalfBlockPerSec <= 0 {
 			t.Fatalf("incomplete throughput: %+v", tr)
 		}
+	}
+	var b strings.Builder
+	if err := res.WriteText(&b); err != nil || !strings.Contains(b.String(), "| 100 |") {
+		t.Fatalf("WriteText: %v\n%s", err, b.String())
+	}
+}
+
+// TestBenchReport prints the figures docs/ACCEPT.md records (the full
+// sizes, 5 runs each, paired in one process):
+//
+//	ACCEPT_BENCH=1 go test -run='^TestBenchReport$' -v -timeout=30m ./accept/
+func TestBenchReport(t *testing.T) {
+	if os.Getenv("ACCEPT_BENCH") != "1" {
+		t.Skip("set ACCEPT_BENCH=1 to run the full benchmark")
+	}
+	res, err := Bench(context.Background(), t.TempDir(), BenchOptions{Runs: 5, Progress: func(s string) { t.Log(s) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.WriteText(os.Stdout); err != nil {
+		t.Fatal(err)
 	}
 }
