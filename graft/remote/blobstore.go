@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"sync/atomic"
 
 	"github.com/aws/smithy-go"
 	"gocloud.dev/blob"
@@ -22,7 +23,8 @@ import (
 // S3, DoesNotExist on GCS, If-None-Match on Azure); the server decides which
 // of two concurrent creates wins.
 type BlobStore struct {
-	b *blob.Bucket
+	b      *blob.Bucket
+	closed atomic.Bool
 }
 
 var _ Store = (*BlobStore)(nil)
@@ -86,15 +88,21 @@ func openBlob(ctx context.Context, u *url.URL) (*BlobStore, error) {
 	return &BlobStore{b: b}, nil
 }
 
-// mapBlobErr wraps err with ErrNotFound or ErrExists when the driver says so.
+// mapBlobErr wraps err with ErrNotFound when the driver says so.
 func mapBlobErr(op, key string, err error) error {
-	switch gcerrors.Code(err) {
-	case gcerrors.NotFound:
+	if gcerrors.Code(err) == gcerrors.NotFound {
 		return fmt.Errorf("%s %s: %w (%v)", op, key, ErrNotFound, err)
-	case gcerrors.FailedPrecondition:
-		return fmt.Errorf("%s %s: %w (%v)", op, key, ErrExists, err)
 	}
 	return fmt.Errorf("%s %s: %w", op, key, err)
+}
+
+// mapCreateErr maps the error of a conditional create: the failed
+// precondition (412 on S3) wraps ErrExists.
+func mapCreateErr(key string, err error) error {
+	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+		return fmt.Errorf("put %s: %w (%v)", key, ErrExists, err)
+	}
+	return mapBlobErr("put", key, err)
 }
 
 // conflictRetries bounds the retries of a conditional create that S3
@@ -113,6 +121,11 @@ func (s *BlobStore) PutIfAbsent(ctx context.Context, key string, data []byte) er
 	if err := CheckKey(key); err != nil {
 		return err
 	}
+	if s.closed.Load() {
+		// gocloud reports a closed bucket as a failed precondition too;
+		// never let that read as "exists".
+		return fmt.Errorf("put %s: %w", key, errStoreClosed)
+	}
 	var err error
 	for range conflictRetries {
 		err = s.b.WriteAll(ctx, key, data, writerOptions(len(data), true))
@@ -121,10 +134,12 @@ func (s *BlobStore) PutIfAbsent(ctx context.Context, key string, data []byte) er
 		}
 	}
 	if err != nil {
-		return mapBlobErr("put", key, err)
+		return mapCreateErr(key, err)
 	}
 	return nil
 }
+
+var errStoreClosed = errors.New("remote: store closed")
 
 // writerOptions makes every write a single request (no multipart upload),
 // so that a conditional create is one atomic request on every server.
@@ -228,4 +243,7 @@ func (s *BlobStore) Delete(ctx context.Context, key string) error {
 }
 
 // Close implements Store.
-func (s *BlobStore) Close() error { return s.b.Close() }
+func (s *BlobStore) Close() error {
+	s.closed.Store(true)
+	return s.b.Close()
+}

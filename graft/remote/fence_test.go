@@ -42,7 +42,7 @@ func childFence() error {
 		defer b.Close()
 		create = func(k string, d []byte) error {
 			if err := b.WriteAll(ctx, k, d, &blob.WriterOptions{IfNotExist: true}); err != nil {
-				return mapBlobErr("put", k, err)
+				return mapCreateErr(k, err)
 			}
 			return nil
 		}

@@ -190,10 +190,12 @@ func (s *FileStore) List(ctx context.Context, prefix string, limit int) ([]Objec
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
 		base = filepath.Join(s.root, filepath.FromSlash(prefix[:i]))
 	}
-	var out []ObjectInfo
+	// Collect keys first and stat only those kept: a head lookup reads the
+	// log folder's names but stats one file.
+	type entry struct{ key, path string }
+	var found []entry
 	err := walk(ctx, base, func(p string, d fs.DirEntry) error {
-		name := d.Name()
-		if strings.HasPrefix(name, ".") && p != base {
+		if strings.HasPrefix(d.Name(), ".") && p != base {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
@@ -206,25 +208,27 @@ func (s *FileStore) List(ctx context.Context, prefix string, limit int) ([]Objec
 		if err != nil {
 			return err
 		}
-		key := filepath.ToSlash(rel)
-		if !strings.HasPrefix(key, prefix) {
-			return nil
+		if key := filepath.ToSlash(rel); strings.HasPrefix(key, prefix) {
+			found = append(found, entry{key, p})
 		}
-		fi, err := d.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // deleted meanwhile
-		} else if err != nil {
-			return err
-		}
-		out = append(out, ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()})
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", prefix, err)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
+	sort.Slice(found, func(i, j int) bool { return found[i].key < found[j].key })
+	out := make([]ObjectInfo, 0, len(found))
+	for _, f := range found {
+		if limit > 0 && len(out) == limit {
+			break
+		}
+		fi, err := os.Lstat(f.path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted meanwhile
+		} else if err != nil {
+			return nil, fmt.Errorf("list %s: %w", prefix, err)
+		}
+		out = append(out, ObjectInfo{Key: f.key, Size: fi.Size(), ModTime: fi.ModTime()})
 	}
 	return out, nil
 }

@@ -50,7 +50,7 @@ type codec struct {
 }
 
 var theCodec = sync.OnceValue(func() codec {
-	e, err := zstd.NewWriter(nil, zstd.WithEncoderCRC(true), zstd.WithEncoderConcurrency(1),
+	e, err := zstd.NewWriter(nil, zstd.WithEncoderCRC(true), zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true),
 		zstd.WithEncoderLevel(zstd.SpeedDefault))
 	if err != nil {
 		panic(err) // only on bad options
@@ -205,8 +205,9 @@ func DecodeFrame(ref FrameRef, z []byte) ([]Page, error) {
 	}
 	// A zstd frame: magic 28 B5 2F FD, then the frame header descriptor,
 	// whose bit 2 says a content checksum follows the last block. We
-	// require it.
-	if len(z) < 5 || binary.LittleEndian.Uint32(z) != 0xFD2FB528 || z[4]&0x04 == 0 {
+	// require it, except for an empty frame (pages of zero bytes), which
+	// the encoder writes without one.
+	if len(z) < 5 || binary.LittleEndian.Uint32(z) != 0xFD2FB528 || (z[4]&0x04 == 0 && ref.RawLength != 0) {
 		return nil, corrupt(what, "not a zstd frame with a content checksum")
 	}
 	raw, err := theCodec().dec.DecodeAll(z, make([]byte, 0, ref.RawLength))
