@@ -5,14 +5,38 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"sync"
 )
 
-// Log is the remote log of one volume over a Store. It keeps no state of
-// its own beyond the store and the volume name; every method reads the
-// store afresh. Safe for concurrent use.
+// Log is the remote log of one volume over a Store. Its only state is the
+// newest commit it has seen on the remote (published or read), which lets
+// Publish skip verifying a base it already knows; every other answer comes
+// from the store afresh. Safe for concurrent use.
 type Log struct {
 	store  Store
 	volume string
+
+	mu  sync.Mutex
+	tip struct {
+		lsn  uint64
+		hash Hash
+	}
+}
+
+// saw records that the remote holds the commit with hash h at lsn.
+func (l *Log) saw(lsn uint64, h Hash) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lsn >= l.tip.lsn {
+		l.tip.lsn, l.tip.hash = lsn, h
+	}
+}
+
+// knows reports whether the remote is known to hold hash h at lsn.
+func (l *Log) knows(lsn uint64, h Hash) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tip.lsn == lsn && l.tip.hash == h
 }
 
 // NewLog returns the remote log of volume in store. The volume name must
@@ -100,7 +124,9 @@ func (l *Log) decodeAt(key string, lsn uint64, b []byte) (Entry, error) {
 	if c.Volume != l.volume || c.LSN != lsn {
 		return Entry{}, fmt.Errorf("volume %s: %s holds %s@%d: %w", l.volume, key, c.Volume, c.LSN, ErrCorrupt)
 	}
-	return Entry{Commit: c, Hash: HashOf(b), Size: len(b)}, nil
+	e := Entry{Commit: c, Hash: HashOf(b), Size: len(b)}
+	l.saw(lsn, e.Hash)
+	return e, nil
 }
 
 // Draft is a commit to be written: the pages to upload, and for a
@@ -182,10 +208,23 @@ func (l *Log) Prepare(ctx context.Context, d Draft) (Prepared, error) {
 // conditional create is the fence. If a commit is there already, Publish
 // compares bytes: the same commit means an earlier attempt landed (success);
 // another commit means another writer won the LSN, and the error is a
-// *DivergedError wrapping ErrDiverged. Publishing a checkpoint also writes
-// its marker.
+// *DivergedError wrapping ErrDiverged.
+//
+// Before creating, Publish makes sure the commit's base (LSN-1 with hash
+// Prev) is on the remote, so that no writer can fork the chain from a base
+// the remote does not hold (its own commit that lost a race, say). The
+// check is free when the base is the newest commit this Log published or
+// read — the steady state of a writer, whose small commit then costs one
+// conditional PUT — and one GET otherwise. Publishing a checkpoint also
+// writes its marker.
 func (l *Log) Publish(ctx context.Context, p Prepared) error {
 	c := p.Commit
+	if c == nil || c.Volume != l.volume || HashOf(p.Bytes) != p.Hash {
+		return invalid("volume %s: publish of a commit not prepared for it", l.volume)
+	}
+	if err := l.checkBase(ctx, c); err != nil {
+		return err
+	}
 	key := LogKey(l.volume, c.LSN)
 	err := l.store.PutIfAbsent(ctx, key, p.Bytes)
 	if errors.Is(err, ErrExists) {
@@ -194,6 +233,9 @@ func (l *Log) Publish(ctx context.Context, p Prepared) error {
 			return fmt.Errorf("volume %s: lsn %d: read the commit that won: %w", l.volume, c.LSN, gerr)
 		}
 		if !equalCommitBytes(have, p.Bytes) {
+			if e, derr := l.decodeAt(key, c.LSN, have); derr == nil {
+				l.saw(c.LSN, e.Hash)
+			}
 			return &DivergedError{Volume: l.volume, LSN: c.LSN, Want: p.Hash, Got: HashOf(have),
 				Reason: "another commit holds this lsn"}
 		}
@@ -202,11 +244,32 @@ func (l *Log) Publish(ctx context.Context, p Prepared) error {
 	if err != nil {
 		return fmt.Errorf("volume %s: lsn %d: publish: %w", l.volume, c.LSN, err)
 	}
+	l.saw(c.LSN, p.Hash)
 	if c.Checkpoint {
 		mk := CheckpointKey(l.volume, c.LSN, p.Hash)
 		if err := l.store.Put(ctx, mk, encodeMarker(checkpointMarker{Volume: l.volume, LSN: c.LSN, Hash: p.Hash})); err != nil {
 			return fmt.Errorf("volume %s: lsn %d: checkpoint marker: %w", l.volume, c.LSN, err)
 		}
+	}
+	return nil
+}
+
+// checkBase verifies that the remote holds c's base: LSN-1 with hash Prev.
+func (l *Log) checkBase(ctx context.Context, c *Commit) error {
+	if c.LSN == 1 || l.knows(c.LSN-1, c.Prev) {
+		return nil
+	}
+	base, err := l.Read(ctx, c.LSN-1)
+	if errors.Is(err, ErrNotFound) {
+		return &DivergedError{Volume: l.volume, LSN: c.LSN - 1, Want: c.Prev,
+			Reason: "the base of the commit is not on the remote"}
+	}
+	if err != nil {
+		return fmt.Errorf("volume %s: lsn %d: verify base: %w", l.volume, c.LSN, err)
+	}
+	if base.Hash != c.Prev {
+		return &DivergedError{Volume: l.volume, LSN: c.LSN - 1, Want: c.Prev, Got: base.Hash,
+			Reason: "the remote holds another commit at the base"}
 	}
 	return nil
 }

@@ -544,3 +544,41 @@ func flip(b []byte, i int) []byte {
 	c[i%len(c)] ^= 0x01
 	return c
 }
+
+// TestPublishRefusesUnknownBase: a writer cannot fork the chain by
+// building on a base the remote does not hold: its own commit that lost
+// the race, a forged hash, or an LSN beyond the head. Nothing is created.
+func TestPublishRefusesUnknownBase(t *testing.T) {
+	eachStore(t, func(t *testing.T, s Store) {
+		ctx := context.Background()
+		a, b := mustLog(t, s, "vol.i"), mustLog(t, s, "vol.i")
+		e1, err := a.Append(ctx, draftOn(Entry{}, 1, 10, "a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pa, _ := a.Prepare(ctx, draftOn(e1, 1, 10, "a"))
+		pb, _ := b.Prepare(ctx, draftOn(e1, 1, 10, "b"))
+		if err := a.Publish(ctx, pa); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Publish(ctx, pb); !errors.Is(err, ErrDiverged) {
+			t.Fatalf("loser: %v", err)
+		}
+		lostBase := Entry{Commit: pb.Commit, Hash: pb.Hash}
+		for name, d := range map[string]Draft{
+			"on the loser's own commit": draftOn(lostBase, 1, 10, "b"),
+			"on a forged hash":          {LSN: 3, Prev: Hash{7}},
+			"beyond the head":           {LSN: 9, Prev: pa.Hash},
+		} {
+			fresh := mustLog(t, s, "vol.i")
+			for _, l := range []*Log{b, fresh} {
+				if _, err := l.Append(ctx, d); !errors.Is(err, ErrDiverged) {
+					t.Fatalf("%s: %v", name, err)
+				}
+			}
+		}
+		if _, head, err := a.Check(ctx); err != nil || head != 2 {
+			t.Fatalf("log after refused forks: head %d, %v", head, err)
+		}
+	})
+}
