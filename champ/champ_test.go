@@ -350,14 +350,3 @@ func TestCollect(t *testing.T) {
 		check(t, tr.Persistent(), map[uint64]int{})
 	})
 }
-
-func TestTrieOrder(t *testing.T) {
-	// Sorting by trieOrder sorts by the level-0 slot first, then level 1, …
-	a, b := uint64(1), uint64(2)<<5 // slot 1 at level 0 vs slot 0 at level 0
-	if trieOrder(a) <= trieOrder(b) {
-		t.Fatalf("trieOrder(%x)=%x not above trieOrder(%x)=%x", a, trieOrder(a), b, trieOrder(b))
-	}
-	if trieOrder(1<<63) != 8 || trieOrder(16) != 1<<63 {
-		t.Fatalf("trieOrder extremes: %x %x", trieOrder(1<<63), trieOrder(16))
-	}
-}

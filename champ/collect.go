@@ -1,17 +1,14 @@
 package champ
 
-import (
-	"cmp"
-	"iter"
-	"slices"
-)
+import "iter"
 
 // Collect builds a Map from the entries of seq in one pass, without the
-// path copies of repeated Set: it sorts the entries into trie order and
-// builds each node once, with slices of exactly the right size. A key seen
-// twice keeps its last value. The result has the same (canonical) shape as
-// inserting the entries one by one. sizeHint, if positive, is the expected
-// number of entries.
+// path copies of repeated Set: it partitions the entries by their 5-bit
+// slot level by level (a stable counting sort per node, O(n) per level)
+// and builds each node once, with slices of exactly the right size. A key
+// seen twice keeps its last value. The result has the same (canonical)
+// shape as inserting the entries one by one. sizeHint, if positive, is the
+// expected number of entries.
 func Collect[K comparable, V any](h Hasher[K], sizeHint int, seq iter.Seq2[K, V]) Map[K, V] {
 	if h == nil {
 		panic("champ: Collect with a nil Hasher")
@@ -19,123 +16,167 @@ func Collect[K comparable, V any](h Hasher[K], sizeHint int, seq iter.Seq2[K, V]
 	entries := make([]entry[K, V], 0, max(sizeHint, 0))
 	items := make([]item, 0, max(sizeHint, 0))
 	for k, v := range seq {
-		hk := h(k)
-		items = append(items, item{ord: trieOrder(hk), hash: hk, i: len(entries)})
+		items = append(items, item{hash: h(k), i: len(entries)})
 		entries = append(entries, entry[K, V]{k, v})
 	}
-	// Among equal hashes, later entries stay later.
-	slices.SortFunc(items, func(a, b item) int {
-		if c := cmp.Compare(a.ord, b.ord); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.i, b.i)
-	})
-	items = dedupe(items, entries)
-	m := Map[K, V]{n: len(items), hash: h}
-	if len(items) > 0 {
-		m.root = build(items, entries, 0)
+	m := Map[K, V]{hash: h}
+	if len(items) == 0 {
+		return m
 	}
+	a := &arena[K, V]{entries: make([]entry[K, V], 0, len(items))}
+	m.root, m.n = a.build(items, make([]item, len(items)), entries, 0)
 	return m
 }
 
-// item is an entry's place in trie order.
-type item struct {
-	ord  uint64 // the hash with its 5-bit groups reversed: level 0 most significant
-	hash uint64
-	i    int // index into the entries
+// arena hands out the nodes and slices of one Collect from a few large
+// allocations instead of one per node. Every slice it returns has its
+// capacity clipped to its length, so a later append (by a Transient)
+// reallocates instead of writing into a neighbour; nodes it makes have no
+// owner, so nothing edits them in place. The price: a chunk stays
+// allocated while any node or slice in it is reachable.
+type arena[K comparable, V any] struct {
+	entries  []entry[K, V]
+	nodes    []node[K, V]
+	children []*node[K, V]
 }
 
-// trieOrder reverses the order of h's 5-bit groups (level 0 = bits 0-4
-// first), so that sorting by it sorts entries the way the trie visits them.
-func trieOrder(h uint64) uint64 {
-	var o uint64
-	for shift := uint(0); shift < maxShift; shift += bitsPerLevel {
-		o |= (h >> shift & 31) << (maxShift - 1 - shift)
+const arenaChunk = 512
+
+func (a *arena[K, V]) node() *node[K, V] {
+	if len(a.nodes) == cap(a.nodes) {
+		a.nodes = make([]node[K, V], 0, arenaChunk)
 	}
-	return o | h>>maxShift // level 12: the top 4 bits, least significant
+	a.nodes = a.nodes[:len(a.nodes)+1]
+	return &a.nodes[len(a.nodes)-1]
 }
 
-// dedupe keeps, among items with equal keys (which have equal hashes and
-// so are adjacent), only the last.
-func dedupe[K comparable, V any](items []item, entries []entry[K, V]) []item {
-	out := items[:0]
-	for i := 0; i < len(items); {
-		j := i + 1
-		for j < len(items) && items[j].hash == items[i].hash {
-			j++
+func (a *arena[K, V]) entrySlice(n int) []entry[K, V] {
+	if cap(a.entries)-len(a.entries) < n {
+		a.entries = make([]entry[K, V], 0, max(n, arenaChunk))
+	}
+	l := len(a.entries)
+	a.entries = a.entries[:l+n]
+	return a.entries[l : l : l+n]
+}
+
+func (a *arena[K, V]) childSlice(n int) []*node[K, V] {
+	if cap(a.children)-len(a.children) < n {
+		a.children = make([]*node[K, V], 0, max(n, arenaChunk))
+	}
+	l := len(a.children)
+	a.children = a.children[:l+n]
+	return a.children[l : l : l+n]
+}
+
+// item is an entry's hash and its index in the input.
+type item struct {
+	hash uint64
+	i    int
+}
+
+// build makes the node at shift for items (at least one; all agree on the
+// hash bits below shift; in input order) and returns it with the number
+// of distinct keys under it. scratch is as long as items.
+func (a *arena[K, V]) build(items, scratch []item, entries []entry[K, V], shift uint) (*node[K, V], int) {
+	if shift > maxShift {
+		items = dedupe(items, entries)
+		n := a.node()
+		n.entries = a.entrySlice(len(items))
+		for _, it := range items {
+			n.entries = append(n.entries, entries[it.i])
 		}
-		if j == i+1 {
-			out = append(out, items[i])
-			i = j
+		return n, len(items)
+	}
+	// Stable counting sort by the slot at this level.
+	var counts, offs [32]int
+	for _, it := range items {
+		counts[(it.hash>>shift)&31]++
+	}
+	sum := 0
+	for s := range offs {
+		offs[s] = sum
+		sum += counts[s]
+	}
+	for _, it := range items {
+		s := (it.hash >> shift) & 31
+		scratch[offs[s]] = it
+		offs[s]++
+	}
+	copy(items, scratch)
+	// A group is an inline entry if it holds one distinct key: one item, or
+	// items with one hash that dedupe to one.
+	var groups [32][]item
+	var inline uint32
+	data, sub, start := 0, 0, 0
+	for s := range counts {
+		if counts[s] == 0 {
 			continue
 		}
-		run := items[i:j]
-		for a := range run {
-			later := false
-			for b := a + 1; b < len(run); b++ {
-				if entries[run[b].i].key == entries[run[a].i].key {
-					later = true
-					break
-				}
-			}
-			if !later {
-				out = append(out, run[a])
-			}
+		g := items[start : start+counts[s]]
+		if len(g) > 1 && sameHash(g) {
+			g = dedupe(g, entries)
 		}
-		i = j
-	}
-	return out
-}
-
-// build makes the node at shift for items, which all agree on the hash
-// bits below shift and are in trie order.
-func build[K comparable, V any](items []item, entries []entry[K, V], shift uint) *node[K, V] {
-	if shift > maxShift {
-		n := &node[K, V]{entries: make([]entry[K, V], len(items))}
-		for i, it := range items {
-			n.entries[i] = entries[it.i]
-		}
-		return n
-	}
-	n := &node[K, V]{}
-	data, sub := 0, 0
-	for i := 0; i < len(items); {
-		j := groupEnd(items, i, shift)
-		if j-i == 1 {
+		groups[s] = g
+		start += counts[s]
+		if len(g) == 1 {
+			inline |= 1 << s
 			data++
 		} else {
 			sub++
 		}
-		i = j
 	}
+	n := a.node()
 	if data > 0 {
-		n.entries = make([]entry[K, V], 0, data)
+		n.entries = a.entrySlice(data)
 	}
 	if sub > 0 {
-		n.children = make([]*node[K, V], 0, sub)
+		n.children = a.childSlice(sub)
 	}
-	for i := 0; i < len(items); {
-		j := groupEnd(items, i, shift)
-		bit := bitpos(items[i].hash, shift)
-		if j-i == 1 {
+	total, start := 0, 0
+	for s := range counts {
+		g := groups[s]
+		if g == nil {
+			continue
+		}
+		bit := uint32(1) << s
+		if inline&bit != 0 {
 			n.dataMap |= bit
-			n.entries = append(n.entries, entries[items[i].i])
+			n.entries = append(n.entries, entries[g[0].i])
+			total++
 		} else {
 			n.nodeMap |= bit
-			n.children = append(n.children, build(items[i:j], entries, shift+bitsPerLevel))
+			c, cn := a.build(g, scratch[start:start+len(g)], entries, shift+bitsPerLevel)
+			n.children = append(n.children, c)
+			total += cn
 		}
-		i = j
+		start += counts[s]
 	}
-	return n
+	return n, total
 }
 
-// groupEnd returns the end of the run of items from i that share the slot
-// at shift.
-func groupEnd(items []item, i int, shift uint) int {
-	slot := (items[i].hash >> shift) & 31
-	j := i + 1
-	for j < len(items) && (items[j].hash>>shift)&31 == slot {
-		j++
+func sameHash(items []item) bool {
+	for _, it := range items[1:] {
+		if it.hash != items[0].hash {
+			return false
+		}
 	}
-	return j
+	return true
+}
+
+// dedupe keeps, among items with equal keys, only the last, in place.
+func dedupe[K comparable, V any](items []item, entries []entry[K, V]) []item {
+	out := items[:0]
+	for a := range items {
+		later := false
+		for b := a + 1; b < len(items); b++ {
+			if entries[items[b].i].key == entries[items[a].i].key {
+				later = true
+				break
+			}
+		}
+		if !later {
+			out = append(out, items[a])
+		}
+	}
+	return out
 }
