@@ -197,6 +197,17 @@ func BenchmarkBytesPerEntry(b *testing.B) {
 			return t.Persistent()
 		})
 	})
+	b.Run("champ-collect", func(b *testing.B) {
+		measure(b, func() any {
+			return Collect(Uint64[uint64], n, func(yield func(uint64, uint64) bool) {
+				for i := uint64(0); i < n; i++ {
+					if !yield(i, i) {
+						return
+					}
+				}
+			})
+		})
+	})
 	b.Run("immutable", func(b *testing.B) {
 		measure(b, func() any {
 			m := immutable.NewMap[uint64, uint64](nil)
