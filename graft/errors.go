@@ -36,6 +36,10 @@ var (
 	ErrCorrupt = errors.New("graft: corrupt record")
 	// ErrClosed: the store or snapshot was closed.
 	ErrClosed = errors.New("graft: closed")
+	// ErrReadOnly: a write to a store opened with Options.ReadOnly.
+	ErrReadOnly = errors.New("graft: store opened read-only")
+	// ErrNoStore: Options.ReadOnly and there is no store in the directory.
+	ErrNoStore = errors.New("graft: no store in this directory")
 	// ErrLocked: another process holds the data directory.
 	ErrLocked = errors.New("graft: data directory locked by another process")
 )

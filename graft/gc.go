@@ -36,8 +36,8 @@ type GCStats struct {
 // horizon land in one batch. The freed space returns to the filesystem as
 // Pebble compacts (Store.Compact forces it).
 func (v *Volume) GC(ctx context.Context) (GCStats, error) {
-	if err := v.s.checkOpen(); err != nil {
-		return GCStats{}, err
+	if err := v.s.checkWritable(); err != nil {
+		return GCStats{}, fmt.Errorf("graft: GC of volume %q: %w", v.name, err)
 	}
 	v.gcMu.Lock()
 	defer v.gcMu.Unlock()

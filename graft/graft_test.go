@@ -263,3 +263,62 @@ func TestConflictRule(t *testing.T) {
 		t.Fatalf("c.Commit: %d, %v", lsn, err)
 	}
 }
+
+func TestReadOnlyAndLock(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if _, err := Open(ctx, dir+"/none", Options{ReadOnly: true}); !errors.Is(err, ErrNoStore) {
+		t.Fatalf("read-only open of nothing: %v", err)
+	}
+	s, err := Open(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := mustCreate(t, s, "ro")
+	commitPages(t, v, map[uint64][]byte{4: []byte("four")}, map[string]string{"k": "v"})
+	if _, err := Open(ctx, dir, Options{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open of a held dir: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := Open(ctx, dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	v, err = ro.Volume(ctx, "ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := v.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustGet(t, snap, 4); string(got) != "four" {
+		t.Fatalf("read-only Get = %q", got)
+	}
+	_ = snap.Close()
+	txn := v.Begin()
+	if err := txn.Put(5, []byte("x")); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("Put on a read-only store: %v", err)
+	}
+	if err := txn.SetMeta("k", nil); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("SetMeta on a read-only store: %v", err)
+	}
+	if _, err := txn.Commit(ctx, Synced); !errors.Is(err, ErrReadOnly) && !errors.Is(err, ErrEmptyCommit) {
+		t.Errorf("Commit on a read-only store: %v", err)
+	}
+	if _, err := v.GC(ctx); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("GC on a read-only store: %v", err)
+	}
+	if err := v.SetKeepFrom(ctx, 1); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("SetKeepFrom on a read-only store: %v", err)
+	}
+	if _, err := ro.CreateVolume(ctx, "new"); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("CreateVolume on a read-only store: %v", err)
+	}
+	if _, err := ro.CreateVolume(ctx, "ro"); err != nil { // exists: just opened
+		t.Errorf("CreateVolume of an existing volume, read-only: %v", err)
+	}
+}

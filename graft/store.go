@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -42,20 +43,26 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("graft: open %s: %w", dir, err)
 	}
 	opts = opts.withDefaults()
-	if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
+	if opts.ReadOnly {
+		if _, err := opts.FS.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("graft: open %s read-only: %w", dir, ErrNoStore)
+		}
+	} else if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("graft: open %s: %w", dir, err)
 	}
-	cache := pebble.NewCache(opts.CacheSize)
-	defer cache.Unref()
 	po := &pebble.Options{
 		FS:                 opts.FS,
-		Cache:              cache,
+		CacheSize:          opts.CacheSize,
 		MemTableSize:       opts.MemTableSize,
 		FormatMajorVersion: formatMajorVersion,
 		Logger:             pebbleLogger{opts.Logger},
+		ReadOnly:           opts.ReadOnly,
 	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
+		if opts.ReadOnly && errors.Is(err, pebble.ErrDBDoesNotExist) {
+			return nil, fmt.Errorf("graft: open %s read-only: %w", dir, ErrNoStore)
+		}
 		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) || isLockedInProcess(err) {
 			return nil, fmt.Errorf("graft: open %s: %w (%v)", dir, ErrLocked, err)
 		}
@@ -101,6 +108,9 @@ func (s *Store) loadStoreRecord() error {
 		return corrupt("store record", "missing in a non-empty database: not a graft store")
 	}
 	s.nextID = 1
+	if s.opts.ReadOnly {
+		return nil // an empty store: nothing to read, nothing to write
+	}
 	return s.db.Set(storeKey, encodeStoreRecord(storeRecord{NextID: 1}), pebble.Sync)
 }
 
@@ -121,6 +131,16 @@ func (s *Store) Close() error {
 func (s *Store) checkOpen() error {
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	return nil
+}
+
+func (s *Store) checkWritable() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if s.opts.ReadOnly {
+		return ErrReadOnly
 	}
 	return nil
 }
@@ -168,6 +188,9 @@ func (s *Store) volume(ctx context.Context, name string, create bool) (*Volume, 
 		return nil, fmt.Errorf("graft: volume %q: %w", name, err)
 	case !create:
 		return nil, fmt.Errorf("graft: volume %q: %w", name, ErrVolumeNotFound)
+	}
+	if err := s.checkWritable(); err != nil {
+		return nil, fmt.Errorf("graft: create volume %q: %w", name, err)
 	}
 	rec := volumeRecord{ID: s.nextID, KeepFrom: Unpinned, Created: time.Now().UnixNano()}
 	b := s.db.NewBatch()
@@ -226,7 +249,7 @@ func (s *Store) Volumes(ctx context.Context) ([]Info, error) {
 // freed is returned to the filesystem now rather than when background
 // compactions reach it.
 func (s *Store) Compact(ctx context.Context) error {
-	if err := s.checkOpen(); err != nil {
+	if err := s.checkWritable(); err != nil {
 		return err
 	}
 	if err := s.db.Compact(ctx, []byte{0x00}, []byte{0xff}, true); err != nil {

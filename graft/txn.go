@@ -111,7 +111,7 @@ func (t *Txn) SetMeta(key string, value []byte) error {
 
 // reserve creates the batch on first use and enforces MaxTxnBytes.
 func (t *Txn) reserve(n int) error {
-	if err := t.v.s.checkOpen(); err != nil {
+	if err := t.v.s.checkWritable(); err != nil {
 		return err
 	}
 	if t.batch == nil {
@@ -155,8 +155,8 @@ func (t *Txn) Commit(ctx context.Context, d Durability) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("graft: commit to volume %q: %w", v.name, err)
 	}
-	if err := v.s.checkOpen(); err != nil {
-		return 0, err
+	if err := v.s.checkWritable(); err != nil {
+		return 0, fmt.Errorf("graft: commit to volume %q: %w", v.name, err)
 	}
 	if len(t.pages) == 0 && len(t.meta) == 0 {
 		return 0, fmt.Errorf("graft: commit to volume %q: %w", v.name, ErrEmptyCommit)

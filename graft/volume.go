@@ -137,8 +137,8 @@ func (v *Volume) SetKeepFrom(ctx context.Context, lsn uint64) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("graft: volume %q: keep-from: %w", v.name, err)
 	}
-	if err := v.s.checkOpen(); err != nil {
-		return err
+	if err := v.s.checkWritable(); err != nil {
+		return fmt.Errorf("graft: volume %q: keep-from: %w", v.name, err)
 	}
 	v.commitMu.Lock()
 	defer v.commitMu.Unlock()

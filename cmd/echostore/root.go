@@ -74,6 +74,7 @@ single ordered stream.`,
 
 	root.AddCommand(
 		newIDCmd(g),
+		newBenchCmd(g),
 	)
 	return root
 }
