@@ -56,15 +56,7 @@ func (c *Commit) Pages() []PageRef {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b PageRef) int {
-		switch {
-		case a.Index < b.Index:
-			return -1
-		case a.Index > b.Index:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b PageRef) int { return cmpUint(a.Index, b.Index) })
 	return out
 }
 
@@ -278,3 +270,43 @@ func DecodeCheckpointMarker(b []byte) (volume string, lsn uint64, h Hash, err er
 
 // equalCommitBytes compares two encoded commits.
 func equalCommitBytes(a, b []byte) bool { return bytes.Equal(a, b) }
+
+// encodeTombstone returns the object that replaces a trimmed commit: its
+// key must stay taken, or a stale writer could create the LSN again.
+func encodeTombstone(volume string, lsn uint64) []byte {
+	e := enc{}
+	e.raw(tombstoneMagic[:])
+	e.u16(FormatVersion)
+	e.u16(0)
+	e.u64(lsn)
+	e.str(volume)
+	e.crc()
+	return e.b
+}
+
+// tombstoneSize is the size of the tombstones of volume (commit objects
+// are always larger).
+func tombstoneSize(volume string) int64 { return int64(len(encodeTombstone(volume, 1))) }
+
+func isTombstone(b []byte) bool { return bytes.HasPrefix(b, tombstoneMagic[:]) }
+
+// DecodeTombstone parses the tombstone of a trimmed commit and returns the
+// volume and LSN it names.
+func DecodeTombstone(b []byte) (volume string, lsn uint64, err error) {
+	const what = "tombstone"
+	body, err := checkTrailer(what, b)
+	if err != nil {
+		return "", 0, err
+	}
+	d := &dec{what: what, b: body}
+	d.header(tombstoneMagic, 0)
+	lsn = d.u64()
+	volume = string(d.bytes(256))
+	if err := d.end(); err != nil {
+		return "", 0, err
+	}
+	if checkVolume(volume) != nil || lsn < 1 || lsn > MaxLSN {
+		return "", 0, corrupt(what, "volume %q, lsn %d", volume, lsn)
+	}
+	return volume, lsn, nil
+}

@@ -39,6 +39,7 @@ var (
 	commitMagic     = [4]byte{'E', 'S', 'R', 'C'}
 	segmentMagic    = [4]byte{'E', 'S', 'R', 'S'}
 	checkpointMagic = [4]byte{'E', 'S', 'R', 'K'}
+	tombstoneMagic  = [4]byte{'E', 'S', 'R', 'T'}
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

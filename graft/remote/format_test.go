@@ -45,7 +45,7 @@ func genCommit(t *rapid.T) *Commit {
 			for _, i := range part {
 				c.Inline = append(c.Inline, Page{Index: i, Data: rapid.SliceOfN(rapid.Byte(), 0, 30).Draw(t, "data")})
 			}
-			slices.SortFunc(c.Inline, func(a, b Page) int { return cmpU64(a.Index, b.Index) })
+			slices.SortFunc(c.Inline, func(a, b Page) int { return cmpUint(a.Index, b.Index) })
 			continue
 		}
 		raw := rapid.Uint64Range(0, MaxFrameRaw).Draw(t, "raw")
@@ -60,16 +60,6 @@ func genCommit(t *rapid.T) *Commit {
 		c.Segments = append(c.Segments, SegmentRef{Key: SegmentKey(c.Volume, id), Frames: []FrameRef{f}})
 	}
 	return c
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func sameCommit(a, b *Commit) bool {
@@ -252,4 +242,15 @@ func TestFrameWithoutChecksumRejected(t *testing.T) {
 	if _, err := DecodeFrame(f, z); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("frame without content checksum: %v", err)
 	}
+}
+
+func TestCorruptTombstone(t *testing.T) {
+	b := encodeTombstone("vol.x", 12)
+	if v, l, err := DecodeTombstone(b); err != nil || v != "vol.x" || l != 12 {
+		t.Fatalf("round trip: %v", err)
+	}
+	if int64(len(b)) != tombstoneSize("vol.x") {
+		t.Fatal("tombstoneSize is wrong")
+	}
+	corruptions(t, b, func(b []byte) error { _, _, err := DecodeTombstone(b); return err })
 }

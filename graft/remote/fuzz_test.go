@@ -162,3 +162,20 @@ func FuzzParseKeys(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeTombstone(f *testing.F) {
+	f.Add(encodeTombstone("vol.x", 12), true)
+	f.Fuzz(func(t *testing.T, b []byte, fix bool) {
+		b = fixCRC(b, fix)
+		v, lsn, err := DecodeTombstone(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error not ErrCorrupt: %v", err)
+			}
+			return
+		}
+		if !bytes.Equal(encodeTombstone(v, lsn), b) {
+			t.Fatalf("tombstone does not re-encode to its bytes")
+		}
+	})
+}

@@ -17,8 +17,10 @@ type GCOptions struct {
 	// exceed the longest time a prepared commit waits before it is
 	// published; a writer whose pending commit is older prepares it again.
 	MinAge time.Duration
-	// TrimLog also deletes the commit objects below the horizon and the
-	// checkpoint markers older than it.
+	// TrimLog also replaces the commit objects below the horizon with
+	// tombstones and deletes the checkpoint markers older than it. A
+	// tombstone keeps the LSN's key taken (the fence): were the key
+	// deleted, a stale writer could create that LSN again.
 	TrimLog bool
 	// Now returns the current time (time.Now if nil).
 	Now func() time.Time
@@ -31,7 +33,7 @@ type GCResult struct {
 	Horizon         uint64
 	SegmentsKept    int
 	SegmentsDeleted int
-	LogDeleted      int
+	LogTrimmed      int
 	MarkersDeleted  int
 }
 
@@ -102,12 +104,12 @@ func (l *Log) GC(ctx context.Context, opts GCOptions) (GCResult, error) {
 	if !opts.TrimLog {
 		return res, nil
 	}
-	// Oldest first, so that a crash leaves the retained log a contiguous
-	// suffix.
+	// Oldest first, so that a crash leaves the tombstones a prefix.
 	logs, err := l.store.List(ctx, LogPrefix(l.volume), 0)
 	if err != nil {
 		return res, fmt.Errorf("volume %s: gc: %w", l.volume, err)
 	}
+	tomb := tombstoneSize(l.volume)
 	for i := len(logs) - 1; i >= 0; i-- {
 		lsn, err := ParseLogKey(l.volume, logs[i].Key)
 		if err != nil {
@@ -116,10 +118,13 @@ func (l *Log) GC(ctx context.Context, opts GCOptions) (GCResult, error) {
 		if lsn >= horizon {
 			break
 		}
-		if err := l.store.Delete(ctx, logs[i].Key); err != nil {
+		if logs[i].Size == tomb {
+			continue // trimmed before
+		}
+		if err := l.store.Put(ctx, logs[i].Key, encodeTombstone(l.volume, lsn)); err != nil {
 			return res, fmt.Errorf("volume %s: gc: %w", l.volume, err)
 		}
-		res.LogDeleted++
+		res.LogTrimmed++
 	}
 	for _, m := range markers[min(keep, len(markers)):] {
 		if err := l.store.Delete(ctx, m.Key); err != nil {

@@ -117,6 +117,16 @@ func (l *Log) Read(ctx context.Context, lsn uint64) (Entry, error) {
 }
 
 func (l *Log) decodeAt(key string, lsn uint64, b []byte) (Entry, error) {
+	if isTombstone(b) {
+		v, n, err := DecodeTombstone(b)
+		if err != nil {
+			return Entry{}, fmt.Errorf("volume %s: %s: %w", l.volume, key, err)
+		}
+		if v != l.volume || n != lsn {
+			return Entry{}, fmt.Errorf("volume %s: %s holds the tombstone of %s@%d: %w", l.volume, key, v, n, ErrCorrupt)
+		}
+		return Entry{}, fmt.Errorf("volume %s: lsn %d: %w", l.volume, lsn, ErrTrimmed)
+	}
 	c, err := DecodeCommit(b)
 	if err != nil {
 		return Entry{}, fmt.Errorf("volume %s: %s: %w", l.volume, key, err)
@@ -260,9 +270,9 @@ func (l *Log) checkBase(ctx context.Context, c *Commit) error {
 		return nil
 	}
 	base, err := l.Read(ctx, c.LSN-1)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrTrimmed) {
 		return &DivergedError{Volume: l.volume, LSN: c.LSN - 1, Want: c.Prev,
-			Reason: "the base of the commit is not on the remote"}
+			Reason: fmt.Sprintf("the base of the commit is not on the remote (%v)", err)}
 	}
 	if err != nil {
 		return fmt.Errorf("volume %s: lsn %d: verify base: %w", l.volume, c.LSN, err)
@@ -287,8 +297,8 @@ func (l *Log) Append(ctx context.Context, d Draft) (Entry, error) {
 	return Entry{Commit: p.Commit, Hash: p.Hash, Size: len(p.Bytes)}, nil
 }
 
-// Since yields the commits above the sync point after, in LSN order, until
-// the head, verifying the hash chain: the first commit must name afterHash
+// Since yields the commits above the sync point after, in LSN order, up to
+// the head as one LIST finds it when iteration starts, verifying the hash chain: the first commit must name afterHash
 // as its predecessor (pass the zero hash for after = 0), each next one the
 // hash of the one before. A break yields a *DivergedError; a commit missing
 // below the head yields ErrTrimmed or ErrNotFound. Iteration stops at the
@@ -310,11 +320,8 @@ func (l *Log) Since(ctx context.Context, after uint64, afterHash Hash) iter.Seq2
 			}
 			prev = e.Hash
 		}
-		for lsn := after + 1; ; lsn++ {
+		for lsn := after + 1; lsn <= head; lsn++ {
 			e, err := l.Read(ctx, lsn)
-			if errors.Is(err, ErrNotFound) && lsn > head {
-				return // the end of the log as it was when we started, or later
-			}
 			if err != nil {
 				yield(Entry{}, err)
 				return
@@ -406,9 +413,10 @@ func (l *Log) FetchPage(ctx context.Context, ref PageRef) ([]byte, error) {
 }
 
 // Check verifies the whole retained log: its LSNs are contiguous up to the
-// head, every commit decodes, and the hash chain holds from the oldest
-// retained commit to the head. It returns the oldest and head LSNs (0, 0
-// for an empty log). It reads every commit: a tool and test aid, not a hot
+// head, tombstones of trimmed commits come before every commit, every
+// commit decodes, and the hash chain holds from the oldest retained commit
+// to the head. It returns the oldest retained and head LSNs (0, 0 for an
+// empty log). It reads every commit: a tool and test aid, not a hot
 // path.
 func (l *Log) Check(ctx context.Context) (oldest, head uint64, err error) {
 	objs, err := l.store.List(ctx, LogPrefix(l.volume), 0)
@@ -429,8 +437,14 @@ func (l *Log) Check(ctx context.Context) (oldest, head uint64, err error) {
 	}
 	head, oldest = lsns[0], lsns[len(lsns)-1]
 	var prev Hash
+	trimmed := true // tombstones of trimmed commits come first
 	for lsn := oldest; lsn <= head; lsn++ {
 		e, err := l.Read(ctx, lsn)
+		if trimmed && errors.Is(err, ErrTrimmed) {
+			oldest = lsn + 1
+			continue
+		}
+		trimmed = false
 		if err != nil {
 			return 0, 0, err
 		}

@@ -372,7 +372,7 @@ func TestCheckpointAndGC(t *testing.T) {
 		// Horizon 6 with a grace of an hour: S2 is unreferenced now, but
 		// young segments are spared; the log below 6 is trimmed.
 		res, err = l.GC(ctx, GCOptions{KeepCheckpoints: 1, MinAge: time.Hour, TrimLog: true})
-		if err != nil || res.Horizon != 6 || res.SegmentsDeleted != 0 || res.LogDeleted != 5 || res.MarkersDeleted != 1 {
+		if err != nil || res.Horizon != 6 || res.SegmentsDeleted != 0 || res.LogTrimmed != 5 || res.MarkersDeleted != 1 {
 			t.Fatalf("GC with a grace period: %+v, %v", res, err)
 		}
 		res, err = l.GC(ctx, GCOptions{KeepCheckpoints: 1})
@@ -420,6 +420,13 @@ func TestCheckpointAndGC(t *testing.T) {
 		}
 		if oldest, head, err := l.Check(ctx); err != nil || oldest != 6 || head != 6 {
 			t.Fatalf("Check after trim: %d..%d %v", oldest, head, err)
+		}
+		// The trimmed LSNs stay fenced: a stale writer cannot create them.
+		if _, err := mustLog(t, s, "vol.f").Append(ctx, draftOn(Entry{}, 1, 10, "stale")); !errors.Is(err, ErrDiverged) {
+			t.Fatalf("stale writer at lsn 1 after trim: %v", err)
+		}
+		if res, err := l.GC(ctx, GCOptions{TrimLog: true}); err != nil || res.LogTrimmed != 0 {
+			t.Fatalf("second trim: %+v, %v", res, err)
 		}
 		e7, err := l.Append(ctx, draftOn(e6, 1, 10, "after gc"))
 		if err != nil {
