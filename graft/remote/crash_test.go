@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -11,8 +10,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/echostore/echostore/internal/crashtest"
 )
 
 // crashSize is the page size of commit lsn in the crash test: every third
@@ -24,11 +24,11 @@ func crashSize(lsn uint64) int {
 	return 512 // inline
 }
 
-// childCrash appends commits to volume "crash" in the file store at
-// CRASH_DIR forever, printing "ok <lsn> <hash>" after each, until killed.
-func childCrash() error {
+// childCrash appends commits to volume "crash" in the file store at dir
+// forever, reporting "<lsn> <hash>" after each, until killed.
+func childCrash(dir string) error {
 	ctx := context.Background()
-	s, err := OpenFileStore(os.Getenv("CRASH_DIR"))
+	s, err := OpenFileStore(dir)
 	if err != nil {
 		return err
 	}
@@ -40,7 +40,6 @@ func childCrash() error {
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriter(os.Stdout)
 	for {
 		d := draftOn(base, 8, crashSize(base.LSN()+1), "crash")
 		d.Checkpoint = d.LSN%5 == 0
@@ -48,10 +47,7 @@ func childCrash() error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "ok %d %s\n", e.LSN(), e.Hash)
-		if err := w.Flush(); err != nil {
-			return err
-		}
+		crashtest.Report("%d %s", e.LSN(), e.Hash)
 		base = e
 	}
 }
@@ -62,49 +58,36 @@ func childCrash() error {
 // is intact with its pages, the chain verifies, and Sweep clears the
 // temporaries the kill left.
 func TestCrashDuringAppend(t *testing.T) {
+	if dir, ok := crashtest.Child("TestCrashDuringAppend"); ok {
+		if err := childCrash(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		return
+	}
 	dir := t.TempDir()
 	ctx := context.Background()
 	reported := map[uint64]string{}
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 5))
 	for round := range 4 {
-		cmd := child(t, "crash", "CRASH_DIR="+dir)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		r := bufio.NewReader(out)
-		stopAfter := 3 + rng.IntN(25)
-		for range stopAfter {
-			line, err := r.ReadString('\n')
+		p := crashtest.Start(t, "TestCrashDuringAppend", dir)
+		for range 3 + rng.IntN(25) {
+			line, err := p.Next()
 			if err != nil {
-				t.Fatalf("round %d: child ended: %v", round, err)
+				t.Fatalf("round %d: %v", round, err)
 			}
 			f := strings.Fields(line)
-			lsn, _ := strconv.ParseUint(f[1], 10, 64)
-			reported[lsn] = f[2]
+			lsn, _ := strconv.ParseUint(f[0], 10, 64)
+			reported[lsn] = f[1]
 		}
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := p.Kill(); err != nil {
 			t.Fatal(err)
-		}
-		_ = cmd.Wait()
-		// Lines written before the kill count as reported too.
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				break
-			}
-			if f := strings.Fields(line); len(f) == 3 {
-				lsn, _ := strconv.ParseUint(f[1], 10, 64)
-				reported[lsn] = f[2]
-			}
 		}
 		checkCrashDir(t, dir, reported)
 	}
 	s, _ := OpenFileStore(dir)
-	if _, err := s.Sweep(ctx, 0); err != nil {
+	swept, err := s.Sweep(ctx, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -113,7 +96,7 @@ func TestCrashDuringAppend(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("%d commits reported over 4 kills", len(reported))
+	t.Logf("%d commits reported over 4 kills; %d temporaries swept", len(reported), swept)
 }
 
 func checkCrashDir(t *testing.T, dir string, reported map[uint64]string) {

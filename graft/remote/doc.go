@@ -17,7 +17,13 @@
 //   - Log: one volume's remote log. Head is one LIST; Append uploads
 //     segments (unless the pages go inline) and then creates the commit
 //     object at head+1 if absent; LatestCheckpoint is one LIST and one GET;
-//     FetchFrame is one ranged GET of one frame, verified; GC is explicit.
+//     FetchFrame is one ranged GET of one frame, verified; State folds the
+//     log into live page references; WriteCheckpoint appends a checkpoint
+//     built from the log alone; GC is explicit, and trimming leaves
+//     tombstones so that trimmed LSNs stay fenced.
+//   - Push and Pull: replication written against two small interfaces the
+//     local engine implements (Source for the writer, Sink for a follower),
+//     with the pending remote commit that makes a push crash-safe.
 //
 // # What it promises
 //

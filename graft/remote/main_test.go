@@ -104,8 +104,6 @@ func TestChild(t *testing.T) {
 	switch role {
 	case "fence":
 		err = childFence()
-	case "crash":
-		err = childCrash()
 	case "pusher":
 		err = childPusher()
 	default:
