@@ -93,6 +93,9 @@ func TestStoreContract(t *testing.T) {
 		if got, err := s.GetRange(ctx, "a/b/two", 8, 10); err != nil || string(got) != "ij" {
 			t.Fatalf("GetRange past the end = %q, %v", got, err)
 		}
+		if got, err := s.GetRange(ctx, "a/b/two", 20, 10); err != nil || len(got) != 0 {
+			t.Fatalf("GetRange beyond the end = %q, %v", got, err)
+		}
 		for _, k := range []string{"a/b-c", "a/b/three", "a/bz", "b/x", "a/b/c/deep"} {
 			if err := s.Put(ctx, k, []byte(k)); err != nil {
 				t.Fatal(err)
@@ -236,5 +239,27 @@ func TestFileStoreKeepsInsideRoot(t *testing.T) {
 	}
 	if err := s.PutIfAbsent(ctx, "d", []byte("x")); !errors.Is(err, ErrBadKey) {
 		t.Errorf("PutIfAbsent on a folder: %v", err)
+	}
+}
+
+// TestOpenPrefix: a prefix parameter places the remote inside a bucket.
+func TestOpenPrefix(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, "mem://?prefix=team/remote/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.PutIfAbsent(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := s.List(ctx, "", 0)
+	if err != nil || len(objs) != 1 || objs[0].Key != "k" {
+		t.Fatalf("List = %v, %v", objs, err)
+	}
+	for _, bad := range []string{"mem://?prefix=team", "mem://?prefix=/abs/", "mem://?prefix=a//b/"} {
+		if _, err := Open(ctx, bad); !errors.Is(err, ErrBadURL) {
+			t.Errorf("Open(%q) = %v", bad, err)
+		}
 	}
 }

@@ -53,7 +53,11 @@ func Push(ctx context.Context, l *Log, src Source) (SyncPoint, error) {
 		if err != nil {
 			return SyncPoint{}, fmt.Errorf("volume %s: pending commit: %w", l.volume, err)
 		}
-		if _, err := publishAndRecord(ctx, l, src, Prepared{Commit: c, Bytes: pend, Hash: HashOf(pend)}); err != nil {
+		p := Prepared{Commit: c, Bytes: pend, Hash: HashOf(pend)}
+		if p, err = l.reviveSegments(ctx, src, p); err != nil {
+			return SyncPoint{}, err
+		}
+		if _, err := publishAndRecord(ctx, l, src, p); err != nil {
 			return SyncPoint{}, err
 		}
 	}
@@ -78,6 +82,42 @@ func Push(ctx context.Context, l *Log, src Source) (SyncPoint, error) {
 		return SyncPoint{}, err
 	}
 	return publishAndRecord(ctx, l, src, p)
+}
+
+// reviveSegments checks that the segments of a pending commit are still
+// in the store (one 1-byte ranged GET each). If GC removed one (the commit
+// waited longer than GCOptions.MinAge), the commit cannot have landed (a
+// landed commit's segments are referenced), so it is prepared again from
+// the same local range: the same pages give the same segments and bytes.
+func (l *Log) reviveSegments(ctx context.Context, src Source, p Prepared) (Prepared, error) {
+	missing := false
+	for _, s := range p.Commit.Segments {
+		b, err := l.store.GetRange(ctx, s.Key, 0, 1)
+		if errors.Is(err, ErrNotFound) || (err == nil && len(b) == 0) {
+			missing = true
+			break
+		}
+		if err != nil {
+			return p, fmt.Errorf("volume %s: pending commit: %w", l.volume, err)
+		}
+	}
+	if !missing {
+		return p, nil
+	}
+	c := p.Commit
+	pages, meta, err := src.Changes(ctx, c.LocalFrom, c.LocalTo)
+	if err != nil {
+		return p, err
+	}
+	np, err := l.Prepare(ctx, Draft{LSN: c.LSN, Prev: c.Prev, LocalFrom: c.LocalFrom, LocalTo: c.LocalTo,
+		Meta: meta, Pages: pages})
+	if err != nil {
+		return p, err
+	}
+	if err := src.SetPending(ctx, np.Bytes); err != nil {
+		return p, err
+	}
+	return np, nil
 }
 
 func publishAndRecord(ctx context.Context, l *Log, src Source, p Prepared) (SyncPoint, error) {

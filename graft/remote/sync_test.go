@@ -202,6 +202,25 @@ func TestPushPull(t *testing.T) {
 					t.Fatalf("crash %d: recovered to %+v", i, sp)
 				}
 			}
+			// A crash before the PUT of a commit with a segment, and a GC
+			// that removed the segment before the retry: Push prepares the
+			// commit again.
+			w.commit(pagesAt(uint64(len(w.commits)+1), 500, 1, 8, 16<<10), nil)
+			hs.hook = func(func() error) error { return errLostReply }
+			if _, err := Push(ctx, l, w); !errors.Is(err, errLostReply) {
+				t.Fatal(err)
+			}
+			hs.hook = nil
+			pc, err := DecodeCommit(w.pending)
+			if err != nil || len(pc.Segments) != 1 {
+				t.Fatalf("pending commit: %v", err)
+			}
+			if err := s.Delete(ctx, pc.Segments[0].Key); err != nil {
+				t.Fatal(err)
+			}
+			if sp := push(); sp.Local != uint64(len(w.commits)) {
+				t.Fatalf("recovered to %+v", sp)
+			}
 			f1 := &fakeEngine{}
 			if _, err := Pull(ctx, l, f1); err != nil {
 				t.Fatal(err)
