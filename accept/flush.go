@@ -14,7 +14,7 @@ import (
 type block struct {
 	seq  uint64
 	recs []rec
-	snap *champ.Map[brand.ID, Intent] // the map as of this block, if it triggers a compaction
+	snap *champ.Map[brand.ID, *Intent] // the map as of this block, if it triggers a compaction
 }
 
 // runFlusher is the one goroutine that appends to the log: it cuts the
@@ -144,7 +144,7 @@ func (o *Outbox) rotate(first uint64) error {
 
 // runCompaction writes the snapshot of m, which covers blocks up to seq,
 // then drops what it makes redundant.
-func (o *Outbox) runCompaction(seq uint64, m champ.Map[brand.ID, Intent]) {
+func (o *Outbox) runCompaction(seq uint64, m champ.Map[brand.ID, *Intent]) {
 	defer o.wg.Done()
 	err := o.compactTo(seq, m)
 	if err != nil {
@@ -161,7 +161,7 @@ func (o *Outbox) runCompaction(seq uint64, m champ.Map[brand.ID, Intent]) {
 // compactTo writes snapshot seq, then keeps the previous snapshot and the
 // log since it (the fallback if the new snapshot is ever unreadable) and
 // deletes everything older.
-func (o *Outbox) compactTo(seq uint64, m champ.Map[brand.ID, Intent]) error {
+func (o *Outbox) compactTo(seq uint64, m champ.Map[brand.ID, *Intent]) error {
 	data := encodeSnapshot(seq, sortedIntents(m))
 	if err := writeFileAtomic(o.dir, snapName(seq), data); err != nil {
 		return fmt.Errorf("writing snapshot %d: %w", seq, err)

@@ -127,7 +127,7 @@ type Outbox struct {
 	wg   sync.WaitGroup
 
 	mu           sync.Mutex
-	tr           *champ.Transient[brand.ID, Intent]
+	tr           *champ.Transient[brand.ID, *Intent]
 	pending      []rec // the open block
 	spare        []rec // the buffer of the block last written, for reuse
 	pendingSince time.Time
@@ -227,7 +227,7 @@ func (o *Outbox) Record(ctx context.Context, in Intent) error {
 	if _, dup := o.tr.Get(in.ID); dup {
 		return fmt.Errorf("accept: record %d: %w", in.ID, ErrDuplicate)
 	}
-	o.tr.Set(in.ID, in)
+	o.tr.Set(in.ID, &in)
 	o.add(rec{kind: kindAccepted, id: in.ID, queue: in.Queue, payload: in.Payload})
 	return nil
 }
@@ -315,7 +315,10 @@ func (o *Outbox) Compact(ctx context.Context) error {
 func (o *Outbox) Get(id brand.ID) (Intent, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.tr.Get(id)
+	if p, ok := o.tr.Get(id); ok {
+		return *p, true
+	}
+	return Intent{}, false
 }
 
 // Len returns the number of uncommitted intents.
@@ -325,15 +328,15 @@ func (o *Outbox) Len() int {
 	return o.tr.Len()
 }
 
-// Snapshot returns the uncommitted intents as an immutable map, in O(1).
-// Later calls on the Outbox do not change it.
-func (o *Outbox) Snapshot() champ.Map[brand.ID, Intent] {
+// snapshot returns the uncommitted intents as an immutable map, in O(1):
+// it seals the transient, which the next write replaces.
+func (o *Outbox) snapshot() champ.Map[brand.ID, *Intent] {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.snapshotLocked()
 }
 
-func (o *Outbox) snapshotLocked() champ.Map[brand.ID, Intent] {
+func (o *Outbox) snapshotLocked() champ.Map[brand.ID, *Intent] {
 	m := o.tr.Persistent()
 	o.tr = m.Transient()
 	return m
@@ -343,7 +346,14 @@ func (o *Outbox) snapshotLocked() champ.Map[brand.ID, Intent] {
 // All is called. The order is deterministic (a function of the set of ids)
 // but not id order; Pending sorts.
 func (o *Outbox) All() iter.Seq2[brand.ID, Intent] {
-	return o.Snapshot().All()
+	m := o.snapshot()
+	return func(yield func(brand.ID, Intent) bool) {
+		for id, p := range m.All() {
+			if !yield(id, *p) {
+				return
+			}
+		}
+	}
 }
 
 // Pending returns the uncommitted intents in increasing id order.
@@ -351,13 +361,13 @@ func (o *Outbox) Pending(ctx context.Context) ([]Intent, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("accept: pending: %w", err)
 	}
-	return sortedIntents(o.Snapshot()), nil
+	return sortedIntents(o.snapshot()), nil
 }
 
-func sortedIntents(m champ.Map[brand.ID, Intent]) []Intent {
+func sortedIntents(m champ.Map[brand.ID, *Intent]) []Intent {
 	out := make([]Intent, 0, m.Len())
-	for _, in := range m.All() {
-		out = append(out, in)
+	for _, p := range m.All() {
+		out = append(out, *p)
 	}
 	slices.SortFunc(out, func(a, b Intent) int { return cmp.Compare(a.ID, b.ID) })
 	return out

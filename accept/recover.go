@@ -16,7 +16,7 @@ import (
 
 // recovered is the state recoverDir rebuilds.
 type recovered struct {
-	m        champ.Map[brand.ID, Intent]
+	m        champ.Map[brand.ID, *Intent]
 	base     uint64   // seq covered by the snapshot used (0: none)
 	next     uint64   // seq of the next block
 	replayed int      // log records applied after the snapshot
@@ -97,12 +97,15 @@ func (st *recovered) chooseBase(dir string, log *slog.Logger) error {
 	if len(st.segs) > 0 && st.segs[0] != 1 {
 		return fmt.Errorf("no intact snapshot, and the log starts at block %d: %w", st.segs[0], errors.Join(append(errs, ErrCorrupt)...))
 	}
-	st.m, st.base = champ.New[brand.ID, Intent](champ.Uint64[brand.ID]), 0
+	st.m, st.base = champ.New[brand.ID, *Intent](champ.Uint64[brand.ID]), 0
 	return nil
 }
 
-func loadSnapshot(dir string, seq uint64) (champ.Map[brand.ID, Intent], error) {
-	var m champ.Map[brand.ID, Intent]
+// loadSnapshot reads snapshot seq into a map. The intents share one
+// allocation (and their payloads the file's bytes), which lives while any
+// of them does.
+func loadSnapshot(dir string, seq uint64) (champ.Map[brand.ID, *Intent], error) {
+	var m champ.Map[brand.ID, *Intent]
 	data, err := os.ReadFile(filepath.Join(dir, snapName(seq)))
 	if err != nil {
 		return m, fmt.Errorf("snapshot %d: %w", seq, err)
@@ -114,9 +117,9 @@ func loadSnapshot(dir string, seq uint64) (champ.Map[brand.ID, Intent], error) {
 	if got != seq {
 		return m, fmt.Errorf("snapshot file %d says it covers block %d: %w", seq, got, ErrCorrupt)
 	}
-	return champ.Collect(champ.Uint64[brand.ID], len(intents), func(yield func(brand.ID, Intent) bool) {
-		for _, in := range intents {
-			if !yield(in.ID, in) {
+	return champ.Collect(champ.Uint64[brand.ID], len(intents), func(yield func(brand.ID, *Intent) bool) {
+		for i := range intents {
+			if !yield(intents[i].ID, &intents[i]) {
 				return
 			}
 		}
@@ -128,7 +131,7 @@ func loadSnapshot(dir string, seq uint64) (champ.Map[brand.ID, Intent], error) {
 // the first one if there is none).
 func (st *recovered) replay(dir string, log *slog.Logger) error {
 	next := st.base + 1
-	t := st.m.Transient()
+	var ov overlay
 	start := 0
 	for i, first := range st.segs {
 		if first <= next {
@@ -183,7 +186,11 @@ func (st *recovered) replay(dir string, log *slog.Logger) error {
 			if seq != next {
 				return fmt.Errorf("segment %s, offset %d: block %d, want %d: %w", name, off, seq, next, ErrCorrupt)
 			}
-			if err := apply(t, recs); err != nil {
+			if ov == nil {
+				// Size the overlay from the first block's bytes per record.
+				ov = make(overlay, (len(data)-off)/max(1, n/max(1, len(recs))))
+			}
+			if err := ov.apply(st.m, recs); err != nil {
 				return fmt.Errorf("segment %s, block %d: %w", name, seq, err)
 			}
 			st.replayed += len(recs)
@@ -217,23 +224,59 @@ func (st *recovered) replay(dir string, log *slog.Logger) error {
 		st.seg = f
 		st.segs = append(st.segs, next)
 	}
-	st.m = t.Persistent()
+	st.m = ov.merge(st.m)
 	st.next = next
 	return nil
 }
 
-// apply applies decoded log records to t.
-func apply(t *champ.Transient[brand.ID, Intent], recs []rec) error {
+// overlay collects the effect of the replayed log on the base map: an id
+// maps to its intent, or to nil if the log committed it. Replaying into a
+// Go map and merging once is cheaper than editing the trie per record,
+// and an intent accepted and committed within the log never touches it.
+type overlay map[brand.ID]*Intent
+
+// apply applies decoded log records. The intents of one block share one
+// allocation.
+func (ov overlay) apply(base champ.Map[brand.ID, *Intent], recs []rec) error {
+	slab := make([]Intent, 0, len(recs))
 	for _, r := range recs {
 		switch r.kind {
 		case kindAccepted:
-			if _, dup := t.Get(r.id); dup {
+			p, inLog := ov[r.id]
+			_, inBase := base.Get(r.id)
+			if p != nil || !inLog && inBase {
 				return fmt.Errorf("id %d accepted twice: %w", r.id, ErrCorrupt)
 			}
-			t.Set(r.id, Intent{ID: r.id, Queue: r.queue, Payload: r.payload})
+			slab = append(slab, Intent{ID: r.id, Queue: r.queue, Payload: r.payload})
+			ov[r.id] = &slab[len(slab)-1]
 		case kindCommitted:
-			t.Delete(r.id)
+			ov[r.id] = nil
 		}
 	}
 	return nil
+}
+
+// merge returns base with the overlay applied.
+func (ov overlay) merge(base champ.Map[brand.ID, *Intent]) champ.Map[brand.ID, *Intent] {
+	if len(ov) == 0 {
+		return base
+	}
+	if base.Len() == 0 {
+		return champ.Collect(champ.Uint64[brand.ID], len(ov), func(yield func(brand.ID, *Intent) bool) {
+			for id, p := range ov {
+				if p != nil && !yield(id, p) {
+					return
+				}
+			}
+		})
+	}
+	t := base.Transient()
+	for id, p := range ov {
+		if p == nil {
+			t.Delete(id)
+		} else {
+			t.Set(id, p)
+		}
+	}
+	return t.Persistent()
 }

@@ -324,7 +324,13 @@ func TestUint64Spreads(t *testing.T) {
 func TestCollect(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		_, h := drawHasher(t)
-		keys := rapid.SliceOfN(rapid.Uint64Range(0, 3000), 0, 800).Draw(t, "keys")
+		n := rapid.IntRange(0, 1500).Draw(t, "n")
+		keys := make([]uint64, n)
+		span := rapid.Uint64Range(1, 4000).Draw(t, "span")
+		seed := rapid.Uint64().Draw(t, "seed")
+		for i := range keys {
+			keys[i] = Uint64(seed+uint64(i)) % span // repeats when span < n
+		}
 		m := New[uint64, int](h)
 		model := map[uint64]int{}
 		for i, k := range keys {

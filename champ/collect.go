@@ -87,15 +87,76 @@ func (a *arena[K, V]) build(items, scratch []item, entries []entry[K, V], shift 
 		}
 		return n, len(items)
 	}
-	// Stable counting sort by the slot at this level.
-	var counts, offs [32]int
-	for _, it := range items {
-		counts[(it.hash>>shift)&31]++
+	sortBySlot(items, scratch, shift)
+	// Runs of equal slot, in slot order. A run is an inline entry if it holds
+	// one distinct key: one item, or items of one hash that dedupe to one.
+	type run struct{ start, n int }
+	var runs [32]run
+	nr, data := 0, 0
+	for i := 0; i < len(items); {
+		slot := (items[i].hash >> shift) & 31
+		j := i + 1
+		for j < len(items) && (items[j].hash>>shift)&31 == slot {
+			j++
+		}
+		g := items[i:j]
+		if len(g) > 1 && sameHash(g) {
+			g = dedupe(g, entries)
+		}
+		if len(g) == 1 {
+			data++
+		}
+		runs[nr] = run{i, len(g)}
+		nr++
+		i = j
 	}
-	sum := 0
-	for s := range offs {
-		offs[s] = sum
-		sum += counts[s]
+	n := a.node()
+	if data > 0 {
+		n.entries = a.entrySlice(data)
+	}
+	if sub := nr - data; sub > 0 {
+		n.children = a.childSlice(sub)
+	}
+	total := 0
+	for _, r := range runs[:nr] {
+		g := items[r.start : r.start+r.n]
+		bit := bitpos(g[0].hash, shift)
+		if r.n == 1 {
+			n.dataMap |= bit
+			n.entries = append(n.entries, entries[g[0].i])
+			total++
+		} else {
+			n.nodeMap |= bit
+			c, cn := a.build(g, scratch[r.start:r.start+r.n], entries, shift+bitsPerLevel)
+			n.children = append(n.children, c)
+			total += cn
+		}
+	}
+	return n, total
+}
+
+// sortBySlot sorts items by their slot at shift, stably: insertion sort
+// for a few items, a counting sort through scratch for more.
+func sortBySlot(items, scratch []item, shift uint) {
+	if len(items) <= 12 {
+		for i := 1; i < len(items); i++ {
+			it := items[i]
+			s := (it.hash >> shift) & 31
+			j := i
+			for j > 0 && (items[j-1].hash>>shift)&31 > s {
+				items[j] = items[j-1]
+				j--
+			}
+			items[j] = it
+		}
+		return
+	}
+	var offs [33]int
+	for _, it := range items {
+		offs[(it.hash>>shift)&31+1]++
+	}
+	for s := 1; s <= 32; s++ {
+		offs[s] += offs[s-1]
 	}
 	for _, it := range items {
 		s := (it.hash >> shift) & 31
@@ -103,55 +164,6 @@ func (a *arena[K, V]) build(items, scratch []item, entries []entry[K, V], shift 
 		offs[s]++
 	}
 	copy(items, scratch)
-	// A group is an inline entry if it holds one distinct key: one item, or
-	// items with one hash that dedupe to one.
-	var groups [32][]item
-	var inline uint32
-	data, sub, start := 0, 0, 0
-	for s := range counts {
-		if counts[s] == 0 {
-			continue
-		}
-		g := items[start : start+counts[s]]
-		if len(g) > 1 && sameHash(g) {
-			g = dedupe(g, entries)
-		}
-		groups[s] = g
-		start += counts[s]
-		if len(g) == 1 {
-			inline |= 1 << s
-			data++
-		} else {
-			sub++
-		}
-	}
-	n := a.node()
-	if data > 0 {
-		n.entries = a.entrySlice(data)
-	}
-	if sub > 0 {
-		n.children = a.childSlice(sub)
-	}
-	total, start := 0, 0
-	for s := range counts {
-		g := groups[s]
-		if g == nil {
-			continue
-		}
-		bit := uint32(1) << s
-		if inline&bit != 0 {
-			n.dataMap |= bit
-			n.entries = append(n.entries, entries[g[0].i])
-			total++
-		} else {
-			n.nodeMap |= bit
-			c, cn := a.build(g, scratch[start:start+len(g)], entries, shift+bitsPerLevel)
-			n.children = append(n.children, c)
-			total += cn
-		}
-		start += counts[s]
-	}
-	return n, total
 }
 
 func sameHash(items []item) bool {
