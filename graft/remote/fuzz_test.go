@@ -100,7 +100,7 @@ func FuzzDecodeSegmentFrame(f *testing.F) {
 	})
 }
 
-func FuzzDecodeSegment(f *testing.F) {
+func FuzzDecodeWholeSegment(f *testing.F) {
 	seg, err := BuildSegment("v", "s", pagesAt(1, 0, 1, 70, 300))
 	if err != nil {
 		f.Fatal(err)

@@ -178,6 +178,13 @@ func TestPushPull(t *testing.T) {
 			}
 			work(3)
 			push()
+			// In the steady state a small push is one conditional PUT.
+			w.commit(pagesAt(uint64(len(w.commits)+1), 3, 1, 4, 100), map[string][]byte{"w": {9}})
+			cs.Reset()
+			push()
+			if c := cs.Counts(); c.PutIfAbsent != 1 || c.Total() != 1 {
+				t.Fatalf("small push cost %+v", c)
+			}
 			f0 := &fakeEngine{}
 			if _, err := Pull(ctx, l, f0); err != nil {
 				t.Fatal(err)
