@@ -99,7 +99,7 @@ type Client struct {
 }
 
 type scriptSet struct {
-	append, trim, setID, seam, laneRead                  *rueidis.Lua
+	append, trim, setID, seam, publish                   *rueidis.Lua
 	enqueue, promote, claim, ack, fail, recover, redrive *rueidis.Lua
 }
 
@@ -173,18 +173,18 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 
 func newScriptSet() scriptSet {
 	return scriptSet{
-		append:   rueidis.NewLuaScript(ScriptAppend),
-		trim:     rueidis.NewLuaScript(ScriptTrim),
-		setID:    rueidis.NewLuaScript(ScriptSetID),
-		seam:     rueidis.NewLuaScript(scriptSeam),
-		laneRead: rueidis.NewLuaScriptReadOnly(scriptLaneRead),
-		enqueue:  rueidis.NewLuaScript(scriptEnqueue),
-		promote:  rueidis.NewLuaScript(scriptPromote),
-		claim:    rueidis.NewLuaScript(scriptClaim),
-		ack:      rueidis.NewLuaScript(scriptAck),
-		fail:     rueidis.NewLuaScript(scriptFail),
-		recover:  rueidis.NewLuaScript(scriptRecover),
-		redrive:  rueidis.NewLuaScript(scriptRedrive),
+		append:  rueidis.NewLuaScript(ScriptAppend),
+		trim:    rueidis.NewLuaScript(ScriptTrim),
+		setID:   rueidis.NewLuaScript(ScriptSetID),
+		seam:    rueidis.NewLuaScript(scriptSeam),
+		publish: rueidis.NewLuaScript(scriptPublish),
+		enqueue: rueidis.NewLuaScript(scriptEnqueue),
+		promote: rueidis.NewLuaScript(scriptPromote),
+		claim:   rueidis.NewLuaScript(scriptClaim),
+		ack:     rueidis.NewLuaScript(scriptAck),
+		fail:    rueidis.NewLuaScript(scriptFail),
+		recover: rueidis.NewLuaScript(scriptRecover),
+		redrive: rueidis.NewLuaScript(scriptRedrive),
 	}
 }
 

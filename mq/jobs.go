@@ -519,3 +519,11 @@ func isNoGroup(err error) bool {
 	rerr, ok := rueidis.IsRedisErr(err)
 	return ok && strings.HasPrefix(rerr.Error(), "NOGROUP")
 }
+
+// errShape reports a reply of the wrong length, or nil.
+func errShape(got, want int) error {
+	if got == want {
+		return nil
+	}
+	return fmt.Errorf("reply has %d elements, want %d", got, want)
+}

@@ -2,7 +2,6 @@ package mq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"strconv"
@@ -49,19 +48,19 @@ type LaneEntry struct {
 }
 
 // GapError is yielded by Follow when entries the follower had not read yet
-// were trimmed by the lane's cap. The follower resumes with the oldest kept
-// entry; whoever relies on every entry must resynchronise from the source
-// of truth. It wraps ErrLaneGap.
+// were trimmed by the lane's cap (or deleted). The follower goes on with
+// the oldest entry kept; whoever relies on every entry must resynchronise
+// from the source of truth. It wraps ErrLaneGap.
 type GapError struct {
 	Lane string
-	// After is the last id the follower had seen; MaxDeleted the highest
-	// id trimmed since (entries in (After, MaxDeleted] were lost to it).
-	After, MaxDeleted string
+	// After is the last id the follower had read; Prev the id of the entry
+	// before the one it reads next. Entries in (After, Prev] are gone.
+	After, Prev string
 }
 
 func (e *GapError) Error() string {
 	return fmt.Sprintf("lane %s: entries after %s up to %s were trimmed before they were read: %v",
-		e.Lane, e.After, e.MaxDeleted, ErrLaneGap)
+		e.Lane, e.After, e.Prev, ErrLaneGap)
 }
 
 func (e *GapError) Unwrap() error { return ErrLaneGap }
@@ -73,17 +72,26 @@ func (c *Client) laneCap(l Lane) int64 {
 	return c.opts.LaneCap
 }
 
-// Publish appends an entry to the lane and trims it to about its cap.
+// laneLink is the name of the field each published entry starts with: the
+// id of the lane's entry before it.
+const laneLink = "prev"
+
+// Publish appends an entry to the lane (XADD … MAXLEN ~ cap *) and returns
+// its id. The entry's first field is "prev", the id of the entry before it,
+// which is how followers detect gaps; fields may not use that name.
 func (c *Client) Publish(ctx context.Context, l Lane, fields ...Field) (brand.ID, error) {
 	if err := c.opts.Limits.Check(fields); err != nil {
 		return 0, fmt.Errorf("publish on lane %s: %w", l.Key, err)
 	}
-	args := make([]string, 0, 4+2*len(fields))
-	args = append(args, "MAXLEN", "~", strconv.FormatInt(c.laneCap(l), 10), "*")
+	args := make([]string, 0, 1+2*len(fields))
+	args = append(args, strconv.FormatInt(c.laneCap(l), 10))
 	for _, f := range fields {
+		if f.Name == laneLink {
+			return 0, fmt.Errorf("publish on lane %s: %w", l.Key, &RecordError{Field: f.Name, Err: ErrReservedField})
+		}
 		args = append(args, f.Name, f.Value)
 	}
-	xid, err := c.rdb.Do(ctx, c.rdb.B().Arbitrary("XADD").Keys(l.Key).Args(args...).Build()).ToString()
+	xid, err := c.lua.publish.Exec(ctx, c.rdb, []string{l.Key}, args).ToString()
 	if err != nil {
 		return 0, fmt.Errorf("publish on lane %s: %w", l.Key, err)
 	}
@@ -101,12 +109,12 @@ func (c *Client) LaneTop(ctx context.Context, l Lane) (brand.ID, error) {
 // from now on.
 func (c *Client) Subscribe(ctx context.Context, l Lane) iter.Seq2[LaneEntry, error] {
 	return func(yield func(LaneEntry, error) bool) {
-		top, err := c.LaneTop(ctx, l)
+		in, err := c.info(ctx, l.Key)
 		if err != nil {
 			yield(LaneEntry{}, err)
 			return
 		}
-		c.follow(ctx, l, top.RedisID(), yield)
+		c.follow(ctx, l, in.TopXID, yield)
 	}
 }
 
@@ -114,7 +122,7 @@ func (c *Client) Subscribe(ctx context.Context, l Lane) iter.Seq2[LaneEntry, err
 // kept entry) and then waits for new ones with XREAD BLOCK: an idle
 // follower costs one blocked connection and no polling. A follower that was
 // away catches up from after; if the cap trimmed entries it had not read,
-// it gets a *GapError (wrapping ErrLaneGap) and then continues with the
+// it gets a *GapError (wrapping ErrLaneGap) and then goes on with the
 // oldest kept entry. An entry whose id has no branded id yields an
 // *EntryError. The iteration ends when ctx does (yielding ctx's error) or
 // when the loop stops.
@@ -130,87 +138,95 @@ func (c *Client) Follow(ctx context.Context, l Lane, after brand.ID) iter.Seq2[L
 
 func (c *Client) follow(ctx context.Context, l Lane, cursor string, yield func(LaneEntry, error) bool) {
 	page := c.opts.PageSize
+	// Catch up with XRANGE pages, then block with XREAD for what comes.
+	catchingUp := true
 	for {
 		if err := ctx.Err(); err != nil {
 			yield(LaneEntry{}, err)
 			return
 		}
-		start := "-"
-		if cursor != "" {
-			start = "(" + cursor
+		var entries []rawEntry
+		var err error
+		if catchingUp {
+			entries, err = c.laneRange(ctx, l.Key, cursor, page)
+			catchingUp = len(entries) == page
+		} else {
+			entries, err = c.laneWait(ctx, l.Key, cursor, page)
 		}
-		md, entries, err := c.laneRead(ctx, l.Key, start, page)
 		if err != nil {
 			yield(LaneEntry{}, err)
 			return
 		}
-		if cursor != "" && cmpXID(md, cursor) > 0 {
-			if !yield(LaneEntry{}, &GapError{Lane: l.Key, After: cursor, MaxDeleted: md}) {
-				return
-			}
-			cursor = md
-		}
 		for _, e := range entries {
+			kv := e.kv
+			if len(kv) >= 2 && kv[0] == laneLink {
+				if cursor != "" && cmpXID(kv[1], cursor) > 0 {
+					if !yield(LaneEntry{}, &GapError{Lane: l.Key, After: cursor, Prev: kv[1]}) {
+						return
+					}
+				}
+				kv = kv[2:]
+			}
 			cursor = e.xid
-			rec, err := decodeEntry(l.Key, e.xid, e.kv)
+			rec, err := decodeEntry(l.Key, e.xid, kv)
 			if !yield(LaneEntry{ID: rec.ID, XID: e.xid, Fields: rec.Fields}, err) {
 				return
 			}
 		}
-		if len(entries) == page {
-			continue
-		}
-		// Caught up: block until an entry above the cursor exists. The
-		// entries are read again by laneRead, with the gap check.
-		if err := c.waitLane(ctx, l.Key, cursor); err != nil {
-			yield(LaneEntry{}, err)
-			return
-		}
 	}
 }
 
-// laneRead runs scriptLaneRead.
-func (c *Client) laneRead(ctx context.Context, key, start string, count int) (string, []rawEntry, error) {
-	reply, err := c.lua.laneRead.Exec(ctx, c.rdb, []string{key}, []string{start, strconv.Itoa(count)}).ToArray()
-	if err != nil || len(reply) != 2 {
-		return "", nil, fmt.Errorf("read lane %s: %w", key, errors.Join(err, errShape(len(reply), 2)))
+// laneRange reads up to count entries after cursor ("" from the start).
+func (c *Client) laneRange(ctx context.Context, key, cursor string, count int) ([]rawEntry, error) {
+	start := "-"
+	if cursor != "" {
+		start = "(" + cursor
 	}
-	md, err := reply[0].ToString()
+	msgs, err := c.rdb.Do(ctx, c.rdb.B().Xrange().Key(key).Start(start).End("+").Count(int64(count)).Build()).ToArray()
 	if err != nil {
-		return "", nil, fmt.Errorf("read lane %s: %w", key, err)
+		return nil, fmt.Errorf("read lane %s: %w", key, err)
 	}
-	msgs, err := reply[1].ToArray()
-	if err != nil {
-		return "", nil, fmt.Errorf("read lane %s: %w", key, err)
-	}
-	entries, err := rawEntries(msgs)
-	if err != nil {
-		return "", nil, fmt.Errorf("read lane %s: %w", key, err)
-	}
-	return md, entries, nil
+	return rawEntries(msgs)
 }
 
-// waitLane blocks until the lane has an entry above cursor, the block time
-// ends (the caller loops), or ctx ends.
-func (c *Client) waitLane(ctx context.Context, key, cursor string) error {
+// laneWait blocks until the lane has entries above cursor and returns up to
+// count of them, or nothing when Options.LaneBlock passes (the caller
+// loops), or ctx's error.
+func (c *Client) laneWait(ctx context.Context, key, cursor string, count int) ([]rawEntry, error) {
 	if cursor == "" {
 		cursor = "0-0"
 	}
-	cmd := c.rdb.B().Xread().Count(1).Block(c.opts.LaneBlock.Milliseconds()).Streams().Key(key).Id(cursor).Build()
-	err := c.rdb.Do(ctx, cmd).Error()
-	if err == nil || rueidis.IsRedisNil(err) {
-		return nil
+	cmd := c.rdb.B().Xread().Count(int64(count)).Block(c.opts.LaneBlock.Milliseconds()).Streams().Key(key).Id(cursor).Build()
+	res := c.rdb.Do(ctx, cmd)
+	if err := res.Error(); err != nil {
+		if rueidis.IsRedisNil(err) {
+			return nil, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("wait on lane %s: %w", key, err)
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
+	// RESP3 replies {key: entries}; RESP2 [[key, entries]].
+	var msgs []rueidis.RedisMessage
+	if m, err := res.AsMap(); err == nil {
+		v := m[key]
+		msgs, err = v.ToArray()
+		if err != nil {
+			return nil, fmt.Errorf("wait on lane %s: %w", key, err)
+		}
+	} else {
+		arr, err := res.ToArray()
+		if err != nil || len(arr) != 1 {
+			return nil, fmt.Errorf("wait on lane %s: unexpected reply (%v)", key, err)
+		}
+		pair, err := arr[0].ToArray()
+		if err != nil || len(pair) != 2 {
+			return nil, fmt.Errorf("wait on lane %s: unexpected reply (%v)", key, err)
+		}
+		if msgs, err = pair[1].ToArray(); err != nil {
+			return nil, fmt.Errorf("wait on lane %s: %w", key, err)
+		}
 	}
-	return fmt.Errorf("wait on lane %s: %w", key, err)
-}
-
-// errShape reports a reply of the wrong length, or nil.
-func errShape(got, want int) error {
-	if got == want {
-		return nil
-	}
-	return fmt.Errorf("reply has %d elements, want %d", got, want)
+	return rawEntries(msgs)
 }

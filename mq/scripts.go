@@ -175,14 +175,16 @@ redis.call('SADD', KEYS[2], ARGV[1])
 return 'OK'
 `
 
-// scriptLaneRead reads a lane after an id together with the highest id
-// ever deleted from it, atomically, so that a gap is detected exactly.
+// scriptPublish appends an entry to a lane, capped, with the id of the
+// lane's previous entry as its first field, "prev": a follower whose cursor
+// is below an entry's prev knows that entries it never read were trimmed.
 //
-//	KEYS[1] the lane; ARGV[1] the XRANGE start ("-" or "(<id>"), ARGV[2] count
+//	KEYS[1] the lane; ARGV[1] the cap; then the entry's name/value pairs
 //
-// Replies {max-deleted-entry-id, entries}.
-const scriptLaneRead = "#!lua flags=no-writes\n" + LuaLib + `
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'0-0', {}} end
-local md = field(redis.call('XINFO', 'STREAM', KEYS[1]), 'max-deleted-entry-id')
-return {md or '0-0', redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', ARGV[2])}
+// Replies the new entry's id.
+const scriptPublish = "#!lua\n" + `
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+local prev = '0-0'
+if #last > 0 then prev = last[1][1] end
+return redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'prev', prev, unpack(ARGV, 2))
 `
