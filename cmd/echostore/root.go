@@ -75,6 +75,8 @@ single ordered stream.`,
 	root.AddCommand(
 		newIDCmd(g),
 		newBenchCmd(g),
+		newStreamCmd(g),
+		newQueueCmd(g),
 	)
 	return root
 }
