@@ -16,13 +16,36 @@ import (
 )
 
 // The seed's published figures (§1 of the two-tier seed, N = 20,000):
-// checkpoint_every K → records per second, recovery time by intent count,
+// records per second by checkpoint_every K, recovery time by intent count,
 // and replay rate.
-var (
-	SeedRecPerSec    = map[int]float64{100: 5225, 1000: 36889, 10000: 102529}
-	SeedRecoveryMs   = map[int]float64{1000: 3.63, 10000: 8.53, 50000: 33.59}
-	SeedReplayPerSec = 1044659.0
-)
+
+// seedRecPerSec is the seed's rate at K, or 0 if it published none.
+func seedRecPerSec(k int) float64 {
+	switch k {
+	case 100:
+		return 5225
+	case 1000:
+		return 36889
+	case 10000:
+		return 102529
+	}
+	return 0
+}
+
+// seedRecoveryMs is the seed's recovery time for n intents, if published.
+func seedRecoveryMs(n int) (float64, bool) {
+	switch n {
+	case 1000:
+		return 3.63, true
+	case 10000:
+		return 8.53, true
+	case 50000:
+		return 33.59, true
+	}
+	return 0, false
+}
+
+const seedReplayPerSec = 1044659.0
 
 // BenchOptions configure Bench. Zero fields take the defaults shown.
 type BenchOptions struct {
@@ -38,42 +61,42 @@ type BenchOptions struct {
 
 // Results are Bench's medians.
 type Results struct {
-	N             int                `json:"n"`
-	Runs          int                `json:"runs"`
-	FsyncPerSec   float64            `json:"fsync_per_sec"` // 4 KiB append + fsync
-	Throughput    []ThroughputResult `json:"throughput"`
-	Recovery      []RecoveryResult   `json:"recovery"`
-	ReplayPerSec  float64            `json:"replay_per_sec"` // log records replayed per second by Open
-	SeedReplay    float64            `json:"seed_replay_per_sec"`
-	ReplayVsSeed  float64            `json:"replay_vs_seed"`
-	ReplayIntents int                `json:"replay_intents"`
+	N             int                `json:"n"`                   // intents per throughput run
+	Runs          int                `json:"runs"`                // runs per median
+	FsyncPerSec   float64            `json:"fsync_per_sec"`       // 4 KiB append + fsync
+	Throughput    []ThroughputResult `json:"throughput"`          // one per K
+	Recovery      []RecoveryResult   `json:"recovery"`            // one per size
+	ReplayPerSec  float64            `json:"replay_per_sec"`      // log records replayed per second by Open
+	SeedReplay    float64            `json:"seed_replay_per_sec"` // the seed's replay rate
+	ReplayVsSeed  float64            `json:"replay_vs_seed"`      // ReplayPerSec / SeedReplay
+	ReplayIntents int                `json:"replay_intents"`      // log records replayed
 }
 
 // ThroughputResult is the record rate at one K: the Outbox (whole blocks
 // of K, and half blocks so that one fills while the other is fsynced), the
 // seed's algorithm measured in the same run, and the seed's figure.
 type ThroughputResult struct {
-	K                 int     `json:"k"`
-	RecPerSec         float64 `json:"rec_per_sec"`            // BlockMax = K (the default)
-	HalfBlockPerSec   float64 `json:"half_block_rec_per_sec"` // BlockMax = K/2
-	WholeSnapPerSec   float64 `json:"whole_snapshot_rec_per_sec"`
-	SeedRecPerSec     float64 `json:"seed_rec_per_sec"`
-	VsSeed            float64 `json:"vs_seed"`
-	VsWholeSnapshot   float64 `json:"vs_whole_snapshot"`
-	FsyncsPerRecord   float64 `json:"fsyncs_per_record"`
-	BlocksPerRun      float64 `json:"blocks_per_run"`
-	WholeSnapMBPerRun float64 `json:"whole_snapshot_mb_per_run"`
+	K                 int     `json:"k"`                          // the loss window
+	RecPerSec         float64 `json:"rec_per_sec"`                // BlockMax = K (the default)
+	HalfBlockPerSec   float64 `json:"half_block_rec_per_sec"`     // BlockMax = K/2
+	WholeSnapPerSec   float64 `json:"whole_snapshot_rec_per_sec"` // the seed's algorithm, this run
+	SeedRecPerSec     float64 `json:"seed_rec_per_sec"`           // the seed's published figure (0: none)
+	VsSeed            float64 `json:"vs_seed"`                    // RecPerSec / SeedRecPerSec
+	VsWholeSnapshot   float64 `json:"vs_whole_snapshot"`          // RecPerSec / WholeSnapPerSec
+	FsyncsPerRecord   float64 `json:"fsyncs_per_record"`          // outbox blocks per intent
+	BlocksPerRun      float64 `json:"blocks_per_run"`             // outbox blocks (one fsync each) per run
+	WholeSnapMBPerRun float64 `json:"whole_snapshot_mb_per_run"`  // bytes the baseline wrote per run
 }
 
 // RecoveryResult is the time Open takes for a directory holding Intents
 // intents: from a snapshot (after Compact) and from the log alone.
 type RecoveryResult struct {
-	Intents      int     `json:"intents"`
-	SnapshotMs   float64 `json:"snapshot_ms"`
-	LogMs        float64 `json:"log_ms"`
-	SeedMs       float64 `json:"seed_ms"`
-	VsSeed       float64 `json:"vs_seed"` // seed / snapshot
-	HaveSeedData bool    `json:"have_seed"`
+	Intents      int     `json:"intents"`     // live intents recovered
+	SnapshotMs   float64 `json:"snapshot_ms"` // Open with everything in one snapshot
+	LogMs        float64 `json:"log_ms"`      // Open with everything in log blocks of 1,000
+	SeedMs       float64 `json:"seed_ms"`     // the seed's published figure
+	VsSeed       float64 `json:"vs_seed"`     // SeedMs / SnapshotMs
+	HaveSeedData bool    `json:"have_seed"`   // whether the seed published this size
 }
 
 func (b BenchOptions) withDefaults() BenchOptions {
@@ -107,7 +130,7 @@ func (b BenchOptions) withDefaults() BenchOptions {
 // rate. It is what `echostore bench champ` runs.
 func Bench(ctx context.Context, dir string, opts BenchOptions) (Results, error) {
 	opts = opts.withDefaults()
-	res := Results{N: opts.N, Runs: opts.Runs, SeedReplay: SeedReplayPerSec}
+	res := Results{N: opts.N, Runs: opts.Runs, SeedReplay: seedReplayPerSec}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, fmt.Errorf("accept: bench: %w", err)
 	}
@@ -138,7 +161,7 @@ func Bench(ctx context.Context, dir string, opts BenchOptions) (Results, error) 
 	res.FsyncPerSec = median(fs)
 
 	for _, k := range opts.Ks {
-		tr := ThroughputResult{K: k, SeedRecPerSec: SeedRecPerSec[k]}
+		tr := ThroughputResult{K: k, SeedRecPerSec: seedRecPerSec(k)}
 		var ours, half, whole, blocks, mb []float64
 		for range opts.Runs {
 			opts.Progress(fmt.Sprintf("record %d intents, K=%d", opts.N, k))
@@ -174,7 +197,7 @@ func Bench(ctx context.Context, dir string, opts BenchOptions) (Results, error) 
 	for _, n := range opts.RecoverySizes {
 		opts.Progress(fmt.Sprintf("recovery of %d intents", n))
 		rr := RecoveryResult{Intents: n}
-		rr.SeedMs, rr.HaveSeedData = SeedRecoveryMs[n]
+		rr.SeedMs, rr.HaveSeedData = seedRecoveryMs(n)
 		var snap, logOnly []float64
 		for range opts.Runs {
 			d, _, err := RecoveryTime(ctx, fresh(), n, payload, true)
@@ -207,7 +230,7 @@ func Bench(ctx context.Context, dir string, opts BenchOptions) (Results, error) 
 	}
 	res.ReplayIntents = n
 	res.ReplayPerSec = median(rates)
-	res.ReplayVsSeed = res.ReplayPerSec / SeedReplayPerSec
+	res.ReplayVsSeed = res.ReplayPerSec / seedReplayPerSec
 	return res, nil
 }
 

@@ -40,7 +40,7 @@ func BenchmarkRecord(b *testing.B) {
 					rates = append(rates, r)
 				}
 				b.ReportMetric(median(rates), "rec/s")
-				b.ReportMetric(median(rates)/SeedRecPerSec[k], "x-seed")
+				b.ReportMetric(median(rates)/seedRecPerSec(k), "x-seed")
 			})
 		}
 	}
@@ -61,7 +61,7 @@ func BenchmarkWholeSnapshot(b *testing.B) {
 				rates = append(rates, r)
 			}
 			b.ReportMetric(median(rates), "rec/s")
-			b.ReportMetric(median(rates)/SeedRecPerSec[k], "x-seed")
+			b.ReportMetric(median(rates)/seedRecPerSec(k), "x-seed")
 		})
 	}
 }

@@ -51,7 +51,7 @@
 //
 // # What it does not do
 //
-// It does not talk to Graft. The sync path reads Pending (or Snapshot),
+// It does not talk to Graft. The sync path reads Pending (or All),
 // commits the intents to Graft, and then calls MarkCommitted; a crash
 // between the two, or before the committed records are durable, brings
 // those intents back as pending, so the commit on the Graft side must be

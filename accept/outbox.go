@@ -19,9 +19,9 @@ import (
 // Intent is one accepted job waiting to reach Graft. Payloads returned by
 // the Outbox are shared with it and must not be modified.
 type Intent struct {
-	ID      brand.ID
-	Queue   string
-	Payload []byte
+	ID      brand.ID // the job's branded id (JOB), never 0
+	Queue   string   // the queue it was enqueued on; a valid names.Queue
+	Payload []byte   // the job, opaque; at most Options.MaxPayload bytes
 }
 
 // Options configure an Outbox. The zero value of each field selects its
