@@ -27,8 +27,9 @@
 //     after Options.FlushInterval.
 //   - Incremental. A block holds only the records appended since the last
 //     one, never the whole map: the cost of durability does not grow with
-//     the number of pending intents. A background flusher writes and
-//     fsyncs one block while the next one fills.
+//     the number of pending intents. A background flusher encodes, writes
+//     and fsyncs one block while the next one fills, as far as K allows
+//     (Options.BlockMax sets how a window of K splits into blocks).
 //   - Compaction. When the log since the last snapshot outgrows
 //     CompactRatio × max(live intents, CompactMin) records, a snapshot is
 //     taken in O(1) (the CHAMP map value at a block boundary) and written in
