@@ -3,6 +3,7 @@ package graft
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,8 +25,9 @@ func benchStore(b *testing.B, opts Options) *Store {
 
 func benchCommits(b *testing.B, writers, pagesPer int, d Durability) {
 	ctx := context.Background()
-	s := benchStore(b, Options{})
+	s := benchStore(b, benchOpts)
 	page := make([]byte, 4096)
+	_, _ = rand.NewChaCha8([32]byte{1}).Read(page) // incompressible, like the CLI suite's
 	vols := make([]*Volume, writers)
 	for k := range vols {
 		vols[k] = mustCreate(b, s, fmt.Sprintf("bench.%d", k))
@@ -55,6 +57,8 @@ func benchCommits(b *testing.B, writers, pagesPer int, d Durability) {
 	wg.Wait()
 	b.ReportMetric(float64(b.N*pagesPer)/b.Elapsed().Seconds(), "pages/s")
 }
+
+var benchOpts = Options{}
 
 func BenchmarkCommitSynced1Page(b *testing.B)          { benchCommits(b, 1, 1, Synced) }
 func BenchmarkCommitSynced1Page16Volumes(b *testing.B) { benchCommits(b, 16, 1, Synced) }

@@ -357,3 +357,53 @@ func TestModel(t *testing.T) {
 		m.checkAll(t)
 	})
 }
+
+// TestDisjointRanges is invariant 4 as a property: over random indexes, Put
+// accepts exactly the indexes below ArchiveBase, PutArchive exactly the
+// offsets that land at or above it without wrapping, and what each accepts
+// is read back at the index it names.
+func TestDisjointRanges(t *testing.T) {
+	s := openMem(t, nil, Options{})
+	defer s.Close()
+	v := mustCreate(t, s, "ranges")
+	ctx := context.Background()
+	near := func(c uint64) *rapid.Generator[uint64] { // values around an edge
+		return rapid.Custom(func(t *rapid.T) uint64 { return c + uint64(rapid.IntRange(-3, 3).Draw(t, "delta")) })
+	}
+	idx := rapid.OneOf(rapid.Uint64(), near(ArchiveBase), near(MaxArchiveOffset), near(0), near(^uint64(0)-2))
+	rapid.Check(t, func(t *rapid.T) {
+		i := idx.Draw(t, "i")
+		txn := v.Begin()
+		defer txn.Discard()
+		err := txn.Put(i, []byte("b"))
+		if (err == nil) != (i < ArchiveBase) || (err != nil && !errors.Is(err, ErrPageRange)) {
+			t.Fatalf("Put(%d): %v", i, err)
+		}
+		aerr := txn.PutArchive(i, []byte("a"))
+		if (aerr == nil) != (i <= MaxArchiveOffset) || (aerr != nil && !errors.Is(aerr, ErrPageRange)) {
+			t.Fatalf("PutArchive(%d): %v", i, aerr)
+		}
+		if err != nil && aerr != nil {
+			return
+		}
+		lsn, cerr := txn.Commit(ctx, Unsynced)
+		if cerr != nil {
+			t.Fatal(cerr)
+		}
+		snap, serr := v.SnapshotAt(ctx, lsn)
+		if serr != nil {
+			t.Fatal(serr)
+		}
+		defer snap.Close()
+		if err == nil {
+			if got, gerr := snap.Get(ctx, i); gerr != nil || string(got) != "b" {
+				t.Fatalf("business page %d = %q, %v", i, got, gerr)
+			}
+		}
+		if aerr == nil {
+			if got, gerr := snap.Get(ctx, ArchiveBase+i); gerr != nil || string(got) != "a" || ArchiveBase+i < ArchiveBase {
+				t.Fatalf("archive page %d (offset %d) = %q, %v", ArchiveBase+i, i, got, gerr)
+			}
+		}
+	})
+}

@@ -31,7 +31,7 @@ const (
 	DefaultMaxMetaValueSize = 64 << 10  // 64 KiB
 	DefaultMaxTxnBytes      = 512 << 20 // 512 MiB
 	DefaultCacheSize        = 128 << 20 // 128 MiB, allocated as blocks are read
-	DefaultMemTableSize     = 8 << 20   // 8 MiB
+	DefaultMemTableSize     = 32 << 20  // 32 MiB
 )
 
 // Options configure a Store. The zero value is usable: every zero field takes
@@ -50,9 +50,11 @@ type Options struct {
 	// memtables against it, so it must be well above MemTableSize or reads
 	// go uncached. Default DefaultCacheSize.
 	CacheSize int64
-	// MemTableSize is Pebble's memtable size, in bytes. Unflushed memtables
-	// are replayed from the WAL at Open, so a larger value makes bulk loads
-	// faster and Open after an unclean stop slower. Default DefaultMemTableSize.
+	// MemTableSize is Pebble's memtable size, in bytes. Each full memtable
+	// rotates the WAL and is flushed, which briefly stalls commits: larger
+	// memtables stall less often. Close flushes the memtable so the next Open
+	// replays nothing; after a crash Open replays up to this much WAL.
+	// Default DefaultMemTableSize.
 	MemTableSize uint64
 	// ReadOnly opens the store for reading only: Open does no writes and no
 	// fsyncs (about 1 ms instead of several), which suits CLI reads. Every

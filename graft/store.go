@@ -114,15 +114,19 @@ func (s *Store) loadStoreRecord() error {
 	return s.db.Set(storeKey, encodeStoreRecord(storeRecord{NextID: 1}), pebble.Sync)
 }
 
-// Close flushes nothing and closes the database; every Unsynced commit
-// becomes durable (Pebble syncs the WAL on close). Close must not run
-// concurrently with other calls; after it, calls fail with ErrClosed.
-// Snapshots and iterators must be closed first.
+// Close flushes the memtable (so that the next Open, read-only or not, has
+// no WAL to replay) and closes the database; every Unsynced commit becomes
+// durable. Close must not run concurrently with other calls; after it, calls
+// fail with ErrClosed. Iterators must be closed first.
 func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
-	if err := s.db.Close(); err != nil {
+	var flushErr error
+	if !s.opts.ReadOnly {
+		flushErr = s.db.Flush()
+	}
+	if err := errors.Join(flushErr, s.db.Close()); err != nil {
 		return fmt.Errorf("graft: close: %w", err)
 	}
 	return nil
