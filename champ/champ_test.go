@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/bits"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -355,4 +356,34 @@ func TestCollect(t *testing.T) {
 		}
 		check(t, tr.Persistent(), map[uint64]int{})
 	})
+}
+
+// TestCanonicalShapeLarge is TestCanonicalShape at a size rapid seldom
+// draws: 20,000 keys, half deleted, under each hasher.
+func TestCanonicalShapeLarge(t *testing.T) {
+	for name, h := range testHashers {
+		rng := rand.New(rand.NewPCG(1, 2))
+		keys := rng.Perm(20000)
+		a := New[uint64, int](h).Transient()
+		for _, k := range keys {
+			a.Set(uint64(k), k)
+		}
+		rest := map[uint64]int{}
+		for i, k := range rng.Perm(20000) {
+			if i%2 == 0 {
+				a.Delete(uint64(k))
+			} else {
+				rest[uint64(k)] = k
+			}
+		}
+		b := New[uint64, int](h)
+		for k, v := range rest {
+			b = b.Set(k, v)
+		}
+		am := a.Persistent()
+		check(t, am, rest)
+		if shape(am) != shape(b) {
+			t.Fatalf("%s: shape after deletes differs from inserting the rest", name)
+		}
+	}
 }
