@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/echostore/echostore/brand"
 )
 
 // Benchmarks against the seed's table, each iteration one whole run:
@@ -141,5 +143,26 @@ func TestBenchReport(t *testing.T) {
 	}
 	if err := res.WriteText(os.Stdout); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// BenchmarkRecordInHeap is the cost of Record alone: K is large enough and
+// the time bound off, so nothing is written until the run ends.
+func BenchmarkRecordInHeap(b *testing.B) {
+	ctx := context.Background()
+	o, err := Open(ctx, b.TempDir(), Options{K: 1 << 30, BlockMax: 1 << 30, FlushInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	id := brand.ID(0)
+	for b.Loop() {
+		id++
+		if err := o.Record(ctx, Intent{ID: id, Queue: "jobs", Payload: benchPayload}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if err := o.Close(ctx); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -102,7 +102,7 @@ func (o *Outbox) nextBlock(now time.Time) (b *block, wait time.Duration, done bo
 	o.nextSeq++
 	o.pending = o.spare
 	if o.pending == nil {
-		o.pending = make([]rec, 0, o.opts.BlockMax)
+		o.pending = make([]rec, 0, min(o.opts.BlockMax, maxPrealloc))
 	}
 	o.spare = nil
 	o.inflight = n

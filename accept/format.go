@@ -31,6 +31,9 @@ const (
 	maxQueueLen = names.MaxLen
 	// maxPayloadLimit is the largest Options.MaxPayload accepted.
 	maxPayloadLimit = 64 << 20
+	// maxPrealloc bounds the records preallocated for an open block; a
+	// larger block grows as it fills.
+	maxPrealloc = 4096
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

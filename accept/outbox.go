@@ -192,7 +192,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Outbox, error) {
 		segs:      st.segs,
 		snaps:     st.snaps,
 		seg:       st.seg,
-		pending:   make([]rec, 0, opts.BlockMax),
+		pending:   make([]rec, 0, min(opts.BlockMax, maxPrealloc)),
 	}
 	o.stats = Stats{BaseSnapshot: st.base, Replayed: st.replayed, DroppedTailBytes: st.dropped}
 	o.wg.Add(1)
