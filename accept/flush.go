@@ -87,7 +87,7 @@ func (o *Outbox) nextBlock(now time.Time) (b *block, wait time.Duration, done bo
 	if n == 0 && !o.compactReq {
 		return nil, 0, o.closing
 	}
-	due := n >= o.opts.BlockMax || o.flushWant > o.cut || o.compactReq || o.closing
+	due := n >= o.opts.BlockMax || o.pendingBytes >= blockBytes || o.flushWant > o.cut || o.compactReq || o.closing
 	if !due && o.opts.FlushInterval > 0 {
 		if age := now.Sub(o.pendingSince); age >= o.opts.FlushInterval {
 			due = true
@@ -105,6 +105,7 @@ func (o *Outbox) nextBlock(now time.Time) (b *block, wait time.Duration, done bo
 		o.pending = make([]rec, 0, min(o.opts.BlockMax, maxPrealloc))
 	}
 	o.spare = nil
+	o.pendingBytes = 0
 	o.inflight = n
 	o.cut += uint64(n)
 	o.sinceSnap += n

@@ -31,6 +31,11 @@ const (
 	maxQueueLen = names.MaxLen
 	// maxPayloadLimit is the largest Options.MaxPayload accepted.
 	maxPayloadLimit = 64 << 20
+	// blockBytes is the most bytes of records an open block gathers: it is
+	// cut when it reaches them, and Record waits while it holds them. So a
+	// block body stays below blockBytes + one record, far below
+	// maxBlockBody.
+	blockBytes = 16 << 20
 	// maxPrealloc bounds the records preallocated for an open block; a
 	// larger block grows as it fills.
 	maxPrealloc = 4096

@@ -129,6 +129,7 @@ type Outbox struct {
 	mu           sync.Mutex
 	tr           *champ.Transient[brand.ID, *Intent]
 	pending      []rec // the open block
+	pendingBytes int   // encoded size of the records in pending
 	spare        []rec // the buffer of the block last written, for reuse
 	pendingSince time.Time
 	inflight     int    // records in the block being written
@@ -446,13 +447,13 @@ func (o *Outbox) await(ctx context.Context) error {
 }
 
 // waitRoom waits, o.mu held, until one more record keeps the non-durable
-// records within K.
+// records within K and the open block within blockBytes.
 func (o *Outbox) waitRoom(ctx context.Context) error {
 	for {
 		if err := o.usable(); err != nil {
 			return err
 		}
-		if o.inflight+len(o.pending) < o.opts.K {
+		if o.inflight+len(o.pending) < o.opts.K && o.pendingBytes < blockBytes {
 			return nil
 		}
 		if err := o.await(ctx); err != nil {
@@ -464,11 +465,12 @@ func (o *Outbox) waitRoom(ctx context.Context) error {
 // add appends r to the open block, o.mu held.
 func (o *Outbox) add(r rec) {
 	o.pending = append(o.pending, r)
+	o.pendingBytes += r.size()
 	o.appended++
 	if len(o.pending) == 1 {
 		o.pendingSince = time.Now()
 		o.signal()
-	} else if len(o.pending) >= o.opts.BlockMax {
+	} else if len(o.pending) >= o.opts.BlockMax || o.pendingBytes >= blockBytes {
 		o.signal()
 	}
 }

@@ -284,3 +284,30 @@ func TestCompactionFallback(t *testing.T) {
 }
 
 func brandID(i int) brand.ID { return brand.ID(i) }
+
+// TestBlockBytes: however large K and BlockMax, a block is cut once its
+// records reach blockBytes, so every block stays decodable.
+func TestBlockBytes(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	o := open(t, dir, Options{K: 1 << 20, BlockMax: 1 << 20, FlushInterval: -1, MaxPayload: 1 << 20})
+	big := make([]byte, 1<<20)
+	n := blockBytes>>20 + 4
+	for i := 1; i <= n; i++ {
+		if err := o.Record(ctx, Intent{ID: brand.ID(i), Queue: "q", Payload: big}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := o.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := o.Stats(); s.Blocks < 2 {
+		t.Fatalf("%d MiB of records went into %d block(s)", n, s.Blocks)
+	}
+	closeOK(t, o)
+	o = open(t, dir, Options{})
+	defer closeOK(t, o)
+	if o.Len() != n {
+		t.Fatalf("recovered %d intents, want %d", o.Len(), n)
+	}
+}
