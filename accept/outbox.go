@@ -211,22 +211,22 @@ func (o *Outbox) Record(ctx context.Context, in Intent) error {
 		return fmt.Errorf("accept: record: id 0: %w", ErrInvalid)
 	}
 	if err := names.Check(names.Queue, in.Queue); err != nil {
-		return fmt.Errorf("accept: record %d: %w: %w", in.ID, ErrInvalid, err)
+		return fmt.Errorf("accept: record %s: %w: %w", brand.JOB.Format(in.ID), ErrInvalid, err)
 	}
 	if len(in.Payload) > o.opts.MaxPayload {
-		return fmt.Errorf("accept: record %d: payload of %d bytes, at most %d: %w", in.ID, len(in.Payload), o.opts.MaxPayload, ErrTooLarge)
+		return fmt.Errorf("accept: record %s: payload of %d bytes, at most %d: %w", brand.JOB.Format(in.ID), len(in.Payload), o.opts.MaxPayload, ErrTooLarge)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("accept: record %d: %w", in.ID, err)
+		return fmt.Errorf("accept: record %s: %w", brand.JOB.Format(in.ID), err)
 	}
 	in.Payload = append([]byte(nil), in.Payload...)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if err := o.waitRoom(ctx); err != nil {
-		return fmt.Errorf("accept: record %d: %w", in.ID, err)
+		return fmt.Errorf("accept: record %s: %w", brand.JOB.Format(in.ID), err)
 	}
 	if _, dup := o.tr.Get(in.ID); dup {
-		return fmt.Errorf("accept: record %d: %w", in.ID, ErrDuplicate)
+		return fmt.Errorf("accept: record %s: %w", brand.JOB.Format(in.ID), ErrDuplicate)
 	}
 	o.tr.Set(in.ID, &in)
 	o.add(rec{kind: kindAccepted, id: in.ID, queue: in.Queue, payload: in.Payload})
@@ -247,7 +247,7 @@ func (o *Outbox) MarkCommitted(ctx context.Context, ids ...brand.ID) (int, error
 	n := 0
 	for _, id := range ids {
 		if err := o.waitRoom(ctx); err != nil {
-			return n, fmt.Errorf("accept: mark %d committed: %w", id, err)
+			return n, fmt.Errorf("accept: mark %s committed: %w", brand.JOB.Format(id), err)
 		}
 		if !o.tr.Delete(id) {
 			continue
