@@ -51,6 +51,7 @@ type PageTooLargeError struct {
 	Max   int    // Options.MaxPageSize
 }
 
+// Error describes the failure and what to do about it.
 func (e *PageTooLargeError) Error() string {
 	return fmt.Sprintf("graft: page %d is %d bytes, at most %d are allowed (Options.MaxPageSize)", e.Index, e.Size, e.Max)
 }
@@ -64,6 +65,7 @@ type PageRangeError struct {
 	Index   uint64 // Put: the page index; PutArchive: the offset n
 }
 
+// Error describes the failure and what to do about it.
 func (e *PageRangeError) Error() string {
 	if e.Archive {
 		return fmt.Sprintf("graft: archive offset %d overflows the page index space (at most %d)", e.Index, MaxArchiveOffset)
@@ -82,6 +84,7 @@ type MetaTooLargeError struct {
 	MaxValue int // Options.MaxMetaValueSize
 }
 
+// Error describes the failure and what to do about it.
 func (e *MetaTooLargeError) Error() string {
 	return fmt.Sprintf("graft: metadata key of %d bytes (at most %d) with value of %d bytes (at most %d)",
 		e.KeyLen, e.MaxKey, e.ValueLen, e.MaxValue)
@@ -98,6 +101,7 @@ type ConflictError struct {
 	Head   uint64 // the volume's head when the commit was attempted
 }
 
+// Error describes the failure and what to do about it.
 func (e *ConflictError) Error() string {
 	return fmt.Sprintf("graft: commit to volume %q conflicts: began at LSN %d but the head is now %d; begin again and retry",
 		e.Volume, e.Base, e.Head)
@@ -113,6 +117,7 @@ type SnapshotGoneError struct {
 	Horizon uint64 // the lowest LSN still readable
 }
 
+// Error describes the failure and what to do about it.
 func (e *SnapshotGoneError) Error() string {
 	return fmt.Sprintf("graft: LSN %d of volume %q was garbage-collected; the oldest readable LSN is %d",
 		e.LSN, e.Volume, e.Horizon)
@@ -127,6 +132,7 @@ type CorruptError struct {
 	Reason string
 }
 
+// Error describes the failure and what to do about it.
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("graft: corrupt %s: %s", e.What, e.Reason)
 }
