@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,8 +35,8 @@ type Options struct {
 	Limits Limits
 	// ChunkRecords and ChunkBytes bound one append script call (defaults
 	// 256 records, 1 MiB; a record larger than ChunkBytes goes alone).
-	ChunkRecords int
-	ChunkBytes   int
+	ChunkRecords int // records per chunk
+	ChunkBytes   int // bytes of names and values per chunk
 	// AppendRetries is how often a chunk whose reply was lost is sent again
 	// with the same ids before its outcome is reported unknown (default 5).
 	AppendRetries int
@@ -96,6 +97,7 @@ type Client struct {
 	log    *slog.Logger
 	lua    scriptSet
 	stats  counters
+	slots  sync.Map // stream key → *streamSlot
 }
 
 type scriptSet struct {

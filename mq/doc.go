@@ -37,6 +37,14 @@
 // {"id":"EVT_…","fields":{…}} is rendered in exactly one place
 // (AppendJSON), so a record prints the same bytes wherever it comes from.
 //
+// # Connecting
+//
+// Connect takes a URL: redis://[user[:password]@]host[:port][,host[:port]…][/db]
+// with options such as ?timeout=10s&dial_timeout=5s, or rediss:// for TLS
+// (see Endpoint). Several hosts are seeds: a Cluster is discovered from any
+// of them. The client (rueidis, chosen by the benchmark in
+// docs/BENCHMARKS.md) reconnects by itself and pipelines concurrent calls.
+//
 // # Keys
 //
 // All keys of queue Q share the hashtag {Q}; every script touches keys of
@@ -46,7 +54,8 @@
 //	emq:{Q}:stream:S:archived   seam cache of S: hash w (EVT_…), xid, lsn
 //	emq:{Q}:stream:S:lease      archive driver's lease on S (not used here)
 //	emq:{Q}:archived            set of the archived streams of Q
-//	emq:{Q}:lane:L              lane L, a capped stream
+//	emq:{Q}:lane:L              lane L, a capped stream; each entry starts
+//	                            with prev, the id of the entry before it
 //	emq:{Q}:jobs                job stream, one consumer group
 //	emq:{Q}:jobs:dead           dead letters, a stream
 //	emq:{Q}:jobs:delayed        delayed jobs, sorted set by due time (ms)

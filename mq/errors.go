@@ -66,7 +66,7 @@ var (
 type RecordError struct {
 	Index int    // position of the record in the batch (0 for a single one)
 	Field string // the field name concerned, if any
-	Err   error
+	Err   error  // the sentinel that applies, possibly wrapped with detail
 }
 
 func (e *RecordError) Error() string {

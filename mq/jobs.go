@@ -94,7 +94,7 @@ type Job struct {
 
 // EnqueueResult says what Enqueue did.
 type EnqueueResult struct {
-	ID brand.ID
+	ID brand.ID // the job's id (minted if the job had none)
 	// EntryID is the job's entry in the job stream ("" unless queued now).
 	EntryID string
 	// Delayed: the job waits in the delayed set until RunAt.
@@ -106,24 +106,24 @@ type EnqueueResult struct {
 
 // Delivery is a claimed job.
 type Delivery struct {
-	ID      brand.ID
-	EntryID string // the job stream entry: what Ack and Fail take
-	Attempt int    // 1 for the first delivery
-	Fields  []Field
+	ID      brand.ID // the job's id
+	EntryID string   // the job stream entry: what Ack and Fail take
+	Attempt int      // 1 for the first delivery
+	Fields  []Field  // the job's fields
 }
 
 // DeadLetter is a job that used up its attempts.
 type DeadLetter struct {
-	EntryID  string // its entry in the dead-letter stream
-	ID       brand.ID
-	Attempts int
-	Error    string
-	Fields   []Field
+	EntryID  string   // its entry in the dead-letter stream
+	ID       brand.ID // the job's id
+	Attempts int      // attempts made
+	Error    string   // why the last attempt failed
+	Fields   []Field  // the job's fields
 }
 
 // QueueStatus describes a job queue.
 type QueueStatus struct {
-	Queue     string `json:"queue"`
+	Queue     string `json:"queue"`     // the queue's name
 	Length    int64  `json:"length"`    // entries in the job stream
 	Pending   int64  `json:"pending"`   // claimed, not yet acknowledged
 	Lag       int64  `json:"lag"`       // not yet delivered to any consumer

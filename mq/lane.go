@@ -42,9 +42,9 @@ func VolumeLane(v string) (Lane, error) {
 
 // LaneEntry is one entry of a lane. Lane ids are the server's (XADD *).
 type LaneEntry struct {
-	ID     brand.ID
-	XID    string
-	Fields []Field
+	ID     brand.ID // XID as a branded id
+	XID    string   // the entry's Redis id
+	Fields []Field  // its fields, without the leading prev link
 }
 
 // GapError is yielded by Follow when entries the follower had not read yet
@@ -52,7 +52,7 @@ type LaneEntry struct {
 // the oldest entry kept; whoever relies on every entry must resynchronise
 // from the source of truth. It wraps ErrLaneGap.
 type GapError struct {
-	Lane string
+	Lane string // the lane's key
 	// After is the last id the follower had read; Prev the id of the entry
 	// before the one it reads next. Entries in (After, Prev] are gone.
 	After, Prev string

@@ -10,8 +10,8 @@ import (
 // Field is one (name, value) pair of a record. Both are strings as Redis
 // keeps them; on input both must be valid UTF-8.
 type Field struct {
-	Name  string
-	Value string
+	Name  string // the field's name
+	Value string // its value
 }
 
 // Record is a stream entry: a branded id and its fields in stored order.
@@ -19,8 +19,8 @@ type Field struct {
 // order; MarshalJSON is the one place that renders a record, so a record
 // prints byte-identically wherever it was read from.
 type Record struct {
-	ID     brand.ID
-	Fields []Field
+	ID     brand.ID // the record's id; its Redis id is the entry id
+	Fields []Field  // the fields in stored order
 }
 
 // Limits bound what one record may hold. A zero field means the default.

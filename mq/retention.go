@@ -19,14 +19,14 @@ import (
 // an entry stays while it is among the newest Keep and younger than MaxAge.
 // A zero limit does not apply; a zero Window keeps everything.
 type Window struct {
-	Keep   int64
-	MaxAge time.Duration
+	Keep   int64         // keep the newest Keep entries (0: no count limit)
+	MaxAge time.Duration // keep entries younger than MaxAge (0: no age limit)
 }
 
 // TrimReport says what one Cycle did to one stream.
 type TrimReport struct {
-	Queue, Stream string
-	Window        Window
+	Queue, Stream string // the stream
+	Window        Window // its declared window
 	// Result is zero when the window asked for no trim (or Err is set).
 	Result TrimResult
 	// Err is why the stream was not trimmed; ErrArchived for an archived one.

@@ -1,6 +1,7 @@
 package mq
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -216,4 +217,33 @@ func TestSeamCache(t *testing.T) {
 			t.Fatalf("GetArchived of a mismatched xid = %v, want ErrBadSeam", err)
 		}
 	})
+}
+
+// Run beats Cycle until its context ends.
+func TestRetentionRun(t *testing.T) {
+	c := plain(t, Options{})
+	ctx := testCtx(t)
+	q := queueName(t)
+	appendN(t, c, q, "s", 10)
+	r := c.NewRetention(nil)
+	r.Declare(q, "s", Window{Keep: 3})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx, time.Millisecond) }()
+	for { // wait for the beat to have trimmed; bounded by the test's context
+		if n, err := c.Len(ctx, q, "s"); err != nil || n == 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("Run never trimmed")
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	r.Forget(q, "s")
+	if reports, err := r.Cycle(ctx); err != nil || len(reports) != 0 {
+		t.Fatalf("Cycle after Forget: %+v, %v", reports, err)
+	}
 }

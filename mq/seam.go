@@ -12,8 +12,8 @@ import (
 // watermark W (the highest archived id) and the volume LSN that made W
 // durable.
 type Seam struct {
-	W   brand.ID
-	LSN uint64
+	W   brand.ID // the watermark: the highest archived id
+	LSN uint64   // the archive volume's LSN that made W durable
 }
 
 // PutArchived writes the seam cache of stream s of queue q, the hash

@@ -18,10 +18,10 @@ import (
 // (with ErrOutcomeUnknown): those records are in the stream under exactly
 // these ids, or not at all.
 type AppendError struct {
-	Queue, Stream string
-	Appended      []brand.ID
-	Unknown       []brand.ID
-	Err           error
+	Queue, Stream string     // where the batch went
+	Appended      []brand.ID // ids of the records that are in the stream
+	Unknown       []brand.ID // ids of the chunk whose outcome is unknown
+	Err           error      // the cause
 }
 
 func (e *AppendError) Error() string {
@@ -38,12 +38,33 @@ func (e *AppendError) Error() string {
 func (e *AppendError) Unwrap() error { return e.Err }
 
 // Append appends one record to stream s of queue q and returns its id.
+// Concurrent Appends to one stream from one Client share script calls: the
+// records waiting when a chunk goes out go in it, in arrival order (see
+// AppendBatch for what a chunk promises). If ctx ends while the record
+// waits, it is not appended; once its chunk is in flight, Append waits for
+// the chunk's outcome.
 func (c *Client) Append(ctx context.Context, q, s string, fields ...Field) (brand.ID, error) {
-	ids, err := c.AppendBatch(ctx, q, s, [][]Field{fields})
-	if err != nil {
+	if err := checkQS(q, s); err != nil {
 		return 0, err
 	}
-	return ids[0], nil
+	if err := c.opts.Limits.Check(fields); err != nil {
+		return 0, fmt.Errorf("append to %s: %w", where(q, s), err)
+	}
+	id, err := c.appendOne(ctx, StreamKey(q, s), fields)
+	if err != nil {
+		return 0, appendError(q, s, nil, err)
+	}
+	return id, nil
+}
+
+// appendError wraps a failed chunk into an *AppendError.
+func appendError(q, s string, appended []brand.ID, err error) error {
+	ae := &AppendError{Queue: q, Stream: s, Appended: appended, Err: err}
+	var unknown *unknownOutcome
+	if errors.As(err, &unknown) {
+		ae.Unknown = unknown.ids
+	}
+	return ae
 }
 
 // AppendBatch appends records in order and returns their ids, in order.
@@ -73,17 +94,17 @@ func (c *Client) AppendBatch(ctx context.Context, q, s string, records [][]Field
 		}
 	}
 	key := StreamKey(q, s)
+	slot := c.slot(key)
 	ids := make([]brand.ID, 0, len(records))
 	for start := 0; start < len(records); {
 		end := c.chunkEnd(records, start)
+		if err := slot.acquire(ctx); err != nil {
+			return ids, appendError(q, s, ids, err)
+		}
 		got, err := c.appendChunk(ctx, key, records[start:end])
+		slot.release()
 		if err != nil {
-			ae := &AppendError{Queue: q, Stream: s, Appended: ids, Err: err}
-			var unknown *unknownOutcome
-			if errors.As(err, &unknown) {
-				ae.Unknown = unknown.ids
-			}
-			return ids, ae
+			return ids, appendError(q, s, ids, err)
 		}
 		ids = append(ids, got...)
 		start = end
@@ -228,8 +249,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 // Page is one XRANGE (or XREVRANGE) round trip of a Cursor: the records it
 // returned, in the order read, and the entries that are not records.
 type Page struct {
-	Records []Record
-	Foreign []*EntryError
+	Records []Record      // the page's records, in read order
+	Foreign []*EntryError // the page's entries that are not records
 }
 
 // Cursor reads an inclusive range of a stream page by page, forward or in
@@ -345,17 +366,17 @@ func (c *Client) Read(ctx context.Context, q, s string, from, to brand.ID, count
 // StreamInfo describes a stream. Ids are given raw (as Redis has them) and
 // as branded ids (brandedFloor: the largest branded id at or below).
 type StreamInfo struct {
-	Exists       bool
-	Length       int64
-	FirstXID     string // the oldest entry ("" if empty)
-	LastXID      string // the newest entry ("" if empty)
-	TopXID       string // last-generated-id: appends must be above it
-	MaxDeleted   string // max-deleted-entry-id
-	EntriesAdded int64
-	Groups       int64
-	First        brand.ID
-	Last         brand.ID
-	Top          brand.ID
+	Exists       bool     // false: no such key (every other field is zero)
+	Length       int64    // number of entries
+	FirstXID     string   // the oldest entry ("" if empty)
+	LastXID      string   // the newest entry ("" if empty)
+	TopXID       string   // last-generated-id: appends must be above it
+	MaxDeleted   string   // max-deleted-entry-id (moved by XDEL, not by trims)
+	EntriesAdded int64    // entries ever added
+	Groups       int64    // consumer groups
+	First        brand.ID // FirstXID as a branded id
+	Last         brand.ID // LastXID as a branded id
+	Top          brand.ID // TopXID as a branded id
 }
 
 // Info returns what XINFO STREAM says of stream s of queue q. A missing

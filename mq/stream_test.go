@@ -1,9 +1,11 @@
 package mq
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -352,4 +354,89 @@ func TestSetID(t *testing.T) {
 			t.Fatalf("append to a recreated stream landed at %v (%v), want above %v", got, err, w)
 		}
 	})
+}
+
+// Concurrent Appends from one client never collide with each other: each
+// stream has one chunk in flight at a time, minted when it is sent, and
+// waiting records share it.
+func TestConcurrentAppendsShareChunks(t *testing.T) {
+	eachServer(t, Options{}, func(t *testing.T, c *Client) {
+		ctx := testCtx(t)
+		q := queueName(t)
+		const workers, each = 16, 100
+		got := make([][]brand.ID, workers)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for i := range each {
+					id, err := c.Append(ctx, q, "s", fields("w", strconv.Itoa(w), "i", strconv.Itoa(i))...)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					got[w] = append(got[w], id)
+				}
+			})
+		}
+		wg.Wait()
+		recs := readAll(t, c, q, "s", 0, brand.Max, 0, false)
+		if len(recs) != workers*each {
+			t.Fatalf("stream has %d records, want %d", len(recs), workers*each)
+		}
+		byID := map[brand.ID]Record{}
+		for _, r := range recs {
+			byID[r.ID] = r
+		}
+		for w, ids := range got {
+			for i, id := range ids {
+				r, ok := byID[id]
+				if !ok || r.Fields[0].Value != strconv.Itoa(w) || r.Fields[1].Value != strconv.Itoa(i) {
+					t.Fatalf("worker %d append %d: id %v holds %+v", w, i, id, r)
+				}
+				if i > 0 && id <= ids[i-1] {
+					t.Fatalf("worker %d: append %d not after append %d", w, i, i-1)
+				}
+			}
+		}
+		st := c.Stats()
+		if st.Remints != 0 {
+			t.Fatalf("%d re-mints among one client's own appends", st.Remints)
+		}
+		t.Logf("%d appends in %d chunks", workers*each, st.Chunks)
+	})
+}
+
+// An Append whose context ends while its record waits for the send slot
+// appends nothing.
+func TestCancelledWaitingAppend(t *testing.T) {
+	c := plain(t, Options{})
+	ctx := testCtx(t)
+	q := queueName(t)
+	slot := c.slot(StreamKey(q, "s"))
+	if err := slot.acquire(ctx); err != nil { // hold the slot: appends wait
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Append(actx, q, "s", fields("a", "1")...)
+		done <- err
+	}()
+	for queued := 0; queued == 0; { // wait until the record is queued
+		slot.mu.Lock()
+		queued = len(slot.queue)
+		slot.mu.Unlock()
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Append = %v, want context.Canceled", err)
+	}
+	slot.release()
+	if n, err := c.Append(ctx, q, "s", fields("b", "2")...); err != nil || n == 0 {
+		t.Fatalf("Append after release: %v, %v", n, err)
+	}
+	recs := readAll(t, c, q, "s", 0, brand.Max, 0, false)
+	if len(recs) != 1 || recs[0].Fields[0].Name != "b" {
+		t.Fatalf("stream holds %+v; the cancelled record must not be there", recs)
+	}
 }

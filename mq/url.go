@@ -41,17 +41,17 @@ import (
 // Reconnecting is the client's: a dropped connection is dialled again on the
 // next command.
 type Endpoint struct {
-	Addrs         []string
-	TLS           bool
-	Username      string
-	Password      string
-	DB            int
-	DialTimeout   time.Duration
-	Timeout       time.Duration
-	ClientName    string
-	CAFile        string
-	SkipVerify    bool
-	AllowEviction bool
+	Addrs         []string      // seed addresses, host:port
+	TLS           bool          // rediss://
+	Username      string        // ACL user ("" for the default user)
+	Password      string        // password ("" for none)
+	DB            int           // database number (0 on a Cluster)
+	DialTimeout   time.Duration // dial_timeout
+	Timeout       time.Duration // timeout: read/write timeout of a connection
+	ClientName    string        // client_name
+	CAFile        string        // ca_file
+	SkipVerify    bool          // skip_verify
+	AllowEviction bool          // allow_eviction: skip the eviction-policy refusal
 }
 
 // Default timeouts of an Endpoint.

@@ -1,0 +1,173 @@
+package mq
+
+// Hot paths beside their raw Redis commands, from the same client in the
+// same run (docs/BENCHMARKS.md has the figures):
+//
+//	go test -run='^$' -bench='Append|Read' -benchmem -count=5 ./mq/
+//
+// Every op is one record, so ns/op compare across rows.
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/redis/rueidis"
+)
+
+func mqBenchClient(b *testing.B) *Client {
+	b.Helper()
+	return plain(b, Options{})
+}
+
+// xaddCmd is a raw XADD of fields with a server id.
+func xaddCmd(c *Client, key string, fs []Field) rueidis.Completed {
+	args := []string{"*"}
+	for _, f := range fs {
+		args = append(args, f.Name, f.Value)
+	}
+	return c.rdb.B().Arbitrary("XADD").Keys(key).Args(args...).Build()
+}
+
+func BenchmarkAppend(b *testing.B) {
+	c := mqBenchClient(b)
+	ctx := context.Background()
+	fs := benchFields()
+	key := func() (string, string) {
+		q := fmt.Sprintf("bench.%d", benchKeySeq.Add(1))
+		return q, StreamKey(q, "s")
+	}
+	b.Run("single/raw-xadd", func(b *testing.B) {
+		_, k := key()
+		for b.Loop() {
+			if err := c.rdb.Do(ctx, xaddCmd(c, k, fs)).Error(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("single/append", func(b *testing.B) {
+		q, _ := key()
+		for b.Loop() {
+			if _, err := c.Append(ctx, q, "s", fs...); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// 64 records a round trip: 64 pipelined XADDs, or one AppendBatch
+	// (one script call).
+	b.Run("batch64/raw-xadd-pipelined", func(b *testing.B) {
+		_, k := key()
+		cmds := make(rueidis.Commands, 64)
+		for done := 0; done < b.N; done += 64 {
+			n := min(64, b.N-done)
+			for i := range n {
+				cmds[i] = xaddCmd(c, k, fs)
+			}
+			for _, r := range c.rdb.DoMulti(ctx, cmds[:n]...) {
+				if err := r.Error(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("batch64/append-batch", func(b *testing.B) {
+		q, _ := key()
+		batch := make([][]Field, 64)
+		for i := range batch {
+			batch[i] = fs
+		}
+		for done := 0; done < b.N; done += 64 {
+			n := min(64, b.N-done)
+			if _, err := c.AppendBatch(ctx, q, "s", batch[:n]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// 16 concurrent callers on one stream: the client pipelines them.
+	// Appends whose ids arrive out of mint order are re-minted.
+	b.Run("parallel16/raw-xadd", func(b *testing.B) {
+		_, k := key()
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := c.rdb.Do(ctx, xaddCmd(c, k, fs)).Error(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("parallel16/append", func(b *testing.B) {
+		q, _ := key()
+		before := c.Stats().Remints
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := c.Append(ctx, q, "s", fs...); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(c.Stats().Remints-before)/float64(b.N), "remints/op")
+	})
+}
+
+func BenchmarkRead(b *testing.B) {
+	c := mqBenchClient(b)
+	ctx := context.Background()
+	q := fmt.Sprintf("bench.%d", benchKeySeq.Add(1))
+	const total = 8192
+	batch := make([][]Field, total)
+	for i := range batch {
+		batch[i] = benchFields()
+	}
+	if _, err := c.AppendBatch(ctx, q, "s", batch); err != nil {
+		b.Fatal(err)
+	}
+	key := StreamKey(q, "s")
+	// One page of 512 per round trip; ns/op is per record.
+	b.Run("page512/raw-xrange", func(b *testing.B) {
+		start := "-"
+		for done := 0; done < b.N; {
+			msgs, err := c.rdb.Do(ctx, c.rdb.B().Xrange().Key(key).Start(start).End("+").Count(512).Build()).ToArray()
+			if err != nil {
+				b.Fatal(err)
+			}
+			done += len(msgs)
+			start = "-"
+			if len(msgs) == 512 {
+				last, _ := msgs[511].ToArray()
+				xid, _ := last[0].ToString()
+				start = "(" + xid
+			}
+		}
+	})
+	b.Run("page512/cursor", func(b *testing.B) {
+		cur, _ := c.NewCursor(q, "s", 0, brand.Max, false)
+		for done := 0; done < b.N; {
+			if cur.Done() {
+				cur, _ = c.NewCursor(q, "s", 0, brand.Max, false)
+			}
+			p, err := cur.Next(ctx, 512)
+			if err != nil {
+				b.Fatal(err)
+			}
+			done += len(p.Records)
+		}
+	})
+	b.Run("page512/read-json", func(b *testing.B) {
+		// Read and render every record as the CLI prints it.
+		var buf []byte
+		for done := 0; done < b.N; {
+			for rec, err := range c.Read(ctx, q, "s", 0, brand.Max, min(b.N-done, total), false) {
+				if err != nil {
+					b.Fatal(err)
+				}
+				buf = AppendJSON(buf[:0], rec)
+				done++
+			}
+		}
+	})
+}
