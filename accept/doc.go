@@ -40,7 +40,8 @@
 //     to and replays the blocks after it. A torn or corrupt tail of the
 //     newest segment is dropped and the file truncated to its intact
 //     prefix, which is what a crash during a write leaves; damage anywhere
-//     else, or no usable snapshot, is an error wrapping ErrCorrupt. An
+//     else (including damage followed by an intact next block), or no
+//     usable snapshot, is an error wrapping ErrCorrupt. An
 //     unreadable snapshot is set aside (renamed *.corrupt) when an older
 //     one is used instead. Nothing on disk can make recovery panic; every
 //     decoder is total and fuzzed.

@@ -6,8 +6,8 @@ import "errors"
 // returned wraps one of them, or a context error, or an I/O error.
 var (
 	// ErrCorrupt: bytes on disk (a block, a segment header, a snapshot) are
-	// not what the format allows. A corrupt tail block of the newest log
-	// segment is not reported: recovery drops it and keeps the intact prefix.
+	// not what the format allows. A torn tail of the newest log segment is
+	// not reported: recovery drops it and keeps the intact prefix.
 	ErrCorrupt = errors.New("accept: corrupt outbox data")
 	// ErrVersion: a file has the right magic but a format version this code
 	// does not read.

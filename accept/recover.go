@@ -1,7 +1,9 @@
 package accept
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -176,6 +178,13 @@ func (st *recovered) replay(dir string, log *slog.Logger) error {
 				if !last {
 					return fmt.Errorf("segment %s, offset %d: %w", name, off, err)
 				}
+				// A crash tears only the end. An intact next block after the
+				// damage means durable records would be dropped: refuse.
+				if at := findBlock(data[off+1:], next+1); at >= 0 {
+					return fmt.Errorf("segment %s: the block at offset %d is damaged (%v) but block %d at offset %d is intact; "+
+						"recovering would drop durable records (truncate the file at offset %d to accept that): %w",
+						name, off, err, next+1, off+1+at, off, ErrCorrupt)
+				}
 				log.Warn("accept: dropping a torn log tail", "segment", name, "offset", off, "bytes", len(data)-off, "err", err)
 				break
 			}
@@ -279,4 +288,23 @@ func (ov overlay) merge(base champ.Map[brand.ID, *Intent]) champ.Map[brand.ID, *
 		}
 	}
 	return t.Persistent()
+}
+
+// findBlock returns the offset in b of an intact block with the given seq,
+// or -1. It looks only where the seq's bytes occur.
+func findBlock(b []byte, seq uint64) int {
+	pat := binary.LittleEndian.AppendUint64(nil, seq)
+	for from := 0; ; {
+		i := bytes.Index(b[from:], pat)
+		if i < 0 {
+			return -1
+		}
+		at := from + i - blockHeaderLen
+		if at >= 0 {
+			if got, _, _, err := decodeBlock(b[at:]); err == nil && got == seq {
+				return at
+			}
+		}
+		from += i + 1
+	}
 }
