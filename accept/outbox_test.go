@@ -311,3 +311,49 @@ func TestBlockBytes(t *testing.T) {
 		t.Fatalf("recovered %d intents, want %d", o.Len(), n)
 	}
 }
+
+// TestCorruptOnlySnapshot: after one compaction the whole log is still
+// kept, so a corrupt snapshot costs nothing; without any log it is
+// ErrCorrupt, never an empty outbox.
+func TestCorruptOnlySnapshot(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	o := open(t, dir, Options{K: 4})
+	for i := uint64(1); i <= 10; i++ {
+		if err := o.Record(ctx, intent(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := o.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Record(ctx, intent(11)); err != nil {
+		t.Fatal(err)
+	}
+	want := ids(pending(t, o))
+	closeOK(t, o)
+	snaps, _ := filepath.Glob(filepath.Join(dir, "snap-*.snap"))
+	if len(snaps) != 1 {
+		t.Fatalf("snapshots %v, want one", snaps)
+	}
+	data, _ := os.ReadFile(snaps[0])
+	data[snapHeaderLen] ^= 1
+	os.WriteFile(snaps[0], data, 0o644)
+	o = open(t, dir, Options{K: 4})
+	if got := ids(pending(t, o)); fmt.Sprint(got) != fmt.Sprint(want) || o.Stats().BaseSnapshot != 0 {
+		t.Fatalf("recovered %v from base %d, want %v from the log alone", got, o.Stats().BaseSnapshot, want)
+	}
+	closeOK(t, o)
+	if _, err := os.Stat(snaps[0] + ".corrupt"); err != nil {
+		t.Fatalf("the corrupt snapshot was not set aside: %v", err)
+	}
+	// A corrupt snapshot and no log at all.
+	os.Rename(snaps[0]+".corrupt", snaps[0])
+	segs, _ := filepath.Glob(filepath.Join(dir, "log-*.log"))
+	for _, s := range segs {
+		os.Remove(s)
+	}
+	if _, err := Open(ctx, dir, Options{}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open with a corrupt snapshot and no log = %v, want ErrCorrupt", err)
+	}
+}

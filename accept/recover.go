@@ -85,21 +85,31 @@ func (st *recovered) chooseBase(dir string, log *slog.Logger) error {
 			continue
 		}
 		st.m, st.base = m, seq
-		// Set unreadable newer snapshots aside (kept for inspection): they
-		// must not count as the fallback of the next compaction.
-		for _, bad := range st.snaps[i+1:] {
-			name := filepath.Join(dir, snapName(bad))
-			if err := os.Rename(name, name+corruptSuffix); err != nil {
-				return fmt.Errorf("setting aside snapshot %d: %w", bad, err)
-			}
-		}
-		st.snaps = st.snaps[:i+1]
-		return nil
+		return st.setAside(dir, i+1)
 	}
-	if len(st.segs) > 0 && st.segs[0] != 1 {
+	// No usable snapshot: start empty, which needs the whole log. (Some
+	// segment always exists once a snapshot does.)
+	switch {
+	case len(st.segs) > 0 && st.segs[0] != 1:
 		return fmt.Errorf("no intact snapshot, and the log starts at block %d: %w", st.segs[0], errors.Join(append(errs, ErrCorrupt)...))
+	case len(st.segs) == 0 && len(st.snaps) > 0:
+		return fmt.Errorf("no intact snapshot, and no log: %w", errors.Join(append(errs, ErrCorrupt)...))
 	}
 	st.m, st.base = champ.New[brand.ID, *Intent](champ.Uint64[brand.ID]), 0
+	return st.setAside(dir, 0)
+}
+
+// setAside renames the snapshots from st.snaps[from:], which recovery
+// could not use, to *.corrupt (kept for inspection), so that none counts
+// as the fallback of the next compaction.
+func (st *recovered) setAside(dir string, from int) error {
+	for _, bad := range st.snaps[from:] {
+		name := filepath.Join(dir, snapName(bad))
+		if err := os.Rename(name, name+corruptSuffix); err != nil {
+			return fmt.Errorf("setting aside snapshot %d: %w", bad, err)
+		}
+	}
+	st.snaps = st.snaps[:from]
 	return nil
 }
 
