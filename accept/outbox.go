@@ -268,13 +268,8 @@ func (o *Outbox) Flush(ctx context.Context) error {
 		o.flushWant = want
 		o.signal()
 	}
-	for o.durable < want {
-		if err := o.usable(); err != nil {
-			return fmt.Errorf("accept: flush: %w", err)
-		}
-		if err := o.await(ctx); err != nil {
-			return fmt.Errorf("accept: flush: %w", err)
-		}
+	if err := o.waitUntil(ctx, func() bool { return o.durable >= want }); err != nil {
+		return fmt.Errorf("accept: flush: %w", err)
 	}
 	return nil
 }
@@ -287,24 +282,15 @@ func (o *Outbox) Flush(ctx context.Context) error {
 func (o *Outbox) Compact(ctx context.Context) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for o.compacting || o.compactReq {
-		if err := o.usable(); err != nil {
-			return fmt.Errorf("accept: compact: %w", err)
-		}
-		if err := o.await(ctx); err != nil {
-			return fmt.Errorf("accept: compact: %w", err)
-		}
+	// Wait for a running compaction: it may predate records appended since.
+	if err := o.waitUntil(ctx, func() bool { return !o.compacting && !o.compactReq }); err != nil {
+		return fmt.Errorf("accept: compact: %w", err)
 	}
 	want := o.compactions + 1
 	o.compactReq = true
 	o.signal()
-	for o.compactions < want {
-		if err := o.usable(); err != nil {
-			return fmt.Errorf("accept: compact: %w", err)
-		}
-		if err := o.await(ctx); err != nil {
-			return fmt.Errorf("accept: compact: %w", err)
-		}
+	if err := o.waitUntil(ctx, func() bool { return o.compactions >= want }); err != nil {
+		return fmt.Errorf("accept: compact: %w", err)
 	}
 	if o.compactErr != nil {
 		return fmt.Errorf("accept: compact: %w", o.compactErr)
@@ -444,6 +430,20 @@ func (o *Outbox) await(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// waitUntil waits, o.mu held, until done holds, or the Outbox fails or
+// closes, or ctx ends.
+func (o *Outbox) waitUntil(ctx context.Context, done func() bool) error {
+	for !done() {
+		if err := o.usable(); err != nil {
+			return err
+		}
+		if err := o.await(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // waitRoom waits, o.mu held, until one more record keeps the non-durable
