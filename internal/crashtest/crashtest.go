@@ -68,6 +68,7 @@ type Process struct {
 	lines  *bufio.Scanner
 	stderr *lockedBuffer
 	exited bool
+	rest   []string // reports still in the pipe when the child was killed
 }
 
 // Start runs the current test binary as a child that runs only test name,
@@ -110,8 +111,9 @@ func (p *Process) Next() (string, error) {
 		p.name, err, werr, p.stderr.String())
 }
 
-// Kill sends SIGKILL to the child and waits for it to be gone. Killing a
-// child that has exited is a no-op.
+// Kill sends SIGKILL to the child and waits for it to be gone. Reports the
+// child made before it died but the parent had not read yet are kept: Rest
+// returns them. Killing a child that has exited is a no-op.
 func (p *Process) Kill() error {
 	if p.exited {
 		return nil
@@ -119,9 +121,20 @@ func (p *Process) Kill() error {
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("crashtest: kill child %s: %w", p.name, err)
 	}
+	// The child is dead: its stdout ends once the pipe is drained.
+	for p.lines.Scan() {
+		if line, ok := strings.CutPrefix(p.lines.Text(), prefix); ok {
+			p.rest = append(p.rest, line)
+		}
+	}
 	_ = p.wait()
 	return nil
 }
+
+// Rest returns the reports that were still unread when Kill ended the child,
+// in order: together with the lines Next returned, every report the child
+// made before it died.
+func (p *Process) Rest() []string { return p.rest }
 
 func (p *Process) wait() error {
 	if p.exited {
