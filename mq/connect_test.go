@@ -5,7 +5,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/internal/testserver"
 )
 
@@ -89,5 +91,33 @@ func TestConnectErrors(t *testing.T) {
 	info, err := c.rdb.Do(testCtx(t), c.rdb.B().ClientInfo().Build()).ToString()
 	if err != nil || !strings.Contains(info, " db=3 ") || !strings.Contains(info, " user=emqtest ") {
 		t.Fatalf("CLIENT INFO = %q, %v; want db 3 as user emqtest", info, err)
+	}
+}
+
+// The client reconnects by itself: after the server is killed and
+// restarted, appends go on, and nothing acknowledged before is lost (AOF
+// with appendfsync always).
+func TestReconnectAfterRestart(t *testing.T) {
+	r, err := testserver.StartRedis(context.Background(), testserver.RedisConfig{AOF: true})
+	if err != nil {
+		testserver.Unavailable(t, err)
+	}
+	t.Cleanup(func() { r.Stop() })
+	c := connect(t, r.URL, Options{RetryBackoff: 10 * time.Millisecond})
+	ctx := testCtx(t)
+	first, err := c.Append(ctx, "q", "s", fields("n", "1")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Restart(ctx); err != nil { // SIGKILL, then start again
+		t.Fatal(err)
+	}
+	second, err := c.Append(ctx, "q", "s", fields("n", "2")...)
+	if err != nil {
+		t.Fatalf("append after a restart: %v", err)
+	}
+	recs := readAll(t, c, "q", "s", 0, brand.Max, 0, false)
+	if len(recs) != 2 || recs[0].ID != first || recs[1].ID != second {
+		t.Fatalf("after the restart the stream holds %+v", recs)
 	}
 }
