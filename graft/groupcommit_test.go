@@ -3,57 +3,33 @@ package graft
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/echostore/echostore/internal/bench/walfs"
 )
 
-// gateFS counts the syncs of WAL files and, when armed, holds the next one
+// gate counts the syncs of WAL files and, when armed, holds the next one
 // until the test opens the gate.
-type gateFS struct {
-	vfs.FS
+type gate struct {
 	syncs   atomic.Int32
 	armed   atomic.Bool
 	holding chan struct{} // closed when a sync is being held
-	gate    chan struct{} // closed by the test to let it go
+	open    chan struct{} // closed by the test to let it go
 }
 
-func (g *gateFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
-	if err != nil || !strings.HasSuffix(name, ".log") {
-		return f, err
+func (g *gate) hook(sync func() error) error {
+	if g.armed.CompareAndSwap(true, false) {
+		close(g.holding)
+		<-g.open
 	}
-	return &gateFile{File: f, g: g}, nil
+	g.syncs.Add(1)
+	return sync()
 }
-
-func (g *gateFS) Create(name string, cat vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := g.FS.Create(name, cat)
-	return g.wrap(name, f, err)
-}
-
-func (g *gateFS) ReuseForWrite(oldname, newname string, cat vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := g.FS.ReuseForWrite(oldname, newname, cat)
-	return g.wrap(newname, f, err)
-}
-
-type gateFile struct {
-	vfs.File
-	g *gateFS
-}
-
-func (f *gateFile) SyncData() error {
-	if f.g.armed.CompareAndSwap(true, false) {
-		close(f.g.holding)
-		<-f.g.gate
-	}
-	f.g.syncs.Add(1)
-	return f.File.SyncData()
-}
-
-func (f *gateFile) Sync() error { return f.SyncData() }
 
 // TestGroupCommit: while one volume's Synced commit is stuck in its WAL
 // fsync, Synced commits to other volumes are not held back by any lock of
@@ -63,8 +39,8 @@ func (f *gateFile) Sync() error { return f.SyncData() }
 // fsync each.
 func TestGroupCommit(t *testing.T) {
 	ctx := context.Background()
-	g := &gateFS{FS: vfs.NewMem(), holding: make(chan struct{}), gate: make(chan struct{})}
-	s := openMem(t, g, Options{})
+	g := &gate{holding: make(chan struct{}), open: make(chan struct{})}
+	s := openMem(t, walfs.New(vfs.NewMem(), g.hook), Options{})
 	defer s.Close()
 	const others = 6
 	first := mustCreate(t, s, "first")
@@ -106,7 +82,7 @@ func TestGroupCommit(t *testing.T) {
 		default:
 		}
 	}
-	close(g.gate)
+	close(g.open)
 	for k := 0; k < others+1; k++ {
 		if err := <-done; err != nil {
 			t.Fatal(err)

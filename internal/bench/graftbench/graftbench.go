@@ -41,6 +41,10 @@ const (
 	RowFsync     = "raw fsync (4 KiB append + fdatasync)"
 	RowSynced1   = "synced 1-page commits, 1 writer"
 	RowSyncedN   = "synced 1-page commits, %d writers on %d volumes"
+	RowPerSync   = "commits per WAL fsync, %d writers"
+	RowSync1     = "mean WAL fsync, 1 writer"
+	RowSyncN     = "mean WAL fsync, %d writers"
+	RowSyncBusy  = "WAL time in fsync, %d writers"
 	RowPages64   = "pages in synced 64-page commits"
 	RowLoad      = "bulk load (unsynced 10,000-page commits)"
 	RowGetP50    = "Get p50 at %s pages"
@@ -68,7 +72,7 @@ func Run(ctx context.Context, cfg Config) (*bench.Report, error) {
 	// commit, interleaved run by run so that the ratios compare the same
 	// minutes of a shared, noisy disk.
 	rowN := fmt.Sprintf(RowSyncedN, cfg.Committers, cfg.Committers)
-	var fsync, single, many []float64
+	var fsync, single, many, perSync, sync1, syncN, busyN []float64
 	for k := 0; k < cfg.Runs; k++ {
 		step("raw fsync")
 		f, err := rawFsyncRate(ctx, root, cfg.Duration)
@@ -85,19 +89,25 @@ func Run(ctx context.Context, cfg Config) (*bench.Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		fsync, single, many = append(fsync, f), append(single, one), append(many, n)
+		fsync, single, many = append(fsync, f), append(single, one.rate), append(many, n.rate)
+		perSync, busyN = append(perSync, n.perSync), append(busyN, 100*n.syncShare)
+		sync1, syncN = append(sync1, us(one.meanSync)), append(syncN, us(n.meanSync))
 	}
 	r.Add(RowFsync, "ops/s", fsync, "same directory, runs interleaved with the commit runs")
 	r.Add(RowSynced1, "commits/s", single, "4 KiB page, Synced, fresh store each run")
 	r.Compare(RowSynced1, RowFsync, 0.5)
 	r.Add(rowN, "commits/s", many, "4 KiB page each, Synced; Pebble's commit pipeline shares the fsyncs")
 	r.Compare(rowN, RowSynced1, 4)
+	r.Add(fmt.Sprintf(RowPerSync, cfg.Committers), "commits", perSync, "group commit at work: commits that shared one WAL fdatasync")
+	r.Add(RowSync1, "µs", sync1, "Pebble's WAL fdatasync as timed inside the run")
+	r.Add(fmt.Sprintf(RowSyncN, cfg.Committers), "µs", syncN, "larger syncs, beside flush and compaction writes")
+	r.Add(fmt.Sprintf(RowSyncBusy, cfg.Committers), "%", busyN, "share of the run the WAL spent in fdatasync")
 
 	// 3. Bulk pages in 64-page commits.
 	bulk, err := bench.Repeat(cfg.Runs, func(k int) (float64, error) {
 		step("64-page commits")
-		rate, err := commitRate(ctx, filepath.Join(root, fmt.Sprintf("bulk-%d", k)), 1, 64, cfg.Duration)
-		return rate * 64, err
+		st, err := commitRate(ctx, filepath.Join(root, fmt.Sprintf("bulk-%d", k)), 1, 64, cfg.Duration)
+		return st.rate * 64, err
 	})
 	if err != nil {
 		return nil, err
@@ -196,19 +206,28 @@ func rawFsyncRate(ctx context.Context, dir string, d time.Duration) (float64, er
 	return float64(n) / time.Since(start).Seconds(), ctx.Err()
 }
 
+// commitStats is what one timed commit run measured.
+type commitStats struct {
+	rate      float64       // commits/s
+	perSync   float64       // commits per WAL fsync
+	meanSync  time.Duration // mean WAL fsync duration
+	syncShare float64       // fraction of the run spent in WAL fsyncs
+}
+
 // commitRate runs writers goroutines, each committing pagesPer 4 KiB pages
-// Synced to its own volume in a fresh store, for d; it returns commits/s.
-func commitRate(ctx context.Context, dir string, writers, pagesPer int, d time.Duration) (float64, error) {
-	s, err := graft.Open(ctx, dir, graft.Options{})
+// Synced to its own volume in a fresh store, for d.
+func commitRate(ctx context.Context, dir string, writers, pagesPer int, d time.Duration) (commitStats, error) {
+	var wal walTimer
+	s, err := graft.Open(ctx, dir, graft.Options{FS: wal.fs()})
 	if err != nil {
-		return 0, err
+		return commitStats{}, err
 	}
 	defer os.RemoveAll(dir)
 	defer s.Close()
 	vols := make([]*graft.Volume, writers)
 	for k := range vols {
 		if vols[k], err = s.CreateVolume(ctx, fmt.Sprintf("bench.%d", k)); err != nil {
-			return 0, err
+			return commitStats{}, err
 		}
 	}
 	page := make([]byte, commitPageSize)
@@ -219,6 +238,7 @@ func commitRate(ctx context.Context, dir string, writers, pagesPer int, d time.D
 		total int
 		errs  []error
 	)
+	syncs0, nanos0 := wal.syncs.Load(), wal.nanos.Load()
 	start := time.Now()
 	deadline := start.Add(d)
 	for _, v := range vols {
@@ -253,9 +273,16 @@ func commitRate(ctx context.Context, dir string, writers, pagesPer int, d time.D
 	wg.Wait()
 	elapsed := time.Since(start)
 	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
-		return 0, err
+		return commitStats{}, err
 	}
-	return float64(total) / elapsed.Seconds(), nil
+	syncs, nanos := wal.syncs.Load()-syncs0, wal.nanos.Load()-nanos0
+	st := commitStats{rate: float64(total) / elapsed.Seconds()}
+	if syncs > 0 {
+		st.perSync = float64(total) / float64(syncs)
+		st.meanSync = time.Duration(nanos / syncs)
+		st.syncShare = float64(nanos) / float64(elapsed.Nanoseconds())
+	}
+	return st, nil
 }
 
 // load writes pages 150-byte pages in unsynced 10,000-page commits and
