@@ -20,7 +20,6 @@ const (
 	commitKeyLen  = 1 + 8 + 8              // kind, volume id, LSN
 	metaFixedLen  = 1 + 8 + 1 + 8          // kind, volume id, key length, inverted LSN
 	volPrefixLen  = 1                      // kind
-	storeKeyLen   = 1                      // kind
 	lsnNone       = uint64(0)              // no commit has LSN 0
 	lsnMax        = uint64(math.MaxUint64) // inverted: 0, the first version of a page
 )
@@ -98,14 +97,6 @@ func metaBounds(vid uint64, mk string, lsn uint64) (lower, upper []byte) {
 	lower = appendMetaKey(b, vid, mk, lsn)
 	upper = appendMetaKey(lower[len(lower):], vid, mk, lsnNone)
 	return lower, upper
-}
-
-// decodeMetaKeyLSN returns the LSN of a metadata key of length n.
-func decodeMetaKeyLSN(k []byte, n int) (uint64, bool) {
-	if len(k) != n {
-		return 0, false
-	}
-	return ^binary.BigEndian.Uint64(k[n-8:]), true
 }
 
 // volumeKey returns the key of the volume record of name: 0x01 | name.

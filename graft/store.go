@@ -1,12 +1,12 @@
 package graft
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -77,7 +77,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 }
 
 func isLockedInProcess(err error) bool {
-	return err != nil && bytes.Contains([]byte(err.Error()), []byte("lock held by current process"))
+	return err != nil && strings.Contains(err.Error(), "lock held by current process")
 }
 
 // loadStoreRecord reads the store record, writing it into an empty database.
