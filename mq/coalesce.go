@@ -14,7 +14,8 @@ import (
 // Appends queue their records; whoever takes the slot sends everything
 // queued (up to a chunk) in one script call, so they share round trips.
 
-// streamSlot is the send slot and queue of one stream key.
+// streamSlot is the send slot and queue of one stream key. A client keeps
+// the slot of every stream it appended to (a few dozen bytes each).
 type streamSlot struct {
 	sem   chan struct{} // holds a token while a chunk of this key is in flight
 	mu    sync.Mutex
@@ -40,6 +41,9 @@ func (c *Client) slot(key string) *streamSlot {
 
 // acquire takes the slot, or fails when ctx ends first.
 func (s *streamSlot) acquire(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	select {
 	case s.sem <- struct{}{}:
 		return nil
@@ -52,30 +56,42 @@ func (s *streamSlot) release() { <-s.sem }
 
 // appendOne appends one checked record through the queue of key.
 func (c *Client) appendOne(ctx context.Context, key string, fields []Field) (brand.ID, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	s := c.slot(key)
 	req := &appendReq{fields: fields, done: make(chan struct{})}
 	s.mu.Lock()
 	s.queue = append(s.queue, req)
 	s.mu.Unlock()
+	// cancelled withdraws req if it has not been sent, or else waits for
+	// the outcome of the chunk it is in.
+	cancelled := func() (brand.ID, error) {
+		s.mu.Lock()
+		for i, r := range s.queue {
+			if r == req {
+				s.queue = append(s.queue[:i], s.queue[i+1:]...)
+				s.mu.Unlock()
+				return 0, ctx.Err()
+			}
+		}
+		s.mu.Unlock()
+		<-req.done
+		return req.id, req.err
+	}
 	for {
 		select {
 		case <-req.done:
 			return req.id, req.err
 		case s.sem <- struct{}{}:
+			if ctx.Err() != nil { // select picks at random among ready cases
+				s.release()
+				return cancelled()
+			}
 			c.sendQueued(ctx, key, s)
 			s.release()
 		case <-ctx.Done():
-			s.mu.Lock()
-			for i, r := range s.queue {
-				if r == req { // not sent: drop it
-					s.queue = append(s.queue[:i], s.queue[i+1:]...)
-					s.mu.Unlock()
-					return 0, ctx.Err()
-				}
-			}
-			s.mu.Unlock()
-			<-req.done // in flight: its outcome comes
-			return req.id, req.err
+			return cancelled()
 		}
 	}
 }

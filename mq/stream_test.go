@@ -440,3 +440,23 @@ func TestCancelledWaitingAppend(t *testing.T) {
 		t.Fatalf("stream holds %+v; the cancelled record must not be there", recs)
 	}
 }
+
+// An Append or AppendBatch whose context has already ended sends nothing.
+func TestAppendWithEndedContext(t *testing.T) {
+	c := plain(t, Options{})
+	q := queueName(t)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	cancel()
+	for range 20 { // select would pick at random if the check were missing
+		if _, err := c.Append(ctx, q, "s", fields("a", "1")...); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Append = %v, want context.Canceled", err)
+		}
+		if _, err := c.AppendBatch(ctx, q, "s", [][]Field{fields("a", "1")}); !errors.Is(err, context.Canceled) ||
+			errors.Is(err, ErrOutcomeUnknown) {
+			t.Fatalf("AppendBatch = %v, want context.Canceled (not an unknown outcome)", err)
+		}
+	}
+	if n, _ := c.Len(testCtx(t), q, "s"); n != 0 {
+		t.Fatalf("%d records appended with an ended context", n)
+	}
+}
