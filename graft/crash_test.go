@@ -147,6 +147,13 @@ func TestCrashKill9(t *testing.T) {
 		if err := p.Kill(); err != nil {
 			t.Fatal(err)
 		}
+		for _, line := range p.Rest() { // reported before it died, not yet read
+			lsn, err := strconv.ParseUint(line, 10, 64)
+			if err != nil || lsn != reported+1 {
+				t.Fatalf("child reported %q after LSN %d", line, reported)
+			}
+			reported = lsn
+		}
 		s, err := Open(ctx, dir, Options{})
 		if err != nil {
 			t.Fatalf("round %d: reopen after SIGKILL: %v", round, err)
@@ -165,7 +172,7 @@ func TestCrashKill9(t *testing.T) {
 			t.Fatalf("round %d: commit after recovery: %d, %v (head %d)", round, lsn, err, head)
 		}
 		reported = head + 1
-		t.Logf("round %d: killed after %d reports; head %d", round, kills, head)
+		t.Logf("round %d: killed after reading %d reports (%d more in the pipe); head %d", round, kills, len(p.Rest()), head)
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
