@@ -1,0 +1,441 @@
+package archive
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
+)
+
+// Window declares what a cycle leaves live: the newest Keep records and
+// those younger than MaxAge (zero: that limit does not apply). It is the
+// retention window of package mq, and the cut is computed by mq, the same
+// way for trim-only retention and for the archive.
+type Window = mq.Window
+
+// TrimAfter says what a cycle waits for before it trims what it folded.
+type TrimAfter int
+
+const (
+	// TrimAfterLocal trims once the fold is durable in the local volume.
+	TrimAfterLocal TrimAfter = iota
+	// TrimAfterRemote trims only what a push to the remote covers: with
+	// more than one node this is what keeps failover lossless.
+	TrimAfterRemote
+)
+
+// String returns "local" or "remote".
+func (t TrimAfter) String() string {
+	if t == TrimAfterRemote {
+		return "remote"
+	}
+	return "local"
+}
+
+// ParseTrimAfter parses "local" or "remote".
+func ParseTrimAfter(s string) (TrimAfter, error) {
+	switch s {
+	case "local":
+		return TrimAfterLocal, nil
+	case "remote":
+		return TrimAfterRemote, nil
+	}
+	return 0, fmt.Errorf("trim-after %q: want local or remote", s)
+}
+
+// Pusher is the replication layer as the archive sees it (wired by the
+// replication work; see graft/remote).
+type Pusher interface {
+	// Push pushes vol's local commits to the remote.
+	Push(ctx context.Context, vol *graft.Volume) error
+	// Pushed returns the newest local LSN of vol that the remote holds
+	// (0: none).
+	Pushed(ctx context.Context, vol *graft.Volume) (localLSN uint64, err error)
+}
+
+// Errors of cycles.
+var (
+	// ErrNoRemote: TrimAfterRemote without a Pusher (no remote configured).
+	ErrNoRemote = errors.New("archive: trim-after remote needs a remote, and none is configured")
+	// ErrLeaseHeld: another driver held the stream's lease for longer than
+	// Options.LeaseWait.
+	ErrLeaseHeld = errors.New("archive: another driver holds the stream's lease")
+	// ErrFenced: the cycle lost its lease (it stalled past the TTL and
+	// another driver took over), so it did not trim. Same as mq.ErrFenced.
+	ErrFenced = mq.ErrFenced
+)
+
+// Defaults of Options.
+const (
+	DefaultLeaseTTL = 5 * time.Second
+	DefaultChunk    = 1000
+)
+
+// Options configure an Archiver.
+type Options struct {
+	// Store is the data dir's graft store (<data>/graft), opened writable.
+	Store *graft.Store
+	// Live is the live tier.
+	Live *mq.Client
+	// Logger receives the cycles' logs (default slog.Default()).
+	Logger *slog.Logger
+	// LeaseTTL is the lease's time to live; a cycle renews it before every
+	// chunk, so a dead driver's lease is free after at most this long
+	// (default DefaultLeaseTTL).
+	LeaseTTL time.Duration
+	// LeaseWait bounds how long a cycle waits for a lease held by another
+	// driver to expire (default 2×LeaseTTL + 1s).
+	LeaseWait time.Duration
+	// Chunk is the most records folded in one commit (default DefaultChunk).
+	Chunk int
+	// TrimAfter: local (default) or remote.
+	TrimAfter TrimAfter
+	// Pusher is the remote; required by TrimAfterRemote.
+	Pusher Pusher
+	// Clock gives the time MaxAge counts from (default time.Now).
+	Clock func() time.Time
+}
+
+// Archiver folds and trims archived streams and reads them back.
+type Archiver struct {
+	opts Options
+	log  *slog.Logger
+
+	// Test hooks, nil outside tests: after each fold's commit, and
+	// before the trim.
+	afterFold, beforeTrim func()
+}
+
+// New returns an Archiver.
+func New(opts Options) (*Archiver, error) {
+	if opts.Store == nil || opts.Live == nil {
+		return nil, errors.New("archive: Options.Store and Options.Live are required")
+	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = DefaultLeaseTTL
+	}
+	if opts.LeaseWait <= 0 {
+		opts.LeaseWait = 2*opts.LeaseTTL + time.Second
+	}
+	if opts.Chunk <= 0 {
+		opts.Chunk = DefaultChunk
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Archiver{opts: opts, log: opts.Logger}, nil
+}
+
+// volumeName is names.ArchiveVolume for names already checked.
+func volumeName(q, s string) string {
+	v, err := names.ArchiveVolume(q, s)
+	if err != nil {
+		return "archive." + q + "." + s
+	}
+	return v
+}
+
+// CycleResult says what one cycle did.
+type CycleResult struct {
+	Folded   int64  // records folded by this cycle
+	Trimmed  int64  // live entries trimmed by this cycle
+	State    State  // the archive after the cycle
+	MinXID   string // what the stream was trimmed to ("" if no trim)
+	CappedBy string // the consumer group that held the trim back, if any
+	Token    int64  // the lease's fencing token
+}
+
+// Cycle runs one fold-then-trim cycle on stream s of queue q: it takes the
+// stream's lease (waiting, bounded, for a dead driver's lease to expire),
+// registers the stream as archived (so trim-only retention refuses it),
+// folds the records outside w that are above W, in chunks of at most
+// Options.Chunk records, each one commit, and then trims the stream by MINID
+// at W's successor (never past the window's cut, never past a consumer
+// group's oldest pending or undelivered entry) in one script that checks the
+// lease's fencing token. After each fold the stream's last id is raised to
+// W and the seam cache rewritten.
+//
+// On any error nothing beyond what was folded is trimmed: the stream
+// over-retains. The error is logged and returned.
+func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleResult, err error) {
+	defer func() {
+		if err != nil {
+			a.log.Error("archive cycle failed; the stream keeps what was not trimmed",
+				"queue", q, "stream", s, "folded", res.Folded, "err", err)
+		}
+	}()
+	vname, err := names.ArchiveVolume(q, s)
+	if err != nil {
+		return res, err
+	}
+	if w.Keep < 0 || w.MaxAge < 0 {
+		return res, fmt.Errorf("archive cycle %s/%s: negative window (keep %d, max age %v)", q, s, w.Keep, w.MaxAge)
+	}
+	if a.opts.TrimAfter == TrimAfterRemote && a.opts.Pusher == nil {
+		return res, fmt.Errorf("archive cycle %s/%s: %w; pass --trim-after local or configure the remote", q, s, ErrNoRemote)
+	}
+	live := a.opts.Live
+	token, err := a.acquire(ctx, q, s)
+	if err != nil {
+		return res, err
+	}
+	res.Token = token
+	defer func() {
+		if _, rerr := live.ReleaseLease(context.WithoutCancel(ctx), q, s, token); rerr != nil {
+			a.log.Warn("archive lease not released; it expires by itself", "queue", q, "stream", s, "err", rerr)
+		}
+	}()
+	if err := live.RegisterArchived(ctx, q, s); err != nil {
+		return res, err
+	}
+	vol, err := a.opts.Store.CreateVolume(ctx, vname)
+	if err != nil {
+		return res, fmt.Errorf("archive cycle %s/%s: %w", q, s, err)
+	}
+	st, err := Frontier(ctx, vol)
+	if err != nil {
+		return res, err
+	}
+	res.State = st
+	seam, ok, err := live.GetArchived(ctx, q, s)
+	if err != nil {
+		return res, err
+	}
+	if ok && !st.Covers(seam.W) {
+		return res, fmt.Errorf("archive cycle %s/%s: %s ends at %s, the seam cache at %s: refusing to fold or trim; pull the volume first: %w",
+			q, s, vname, formatW(st), brand.EVT.Format(seam.W), ErrVolumeBehind)
+	}
+	if !st.Empty() && (!ok || seam.W != st.W || seam.LSN != st.LSN) {
+		if err := a.publish(ctx, q, s, st); err != nil {
+			return res, err
+		}
+	}
+	cut, hasCut, err := live.WindowCut(ctx, q, s, w, a.opts.Clock())
+	if err != nil || !hasCut {
+		return res, err
+	}
+	for {
+		if _, err := live.TakeLease(ctx, q, s, token, a.opts.LeaseTTL); err != nil {
+			return res, err
+		}
+		from := brand.ID(0)
+		if !st.Empty() {
+			if st.W >= cut || st.W == brand.Max {
+				break
+			}
+			from = st.W + 1
+		}
+		if cut == 0 || from > cut-1 {
+			break
+		}
+		slice, err := a.slice(ctx, q, s, from, cut-1)
+		if err != nil {
+			return res, err
+		}
+		if len(slice) == 0 {
+			break
+		}
+		if st, err = Fold(ctx, vol, slice); err != nil {
+			return res, err
+		}
+		res.Folded += int64(len(slice))
+		res.State = st
+		if a.afterFold != nil {
+			a.afterFold()
+		}
+		if err := a.publish(ctx, q, s, st); err != nil {
+			return res, err
+		}
+		if len(slice) < a.opts.Chunk {
+			break
+		}
+	}
+	bound := st
+	if a.opts.TrimAfter == TrimAfterRemote {
+		if bound, err = a.pushed(ctx, vol); err != nil {
+			return res, err
+		}
+	}
+	if bound.Empty() {
+		return res, nil
+	}
+	minID := cut
+	if bound.W < cut {
+		minID = bound.W + 1
+	}
+	if a.beforeTrim != nil {
+		a.beforeTrim()
+	}
+	tr, err := live.FencedTrim(ctx, q, s, token, minID)
+	if err != nil {
+		return res, err
+	}
+	res.Trimmed, res.MinXID, res.CappedBy = tr.Trimmed, tr.MinXID, tr.CappedBy
+	a.log.Debug("archive cycle", "queue", q, "stream", s, "folded", res.Folded, "trimmed", res.Trimmed,
+		"w", formatW(st), "lsn", st.LSN, "capped_by", tr.CappedBy)
+	return res, nil
+}
+
+// slice reads up to one chunk of live records in [from, to].
+func (a *Archiver) slice(ctx context.Context, q, s string, from, to brand.ID) ([]mq.Record, error) {
+	var out []mq.Record
+	for rec, err := range a.opts.Live.Read(ctx, q, s, from, to, a.opts.Chunk, false) {
+		if err != nil {
+			return nil, fmt.Errorf("archive cycle %s/%s: read the slice to fold: %w", q, s, err)
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// publish raises the stream's last id to W and rewrites the seam cache.
+func (a *Archiver) publish(ctx context.Context, q, s string, st State) error {
+	if _, err := a.opts.Live.SetID(ctx, q, s, st.W); err != nil {
+		return err
+	}
+	return a.opts.Live.PutArchived(ctx, q, s, mq.Seam{W: st.W, LSN: st.LSN})
+}
+
+// pushed pushes vol and returns the archive state at the newest LSN the
+// remote holds.
+func (a *Archiver) pushed(ctx context.Context, vol *graft.Volume) (State, error) {
+	if err := a.opts.Pusher.Push(ctx, vol); err != nil {
+		return State{}, fmt.Errorf("archive: push %s: %w", vol.Name(), err)
+	}
+	lsn, err := a.opts.Pusher.Pushed(ctx, vol)
+	if err != nil {
+		return State{}, fmt.Errorf("archive: pushed LSN of %s: %w", vol.Name(), err)
+	}
+	if lsn == 0 {
+		return State{}, nil
+	}
+	snap, err := vol.SnapshotAt(ctx, lsn)
+	if err != nil {
+		return State{}, fmt.Errorf("archive: state of %s at pushed LSN %d: %w", vol.Name(), lsn, err)
+	}
+	defer snap.Close()
+	return stateAt(ctx, snap)
+}
+
+// acquire takes the stream's lease, waiting for a held one to expire, at
+// most Options.LeaseWait.
+func (a *Archiver) acquire(ctx context.Context, q, s string) (int64, error) {
+	deadline := time.Now().Add(a.opts.LeaseWait)
+	for {
+		l, err := a.opts.Live.TakeLease(ctx, q, s, 0, a.opts.LeaseTTL)
+		if err != nil {
+			return 0, err
+		}
+		if !l.Held {
+			return l.Token, nil
+		}
+		wait := max(l.TTL, time.Millisecond)
+		if l.TTL < 0 || time.Until(deadline) < wait {
+			return 0, fmt.Errorf("archive cycle %s/%s: lease held by token %d for %v more: %w; retry later",
+				q, s, l.Token, l.TTL, ErrLeaseHeld)
+		}
+		a.log.Info("archive lease held; waiting for it to expire", "queue", q, "stream", s, "token", l.Token, "ttl", l.TTL)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Report says what a Driver's cycle did to one stream.
+type Report struct {
+	Queue, Stream string
+	Window        Window
+	Result        CycleResult
+	Err           error
+}
+
+// Driver runs cycles on a beat over its declared archived streams.
+type Driver struct {
+	a       *Archiver
+	mu      sync.Mutex
+	windows map[[2]string]Window
+}
+
+// NewDriver returns a driver with no streams declared.
+func (a *Archiver) NewDriver() *Driver {
+	return &Driver{a: a, windows: map[[2]string]Window{}}
+}
+
+// Declare sets the window of stream s of queue q.
+func (d *Driver) Declare(q, s string, w Window) error {
+	if _, err := names.ArchiveVolume(q, s); err != nil {
+		return err
+	}
+	if w.Keep < 0 || w.MaxAge < 0 {
+		return fmt.Errorf("archive window of %s/%s: negative limit", q, s)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.windows[[2]string{q, s}] = w
+	return nil
+}
+
+// Forget stops driving stream s of queue q.
+func (d *Driver) Forget(q, s string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.windows, [2]string{q, s})
+}
+
+// Cycle runs one cycle on every declared stream, in name order. One
+// stream's failure does not stop the others; the error joins theirs.
+func (d *Driver) Cycle(ctx context.Context) ([]Report, error) {
+	d.mu.Lock()
+	reps := make([]Report, 0, len(d.windows))
+	for k, w := range d.windows {
+		reps = append(reps, Report{Queue: k[0], Stream: k[1], Window: w})
+	}
+	d.mu.Unlock()
+	slices.SortFunc(reps, func(a, b Report) int {
+		return cmp.Or(strings.Compare(a.Queue, b.Queue), strings.Compare(a.Stream, b.Stream))
+	})
+	var errs []error
+	for i := range reps {
+		r := &reps[i]
+		r.Result, r.Err = d.a.Cycle(ctx, r.Queue, r.Stream, r.Window)
+		if r.Err != nil {
+			errs = append(errs, r.Err)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return reps, errors.Join(errs...)
+}
+
+// Run runs Cycle every interval until ctx ends and returns ctx's error.
+// Failed cycles are logged (by Cycle) and retried on the next beat.
+func (d *Driver) Run(ctx context.Context, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		d.Cycle(ctx)
+	}
+}

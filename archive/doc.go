@@ -1,0 +1,36 @@
+// Package archive is StreamArchive: it folds what retention trims from a
+// live stream into the stream's archive volume (graft volume archive.Q.S)
+// before the trim, keeps the watermark W, and merge-reads archive and live
+// tail as one ordered stream. docs/ARCHIVE.md specifies the formats and
+// gives the arguments; this comment says what the package owns and where
+// each promise is kept.
+//
+// What it owns: the record page format (page.go: AppendRecordPage,
+// DecodeRecordPage), the archive metadata of a volume (fold.go: MetaW,
+// MetaSeq), the fold (Fold), the watermark (Frontier), archive reads by id
+// and time range (Read, ReadTime), the merge-read (MergeRead), and the
+// fold-then-trim cycle with its lease and fencing (Archiver.Cycle, Driver).
+//
+// Invariant 2, no loss (kept in cycle.go and fold.go): a record leaves the
+// live stream only after its page and a W ≥ its id are durable in ONE synced
+// commit (Fold: pages, archive.seq and archive.w in one graft commit, one
+// LSN). The trim is XTRIM MINID at W's successor (never past the window's
+// cut, so entries appended during the cycle are never trimmed), capped at
+// every consumer group's oldest pending or undelivered entry, in one script
+// that also checks the lease's fencing token (mq.Client.FencedTrim), so a
+// driver that stalled past its lease cannot trim. After each fold the
+// stream's last id is raised to W (mq.Client.SetID). A failed fold trims
+// nothing. The volume is the truth about W; the seam cache in Redis is
+// rewritten after each fold and never trusted over the volume (a volume
+// behind the cache is refused: ErrVolumeBehind).
+//
+// Invariant 3, no gap and no overlap while cycles run (kept in merge.go):
+// after each live page MergeRead reads W again (W′), serves the ids up to W′
+// from the archive and only ids above W′ from the page. A missing volume
+// whose stream the seam cache says is archived fails with ErrNoVolume rather
+// than serving the live tail alone.
+//
+// Pages are id-ordered along the page axis (ArchiveBase + n in fold order,
+// folds strictly increasing and above W), so ranges are found by bisection
+// over the axis: there is no second index.
+package archive

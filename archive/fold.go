@@ -1,0 +1,176 @@
+package archive
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/mq"
+)
+
+// Metadata keys of an archive volume, each set by every fold in the same
+// commit as its pages (docs/ARCHIVE.md):
+//
+//	archive.w    8 bytes, big-endian: W, the id of the newest folded record
+//	archive.seq  8 bytes, big-endian: the number of record pages, which is
+//	             the offset n of the next page (ArchiveBase + n)
+const (
+	MetaW   = "archive.w"
+	MetaSeq = "archive.seq"
+)
+
+// ErrBadSlice: a slice given to Fold is not foldable (an invalid record,
+// ids not strictly increasing, an id not above W). Nothing was written.
+var ErrBadSlice = errors.New("archive: slice cannot be folded")
+
+// SliceError says which record of a slice Fold refused, and why.
+type SliceError struct {
+	Index  int      // position in the slice
+	ID     brand.ID // the record's id
+	Reason string
+	Err    error // a cause (an mq record error), or nil
+}
+
+// Error describes the refusal.
+func (e *SliceError) Error() string {
+	s := fmt.Sprintf("archive: record %d (%s) of the slice: %s", e.Index, brand.EVT.Format(e.ID), e.Reason)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s + "; nothing was folded"
+}
+
+// Unwrap returns ErrBadSlice and the cause.
+func (e *SliceError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrBadSlice, e.Err}
+	}
+	return []error{ErrBadSlice}
+}
+
+// State is where an archive volume stands at one LSN.
+type State struct {
+	// Pages is the number of record pages; they are at ArchiveBase+0 up to
+	// ArchiveBase+Pages-1, in id order. Zero: nothing was ever folded.
+	Pages uint64
+	// W is the watermark: the id of the newest folded record (meaningless
+	// while Pages is zero). Every record with id ≤ W is in the archive.
+	W brand.ID
+	// LSN is the volume LSN this state was read at.
+	LSN uint64
+}
+
+// Empty reports whether nothing was ever folded.
+func (s State) Empty() bool { return s.Pages == 0 }
+
+// Covers reports whether id is at or below W, i.e. belongs to the archive.
+func (s State) Covers(id brand.ID) bool { return s.Pages > 0 && id <= s.W }
+
+// Frontier reads the archive state of vol at its head: the truth about W.
+func Frontier(ctx context.Context, vol *graft.Volume) (State, error) {
+	snap, err := vol.Snapshot(ctx)
+	if err != nil {
+		return State{}, fmt.Errorf("archive frontier of %s: %w", vol.Name(), err)
+	}
+	defer snap.Close()
+	return stateAt(ctx, snap)
+}
+
+// stateAt reads the archive state at a snapshot.
+func stateAt(ctx context.Context, snap *graft.Snapshot) (State, error) {
+	st := State{LSN: snap.LSN()}
+	seq, err := snap.Meta(ctx, MetaSeq)
+	if errors.Is(err, graft.ErrNotFound) {
+		return st, nil
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("archive state of %s at LSN %d: %w", snap.Volume().Name(), st.LSN, err)
+	}
+	w, err := snap.Meta(ctx, MetaW)
+	if err != nil && !errors.Is(err, graft.ErrNotFound) {
+		return State{}, fmt.Errorf("archive state of %s at LSN %d: %w", snap.Volume().Name(), st.LSN, err)
+	}
+	if len(seq) != 8 || len(w) != 8 {
+		return State{}, fmt.Errorf("archive state of %s at LSN %d: %s is %d bytes and %s %d, want 8 each: %w",
+			snap.Volume().Name(), st.LSN, MetaSeq, len(seq), MetaW, len(w), ErrCorrupt)
+	}
+	st.Pages = binary.BigEndian.Uint64(seq)
+	st.W = brand.ID(binary.BigEndian.Uint64(w))
+	if st.Pages == 0 || st.Pages > graft.MaxArchiveOffset {
+		return State{}, fmt.Errorf("archive state of %s at LSN %d: %d pages: %w", snap.Volume().Name(), st.LSN, st.Pages, ErrCorrupt)
+	}
+	return st, nil
+}
+
+// checkSlice checks what can be checked of a slice without the volume:
+// valid records with strictly increasing ids.
+func checkSlice(slice []mq.Record) error {
+	for i, r := range slice {
+		if err := (mq.Limits{}).Check(r.Fields); err != nil {
+			return &SliceError{Index: i, ID: r.ID, Reason: "invalid record", Err: err}
+		}
+		if i > 0 && r.ID <= slice[i-1].ID {
+			return &SliceError{Index: i, ID: r.ID, Reason: fmt.Sprintf("id not above the one before it (%s)", brand.EVT.Format(slice[i-1].ID))}
+		}
+	}
+	return nil
+}
+
+// Fold appends slice, records in strictly increasing id order all above W,
+// to the archive in vol: one page per record at ArchiveBase+seq, and the
+// new page count and W, in ONE synced commit (one LSN). It returns the new
+// state. An empty slice is a no-op that returns the current state.
+//
+// The slice is checked before anything is written: a bad one fails with a
+// *SliceError (ErrBadSlice). A commit that fails returns graft's error
+// wrapped (errors.Is finds graft.ErrConflict and the others); then nothing
+// was folded, and the caller must not trim.
+func Fold(ctx context.Context, vol *graft.Volume, slice []mq.Record) (State, error) {
+	if err := checkSlice(slice); err != nil {
+		return State{}, err
+	}
+	txn := vol.Begin()
+	defer txn.Discard()
+	snap, err := vol.SnapshotAt(ctx, txn.Base())
+	if err != nil {
+		return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
+	}
+	st, err := stateAt(ctx, snap)
+	snap.Close()
+	if err != nil {
+		return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
+	}
+	if len(slice) == 0 {
+		return st, nil
+	}
+	if st.Covers(slice[0].ID) {
+		return State{}, &SliceError{Index: 0, ID: slice[0].ID,
+			Reason: fmt.Sprintf("id not above the watermark %s", brand.EVT.Format(st.W))}
+	}
+	if uint64(len(slice)) > graft.MaxArchiveOffset-st.Pages {
+		return State{}, &SliceError{Index: 0, ID: slice[0].ID, Reason: "the archive's page range is full"}
+	}
+	var buf []byte
+	for i, r := range slice {
+		buf = AppendRecordPage(buf[:0], r)
+		if err := txn.PutArchive(st.Pages+uint64(i), buf); err != nil {
+			return State{}, fmt.Errorf("fold %s into %s: %w", brand.EVT.Format(r.ID), vol.Name(), err)
+		}
+	}
+	next := State{Pages: st.Pages + uint64(len(slice)), W: slice[len(slice)-1].ID}
+	if err := txn.SetMeta(MetaSeq, binary.BigEndian.AppendUint64(nil, next.Pages)); err != nil {
+		return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
+	}
+	if err := txn.SetMeta(MetaW, binary.BigEndian.AppendUint64(nil, uint64(next.W))); err != nil {
+		return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
+	}
+	lsn, err := txn.Commit(ctx, graft.Synced)
+	if err != nil {
+		return State{}, fmt.Errorf("fold %d records into %s: %w", len(slice), vol.Name(), err)
+	}
+	next.LSN = lsn
+	return next, nil
+}

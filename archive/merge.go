@@ -1,0 +1,341 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/mq"
+)
+
+// ErrNoVolume: the stream has an archive (its seam cache says so) but its
+// volume is not in this data dir. Serving the live tail alone would hide the
+// archived records, so the read fails instead.
+var ErrNoVolume = errors.New("archive: the stream's archive volume is not in this data dir")
+
+// ErrVolumeBehind: the archive volume in this data dir is behind the seam
+// cache: another node folded (and may have trimmed) records this copy does
+// not have. Pull the volume before reading or cycling.
+var ErrVolumeBehind = errors.New("archive: the local archive volume is behind the seam cache")
+
+// DefaultPageSize is the number of live entries per round trip of a
+// merge-read.
+const DefaultPageSize = 512
+
+// Range selects the records of a read.
+type Range struct {
+	From, To brand.ID // inclusive; 0 and brand.Max leave an end open
+	Limit    int      // at most this many records (≤ 0: all)
+	Reverse  bool     // newest first
+	PageSize int      // live entries per round trip (≤ 0: DefaultPageSize)
+}
+
+// All is the Range of every record, oldest first.
+var All = Range{From: 0, To: brand.Max}
+
+// Source is what a merge-read reads from.
+type Source struct {
+	// Queue and Stream name the stream.
+	Queue, Stream string
+	// Live is the live tier; nil reads the archive only (Redis may be down).
+	Live *mq.Client
+	// Volume is the stream's archive volume in this data dir; nil if the data
+	// dir has none.
+	Volume *graft.Volume
+	// Pull fetches the archive volume when Volume is nil but the seam cache
+	// says the stream has an archive. It is the hook of the replication work
+	// (pull archive.Q.S from the remote into the data dir); nil fails such a
+	// read with ErrNoVolume.
+	Pull func(ctx context.Context, volume string) (*graft.Volume, error)
+}
+
+// MergeRead yields the records of the stream in r: the archive (ids ≤ W)
+// and the live tail (ids > W) as one strictly ordered sequence, each id
+// once, read lazily page by page in constant memory.
+//
+// It stays gap-free and duplicate-free while fold-then-trim cycles run
+// beside it (invariant 3): after each live page it reads W again (W′), serves
+// what lies between its cursor and W′ from the archive, and takes only ids
+// above W′ from the page. A record trimmed before the page was read was
+// folded first, so its id is ≤ W′ (docs/ARCHIVE.md has the argument, both
+// directions).
+//
+// A live entry that is not a branded record yields a *mq.EntryError; the
+// iteration goes on if the loop does. Any other error ends it.
+func MergeRead(ctx context.Context, src Source, r Range) iter.Seq2[mq.Record, error] {
+	return func(yield func(mq.Record, error) bool) {
+		if r.PageSize <= 0 {
+			r.PageSize = DefaultPageSize
+		}
+		if r.From > r.To {
+			return
+		}
+		vol, err := src.volume(ctx)
+		if err != nil {
+			yield(mq.Record{}, err)
+			return
+		}
+		n := 0
+		emit := func(rec mq.Record, err error) bool {
+			if err != nil {
+				return yield(rec, err)
+			}
+			if !yield(rec, nil) {
+				return false
+			}
+			n++
+			return r.Limit <= 0 || n < r.Limit
+		}
+		m := merger{src: src, vol: vol, r: r, emit: emit}
+		if r.Reverse {
+			m.reverse(ctx)
+		} else {
+			m.forward(ctx)
+		}
+	}
+}
+
+// volume returns the archive volume to read, nil if the stream has none,
+// after checking it against the seam cache.
+func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
+	if src.Live == nil {
+		return src.Volume, nil
+	}
+	seam, ok, err := src.Live.GetArchived(ctx, src.Queue, src.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("merge-read %s/%s: %w", src.Queue, src.Stream, err)
+	}
+	vol := src.Volume
+	if !ok {
+		return vol, nil
+	}
+	if vol == nil {
+		name := volumeName(src.Queue, src.Stream)
+		if src.Pull == nil {
+			return nil, fmt.Errorf("merge-read %s/%s: the archive ends at %s, but %s is missing; pull it from the remote or read on the node that folds it: %w",
+				src.Queue, src.Stream, brand.EVT.Format(seam.W), name, ErrNoVolume)
+		}
+		if vol, err = src.Pull(ctx, name); err != nil {
+			return nil, fmt.Errorf("merge-read %s/%s: pull %s: %w", src.Queue, src.Stream, name, err)
+		}
+	}
+	st, err := Frontier(ctx, vol)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Covers(seam.W) {
+		return nil, fmt.Errorf("merge-read %s/%s: %s ends at %s but the seam cache at %s (LSN %d); pull the volume: %w",
+			src.Queue, src.Stream, vol.Name(), formatW(st), brand.EVT.Format(seam.W), seam.LSN, ErrVolumeBehind)
+	}
+	return vol, nil
+}
+
+func formatW(st State) string {
+	if st.Empty() {
+		return "nothing"
+	}
+	return brand.EVT.Format(st.W)
+}
+
+type merger struct {
+	src  Source
+	vol  *graft.Volume
+	r    Range
+	emit func(mq.Record, error) bool
+}
+
+// snap returns a snapshot of the archive at its head and the state there;
+// a nil snapshot and the empty state when there is no volume.
+func (m *merger) snap(ctx context.Context) (*graft.Snapshot, State, error) {
+	if m.vol == nil {
+		return nil, State{}, nil
+	}
+	snap, err := m.vol.Snapshot(ctx)
+	if err != nil {
+		return nil, State{}, fmt.Errorf("merge-read %s: %w", m.vol.Name(), err)
+	}
+	st, err := stateAt(ctx, snap)
+	if err != nil {
+		snap.Close()
+		return nil, State{}, err
+	}
+	return snap, st, nil
+}
+
+// archive serves [from, to] from the archive at snap (state st) and closes
+// snap. It returns false if the reader stopped.
+func (m *merger) archive(ctx context.Context, snap *graft.Snapshot, st State, from, to brand.ID) bool {
+	if snap == nil {
+		return true
+	}
+	defer snap.Close()
+	return readAt(ctx, snap, st, from, to, m.r.Reverse, m.emit)
+}
+
+// page reads one live page of [lo, hi].
+func (m *merger) page(ctx context.Context, lo, hi brand.ID) (mq.Page, bool) {
+	cur, err := m.src.Live.NewCursor(m.src.Queue, m.src.Stream, lo, hi, m.r.Reverse)
+	if err == nil {
+		var p mq.Page
+		if p, err = cur.Next(ctx, m.r.PageSize); err == nil {
+			return p, true
+		}
+	}
+	m.emit(mq.Record{}, fmt.Errorf("merge-read %s/%s: live tail: %w", m.src.Queue, m.src.Stream, err))
+	return mq.Page{}, false
+}
+
+// foreign yields the page's foreign entries as errors. It reports the
+// highest (or, in reverse, lowest) branded id among them, whether there was
+// one, and whether to go on.
+func (m *merger) foreign(p mq.Page) (edge brand.ID, any bool, ok bool) {
+	for _, fe := range p.Foreign {
+		if !m.emit(mq.Record{}, fe) {
+			return 0, false, false
+		}
+		id, err := brand.ParseRedisID(fe.XID)
+		if err != nil {
+			// No branded id to move the cursor past: stop here.
+			m.emit(mq.Record{}, fmt.Errorf("merge-read %s/%s: cannot page past entry %s: %w",
+				m.src.Queue, m.src.Stream, fe.XID, err))
+			return 0, false, false
+		}
+		if !any || (!m.r.Reverse && id > edge) || (m.r.Reverse && id < edge) {
+			edge, any = id, true
+		}
+	}
+	return edge, any, true
+}
+
+// forward: cur is the lowest id not yet decided.
+func (m *merger) forward(ctx context.Context) {
+	r := m.r
+	cur := r.From
+	snap, st, err := m.snap(ctx)
+	if err != nil {
+		m.emit(mq.Record{}, err)
+		return
+	}
+	if st.Covers(cur) {
+		if !m.archive(ctx, snap, st, cur, r.To) || st.W >= r.To {
+			return
+		}
+		cur = st.W + 1
+	} else if snap != nil {
+		snap.Close()
+	}
+	if m.src.Live == nil {
+		return
+	}
+	for {
+		p, ok := m.page(ctx, cur, r.To)
+		if !ok {
+			return
+		}
+		// W′, read after the page: every record of [cur, last of page]
+		// missing from the page was trimmed before it, so is ≤ W′.
+		snap, st, err := m.snap(ctx)
+		if err != nil {
+			m.emit(mq.Record{}, err)
+			return
+		}
+		if st.Covers(cur) {
+			if !m.archive(ctx, snap, st, cur, r.To) || st.W >= r.To {
+				return
+			}
+			cur = st.W + 1
+		} else if snap != nil {
+			snap.Close()
+		}
+		for _, rec := range p.Records {
+			if rec.ID < cur {
+				continue // folded: served from the archive
+			}
+			if !m.emit(rec, nil) || rec.ID >= r.To {
+				return
+			}
+			cur = rec.ID + 1
+		}
+		edge, any, ok := m.foreign(p)
+		if !ok {
+			return
+		}
+		if any && edge >= cur {
+			if edge >= r.To {
+				return
+			}
+			cur = edge + 1
+		}
+		if len(p.Records)+len(p.Foreign) < r.PageSize {
+			return // the live range was read to its end
+		}
+	}
+}
+
+// reverse: hi is the highest id not yet decided.
+func (m *merger) reverse(ctx context.Context) {
+	r := m.r
+	hi := r.To
+	if m.src.Live != nil {
+		for {
+			p, ok := m.page(ctx, r.From, hi)
+			if !ok {
+				return
+			}
+			// W′, read after the page: a record of [first of page, hi] that
+			// is not in the page was trimmed before it, so is ≤ W′.
+			snap, st, err := m.snap(ctx)
+			if err != nil {
+				m.emit(mq.Record{}, err)
+				return
+			}
+			toArchive := len(p.Records)+len(p.Foreign) < r.PageSize
+			for _, rec := range p.Records {
+				if st.Covers(rec.ID) {
+					toArchive = true
+					break
+				}
+				if !m.emit(rec, nil) || rec.ID <= r.From {
+					if snap != nil {
+						snap.Close()
+					}
+					return
+				}
+				hi = rec.ID - 1
+			}
+			edge, any, ok := m.foreign(p)
+			if !ok {
+				if snap != nil {
+					snap.Close()
+				}
+				return
+			}
+			if any && edge <= hi && !toArchive {
+				if edge <= r.From {
+					if snap != nil {
+						snap.Close()
+					}
+					return
+				}
+				hi = edge - 1
+			}
+			if toArchive {
+				// Everything left, [From, hi], is ≤ W′ or absent.
+				m.archive(ctx, snap, st, r.From, min(hi, st.W))
+				return
+			}
+			if snap != nil {
+				snap.Close()
+			}
+		}
+	}
+	snap, st, err := m.snap(ctx)
+	if err != nil {
+		m.emit(mq.Record{}, err)
+		return
+	}
+	m.archive(ctx, snap, st, r.From, hi)
+}

@@ -1,0 +1,135 @@
+package archive
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/mq"
+)
+
+// Read yields the archived records of vol with ids in [from, to], oldest
+// first or, with reverse, newest first, as of the volume's head when the
+// iteration starts. It finds where the range starts by bisection over the
+// page axis (pages are in id order: no second index) and then scans pages
+// lazily, so memory stays constant however long the range. A page that does
+// not decode, or breaks the id order, yields an error wrapping ErrCorrupt
+// and ends the iteration.
+func Read(ctx context.Context, vol *graft.Volume, from, to brand.ID, reverse bool) iter.Seq2[mq.Record, error] {
+	return func(yield func(mq.Record, error) bool) {
+		snap, err := vol.Snapshot(ctx)
+		if err != nil {
+			yield(mq.Record{}, fmt.Errorf("read archive %s: %w", vol.Name(), err))
+			return
+		}
+		defer snap.Close()
+		st, err := stateAt(ctx, snap)
+		if err != nil {
+			yield(mq.Record{}, err)
+			return
+		}
+		readAt(ctx, snap, st, from, to, reverse, yield)
+	}
+}
+
+// ReadTime is Read over the records minted in [since, until] (both
+// inclusive, to the millisecond).
+func ReadTime(ctx context.Context, vol *graft.Volume, since, until time.Time, reverse bool) iter.Seq2[mq.Record, error] {
+	return Read(ctx, vol, brand.FirstAt(since), brand.LastAt(until), reverse)
+}
+
+// pageID decodes page n of the archive at snap.
+func pageID(ctx context.Context, snap *graft.Snapshot, n uint64) (brand.ID, error) {
+	b, err := snap.Get(ctx, graft.ArchiveBase+n)
+	if err != nil {
+		return 0, fmt.Errorf("archive %s: page %d: %w (%w)", snap.Volume().Name(), n, ErrCorrupt, err)
+	}
+	r, err := DecodeRecordPage(b)
+	if err != nil {
+		return 0, fmt.Errorf("archive %s: page %d: %w", snap.Volume().Name(), n, err)
+	}
+	return r.ID, nil
+}
+
+// lowerBound returns the first page offset in [0, st.Pages) whose id is
+// ≥ id, or st.Pages if there is none: a bisection, O(log pages) seeks.
+func lowerBound(ctx context.Context, snap *graft.Snapshot, st State, id brand.ID) (uint64, error) {
+	lo, hi := uint64(0), st.Pages
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		got, err := pageID(ctx, snap, mid)
+		if err != nil {
+			return 0, err
+		}
+		if got < id {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// readAt yields the records of [from, to] at snap, whose state is st.
+// It returns false if yield asked to stop.
+func readAt(ctx context.Context, snap *graft.Snapshot, st State, from, to brand.ID, reverse bool,
+	yield func(mq.Record, error) bool) bool {
+	if st.Empty() || from > to || from > st.W {
+		return true
+	}
+	to = min(to, st.W)
+	lo, err := lowerBound(ctx, snap, st, from)
+	if err != nil {
+		return yield(mq.Record{}, err)
+	}
+	end := st.Pages // first page past the range
+	if to < st.W {
+		if end, err = lowerBound(ctx, snap, st, to+1); err != nil {
+			return yield(mq.Record{}, err)
+		}
+	}
+	if lo >= end {
+		return true
+	}
+	var it *graft.PageIter
+	next, step := lo, uint64(1)
+	if reverse {
+		it = snap.ScanReverse(ctx, graft.ArchiveBase+lo, graft.ArchiveBase+end-1)
+		next, step = end-1, ^uint64(0) // step -1
+	} else {
+		it = snap.Scan(ctx, graft.ArchiveBase+lo, graft.ArchiveBase+end-1)
+	}
+	defer it.Close()
+	name := snap.Volume().Name()
+	var prev brand.ID
+	for i := uint64(0); it.Next(); i++ {
+		if it.Index() != graft.ArchiveBase+next {
+			return yield(mq.Record{}, fmt.Errorf("archive %s: page %d missing (found %d): %w",
+				name, next, it.Index()-graft.ArchiveBase, ErrCorrupt))
+		}
+		r, err := DecodeRecordPage(it.Value())
+		if err != nil {
+			return yield(mq.Record{}, fmt.Errorf("archive %s: page %d: %w", name, next, err))
+		}
+		if i > 0 && ((!reverse && r.ID <= prev) || (reverse && r.ID >= prev)) {
+			return yield(mq.Record{}, fmt.Errorf("archive %s: page %d: id %s out of order after %s: %w",
+				name, next, brand.EVT.Format(r.ID), brand.EVT.Format(prev), ErrCorrupt))
+		}
+		prev = r.ID
+		if !yield(r, nil) {
+			return false
+		}
+		next += step
+	}
+	if err := it.Close(); err != nil {
+		return yield(mq.Record{}, fmt.Errorf("archive %s: scan: %w", name, err))
+	}
+	if want := end - lo; (reverse && next != lo-1) || (!reverse && next != end) {
+		return yield(mq.Record{}, fmt.Errorf("archive %s: %d pages expected in [%d, %d), scan ended at %d: %w",
+			name, want, lo, end, next, ErrCorrupt))
+	}
+	return true
+}
