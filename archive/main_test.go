@@ -1,0 +1,189 @@
+package archive
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"regexp"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/internal/testserver"
+	"github.com/echostore/echostore/mq"
+)
+
+var servers testserver.Pool
+
+func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+var queueSeq atomic.Int64
+
+var notName = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+
+// queueName returns a queue name unique to the test.
+func queueName(t testing.TB) string {
+	n := notName.ReplaceAllString(t.Name(), "_")
+	if len(n) > 60 {
+		n = n[:60]
+	}
+	return fmt.Sprintf("%s-%d-%d", n, os.Getpid(), queueSeq.Add(1))
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func connect(t testing.TB, url string) *mq.Client {
+	t.Helper()
+	c, err := mq.Connect(testCtx(t), mq.Options{URL: url, Logger: quietLog()})
+	if err != nil {
+		t.Fatalf("Connect(%s): %v", url, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func openStore(t testing.TB, dir string) *graft.Store {
+	t.Helper()
+	st, err := graft.Open(testCtx(t), dir, graft.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// tb is what the helpers need of a test (testing.TB or *rapid.T).
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// env is one stream with an archiver over a fresh store.
+type env struct {
+	t    tb
+	live *mq.Client
+	st   *graft.Store
+	a    *Archiver
+	q, s string
+}
+
+func newEnv(t testing.TB, url string, opts Options) *env {
+	e := &env{t: t, live: connect(t, url), st: openStore(t, t.TempDir()), q: queueName(t), s: "events"}
+	opts.Store, opts.Live = e.st, e.live
+	if opts.Logger == nil {
+		opts.Logger = quietLog()
+	}
+	a, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.a = a
+	return e
+}
+
+func (e *env) append(ctx context.Context, n int) []brand.ID {
+	e.t.Helper()
+	batch := make([][]mq.Field, n)
+	for i := range batch {
+		batch[i] = []mq.Field{{Name: "n", Value: fmt.Sprint(i)}, {Name: "k", Value: "v"}}
+	}
+	ids, err := e.live.AppendBatch(ctx, e.q, e.s, batch)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ids
+}
+
+func (e *env) volume(ctx context.Context) *graft.Volume {
+	v, err := e.st.Volume(ctx, volumeName(e.q, e.s))
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+func (e *env) source(ctx context.Context) Source {
+	return Source{Queue: e.q, Stream: e.s, Live: e.live, Volume: e.volume(ctx)}
+}
+
+// ids collects the ids of a read, failing the test on an error.
+func ids(t tb, seq func(func(mq.Record, error) bool)) []brand.ID {
+	t.Helper()
+	var out []brand.ID
+	for r, err := range seq {
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		out = append(out, r.ID)
+	}
+	return out
+}
+
+// liveIDs returns the ids in the live stream.
+func (e *env) liveIDs(ctx context.Context) []brand.ID {
+	return ids(e.t, e.live.Read(ctx, e.q, e.s, 0, brand.Max, 0, false))
+}
+
+// archiveIDs returns the ids in the archive.
+func (e *env) archiveIDs(ctx context.Context) []brand.ID {
+	v := e.volume(ctx)
+	if v == nil {
+		return nil
+	}
+	return ids(e.t, Read(ctx, v, 0, brand.Max, false))
+}
+
+// audit checks that every id of want is in exactly one of archive and live
+// (ids the stream keeps at or below W count as archived) and that the
+// merge-read returns want, in order, forward and reverse.
+func (e *env) audit(ctx context.Context, want []brand.ID) {
+	e.t.Helper()
+	arch := e.archiveIDs(ctx)
+	var st State
+	if v := e.volume(ctx); v != nil {
+		var err error
+		if st, err = Frontier(ctx, v); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	var liveAbove []brand.ID
+	for _, id := range e.liveIDs(ctx) {
+		if !st.Covers(id) {
+			liveAbove = append(liveAbove, id)
+		}
+	}
+	if got := append(slices.Clone(arch), liveAbove...); !slices.Equal(got, want) {
+		e.t.Fatalf("archive (%d) ++ live above W (%d) = %d ids, want %d; first difference at %d",
+			len(arch), len(liveAbove), len(got), len(want), firstDiff(got, want))
+	}
+	got := ids(e.t, MergeRead(ctx, e.source(ctx), All))
+	if !slices.Equal(got, want) {
+		e.t.Fatalf("merge-read: %d ids, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
+	}
+	rev := ids(e.t, MergeRead(ctx, e.source(ctx), Range{To: brand.Max, Reverse: true}))
+	slices.Reverse(rev)
+	if !slices.Equal(rev, want) {
+		e.t.Fatalf("reverse merge-read: %d ids, want %d; first difference at %d", len(rev), len(want), firstDiff(rev, want))
+	}
+}
+
+func firstDiff(a, b []brand.ID) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
