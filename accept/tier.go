@@ -1,0 +1,715 @@
+package accept
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
+)
+
+// Mode is the durability an enqueue asks for.
+type Mode uint8
+
+const (
+	// Async acknowledges once the intent is recorded in the outbox: a crash
+	// loses at most the outbox's K acknowledged records.
+	Async Mode = iota + 1
+	// Sync acknowledges only after the intent's batch is one Graft commit on
+	// the queue's accept volume and that commit is pushed to the remote.
+	Sync
+)
+
+// String returns "async" or "sync".
+func (m Mode) String() string {
+	switch m {
+	case Async:
+		return "async"
+	case Sync:
+		return "sync"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// ParseMode parses "async" or "sync".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "async":
+		return Async, nil
+	case "sync":
+		return Sync, nil
+	}
+	return 0, fmt.Errorf("%w: mode %q: want async or sync", ErrInvalid, s)
+}
+
+// Dispatcher puts a committed job on its queue's job stream. *mq.Client
+// implements it; the job's id is the idempotency key, so dispatching a job
+// twice enqueues it once.
+type Dispatcher interface {
+	Enqueue(ctx context.Context, q string, job mq.Job) (mq.EnqueueResult, error)
+}
+
+// Page layout of the accept volume (docs/ACCEPT.md, "The accept volume"):
+// one page per job at business index n, the n-th job committed to the
+// volume; metadata metaNext holds the count of jobs, metaSafe the index below
+// which every job is known to be marked committed durably in the outbox.
+const (
+	pageVersion  = 1
+	pageOverhead = 1 + 8 + 4 + 4
+	metaNext     = "accept.next"
+	metaSafe     = "accept.safe"
+	// PayloadField is the field name under which a dispatched job carries
+	// its payload in the job stream.
+	PayloadField = "payload"
+	// DefaultCommitBatch is the most jobs one commit takes: mq's default
+	// claim batch, so that one commit is one consumer's claim.
+	DefaultCommitBatch = 64
+	// DefaultAsyncEvery is how many async intents wait before the
+	// background loop commits them (unless AsyncInterval passes first).
+	DefaultAsyncEvery = 1000
+	// DefaultAsyncInterval is the time bound of async commits.
+	DefaultAsyncInterval = 100 * time.Millisecond
+)
+
+// EncodeJobPage returns the page bytes of one job.
+func EncodeJobPage(id brand.ID, payload []byte) []byte {
+	b := make([]byte, 0, pageOverhead+len(payload))
+	b = append(b, pageVersion)
+	b = binary.LittleEndian.AppendUint64(b, uint64(id))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
+	b = append(b, payload...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// DecodeJobPage decodes a page of the accept volume; any other bytes give an
+// error wrapping ErrCorrupt (or ErrVersion).
+func DecodeJobPage(b []byte) (brand.ID, []byte, error) {
+	if len(b) < pageOverhead {
+		return 0, nil, fmt.Errorf("%w: job page of %d bytes", ErrCorrupt, len(b))
+	}
+	if crc32.Checksum(b[:len(b)-4], castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+		return 0, nil, fmt.Errorf("%w: job page checksum", ErrCorrupt)
+	}
+	if b[0] != pageVersion {
+		return 0, nil, fmt.Errorf("%w: job page version %d", ErrVersion, b[0])
+	}
+	id := brand.ID(binary.LittleEndian.Uint64(b[1:]))
+	n := binary.LittleEndian.Uint32(b[9:])
+	if uint64(n) != uint64(len(b)-pageOverhead) || id == 0 {
+		return 0, nil, fmt.Errorf("%w: job page structure", ErrCorrupt)
+	}
+	return id, bytes.Clone(b[13 : 13+n]), nil
+}
+
+// TierOptions configure a Tier. Zero fields take their defaults.
+type TierOptions struct {
+	// Node is this node's number: the accept volume of queue Q is accept.Q.Node.
+	Node uint16
+	// Minter mints job ids (JOB); default a Minter for Node.
+	Minter *brand.Minter
+	// CommitBatch is the most jobs one Graft commit takes (default
+	// DefaultCommitBatch, mq's claim batch). A committer that finds more
+	// pending commits them in several commits, each pushed alone.
+	CommitBatch int
+	// AsyncEvery and AsyncInterval trigger the commit of async intents:
+	// every AsyncEvery intents or AsyncInterval after the oldest, whichever
+	// comes first. Sync intents are committed at once.
+	AsyncEvery    int
+	AsyncInterval time.Duration
+	// Logger receives warnings (a failed commit, push or dispatch). Default:
+	// discard.
+	Logger *slog.Logger
+}
+
+// Receipt is what an enqueue acknowledges.
+type Receipt struct {
+	ID     brand.ID // the job's id
+	Mode   Mode
+	LSN    uint64 // the remote LSN that made the job durable (sync only)
+	Volume string // the queue's accept volume
+}
+
+// Tier is the two-tier enqueue: the outbox accepts, the queue's accept
+// volume commits and the remote replicates, then the job is dispatched to
+// its queue's job stream and marked committed in the outbox. One committer
+// goroutine per queue takes everything pending (up to CommitBatch) whenever
+// it is free, so concurrent sync callers share one commit and one push.
+// Safe for concurrent use.
+type Tier struct {
+	out  *Outbox
+	gs   *graft.Store
+	rep  Replicator
+	disp Dispatcher
+	opts TierOptions
+	log  *slog.Logger
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	queues map[string]*tierQueue
+	closed bool
+}
+
+type item struct {
+	in   Intent
+	done chan commitResult // nil for async
+}
+
+type commitResult struct {
+	lsn uint64
+	err error
+}
+
+type tierQueue struct {
+	name string
+	vol  *graft.Volume
+	kick chan struct{}
+
+	mu      sync.Mutex
+	pending []item
+	nsync   int
+	oldest  time.Time // when the oldest pending async item arrived
+	drains  []chan error
+
+	// committer-only state
+	next     uint64 // the next page index
+	safe     uint64 // page index below which marks are durable
+	dispatch chan []item
+	unpushed []item // committed locally, push failed: dispatched after the next push
+
+	safeMu  sync.Mutex
+	newSafe uint64   // safe index for the next commit
+	ends    []uint64 // page index after each batch sent to the dispatcher
+}
+
+// NewTier starts the tier over an open outbox, a graft store, a replicator
+// and a dispatcher, and recovers: for each queue with intents pending in the
+// outbox it pushes the accept volume's unpushed commits, dispatches and marks
+// the intents already committed to the volume, and queues the rest for the
+// background commit.
+func NewTier(ctx context.Context, out *Outbox, gs *graft.Store, rep Replicator, disp Dispatcher, opts TierOptions) (*Tier, error) {
+	if out == nil || gs == nil || rep == nil || disp == nil {
+		return nil, fmt.Errorf("%w: NewTier needs an outbox, a store, a replicator and a dispatcher", ErrInvalid)
+	}
+	if opts.CommitBatch <= 0 {
+		opts.CommitBatch = DefaultCommitBatch
+	}
+	if opts.AsyncEvery <= 0 {
+		opts.AsyncEvery = DefaultAsyncEvery
+	}
+	if opts.AsyncInterval <= 0 {
+		opts.AsyncInterval = DefaultAsyncInterval
+	}
+	if opts.Minter == nil {
+		m, err := brand.NewMinter(int(opts.Node))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		opts.Minter = m
+	}
+	lg := opts.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	t := &Tier{out: out, gs: gs, rep: rep, disp: disp, opts: opts, log: lg,
+		ctx: tctx, cancel: cancel, queues: map[string]*tierQueue{}}
+	if err := t.recover(ctx); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// recover re-commits or re-dispatches the intents pending in the outbox.
+func (t *Tier) recover(ctx context.Context) error {
+	pend, err := t.out.Pending(ctx)
+	if err != nil {
+		return err
+	}
+	byQueue := map[string][]Intent{}
+	for _, in := range pend {
+		t.opts.Minter.Observe(in.ID)
+		byQueue[in.Queue] = append(byQueue[in.Queue], in)
+	}
+	for qn, ins := range byQueue {
+		q, err := t.queue(ctx, qn)
+		if err != nil {
+			return err
+		}
+		if _, err := t.rep.Push(ctx, q.vol); err != nil {
+			return fmt.Errorf("accept: recover %s: %w", q.vol.Name(), err)
+		}
+		inVol, err := q.committedIDs(ctx)
+		if err != nil {
+			return err
+		}
+		var done []item
+		q.mu.Lock()
+		for _, in := range ins {
+			if inVol[in.ID] {
+				done = append(done, item{in: in})
+				continue
+			}
+			if len(q.pending) == 0 {
+				q.oldest = time.Now()
+			}
+			q.pending = append(q.pending, item{in: in})
+		}
+		q.mu.Unlock()
+		if len(done) > 0 {
+			t.dispatch(ctx, q, done)
+		}
+		q.poke()
+	}
+	return nil
+}
+
+// committedIDs returns the ids on the pages at or above the safe index.
+func (q *tierQueue) committedIDs(ctx context.Context) (map[brand.ID]bool, error) {
+	ids := map[brand.ID]bool{}
+	if q.next == q.safe {
+		return ids, nil
+	}
+	snap, err := q.vol.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer snap.Close()
+	it := snap.Scan(ctx, q.safe, q.next-1)
+	for it.Next() {
+		id, _, err := DecodeJobPage(it.Value())
+		if err != nil {
+			it.Close()
+			return nil, fmt.Errorf("accept: volume %s page %d: %w", q.vol.Name(), it.Index(), err)
+		}
+		ids[id] = true
+	}
+	if err := it.Close(); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// queue returns the state of queue qn, opening its volume and starting its
+// committer and dispatcher on first use.
+func (t *Tier) queue(ctx context.Context, qn string) (*tierQueue, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, ErrClosed
+	}
+	if q, ok := t.queues[qn]; ok {
+		return q, nil
+	}
+	vn, err := names.AcceptVolume(qn, t.opts.Node)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	vol, err := t.gs.CreateVolume(ctx, vn)
+	if err != nil {
+		return nil, fmt.Errorf("accept: volume %s: %w", vn, err)
+	}
+	q := &tierQueue{name: qn, vol: vol, kick: make(chan struct{}, 1), dispatch: make(chan []item, 64)}
+	if vol.Head() > 0 {
+		snap, err := vol.Snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		q.next, err = metaUint(ctx, snap, metaNext)
+		if err == nil {
+			q.safe, err = metaUint(ctx, snap, metaSafe)
+		}
+		snap.Close()
+		if err != nil {
+			return nil, fmt.Errorf("accept: volume %s: %w", vn, err)
+		}
+	}
+	q.newSafe = q.safe
+	t.queues[qn] = q
+	t.wg.Add(2)
+	go t.committer(q)
+	go t.dispatcher(q)
+	return q, nil
+}
+
+func metaUint(ctx context.Context, snap *graft.Snapshot, key string) (uint64, error) {
+	b, err := snap.Meta(ctx, key)
+	if errors.Is(err, graft.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(b) != 8 {
+		return 0, fmt.Errorf("%w: metadata %s of %d bytes", ErrCorrupt, key, len(b))
+	}
+	return binary.LittleEndian.Uint64(b), nil
+}
+
+func (q *tierQueue) poke() {
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Enqueue accepts one job on queue q. A zero job.ID is minted; give an id to
+// retry an enqueue idempotently (the job stream dedups by it). job.Fields
+// other than the payload and job.RunAt are not carried: the payload is the
+// job. With Async it returns once the intent is recorded in the outbox;
+// with Sync once the batch holding it is one commit of the queue's accept
+// volume and pushed, and the receipt carries that push's remote LSN.
+func (t *Tier) Enqueue(ctx context.Context, q string, id brand.ID, payload []byte, mode Mode) (Receipt, error) {
+	if mode != Async && mode != Sync {
+		return Receipt{}, fmt.Errorf("%w: mode %d", ErrInvalid, mode)
+	}
+	if !utf8.Valid(payload) {
+		return Receipt{}, fmt.Errorf("%w: payload is not valid UTF-8", ErrInvalid)
+	}
+	if len(payload)+pageOverhead > graft.DefaultMaxPageSize {
+		return Receipt{}, fmt.Errorf("%w: payload of %d bytes", ErrTooLarge, len(payload))
+	}
+	tq, err := t.queue(ctx, q)
+	if err != nil {
+		return Receipt{}, err
+	}
+	if id == 0 {
+		if id, err = t.opts.Minter.Mint(); err != nil {
+			return Receipt{}, fmt.Errorf("accept: mint: %w", err)
+		}
+	}
+	in := Intent{ID: id, Queue: q, Payload: payload}
+	if err := t.out.Record(ctx, in); err != nil {
+		return Receipt{}, err
+	}
+	r := Receipt{ID: id, Mode: mode, Volume: tq.vol.Name()}
+	it := item{in: in}
+	if mode == Sync {
+		it.done = make(chan commitResult, 1)
+	}
+	tq.mu.Lock()
+	if len(tq.pending) == 0 {
+		tq.oldest = time.Now()
+	}
+	tq.pending = append(tq.pending, it)
+	kick := mode == Sync || len(tq.pending) >= t.opts.AsyncEvery
+	if mode == Sync {
+		tq.nsync++
+	}
+	tq.mu.Unlock()
+	if kick {
+		tq.poke()
+	}
+	if mode == Async {
+		return r, nil
+	}
+	select {
+	case res := <-it.done:
+		if res.err != nil {
+			return Receipt{}, res.err
+		}
+		r.LSN = res.lsn
+		return r, nil
+	case <-ctx.Done():
+		return Receipt{}, fmt.Errorf("accept: sync enqueue of %s: %w", brand.JOB.Format(id), ctx.Err())
+	}
+}
+
+// Drain commits and pushes everything pending on every queue now and
+// returns once it is pushed (dispatch follows in the background).
+func (t *Tier) Drain(ctx context.Context) error {
+	t.mu.Lock()
+	qs := make([]*tierQueue, 0, len(t.queues))
+	for _, q := range t.queues {
+		qs = append(qs, q)
+	}
+	t.mu.Unlock()
+	var errs []error
+	for _, q := range qs {
+		ch := make(chan error, 1)
+		q.mu.Lock()
+		q.drains = append(q.drains, ch)
+		q.mu.Unlock()
+		q.poke()
+		select {
+		case err := <-ch:
+			errs = append(errs, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops the committers and dispatchers. Intents not yet committed or
+// dispatched stay pending in the outbox, for the next NewTier. It does not
+// close the outbox, the store or the dispatcher.
+func (t *Tier) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	t.mu.Unlock()
+	t.cancel()
+	t.wg.Wait()
+	return nil
+}
+
+// committer is the one goroutine that commits queue q.
+func (t *Tier) committer(q *tierQueue) {
+	defer t.wg.Done()
+	defer close(q.dispatch)
+	timer := time.NewTimer(t.opts.AsyncInterval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-t.ctx.Done():
+			t.failWaiters(q, fmt.Errorf("accept: tier closed: %w", ErrClosed))
+			return
+		case <-q.kick:
+		case <-timer.C:
+		}
+		for t.ctx.Err() == nil {
+			batch, drains, due := q.take(t.opts)
+			if len(batch) > 0 {
+				err := t.commit(q, batch)
+				if err != nil {
+					t.log.Warn("accept: commit", "volume", q.vol.Name(), "jobs", len(batch), "err", err)
+				}
+				if len(drains) > 0 && err != nil {
+					for _, d := range drains {
+						d <- err
+					}
+					drains = nil
+				}
+				if err != nil {
+					break
+				}
+			}
+			for _, d := range drains {
+				d <- nil
+			}
+			if !due {
+				break
+			}
+		}
+		q.mu.Lock()
+		wait := t.opts.AsyncInterval
+		if len(q.pending) > 0 {
+			wait = max(time.Millisecond, t.opts.AsyncInterval-time.Since(q.oldest))
+		}
+		q.mu.Unlock()
+		timer.Reset(wait)
+	}
+}
+
+// take returns the next batch to commit (empty if nothing is due), the
+// drain requests it satisfies, and whether more is due after it.
+func (q *tierQueue) take(o TierOptions) (batch []item, drains []chan error, more bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	due := q.nsync > 0 || len(q.drains) > 0 || len(q.pending) >= o.AsyncEvery ||
+		(len(q.pending) > 0 && time.Since(q.oldest) >= o.AsyncInterval)
+	if !due || len(q.pending) == 0 {
+		drains, q.drains = q.drains, nil
+		return nil, drains, false
+	}
+	n := min(len(q.pending), o.CommitBatch)
+	batch = make([]item, n)
+	copy(batch, q.pending[:n])
+	q.pending = append(q.pending[:0], q.pending[n:]...)
+	for _, it := range batch {
+		if it.done != nil {
+			q.nsync--
+		}
+	}
+	if len(q.pending) == 0 {
+		drains, q.drains = q.drains, nil
+	} else {
+		q.oldest = time.Now()
+	}
+	return batch, drains, len(q.pending) > 0
+}
+
+// commit writes batch as one commit of q's volume, pushes it, wakes the
+// sync callers with the remote LSN and hands the batch to the dispatcher.
+func (t *Tier) commit(q *tierQueue, batch []item) error {
+	ctx := t.ctx
+	q.safeMu.Lock()
+	safe := q.newSafe
+	q.safeMu.Unlock()
+	txn := q.vol.Begin()
+	var err error
+	for i, it := range batch {
+		if err = txn.Put(q.next+uint64(i), EncodeJobPage(it.in.ID, it.in.Payload)); err != nil {
+			break
+		}
+	}
+	next := q.next + uint64(len(batch))
+	if err == nil {
+		err = txn.SetMeta(metaNext, binary.LittleEndian.AppendUint64(nil, next))
+	}
+	if err == nil {
+		err = txn.SetMeta(metaSafe, binary.LittleEndian.AppendUint64(nil, safe))
+	}
+	if err != nil {
+		txn.Discard()
+	} else {
+		_, err = txn.Commit(ctx, graft.Synced)
+	}
+	if err != nil {
+		// Nothing landed: the intents go back to the front, as async.
+		err = fmt.Errorf("accept: commit to %s: %w", q.vol.Name(), err)
+		q.mu.Lock()
+		back := make([]item, 0, len(batch)+len(q.pending))
+		for _, it := range batch {
+			back = append(back, item{in: it.in})
+		}
+		q.pending = append(back, q.pending...)
+		q.oldest = time.Now()
+		q.mu.Unlock()
+		wake(batch, commitResult{err: err})
+		return err
+	}
+	q.next, q.safe = next, safe
+	lsn, err := t.rep.Push(ctx, q.vol)
+	if err != nil {
+		// The commit is local; the next push publishes it, and only then is
+		// it dispatched (a restart finds it on the volume).
+		for _, it := range batch {
+			q.unpushed = append(q.unpushed, item{in: it.in})
+		}
+		wake(batch, commitResult{err: err})
+		return err
+	}
+	wake(batch, commitResult{lsn: lsn})
+	if len(q.unpushed) > 0 {
+		batch = append(q.unpushed, batch...)
+		q.unpushed = nil
+	}
+	q.safeMu.Lock()
+	q.ends = append(q.ends, next)
+	q.safeMu.Unlock()
+	select {
+	case q.dispatch <- batch:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+func wake(batch []item, r commitResult) {
+	for _, it := range batch {
+		if it.done != nil {
+			it.done <- r
+		}
+	}
+}
+
+func (t *Tier) failWaiters(q *tierQueue, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, it := range q.pending {
+		if it.done != nil {
+			it.done <- commitResult{err: err}
+			q.pending[i].done = nil
+		}
+	}
+	for _, d := range q.drains {
+		d <- err
+	}
+	q.drains, q.nsync = nil, 0
+}
+
+// dispatcher puts committed batches on the job stream, marks them committed
+// in the outbox, flushes, and then advances the safe index to the batch's
+// end. After a batch it could not finish it stops advancing the safe index,
+// so that a restart looks at every page since.
+func (t *Tier) dispatcher(q *tierQueue) {
+	defer t.wg.Done()
+	stuck := false
+	for batch := range q.dispatch {
+		q.safeMu.Lock()
+		end := q.ends[0]
+		q.ends = q.ends[1:]
+		q.safeMu.Unlock()
+		if stuck || !t.dispatch(t.ctx, q, batch) {
+			stuck = true
+			continue
+		}
+		if err := t.out.Flush(t.ctx); err != nil {
+			stuck = true
+			continue
+		}
+		q.safeMu.Lock()
+		q.newSafe = max(q.newSafe, end)
+		q.safeMu.Unlock()
+	}
+}
+
+// dispatch enqueues every job of batch on the job stream, retrying until it
+// succeeds or ctx ends, and marks the jobs committed in the outbox. It
+// reports whether all of it was done.
+func (t *Tier) dispatch(ctx context.Context, q *tierQueue, batch []item) bool {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		fail error
+	)
+	sem := make(chan struct{}, 32)
+	for _, it := range batch {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			job := mq.Job{ID: it.in.ID, Fields: []mq.Field{{Name: PayloadField, Value: string(it.in.Payload)}}}
+			backoff := 10 * time.Millisecond
+			for {
+				_, err := t.disp.Enqueue(ctx, q.name, job)
+				if err == nil {
+					return
+				}
+				if ctx.Err() != nil {
+					mu.Lock()
+					fail = err
+					mu.Unlock()
+					return
+				}
+				t.log.Warn("accept: dispatch", "queue", q.name, "id", brand.JOB.Format(it.in.ID), "err", err)
+				select {
+				case <-time.After(backoff):
+				case <-ctx.Done():
+				}
+				backoff = min(2*backoff, time.Second)
+			}
+		}()
+	}
+	wg.Wait()
+	if fail != nil {
+		return false
+	}
+	ids := make([]brand.ID, len(batch))
+	for i, it := range batch {
+		ids[i] = it.in.ID
+	}
+	if _, err := t.out.MarkCommitted(ctx, ids...); err != nil {
+		t.log.Warn("accept: mark committed", "queue", q.name, "err", err)
+		return false
+	}
+	return true
+}

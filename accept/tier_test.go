@@ -1,0 +1,500 @@
+package accept
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/internal/crashtest"
+	"github.com/echostore/echostore/internal/testserver"
+	"github.com/echostore/echostore/mq"
+)
+
+var servers testserver.Pool
+
+func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
+
+// rig is a whole accept tier over one data dir: outbox, graft store,
+// replicator on a remote, mq client.
+type rig struct {
+	out  *Outbox
+	gs   *graft.Store
+	rep  *LogReplicator
+	mqc  *mq.Client
+	tier *Tier
+}
+
+func openRig(ctx context.Context, dir, remoteURL, redisURL string, k int, topts TierOptions) (*rig, error) {
+	r := &rig{}
+	var err error
+	if r.out, err = Open(ctx, filepath.Join(dir, "outbox"), Options{K: k}); err != nil {
+		return nil, err
+	}
+	if r.gs, err = graft.Open(ctx, filepath.Join(dir, "graft"), graft.Options{}); err != nil {
+		return nil, err
+	}
+	st, err := remote.Open(ctx, remoteURL)
+	if err != nil {
+		return nil, err
+	}
+	if r.rep, err = NewLogReplicator(st, filepath.Join(dir, "replica")); err != nil {
+		return nil, err
+	}
+	if r.mqc, err = mq.Connect(ctx, mq.Options{URL: redisURL}); err != nil {
+		return nil, err
+	}
+	if r.tier, err = NewTier(ctx, r.out, r.gs, r.rep, r.mqc, topts); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *rig) close(ctx context.Context) error {
+	r.tier.Close()
+	r.mqc.Close()
+	return errors.Join(r.out.Close(ctx), r.gs.Close())
+}
+
+// settle drains the tier and waits until the outbox holds nothing: every
+// intent committed, pushed, dispatched and marked.
+func (r *rig) settle(t *testing.T, ctx context.Context) {
+	t.Helper()
+	for r.out.Len() > 0 {
+		if err := r.tier.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if ctx.Err() != nil {
+			t.Fatal(ctx.Err())
+		}
+		time.Sleep(time.Millisecond) // the dispatcher runs behind the drain
+	}
+}
+
+// remoteJobs reads the remote log of volume as a follower does, from the
+// remote alone: every job id it holds, with the remote LSN that holds it.
+// A job on two pages (committed twice) is an error.
+func remoteJobs(ctx context.Context, url, volume string) (map[brand.ID]uint64, error) {
+	st, err := remote.Open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	l, err := remote.NewLog(st, volume)
+	if err != nil {
+		return nil, err
+	}
+	head, err := l.Head(ctx)
+	if err != nil {
+		return nil, err
+	}
+	jobs := map[brand.ID]uint64{}
+	for lsn := uint64(1); lsn <= head; lsn++ {
+		e, err := l.Read(ctx, lsn)
+		if err != nil {
+			return nil, err
+		}
+		for _, ref := range e.Commit.Pages() {
+			b, err := l.FetchPage(ctx, ref)
+			if err != nil {
+				return nil, err
+			}
+			id, _, err := DecodeJobPage(b)
+			if err != nil {
+				return nil, err
+			}
+			if at, ok := jobs[id]; ok {
+				return nil, fmt.Errorf("job %s on two pages, at remote LSNs %d and %d", brand.JOB.Format(id), at, lsn)
+			}
+			jobs[id] = lsn
+		}
+	}
+	return jobs, nil
+}
+
+// claimAll claims every job of q and counts deliveries per id.
+func claimAll(ctx context.Context, c *mq.Client, q string) (map[brand.ID]int, error) {
+	got := map[brand.ID]int{}
+	for {
+		ds, err := c.Claim(ctx, q, "audit", 1000)
+		if err != nil {
+			return nil, err
+		}
+		if len(ds) == 0 {
+			return got, nil
+		}
+		for _, d := range ds {
+			got[d.ID]++
+		}
+	}
+}
+
+func fileURL(dir string) string { return "file://" + filepath.ToSlash(dir) }
+
+func TestEnqueueSyncAsync(t *testing.T) {
+	ctx := t.Context()
+	rd := servers.Redis(t)
+	dir := t.TempDir()
+	url := fileURL(filepath.Join(dir, "remote"))
+	r, err := openRig(ctx, dir, url, rd.URL, 100, TierOptions{AsyncInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, err := r.tier.Enqueue(ctx, "jobsA", 0, []byte(`{"n":1}`), Sync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s1.LSN != 1 || s1.Volume != "accept.jobsA.0" || s1.Mode != Sync {
+		t.Fatalf("receipt %+v", s1)
+	}
+	a, err := r.tier.Enqueue(ctx, "jobsA", 0, []byte(`{"n":2}`), Async)
+	if err != nil || a.LSN != 0 {
+		t.Fatalf("async %+v %v", a, err)
+	}
+	s2, err := r.tier.Enqueue(ctx, "jobsA", 0, []byte(`{"n":3}`), Sync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.LSN != 2 {
+		t.Fatalf("second sync at remote LSN %d, want 2", s2.LSN)
+	}
+	jobs, err := remoteJobs(ctx, url, "accept.jobsA.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The async job pending before the second sync rode in its commit.
+	if jobs[s1.ID] != 1 || jobs[a.ID] != 2 || jobs[s2.ID] != 2 || len(jobs) != 3 {
+		t.Fatalf("remote jobs %v", jobs)
+	}
+	r.settle(t, ctx)
+	got, err := claimAll(ctx, r.mqc, "jobsA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []brand.ID{s1.ID, a.ID, s2.ID} {
+		if got[id] != 1 {
+			t.Fatalf("job %s delivered %d times (%v)", brand.JOB.Format(id), got[id], got)
+		}
+	}
+	// A second enqueue of a known id is refused before any side effect.
+	if _, err := r.tier.Enqueue(ctx, "jobsA", 0, []byte{0xff}, Async); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("invalid UTF-8: %v", err)
+	}
+	if _, err := r.tier.Enqueue(ctx, "bad:name", 0, nil, Async); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bad queue: %v", err)
+	}
+	if err := r.close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// blockingReplicator holds every Push until release is closed, and
+// reports each Push as it starts.
+type blockingReplicator struct {
+	Replicator
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingReplicator) Push(ctx context.Context, vol *graft.Volume) (uint64, error) {
+	b.started <- struct{}{}
+	<-b.release
+	return b.Replicator.Push(ctx, vol)
+}
+
+// TestGroupCommit: while one commit is being pushed, 63 sync callers
+// arrive; they are all acknowledged by the next commit, one remote LSN.
+func TestGroupCommit(t *testing.T) {
+	ctx := t.Context()
+	rd := servers.Redis(t)
+	dir := t.TempDir()
+	url := fileURL(filepath.Join(dir, "remote"))
+	r, err := openRig(ctx, dir, url, rd.URL, 1000, TierOptions{AsyncInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close(ctx)
+	br := &blockingReplicator{Replicator: r.rep, started: make(chan struct{}, 8), release: make(chan struct{})}
+	r.tier.rep = br
+	first := make(chan Receipt, 1)
+	go func() {
+		rc, err := r.tier.Enqueue(ctx, "grp", 0, []byte("first"), Sync)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- rc
+	}()
+	<-br.started // the first commit is landed and held in its push
+	const n = 63
+	var wg sync.WaitGroup
+	lsns := make([]uint64, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rc, err := r.tier.Enqueue(ctx, "grp", 0, []byte("x"+strconv.Itoa(i)), Sync)
+			if err != nil {
+				t.Error(err)
+			}
+			lsns[i] = rc.LSN
+		}()
+	}
+	q, _ := r.tier.queue(ctx, "grp")
+	for { // wait until all 63 are recorded and pending behind the held push
+		q.mu.Lock()
+		k := len(q.pending)
+		q.mu.Unlock()
+		if k == n {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(br.release)
+	wg.Wait()
+	if rc := <-first; rc.LSN != 1 {
+		t.Fatalf("first at %d", rc.LSN)
+	}
+	for i, l := range lsns {
+		if l != 2 {
+			t.Fatalf("caller %d acknowledged at remote LSN %d, want 2 (one shared commit)", i, l)
+		}
+	}
+	if h := r.gs; h == nil {
+		t.Fatal("no store")
+	}
+	if q.vol.Head() != 2 {
+		t.Fatalf("local head %d, want 2 commits", q.vol.Head())
+	}
+}
+
+// The crash test of the two-tier enqueue: a child enqueues sync and async
+// jobs and reports "S <id> <lsn>" after each sync ack and "A <id>" after
+// each async ack; the parent SIGKILLs it after a random number of reports,
+// restarts the tier on the same data dir (recovery re-commits and
+// re-dispatches), and audits the remote, the outbox and the job stream.
+const tierCrashK = 16
+
+func TestEnqueueCrashChild(t *testing.T) {
+	arg, ok := crashtest.Child("TestEnqueueCrashChild")
+	if !ok {
+		t.Skip("child of TestEnqueueCrash")
+	}
+	parts := strings.SplitN(arg, "|", 3)
+	ctx := context.Background()
+	r, err := openRig(ctx, parts[0], parts[1], parts[2], tierCrashK, TierOptions{AsyncEvery: 8, AsyncInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				mode := Async
+				if (i+w)%3 == 0 {
+					mode = Sync
+				}
+				rc, err := r.tier.Enqueue(ctx, "crashq", 0, []byte(fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)), mode)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				if mode == Sync {
+					crashtest.Report("S %d %d", rc.ID, rc.LSN)
+				} else {
+					crashtest.Report("A %d", rc.ID)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestEnqueueCrash(t *testing.T) {
+	if _, ok := crashtest.Child("TestEnqueueCrashChild"); ok {
+		return
+	}
+	ctx := t.Context()
+	rd := servers.Redis(t)
+	dir := t.TempDir()
+	url := fileURL(filepath.Join(dir, "remote"))
+	const vol = "accept.crashq.0"
+	syncAcked := map[brand.ID]uint64{}
+	var asyncAcked []brand.ID
+	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
+	for round := range 6 {
+		p := crashtest.Start(t, "TestEnqueueCrashChild", dir+"|"+url+"|"+rd.URL)
+		stop := 20 + rng.IntN(200)
+		var lines []string
+		for range stop {
+			line, err := p.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, line)
+		}
+		if err := p.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, p.Rest()...)
+		var roundAsync []brand.ID
+		for _, l := range lines {
+			f := strings.Fields(l)
+			id, _ := strconv.ParseUint(f[1], 10, 64)
+			if f[0] == "S" {
+				lsn, _ := strconv.ParseUint(f[2], 10, 64)
+				syncAcked[brand.ID(id)] = lsn
+			} else {
+				roundAsync = append(roundAsync, brand.ID(id))
+			}
+		}
+		asyncAcked = append(asyncAcked, roundAsync...)
+
+		// Every acknowledged sync job is in the remote at or below the
+		// LSN it was acknowledged with, before any recovery runs.
+		jobs, err := remoteJobs(ctx, url, vol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id, lsn := range syncAcked {
+			if got, ok := jobs[id]; !ok || got > lsn {
+				t.Fatalf("round %d: sync job %s acknowledged at remote LSN %d; remote has it at %d (%v)", round, brand.JOB.Format(id), lsn, got, ok)
+			}
+		}
+		// Recovery: restart the tier; it re-commits and re-dispatches.
+		r, err := openRig(ctx, dir, url, rd.URL, tierCrashK, TierOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.settle(t, ctx)
+		if err := r.close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		jobs, err = remoteJobs(ctx, url, vol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost := 0
+		for _, id := range roundAsync {
+			if _, ok := jobs[id]; !ok {
+				lost++
+			}
+		}
+		if lost > tierCrashK {
+			t.Fatalf("round %d: %d acknowledged async jobs lost, K = %d", round, lost, tierCrashK)
+		}
+		t.Logf("round %d: %d reports, %d sync, %d async acknowledged, %d async lost, %d jobs in remote",
+			round, len(lines), len(syncAcked), len(roundAsync), lost, len(jobs))
+	}
+	// The job stream: each job once, under its own id, and every job in
+	// the remote is dispatched.
+	c, err := mq.Connect(ctx, mq.Options{URL: rd.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got, err := claimAll(ctx, c, "crashq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := remoteJobs(ctx, url, vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, n := range got {
+		if n != 1 {
+			t.Fatalf("job %s delivered %d times", brand.JOB.Format(id), n)
+		}
+		if _, ok := jobs[id]; !ok {
+			t.Fatalf("job %s dispatched but not in the remote", brand.JOB.Format(id))
+		}
+	}
+	for id := range jobs {
+		if got[id] != 1 {
+			t.Fatalf("job %s in the remote but dispatched %d times", brand.JOB.Format(id), got[id])
+		}
+	}
+	for id := range syncAcked {
+		if got[id] != 1 {
+			t.Fatalf("acknowledged sync job %s not dispatched", brand.JOB.Format(id))
+		}
+	}
+}
+
+// TestEnqueueMinIO: sync enqueues against a real S3 server; a follower
+// reading only the bucket sees every acknowledged LSN and its jobs.
+func TestEnqueueMinIO(t *testing.T) {
+	ctx := t.Context()
+	rd := servers.Redis(t)
+	m := servers.MinIO(t)
+	for _, kv := range m.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	bucket := fmt.Sprintf("accept-tier-%d", rand.Uint64())
+	if err := m.CreateBucket(ctx, bucket); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	r, err := openRig(ctx, dir, m.URL(bucket), rd.URL, 100, TierOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close(ctx)
+	var wg sync.WaitGroup
+	receipts := make([]Receipt, 32)
+	for i := range receipts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rc, err := r.tier.Enqueue(ctx, "mq1", 0, []byte(`{"i":`+strconv.Itoa(i)+`}`), Sync)
+			if err != nil {
+				t.Error(err)
+			}
+			receipts[i] = rc
+		}()
+	}
+	wg.Wait()
+	jobs, err := remoteJobs(ctx, m.URL(bucket), "accept.mq1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range receipts {
+		if l, ok := jobs[rc.ID]; !ok || l != rc.LSN {
+			t.Fatalf("job %s acknowledged at %d, remote has %d %v", brand.JOB.Format(rc.ID), rc.LSN, l, ok)
+		}
+	}
+}
+
+func TestJobPage(t *testing.T) {
+	b := EncodeJobPage(42, []byte("hello"))
+	id, p, err := DecodeJobPage(b)
+	if err != nil || id != 42 || string(p) != "hello" {
+		t.Fatalf("%v %q %v", id, p, err)
+	}
+	for i := range b {
+		for bit := range 8 {
+			c := append([]byte(nil), b...)
+			c[i] ^= 1 << bit
+			if _, _, err := DecodeJobPage(c); err == nil {
+				t.Fatalf("flip at %d.%d decoded", i, bit)
+			}
+		}
+		if _, _, err := DecodeJobPage(b[:i]); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("cut at %d: %v", i, err)
+		}
+	}
+}
