@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -153,8 +155,9 @@ type Tier struct {
 	opts TierOptions
 	log  *slog.Logger
 
-	ctx    context.Context // ends at Close
+	ctx    context.Context // ends when Close ends
 	cancel context.CancelFunc
+	stop   chan struct{} // closed by Close: committers stop
 	wg     sync.WaitGroup
 
 	mu     sync.Mutex
@@ -182,6 +185,7 @@ type tierQueue struct {
 	nsync   int
 	oldest  time.Time // when the oldest pending async item arrived
 	drains  []chan error
+	stopped bool // the committer has stopped: no more waiters
 
 	// committer-only state
 	next     uint64 // the next page index
@@ -225,15 +229,20 @@ func NewTier(ctx context.Context, out *Outbox, gs *graft.Store, rep Replicator, 
 	}
 	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	t := &Tier{out: out, gs: gs, rep: rep, disp: disp, opts: opts, log: lg,
-		ctx: tctx, cancel: cancel, queues: map[string]*tierQueue{}}
+		ctx: tctx, cancel: cancel, stop: make(chan struct{}), queues: map[string]*tierQueue{}}
 	if err := t.recover(ctx); err != nil {
-		t.Close()
+		t.Close(ctx)
 		return nil, err
 	}
 	return t, nil
 }
 
-// recover re-commits or re-dispatches the intents pending in the outbox.
+// recover finishes what a previous process left. The accept volume is the
+// truth about what was committed: every job on its pages at or above the
+// safe index is dispatched again (the job stream dedups by id) and marked in
+// the outbox, whether or not the outbox still holds its intent (a sync job
+// is acknowledged before its record is durable in the outbox). Intents
+// pending in the outbox that the volume does not hold are queued for commit.
 func (t *Tier) recover(ctx context.Context) error {
 	pend, err := t.out.Pending(ctx)
 	if err != nil {
@@ -244,6 +253,19 @@ func (t *Tier) recover(ctx context.Context) error {
 		t.opts.Minter.Observe(in.ID)
 		byQueue[in.Queue] = append(byQueue[in.Queue], in)
 	}
+	vols, err := t.gs.Volumes(ctx)
+	if err != nil {
+		return fmt.Errorf("accept: recover: %w", err)
+	}
+	suffix := "." + strconv.Itoa(int(t.opts.Node))
+	for _, v := range vols {
+		qn, ok := strings.CutPrefix(v.Volume, "accept.")
+		if qn, ok = strings.CutSuffix(qn, suffix); ok {
+			if _, seen := byQueue[qn]; !seen && names.Check(names.Queue, qn) == nil {
+				byQueue[qn] = nil
+			}
+		}
+	}
 	for qn, ins := range byQueue {
 		q, err := t.queue(ctx, qn)
 		if err != nil {
@@ -252,15 +274,18 @@ func (t *Tier) recover(ctx context.Context) error {
 		if _, err := t.rep.Push(ctx, q.vol); err != nil {
 			return fmt.Errorf("accept: recover %s: %w", q.vol.Name(), err)
 		}
-		inVol, err := q.committedIDs(ctx)
+		inVol, err := q.committedJobs(ctx)
 		if err != nil {
 			return err
 		}
-		var done []item
+		seen := make(map[brand.ID]bool, len(inVol))
+		for _, it := range inVol {
+			seen[it.in.ID] = true
+			t.opts.Minter.Observe(it.in.ID)
+		}
 		q.mu.Lock()
 		for _, in := range ins {
-			if inVol[in.ID] {
-				done = append(done, item{in: in})
+			if seen[in.ID] {
 				continue
 			}
 			if len(q.pending) == 0 {
@@ -269,38 +294,38 @@ func (t *Tier) recover(ctx context.Context) error {
 			q.pending = append(q.pending, item{in: in})
 		}
 		q.mu.Unlock()
-		if len(done) > 0 {
-			t.dispatch(ctx, q, done)
+		if len(inVol) > 0 && !t.dispatch(ctx, q, inVol) {
+			return fmt.Errorf("accept: recover %s: dispatch: %w", q.vol.Name(), context.Cause(ctx))
 		}
 		q.poke()
 	}
 	return nil
 }
 
-// committedIDs returns the ids on the pages at or above the safe index.
-func (q *tierQueue) committedIDs(ctx context.Context) (map[brand.ID]bool, error) {
-	ids := map[brand.ID]bool{}
+// committedJobs returns the jobs on the pages at or above the safe index.
+func (q *tierQueue) committedJobs(ctx context.Context) ([]item, error) {
 	if q.next == q.safe {
-		return ids, nil
+		return nil, nil
 	}
 	snap, err := q.vol.Snapshot(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer snap.Close()
+	var jobs []item
 	it := snap.Scan(ctx, q.safe, q.next-1)
 	for it.Next() {
-		id, _, err := DecodeJobPage(it.Value())
+		id, payload, err := DecodeJobPage(it.Value())
 		if err != nil {
 			it.Close()
 			return nil, fmt.Errorf("accept: volume %s page %d: %w", q.vol.Name(), it.Index(), err)
 		}
-		ids[id] = true
+		jobs = append(jobs, item{in: Intent{ID: id, Queue: q.name, Payload: payload}})
 	}
 	if err := it.Close(); err != nil {
 		return nil, err
 	}
-	return ids, nil
+	return jobs, nil
 }
 
 // queue returns the state of queue qn, opening its volume and starting its
@@ -401,6 +426,11 @@ func (t *Tier) Enqueue(ctx context.Context, q string, id brand.ID, payload []byt
 		it.done = make(chan commitResult, 1)
 	}
 	tq.mu.Lock()
+	if tq.stopped {
+		tq.mu.Unlock()
+		// Recorded: the next NewTier commits it.
+		return Receipt{}, fmt.Errorf("accept: enqueue of %s: %w", brand.JOB.Format(id), ErrClosed)
+	}
 	if len(tq.pending) == 0 {
 		tq.oldest = time.Now()
 	}
@@ -441,6 +471,10 @@ func (t *Tier) Drain(ctx context.Context) error {
 	for _, q := range qs {
 		ch := make(chan error, 1)
 		q.mu.Lock()
+		if q.stopped {
+			q.mu.Unlock()
+			return ErrClosed
+		}
 		q.drains = append(q.drains, ch)
 		q.mu.Unlock()
 		q.poke()
@@ -454,10 +488,13 @@ func (t *Tier) Drain(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Close stops the committers and dispatchers. Intents not yet committed or
-// dispatched stay pending in the outbox, for the next NewTier. It does not
-// close the outbox, the store or the dispatcher.
-func (t *Tier) Close() error {
+// Close stops the committers, lets the dispatchers finish the batches
+// already committed and pushed, and returns. Intents not yet committed stay
+// pending in the outbox for the next NewTier (Drain first to commit them).
+// If ctx ends before the dispatchers finish, they are cancelled (what they
+// had not marked is re-dispatched by the next NewTier). It does not close
+// the outbox, the store or the dispatcher.
+func (t *Tier) Close(ctx context.Context) error {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -465,9 +502,18 @@ func (t *Tier) Close() error {
 	}
 	t.closed = true
 	t.mu.Unlock()
-	t.cancel()
-	t.wg.Wait()
-	return nil
+	close(t.stop)
+	done := make(chan struct{})
+	go func() { t.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		t.cancel()
+		return nil
+	case <-ctx.Done():
+		t.cancel()
+		<-done
+		return fmt.Errorf("accept: tier close: %w", ctx.Err())
+	}
 }
 
 // committer is the one goroutine that commits queue q.
@@ -478,7 +524,7 @@ func (t *Tier) committer(q *tierQueue) {
 	defer timer.Stop()
 	for {
 		select {
-		case <-t.ctx.Done():
+		case <-t.stop:
 			t.failWaiters(q, fmt.Errorf("accept: tier closed: %w", ErrClosed))
 			return
 		case <-q.kick:
@@ -632,7 +678,7 @@ func (t *Tier) failWaiters(q *tierQueue, err error) {
 	for _, d := range q.drains {
 		d <- err
 	}
-	q.drains, q.nsync = nil, 0
+	q.drains, q.nsync, q.stopped = nil, 0, true
 }
 
 // dispatcher puts committed batches on the job stream, marks them committed

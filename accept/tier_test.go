@@ -61,7 +61,7 @@ func openRig(ctx context.Context, dir, remoteURL, redisURL string, k int, topts 
 }
 
 func (r *rig) close(ctx context.Context) error {
-	r.tier.Close()
+	r.tier.Close(ctx)
 	r.mqc.Close()
 	return errors.Join(r.out.Close(ctx), r.gs.Close())
 }
