@@ -40,6 +40,9 @@ var (
 	ErrReadOnly = errors.New("graft: store opened read-only")
 	// ErrNoStore: Options.ReadOnly and there is no store in the directory.
 	ErrNoStore = errors.New("graft: no store in this directory")
+	// ErrNoRemote: replication or a page fault needs a remote store and the
+	// Store has none (Options.Remote, Store.AttachRemote).
+	ErrNoRemote = errors.New("graft: no remote store attached")
 	// ErrLocked: another process holds the data directory.
 	ErrLocked = errors.New("graft: data directory locked by another process")
 )

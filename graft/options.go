@@ -7,6 +7,8 @@ import (
 	"math"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/echostore/echostore/graft/remote"
 )
 
 // ArchiveBase is the first archive page index. Business pages live below it,
@@ -65,6 +67,12 @@ type Options struct {
 	// FS is the filesystem Pebble runs on; nil means the operating system's.
 	// Tests pass vfs.NewMem or vfs.NewCrashableMem.
 	FS vfs.FS
+	// Remote is the object store the volumes replicate to: Push, Pull,
+	// Hydrate and the page faults of a follower use it. nil: none (see
+	// Store.AttachRemote). The Store does not close it.
+	Remote remote.Store
+	// RemoteHooks are fault hooks of pushes, for crash tests (remote.Hooks).
+	RemoteHooks remote.Hooks
 	// Logger receives Pebble's messages (Info at Debug level) and the store's
 	// own; nil discards them.
 	Logger *slog.Logger

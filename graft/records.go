@@ -13,10 +13,12 @@ import (
 // endian. docs/GRAFT.md specifies each byte.
 const (
 	recordV1       byte = 1
+	recordV2       byte = 2
 	crcLen              = 4
 	storeMagic          = "GRFT"
 	storeRecLen         = 1 + len(storeMagic) + 8 + crcLen
 	volumeRecV1Len      = 1 + 7*8 + crcLen
+	volumeRecV2Len      = volumeRecV1Len + 8 + 32 + 8
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -25,8 +27,14 @@ func appendCRC(b []byte) []byte {
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
 }
 
-// checkCRC verifies the trailing checksum and returns the body before it.
+// checkCRC verifies the trailing checksum and a version-1 body, and returns
+// the body before the checksum.
 func checkCRC(what string, b []byte) ([]byte, error) {
+	return checkCRCVersions(what, b, recordV1)
+}
+
+// checkCRCVersions is checkCRC accepting version bytes up to maxVersion.
+func checkCRCVersions(what string, b []byte, maxVersion byte) ([]byte, error) {
 	if len(b) < 1+crcLen {
 		return nil, corrupt(what, "%d bytes is too short", len(b))
 	}
@@ -34,7 +42,7 @@ func checkCRC(what string, b []byte) ([]byte, error) {
 	if got, want := binary.BigEndian.Uint32(b[len(body):]), crc32.Checksum(body, crcTable); got != want {
 		return nil, corrupt(what, "checksum %08x, computed %08x", got, want)
 	}
-	if body[0] != recordV1 {
+	if body[0] < recordV1 || body[0] > maxVersion {
 		return nil, corrupt(what, "unknown version %d", body[0])
 	}
 	return body, nil
@@ -76,9 +84,10 @@ func decodeStoreRecord(b []byte) (storeRecord, error) {
 // volumeRecord is the value of a volume key. It is rewritten in the batch of
 // every commit, so head, pages and bytes always describe the same LSN.
 //
-// Version 1 has the fields below. Fields are only ever appended; a later
-// version (the replication layer's remote LSN and sync point) bumps the
-// version byte and decoders keep reading version 1 with the new fields zero.
+// Version 1 has the first seven fields; version 2 appends the replication
+// fields (remote LSN, its hash, the local LSN it covers). Fields are only
+// ever appended; encoders write version 2 and decoders read version 1 with
+// the new fields zero.
 type volumeRecord struct {
 	ID       uint64 // internal id, the volume's key prefix
 	Head     uint64 // newest committed LSN (0: none yet)
@@ -87,29 +96,48 @@ type volumeRecord struct {
 	Pages    uint64 // pages present at Head
 	Bytes    uint64 // sum of their lengths
 	Created  int64  // creation time, Unix nanoseconds
+
+	RemoteLSN  uint64   // newest remote LSN pushed or applied (0: none)
+	RemoteHash [32]byte // SHA-256 of that remote commit (zero with RemoteLSN 0)
+	SyncLocal  uint64   // the local LSN that remote commit covers (the sync point)
 }
 
 func encodeVolumeRecord(r volumeRecord) []byte {
-	b := make([]byte, 0, volumeRecV1Len)
-	b = append(b, recordV1)
-	for _, f := range [...]uint64{r.ID, r.Head, r.Horizon, r.KeepFrom, r.Pages, r.Bytes, uint64(r.Created)} {
+	b := make([]byte, 0, volumeRecV2Len)
+	b = append(b, recordV2)
+	for _, f := range [...]uint64{r.ID, r.Head, r.Horizon, r.KeepFrom, r.Pages, r.Bytes, uint64(r.Created), r.RemoteLSN} {
 		b = binary.BigEndian.AppendUint64(b, f)
 	}
+	b = append(b, r.RemoteHash[:]...)
+	b = binary.BigEndian.AppendUint64(b, r.SyncLocal)
 	return appendCRC(b)
 }
 
 func decodeVolumeRecord(b []byte) (volumeRecord, error) {
 	const what = "volume record"
-	body, err := checkCRC(what, b)
+	body, err := checkCRCVersions(what, b, recordV2)
 	if err != nil {
 		return volumeRecord{}, err
 	}
-	if len(b) != volumeRecV1Len {
-		return volumeRecord{}, corrupt(what, "%d bytes, want %d", len(b), volumeRecV1Len)
+	want := volumeRecV1Len
+	if body[0] == recordV2 {
+		want = volumeRecV2Len
+	}
+	if len(b) != want {
+		return volumeRecord{}, corrupt(what, "version %d: %d bytes, want %d", body[0], len(b), want)
 	}
 	f := func(n int) uint64 { return binary.BigEndian.Uint64(body[1+8*n:]) }
 	r := volumeRecord{ID: f(0), Head: f(1), Horizon: f(2), KeepFrom: f(3), Pages: f(4), Bytes: f(5), Created: int64(f(6))}
+	if body[0] == recordV2 {
+		r.RemoteLSN = f(7)
+		copy(r.RemoteHash[:], body[1+8*8:])
+		r.SyncLocal = binary.BigEndian.Uint64(body[1+8*8+32:])
+	}
 	switch {
+	case r.SyncLocal > r.Head:
+		return volumeRecord{}, corrupt(what, "sync point %d above head %d", r.SyncLocal, r.Head)
+	case r.RemoteLSN == 0 && (r.SyncLocal != 0 || r.RemoteHash != [32]byte{}):
+		return volumeRecord{}, corrupt(what, "sync point without a remote LSN")
 	case r.ID == 0:
 		return volumeRecord{}, corrupt(what, "volume id 0")
 	case r.Horizon > r.Head:

@@ -3,6 +3,7 @@ package graft
 import (
 	"bytes"
 	"errors"
+	"github.com/echostore/echostore/graft/remote"
 	"reflect"
 	"testing"
 	"time"
@@ -45,16 +46,36 @@ func TestCommitRecordRoundTrip(t *testing.T) {
 }
 
 func TestVolumeRecordRoundTrip(t *testing.T) {
-	r := volumeRecord{ID: 3, Head: 10, Horizon: 4, KeepFrom: Unpinned, Pages: 5, Bytes: 999, Created: 1234}
+	r := volumeRecord{ID: 3, Head: 10, Horizon: 4, KeepFrom: Unpinned, Pages: 5, Bytes: 999, Created: 1234,
+		RemoteLSN: 7, RemoteHash: [32]byte{1, 2, 3, 31: 9}, SyncLocal: 9}
 	b := encodeVolumeRecord(r)
-	if len(b) != volumeRecV1Len {
-		t.Fatalf("%d bytes", len(b))
+	if len(b) != volumeRecV2Len || b[0] != 2 {
+		t.Fatalf("%d bytes, version %d", len(b), b[0])
 	}
 	got, err := decodeVolumeRecord(b)
 	if err != nil || got != r {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
-	for _, bad := range []volumeRecord{{ID: 0, Head: 1}, {ID: 1, Head: 1, Horizon: 2}, {ID: 1, Pages: 1}} {
+	for n := 0; n < len(b); n++ { // every truncation and every bit flip is caught
+		if _, err := decodeVolumeRecord(b[:n]); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("truncated to %d: %v", n, err)
+		}
+		flipped := bytes.Clone(b)
+		flipped[n] ^= 0x10
+		if _, err := decodeVolumeRecord(flipped); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("flip at %d: %v", n, err)
+		}
+	}
+	// Version 1 (written before replication) still reads, the new fields zero.
+	v1 := append([]byte{1}, b[1:57]...)
+	v1 = appendCRC(v1)
+	old := r
+	old.RemoteLSN, old.RemoteHash, old.SyncLocal = 0, [32]byte{}, 0
+	if got, err := decodeVolumeRecord(v1); err != nil || got != old || len(v1) != volumeRecV1Len {
+		t.Fatalf("version 1: %+v, %v", got, err)
+	}
+	for _, bad := range []volumeRecord{{ID: 0, Head: 1}, {ID: 1, Head: 1, Horizon: 2}, {ID: 1, Pages: 1},
+		{ID: 1, Head: 1, RemoteLSN: 1, SyncLocal: 2}, {ID: 1, Head: 1, SyncLocal: 1}} {
 		if _, err := decodeVolumeRecord(encodeVolumeRecord(bad)); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%+v decoded: %v", bad, err)
 		}
@@ -132,6 +153,44 @@ func FuzzDecodeKeys(f *testing.F) {
 		}
 		if lsn, ok := decodeCommitKey(k, vid); ok && !bytes.Equal(appendCommitKey(nil, vid, lsn), k) {
 			t.Fatalf("commit key %x does not re-encode", k)
+		}
+	})
+}
+
+func TestFrameRecordRoundTrip(t *testing.T) {
+	f := frameRecord{Segment: "segments/v/0123456789abcdef0123456789abcdef", Ref: remote.FrameRef{
+		Offset: 8, Length: 300, RawLength: 12288, CRC: 0xdeadbeef,
+		Pages: []remote.PageLoc{{Index: 3, Offset: 0, Length: 4096}, {Index: 9, Offset: 4096, Length: 8192}}}}
+	b := encodeFrameRecord(f)
+	got, err := decodeFrameRecord(b)
+	if err != nil || got.Segment != f.Segment || got.Ref.CRC != f.Ref.CRC || len(got.Ref.Pages) != 2 || got.Ref.Pages[1] != f.Ref.Pages[1] {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for n := 0; n < len(b); n++ {
+		if _, err := decodeFrameRecord(b[:n]); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("truncated to %d: %v", n, err)
+		}
+	}
+	for _, v := range [][]byte{encodeRemoteRef(4096, 7), {1, 'a'}} {
+		if _, _, _, _, err := pageValue(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, v := range [][]byte{{}, {2}, {2, 0x80}, {3, 1}, append(encodeRemoteRef(1, 1), 0)} {
+		if _, _, _, _, err := pageValue(v); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%x: %v", v, err)
+		}
+	}
+}
+
+func FuzzDecodeFrameRecord(f *testing.F) {
+	f.Add(encodeFrameRecord(frameRecord{Segment: "s", Ref: remote.FrameRef{Pages: []remote.PageLoc{{Index: 1}}}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, in := range [][]byte{b, appendCRC(bytes.Clone(b))} {
+			if _, err := decodeFrameRecord(in); err != nil && !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error does not wrap ErrCorrupt: %v", err)
+			}
+			_, _, _, _, _ = pageValue(in)
 		}
 	})
 }

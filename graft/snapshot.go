@@ -54,11 +54,45 @@ func (s *Snapshot) Get(ctx context.Context, i uint64) ([]byte, error) {
 		return nil, err
 	}
 	var lo, hi [pageKeyLen]byte
-	v, err := s.seekFirst(ctx, putPageKey(&lo, s.v.id, i, s.lsn), putPageKey(&hi, s.v.id, i, lsnNone), "page version")
+	v, err := s.getPage(ctx, i, putPageKey(&lo, s.v.id, i, s.lsn), putPageKey(&hi, s.v.id, i, lsnNone))
 	if err != nil {
 		return nil, fmt.Errorf("graft: volume %q page %d at LSN %d: %w", s.v.name, i, s.lsn, err)
 	}
 	return v, nil
+}
+
+// getPage returns a copy of the bytes of the first page version in
+// [lo, hi), fetching them from the remote if they are not local yet.
+func (s *Snapshot) getPage(ctx context.Context, i uint64, lo, hi []byte) ([]byte, error) {
+	it, err := s.v.s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, err
+	}
+	if !it.SeekGE(lo) {
+		if err := errors.Join(it.Error(), it.Close()); err != nil {
+			return nil, err
+		}
+		return nil, ErrNotFound
+	}
+	_, lsn, _ := decodePageKey(it.Key(), s.v.id)
+	val, err := it.ValueAndErr()
+	var data []byte
+	var ref bool
+	var seq uint32
+	if err == nil {
+		data, _, seq, ref, err = pageValue(val)
+		data = bytes.Clone(data)
+		if data == nil {
+			data = []byte{}
+		}
+	}
+	if err := errors.Join(err, it.Close()); err != nil {
+		return nil, err
+	}
+	if ref {
+		return s.v.fault(ctx, i, lsn, seq)
+	}
+	return data, nil
 }
 
 // Meta returns a copy of the value of metadata key as of the snapshot's LSN,
@@ -281,7 +315,12 @@ func (p *PageIter) prev() bool {
 func (p *PageIter) load(q uint64, copyVal bool) bool {
 	val, err := p.it.ValueAndErr()
 	if err == nil {
-		val, err = versionedPayload("page version", val)
+		var ref bool
+		var seq uint32
+		if val, _, seq, ref, err = pageValue(val); err == nil && ref {
+			_, lsn, _ := decodePageKey(p.it.Key(), p.snap.v.id)
+			val, err = p.snap.v.fault(p.ctx, q, lsn, seq)
+		}
 	}
 	if err != nil {
 		p.err = fmt.Errorf("graft: volume %q page %d: %w", p.snap.v.name, q, err)

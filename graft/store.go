@@ -28,6 +28,7 @@ type Store struct {
 	opts   Options
 	log    *slog.Logger
 	closed atomic.Bool
+	remote atomic.Pointer[remoteHandle] // nil: no remote attached
 
 	mu     sync.Mutex // guards vols and nextID (volume creation)
 	vols   map[string]*Volume
@@ -69,6 +70,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("graft: open %s: %w", dir, err)
 	}
 	s := &Store{db: db, opts: opts, log: opts.Logger, vols: make(map[string]*Volume)}
+	if opts.Remote != nil {
+		s.remote.Store(&remoteHandle{store: opts.Remote, hooks: opts.RemoteHooks})
+	}
 	if err := s.loadStoreRecord(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("graft: open %s: %w", dir, err)

@@ -245,11 +245,12 @@ func (t *Txn) sizeDelta(ctx context.Context, pages []uint64) (newPages uint64, d
 			_ = it.Close()
 			return 0, 0, fmt.Errorf("graft: commit to volume %q: %w", v.name, err)
 		}
-		if _, err := versionedPayload("page version", val); err != nil {
+		_, n, _, _, err := pageValue(val)
+		if err != nil {
 			_ = it.Close()
 			return 0, 0, fmt.Errorf("graft: volume %q page %d: %w", v.name, p, err)
 		}
-		delta -= int64(len(val) - 1)
+		delta -= int64(n)
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return 0, 0, fmt.Errorf("graft: commit to volume %q: %w", v.name, err)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/echostore/echostore/graft/remote"
 )
 
 // Volume is a named, sparse array of pages with a gap-free log of commits.
@@ -31,7 +33,18 @@ type Volume struct {
 	// volumes do not wait for it and share the fsync.
 	commitMu sync.Mutex
 
-	gcMu sync.Mutex // one GC at a time
+	gcMu sync.Mutex // one GC at a time; held by page faults while they cache
+
+	// faultMu serialises page faults (and a restart or reset, which drop
+	// what a fault would cache), so a frame is fetched once. Lock order:
+	// faultMu, gcMu, commitMu, pinMu.
+	faultMu sync.Mutex
+
+	pushMu sync.Mutex // one push, pull or reset at a time
+
+	logMu  sync.Mutex // guards rlog, rlogOf
+	rlog   *remote.Log
+	rlogOf *remoteHandle
 
 	pinMu sync.Mutex
 	pins  map[uint64]int // LSN → open snapshots pinning it
@@ -49,7 +62,8 @@ func newVolume(s *Store, name string, key []byte, rec volumeRecord) *Volume {
 type Info struct {
 	Volume    string    `json:"volume"`
 	LocalLSN  uint64    `json:"local_lsn"`  // head: the newest local commit
-	RemoteLSN uint64    `json:"remote_lsn"` // newest pushed remote LSN; 0 until replication exists
+	RemoteLSN uint64    `json:"remote_lsn"` // newest remote LSN pushed or applied; 0 before the first
+	SyncLSN   uint64    `json:"sync_lsn"`   // the local LSN that remote commit covers (the sync point)
 	Pages     uint64    `json:"pages"`      // pages present at the head
 	Bytes     uint64    `json:"bytes"`      // sum of their lengths
 	Horizon   uint64    `json:"gc_horizon"` // lowest readable LSN
@@ -59,7 +73,7 @@ type Info struct {
 
 func (r volumeRecord) info(name string) Info {
 	return Info{
-		Volume: name, LocalLSN: r.Head, Pages: r.Pages, Bytes: r.Bytes,
+		Volume: name, LocalLSN: r.Head, RemoteLSN: r.RemoteLSN, SyncLSN: r.SyncLocal, Pages: r.Pages, Bytes: r.Bytes,
 		Horizon: r.Horizon, KeepFrom: r.KeepFrom, Created: time.Unix(0, r.Created),
 	}
 }

@@ -16,6 +16,8 @@ type Log struct {
 	store  Store
 	volume string
 
+	hooks Hooks
+
 	mu  sync.Mutex
 	tip struct {
 		lsn  uint64
@@ -50,6 +52,36 @@ func NewLog(store Store, volume string) (*Log, error) {
 
 // Volume returns the volume name.
 func (l *Log) Volume() string { return l.volume }
+
+// Hooks are named fault points of a push, for crash tests: each, if set,
+// is called when the push reaches its point and may block or kill the
+// process there. Production code leaves them nil.
+type Hooks struct {
+	// BeforeSegmentUpload runs in Prepare before the first segment upload.
+	BeforeSegmentUpload func()
+	// BetweenUploadAndCommit runs in Push after the pending commit is
+	// recorded and before it is published.
+	BetweenUploadAndCommit func()
+	// AfterCommitBeforeLocalRecord runs in Push after the commit landed and
+	// before the new sync point is recorded locally.
+	AfterCommitBeforeLocalRecord func()
+}
+
+// NewLogWithHooks is NewLog with fault hooks (see Hooks).
+func NewLogWithHooks(store Store, volume string, h Hooks) (*Log, error) {
+	l, err := NewLog(store, volume)
+	if err != nil {
+		return nil, err
+	}
+	l.hooks = h
+	return l, nil
+}
+
+func call(f func()) {
+	if f != nil {
+		f()
+	}
+}
 
 // Store returns the underlying store.
 func (l *Log) Store() Store { return l.store }
@@ -185,6 +217,7 @@ func (l *Log) Prepare(ctx context.Context, d Draft) (Prepared, error) {
 	if total <= InlineLimit {
 		c.Inline = d.Pages
 	} else {
+		call(l.hooks.BeforeSegmentUpload)
 		salt := fmt.Sprintf("%s/%d/%s", l.volume, d.LSN, d.Prev)
 		for start := 0; start < len(d.Pages); {
 			end, raw := start, 0

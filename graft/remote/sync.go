@@ -121,9 +121,11 @@ func (l *Log) reviveSegments(ctx context.Context, src Source, p Prepared) (Prepa
 }
 
 func publishAndRecord(ctx context.Context, l *Log, src Source, p Prepared) (SyncPoint, error) {
+	call(l.hooks.BetweenUploadAndCommit)
 	if err := l.Publish(ctx, p); err != nil {
 		return SyncPoint{}, err
 	}
+	call(l.hooks.AfterCommitBeforeLocalRecord)
 	sp := SyncPoint{Remote: p.Commit.LSN, Hash: p.Hash, Local: p.Commit.LocalTo}
 	return sp, src.SetSyncPoint(ctx, sp)
 }
