@@ -136,7 +136,7 @@ func TestCLIStreamErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{cmd("stream", "read", "q", "s"), "--live-only"},
+		{cmd("stream", "read", "q", "s", "--live-only", "--archive-only"), "--live-only"},
 		{cmd("stream", "read", "q", "s", "--live-only", "--from", "JOB_0000000000001"), "--from"},
 		{cmd("stream", "append", "q", "s"), "NAME=VALUE"},
 		{cmd("stream", "append", "q", "s", "novalue"), "NAME=VALUE"},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
 	"github.com/spf13/cobra"
@@ -166,24 +167,27 @@ func readJSONL(stdin io.Reader, name string) ([][]mq.Field, error) {
 
 func newStreamReadCmd(g *globals) *cobra.Command {
 	var (
-		from, to string
-		limit    int
-		reverse  bool
-		liveOnly bool
+		from, to    string
+		limit       int
+		reverse     bool
+		liveOnly    bool
+		archiveOnly bool
 	)
 	cmd := &cobra.Command{
-		Use:   "read QUEUE STREAM --live-only [--from ID] [--to ID] [--limit N] [--reverse]",
+		Use:   "read QUEUE STREAM [--from ID] [--to ID] [--limit N] [--reverse] [--live-only|--archive-only]",
 		Short: "Print the records of a stream as JSON lines {\"id\":…,\"fields\":{…}}",
 		Long: `Print the records of a stream with ids in [--from, --to] (both inclusive, each
 a branded id EVT_… or a Redis stream id <ms>-<seq>) as JSON lines, oldest first
 or, with --reverse, newest first; at most --limit of them (0: all).
 
-This build reads the live stream only: --live-only is required. The merge-read
-of archive and live tail comes with the archive.`,
+By default this is the merge-read: the archive in --data (ids up to the
+watermark) and the live tail in Redis (ids above it), as one ordered stream.
+--live-only reads Redis alone; --archive-only reads the data dir alone and
+works with Redis down.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !liveOnly {
-				return errors.New("this build reads the live stream only (the archive merge-read is not built yet): add --live-only")
+			if liveOnly && archiveOnly {
+				return errors.New("--live-only and --archive-only exclude each other: give one, or neither for the merge-read")
 			}
 			lo, hi := brand.ID(0), brand.Max
 			var err error
@@ -201,41 +205,20 @@ of archive and live tail comes with the archive.`,
 				return fmt.Errorf("--limit %d: want 0 (all) or more", limit)
 			}
 			ctx := cmd.Context()
+			if !liveOnly {
+				return readMerged(ctx, g, args[0], args[1], archive.Range{From: lo, To: hi, Limit: limit, Reverse: reverse}, archiveOnly)
+			}
 			c, err := connectMQ(ctx, g)
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			out := bufio.NewWriter(g.stdout)
-			var buf []byte
-			foreign := 0
-			for rec, err := range c.Read(ctx, args[0], args[1], lo, hi, limit, reverse) {
-				var ee *mq.EntryError
-				switch {
-				case errors.As(err, &ee):
-					foreign++
-					fmt.Fprintf(g.stderr, "echostore: skipped %v\n", ee)
-					continue
-				case err != nil:
-					out.Flush()
-					return err
-				}
-				buf = append(mq.AppendJSON(buf[:0], rec), '\n')
-				if _, err := out.Write(buf); err != nil {
-					return err
-				}
-			}
-			if err := out.Flush(); err != nil {
-				return err
-			}
-			if foreign > 0 {
-				return fmt.Errorf("%d entries of the stream are not branded records (listed above); they were written by another client", foreign)
-			}
-			return nil
+			return printRecords(g, c.Read(ctx, args[0], args[1], lo, hi, limit, reverse))
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&liveOnly, "live-only", false, "read the live stream only (required in this build)")
+	f.BoolVar(&liveOnly, "live-only", false, "read the live stream in Redis only")
+	f.BoolVar(&archiveOnly, "archive-only", false, "read the archive in --data only (no Redis needed)")
 	f.StringVar(&from, "from", "", "lowest id to print, inclusive (EVT_… or <ms>-<seq>)")
 	f.StringVar(&to, "to", "", "highest id to print, inclusive (EVT_… or <ms>-<seq>)")
 	f.IntVar(&limit, "limit", 0, "print at most N records (0: all)")

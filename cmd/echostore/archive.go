@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"path/filepath"
+	"time"
+
+	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
+	"github.com/spf13/cobra"
+)
+
+// graftDir is where the data dir keeps its graft store.
+func graftDir(g *globals) string { return filepath.Join(g.data, "graft") }
+
+// openGraft opens the data dir's graft store. Read-only, a data dir with no
+// store yet gives a nil store and no error.
+func openGraft(ctx context.Context, g *globals, readOnly bool) (*graft.Store, error) {
+	st, err := graft.Open(ctx, graftDir(g), graft.Options{ReadOnly: readOnly})
+	switch {
+	case err == nil:
+		return st, nil
+	case readOnly && errors.Is(err, graft.ErrNoStore):
+		return nil, nil
+	case errors.Is(err, graft.ErrLocked):
+		return nil, fmt.Errorf("%w; another echostore process is using --data %s: stop it or run the command there", err, g.data)
+	}
+	return nil, fmt.Errorf("open data dir %s: %w", g.data, err)
+}
+
+// archiveVolume returns the archive volume of q/s in st, nil if there is none.
+func archiveVolume(ctx context.Context, st *graft.Store, q, s string) (*graft.Volume, error) {
+	name, err := names.ArchiveVolume(q, s)
+	if err != nil || st == nil {
+		return nil, err
+	}
+	v, err := st.Volume(ctx, name)
+	if errors.Is(err, graft.ErrVolumeNotFound) {
+		return nil, nil
+	}
+	return v, err
+}
+
+// readArchiveVolume opens the data dir read-only and returns the archive
+// volume of q/s (nil if there is none) and what closes the store.
+func readArchiveVolume(ctx context.Context, g *globals, q, s string) (*graft.Volume, func(), error) {
+	st, err := openGraft(ctx, g, true)
+	if err != nil || st == nil {
+		return nil, func() {}, err
+	}
+	vol, err := archiveVolume(ctx, st, q, s)
+	if err != nil {
+		st.Close()
+		return nil, func() {}, err
+	}
+	return vol, func() { st.Close() }, nil
+}
+
+// readMerged prints a merge-read (or, with archiveOnly, an archive read that
+// needs no Redis) of q/s.
+func readMerged(ctx context.Context, g *globals, q, s string, r archive.Range, archiveOnly bool) error {
+	if _, err := names.ArchiveVolume(q, s); err != nil {
+		return err
+	}
+	vol, done, err := readArchiveVolume(ctx, g, q, s)
+	if err != nil {
+		return err
+	}
+	defer done()
+	src := archive.Source{Queue: q, Stream: s, Volume: vol}
+	if archiveOnly {
+		if vol == nil {
+			return fmt.Errorf("no archive of %s/%s in --data %s (volume %s): run `echostore archive cycle` there, or point --data at the node that folds it",
+				q, s, g.data, volumeNameOf(q, s))
+		}
+	} else {
+		c, err := connectMQ(ctx, g)
+		if err != nil {
+			return fmt.Errorf("%w (--archive-only reads the archive without Redis)", err)
+		}
+		defer c.Close()
+		src.Live = c
+	}
+	return printRecords(g, archive.MergeRead(ctx, src, r))
+}
+
+func volumeNameOf(q, s string) string {
+	v, _ := names.ArchiveVolume(q, s)
+	return v
+}
+
+// printRecords prints records as JSON lines; entries that are not branded
+// records are listed on stderr and make the command fail at the end.
+func printRecords(g *globals, seq iter.Seq2[mq.Record, error]) error {
+	out := bufio.NewWriter(g.stdout)
+	var buf []byte
+	foreign := 0
+	for rec, err := range seq {
+		var ee *mq.EntryError
+		switch {
+		case errors.As(err, &ee):
+			foreign++
+			fmt.Fprintf(g.stderr, "echostore: skipped %v\n", ee)
+			continue
+		case errors.Is(err, archive.ErrNoVolume), errors.Is(err, archive.ErrVolumeBehind):
+			out.Flush()
+			return fmt.Errorf("%w; run the read on the node that folds this stream (pulling from the remote comes with replication)", err)
+		case err != nil:
+			out.Flush()
+			return err
+		}
+		buf = append(mq.AppendJSON(buf[:0], rec), '\n')
+		if _, err := out.Write(buf); err != nil {
+			return err
+		}
+	}
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	if foreign > 0 {
+		return fmt.Errorf("%d entries of the stream are not branded records (listed above); they were written by another client", foreign)
+	}
+	return nil
+}
+
+func newArchiveCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "archive",
+		Short: "Fold archived streams into their volumes and trim them; show where the seam is",
+	}
+	cmd.AddCommand(newArchiveCycleCmd(g), newArchiveStatusCmd(g))
+	return cmd
+}
+
+// watermark renders W for JSON: "EVT_…", or null before the first fold.
+func watermark(st archive.State) any {
+	if st.Empty() {
+		return nil
+	}
+	return brand.EVT.Format(st.W)
+}
+
+func newArchiveCycleCmd(g *globals) *cobra.Command {
+	var (
+		keep      int64
+		maxAge    time.Duration
+		trimAfter string
+	)
+	cmd := &cobra.Command{
+		Use:   "cycle QUEUE STREAM --keep N [--max-age D] [--trim-after local|remote]",
+		Short: `Run one fold-then-trim cycle; print {"folded":…,"trimmed":…,"watermark":…}`,
+		Long: `Fold the records of the stream outside the window (all but the --keep newest,
+and, with --max-age, those older than it) into the archive volume archive.Q.S
+of --data, in one commit per chunk, then trim the live stream by MINID up to the
+watermark, never past a consumer group's pending or undelivered entries. With
+--trim-after remote the cycle trims only what a push to the remote covers.
+The stream is registered as archived: trim-only retention leaves it alone.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q, s := args[0], args[1]
+			if _, err := names.ArchiveVolume(q, s); err != nil {
+				return err
+			}
+			if keep < 0 || maxAge < 0 {
+				return errors.New("--keep and --max-age must not be negative")
+			}
+			if !cmd.Flags().Changed("keep") && maxAge == 0 {
+				return errors.New("give --keep N (the records to leave live) and/or --max-age D")
+			}
+			ta, err := archive.ParseTrimAfter(trimAfter)
+			if err != nil {
+				return fmt.Errorf("--%w", err)
+			}
+			if ta == archive.TrimAfterRemote {
+				// The remote is wired by the replication work; until then
+				// remote must not silently act as local.
+				return fmt.Errorf("--trim-after remote: %w (%s); use --trim-after local", archive.ErrNoRemote, g.remoteURL())
+			}
+			ctx := cmd.Context()
+			c, err := connectMQ(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st, err := openGraft(ctx, g, false)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			a, err := archive.New(archive.Options{Store: st, Live: c, Logger: g.log, TrimAfter: ta})
+			if err != nil {
+				return err
+			}
+			res, err := a.Cycle(ctx, q, s, archive.Window{Keep: keep, MaxAge: maxAge})
+			if err != nil {
+				return fmt.Errorf("%w; nothing unfolded was trimmed: fix the cause and run the cycle again", err)
+			}
+			return json.NewEncoder(g.stdout).Encode(struct {
+				Folded    int64 `json:"folded"`
+				Trimmed   int64 `json:"trimmed"`
+				Watermark any   `json:"watermark"`
+			}{res.Folded, res.Trimmed, watermark(res.State)})
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&keep, "keep", 0, "leave the N newest records live")
+	f.DurationVar(&maxAge, "max-age", 0, "also leave records younger than this live (e.g. 24h)")
+	f.StringVar(&trimAfter, "trim-after", "local", "trim after the fold is durable locally (local) or pushed (remote)")
+	return cmd
+}
+
+func newArchiveStatusCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status QUEUE STREAM",
+		Short: `Print {"watermark":…,"archived":…,"live":…,"volume":…,"lsn":…}`,
+		Long: `Print where the seam of the stream is: the watermark W (the newest archived id,
+read from the volume, which is the truth), the number of archived records, the
+number of entries in the live stream, the archive volume and its LSN.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q, s := args[0], args[1]
+			name, err := names.ArchiveVolume(q, s)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			c, err := connectMQ(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			vol, done, err := readArchiveVolume(ctx, g, q, s)
+			if err != nil {
+				return err
+			}
+			defer done()
+			var state archive.State
+			if vol != nil {
+				if state, err = archive.Frontier(ctx, vol); err != nil {
+					return err
+				}
+			} else if seam, ok, err := c.GetArchived(ctx, q, s); err != nil {
+				return err
+			} else if ok {
+				return fmt.Errorf("%s/%s is archived up to %s but %s is not in --data %s: %w; run status on the node that folds it",
+					q, s, brand.EVT.Format(seam.W), name, g.data, archive.ErrNoVolume)
+			}
+			n, err := c.Len(ctx, q, s)
+			if err != nil {
+				return err
+			}
+			return json.NewEncoder(g.stdout).Encode(struct {
+				Watermark any    `json:"watermark"`
+				Archived  uint64 `json:"archived"`
+				Live      int64  `json:"live"`
+				Volume    string `json:"volume"`
+				LSN       uint64 `json:"lsn"`
+			}{watermark(state), state.Pages, n, name, state.LSN})
+		},
+	}
+}
