@@ -30,7 +30,7 @@ func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
 type rig struct {
 	out  *Outbox
 	gs   *graft.Store
-	rep  *LogReplicator
+	rep  Replicator
 	mqc  *mq.Client
 	tier *Tier
 }
@@ -41,16 +41,14 @@ func openRig(ctx context.Context, dir, remoteURL, redisURL string, k int, topts 
 	if r.out, err = Open(ctx, filepath.Join(dir, "outbox"), Options{K: k}); err != nil {
 		return nil, err
 	}
-	if r.gs, err = graft.Open(ctx, filepath.Join(dir, "graft"), graft.Options{}); err != nil {
-		return nil, err
-	}
 	st, err := remote.Open(ctx, remoteURL)
 	if err != nil {
 		return nil, err
 	}
-	if r.rep, err = NewLogReplicator(st, filepath.Join(dir, "replica")); err != nil {
+	if r.gs, err = graft.Open(ctx, filepath.Join(dir, "graft"), graft.Options{Remote: st}); err != nil {
 		return nil, err
 	}
+	r.rep = VolumePusher{}
 	if r.mqc, err = mq.Connect(ctx, mq.Options{URL: redisURL}); err != nil {
 		return nil, err
 	}
