@@ -77,6 +77,7 @@ single ordered stream.`,
 		newBenchCmd(g),
 		newStreamCmd(g),
 		newQueueCmd(g),
+		newEnqueueCmd(g),
 		newArchiveCmd(g),
 	)
 	return root
