@@ -1,0 +1,86 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/echostore/echostore/accept"
+	"github.com/echostore/echostore/internal/bench"
+)
+
+// champJSON is the --json shape of `echostore bench champ`.
+type champJSON struct {
+	N       int `json:"n"`
+	Results []struct {
+		K       int     `json:"k"`
+		RecPerS float64 `json:"rec_per_s"`
+		Fsyncs  float64 `json:"fsyncs"`
+	} `json:"results"`
+	RecoveryMs        map[string]float64 `json:"recovery_ms"`
+	ReplayIntentsPerS float64            `json:"replay_intents_per_s"`
+}
+
+// newBenchChampCmd is `echostore bench champ`: the accept tier's outbox
+// through the real Record path with real fsyncs, beside the seed's
+// algorithm in the same process.
+func newBenchChampCmd(g *globals) *cobra.Command {
+	var (
+		asJSON bool
+		opts   = accept.BenchOptions{N: 20_000, Ks: []int{100, 1000, 10_000}, PayloadSize: 100,
+			RecoverySizes: []int{1000, 10_000, 50_000}, Runs: 3}
+	)
+	cmd := &cobra.Command{
+		Use:   "champ",
+		Short: "Benchmark the accept tier's outbox (records/s per K, fsyncs, recovery, replay) against the seed",
+		Long: `Benchmark the outbox of the accept tier in a temporary folder under --data
+(removed afterwards): N records of 100-byte payloads through Record with real
+fsyncs at K = 100, 1,000 and 10,000 (one fsync per K records: N/K per run),
+beside the seed's algorithm (the whole map written as a snapshot every K
+records) run in the same process, and the seed's published table; then the
+time Open takes to recover 1,000, 10,000 and 50,000 intents and the replay
+rate of the log. Figures are medians of --runs runs.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.N < 1 || opts.Runs < 1 {
+				return fmt.Errorf("bench champ: --n and --runs must be positive")
+			}
+			if err := os.MkdirAll(g.data, 0o755); err != nil {
+				return fmt.Errorf("bench champ: --data %q: %w", g.data, err)
+			}
+			steps := 1 + 2*len(opts.Ks)*opts.Runs + len(opts.RecoverySizes) + 1
+			p := bench.NewProgress(g.stdout, g.stderr, steps)
+			opts.Progress = p.Step
+			r, err := accept.Bench(cmd.Context(), g.data, opts)
+			p.Done()
+			if err != nil {
+				return fmt.Errorf("bench champ: %w", err)
+			}
+			if !asJSON {
+				return r.WriteText(g.stdout)
+			}
+			out := champJSON{N: r.N, RecoveryMs: map[string]float64{}, ReplayIntentsPerS: r.ReplayPerSec}
+			for _, t := range r.Throughput {
+				out.Results = append(out.Results, struct {
+					K       int     `json:"k"`
+					RecPerS float64 `json:"rec_per_s"`
+					Fsyncs  float64 `json:"fsyncs"`
+				}{t.K, t.RecPerSec, t.BlocksPerRun})
+			}
+			for _, rr := range r.Recovery {
+				out.RecoveryMs[strconv.Itoa(rr.Intents)] = rr.SnapshotMs
+			}
+			enc := json.NewEncoder(g.stdout)
+			enc.SetEscapeHTML(false)
+			return enc.Encode(out)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, `print {"n":…,"results":[{"k":…,"rec_per_s":…,"fsyncs":…},…],"recovery_ms":{…},"replay_intents_per_s":…}`)
+	f.IntVar(&opts.N, "n", opts.N, "records per throughput run")
+	f.IntVar(&opts.Runs, "runs", opts.Runs, "repeats of each figure (the median is reported)")
+	return cmd
+}
