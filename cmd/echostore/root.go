@@ -79,6 +79,7 @@ single ordered stream.`,
 		newQueueCmd(g),
 		newEnqueueCmd(g),
 		newArchiveCmd(g),
+		newVolumeCmd(g),
 	)
 	return root
 }

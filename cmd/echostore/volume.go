@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/internal/bench"
+)
+
+// newVolumeCmd is `echostore volume`: volume state and replication.
+func newVolumeCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "volume",
+		Short: "Volume state and replication to the remote (ls, info, push, pull, hydrate, reset)",
+		Long: `Inspect the Graft volumes of the data dir (<data>/graft) and replicate them to
+and from the remote (--remote, default file://<data>/remote). Output is JSON.
+push publishes the local commits not yet pushed as one remote commit; pull
+follows the remote (pages are fetched on first read); hydrate fetches every
+page not yet local; reset --to-remote drops local commits that were never
+pushed and follows the remote (the way out of a diverged volume).`,
+	}
+	cmd.AddCommand(
+		&cobra.Command{
+			Use: "ls", Short: "List the volumes", Args: cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				st, err := openGraft(cmd.Context(), g, true)
+				if err != nil || st == nil {
+					if err == nil {
+						return writeJSON(g, []graft.Info{})
+					}
+					return err
+				}
+				defer st.Close()
+				infos, err := st.Volumes(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if infos == nil {
+					infos = []graft.Info{}
+				}
+				return writeJSON(g, infos)
+			},
+		},
+		&cobra.Command{
+			Use: "info VOLUME", Short: "Show a volume's LSNs, pages and bytes", Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				ctx := cmd.Context()
+				st, err := openGraft(ctx, g, true)
+				if err != nil {
+					return err
+				}
+				if st == nil {
+					return noVolume(g, args[0])
+				}
+				defer st.Close()
+				v, err := volumeOf(ctx, g, st, args[0], false)
+				if err != nil {
+					return err
+				}
+				return writeVolumeInfo(ctx, g, v, nil)
+			},
+		},
+		replicaCmd(g, "push VOLUME", "Push the local commits not yet pushed as one remote commit", false,
+			func(ctx context.Context, v *graft.Volume) (map[string]any, error) {
+				sp, err := v.Push(ctx)
+				return map[string]any{"hash": sp.Hash.String()}, err
+			}),
+		replicaCmd(g, "pull VOLUME", "Follow the remote: apply its new commits (pages are fetched on first read)", true,
+			func(ctx context.Context, v *graft.Volume) (map[string]any, error) {
+				p := newBar(g, "pull")
+				defer p.done()
+				sp, err := v.Pull(ctx, p.set)
+				return map[string]any{"hash": sp.Hash.String()}, err
+			}),
+		replicaCmd(g, "hydrate VOLUME", "Fetch every page of the volume that is not local yet", false,
+			func(ctx context.Context, v *graft.Volume) (map[string]any, error) {
+				n, err := v.Unfetched(ctx)
+				if err != nil {
+					return nil, err
+				}
+				p := newBar(g, "hydrate")
+				defer p.done()
+				return map[string]any{"frames_fetched": n}, v.Hydrate(ctx, p.set)
+			}),
+		newVolumeResetCmd(g),
+	)
+	return cmd
+}
+
+func newVolumeResetCmd(g *globals) *cobra.Command {
+	var toRemote bool
+	cmd := replicaCmd(g, "reset VOLUME --to-remote", "Drop local commits never pushed and follow the remote", false,
+		func(ctx context.Context, v *graft.Volume) (map[string]any, error) {
+			if !toRemote {
+				return nil, fmt.Errorf("volume reset %s: pass --to-remote: the reset drops the local commits that were never pushed and follows the remote", v.Name())
+			}
+			n, err := v.Reset(ctx, true)
+			return map[string]any{"dropped": n}, err
+		})
+	cmd.Flags().BoolVar(&toRemote, "to-remote", false, "drop unpushed local commits and follow the remote (required)")
+	return cmd
+}
+
+// replicaCmd is a volume command that opens the store read-write with the
+// remote attached, runs op and prints the volume's info with op's fields.
+func replicaCmd(g *globals, use, short string, create bool,
+	op func(ctx context.Context, v *graft.Volume) (map[string]any, error)) *cobra.Command {
+	return &cobra.Command{
+		Use: use, Short: short, Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			rs, err := remote.Open(ctx, g.remoteURL())
+			if err != nil {
+				return fmt.Errorf("remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…)", g.remoteURL(), err)
+			}
+			defer rs.Close()
+			st, err := openGraft(ctx, g, false)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			st.AttachRemote(rs)
+			v, err := volumeOf(ctx, g, st, args[0], create)
+			if err != nil {
+				return err
+			}
+			extra, err := op(ctx, v)
+			if err != nil {
+				return err
+			}
+			return writeVolumeInfo(ctx, g, v, extra)
+		},
+	}
+}
+
+func volumeOf(ctx context.Context, g *globals, st *graft.Store, name string, create bool) (*graft.Volume, error) {
+	var v *graft.Volume
+	var err error
+	if create {
+		v, err = st.CreateVolume(ctx, name)
+	} else {
+		v, err = st.Volume(ctx, name)
+	}
+	if errors.Is(err, graft.ErrVolumeNotFound) {
+		return nil, noVolume(g, name)
+	}
+	return v, err
+}
+
+func noVolume(g *globals, name string) error {
+	return fmt.Errorf("volume %q not found in %s; `echostore volume ls` lists the volumes, `echostore volume pull %s` fetches it from the remote", name, graftDir(g), name)
+}
+
+// writeVolumeInfo prints the volume's Info as one JSON object, with extra
+// fields and the frames not yet fetched.
+func writeVolumeInfo(ctx context.Context, g *globals, v *graft.Volume, extra map[string]any) error {
+	b, err := json.Marshal(v.Info())
+	if err != nil {
+		return err
+	}
+	out := map[string]any{}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return err
+	}
+	if n, err := v.Unfetched(ctx); err == nil {
+		out["unfetched_frames"] = n
+	}
+	for k, x := range extra {
+		out[k] = x
+	}
+	return writeJSON(g, out)
+}
+
+func writeJSON(g *globals, x any) error {
+	b, err := json.Marshal(x)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(g.stdout, "%s\n", b)
+	return err
+}
+
+// bar is a progress bar on a terminal, nothing otherwise.
+type bar struct {
+	g    *globals
+	desc string
+	pb   *progressbar.ProgressBar
+}
+
+func newBar(g *globals, desc string) *bar { return &bar{g: g, desc: desc} }
+
+func (b *bar) set(done, total int) {
+	if !bench.IsTerminal(b.g.stdout) {
+		return
+	}
+	if b.pb == nil || b.pb.GetMax() != total {
+		b.pb = progressbar.NewOptions(total, progressbar.OptionSetWriter(b.g.stderr),
+			progressbar.OptionSetDescription(b.desc), progressbar.OptionShowCount(),
+			progressbar.OptionSetWidth(30), progressbar.OptionClearOnFinish())
+	}
+	_ = b.pb.Set(done)
+}
+
+func (b *bar) done() {
+	if b.pb != nil {
+		_ = b.pb.Finish()
+	}
+}
