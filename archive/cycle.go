@@ -17,10 +17,11 @@ import (
 	"github.com/echostore/echostore/names"
 )
 
-// Window declares what a cycle leaves live: the newest Keep records and
-// those younger than MaxAge (zero: that limit does not apply). It is the
-// retention window of package mq, and the cut is computed by mq, the same
-// way for trim-only retention and for the archive.
+// Window declares what a cycle leaves live. Both limits apply: a record
+// stays live while it is among the newest Keep and younger than MaxAge
+// (zero: that limit does not apply). It is the retention window of package
+// mq, and the cut is computed by mq, the same way for trim-only retention
+// and for the archive.
 type Window = mq.Window
 
 // TrimAfter says what a cycle waits for before it trims what it folded.
@@ -61,6 +62,24 @@ type Pusher interface {
 	// Pushed returns the newest local LSN of vol that the remote holds
 	// (0: none).
 	Pushed(ctx context.Context, vol *graft.Volume) (localLSN uint64, err error)
+}
+
+// GraftPusher is the Pusher of graft's own replication: Volume.Push and the
+// volume's sync point. The store needs a remote attached
+// (graft.Options.Remote or Store.AttachRemote); without one, Push fails with
+// graft.ErrNoRemote and the cycle does not trim.
+type GraftPusher struct{}
+
+// Push publishes vol's unpushed local commits as one remote commit.
+func (GraftPusher) Push(ctx context.Context, vol *graft.Volume) error {
+	_, err := vol.Push(ctx)
+	return err
+}
+
+// Pushed returns the local LSN that vol's sync point covers.
+func (GraftPusher) Pushed(ctx context.Context, vol *graft.Volume) (uint64, error) {
+	sp, err := vol.SyncPoint(ctx)
+	return sp.Local, err
 }
 
 // Errors of cycles.
@@ -275,6 +294,9 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 	minID := cut
 	if bound.W < cut {
 		minID = bound.W + 1
+	}
+	if _, err := live.TakeLease(ctx, q, s, token, a.opts.LeaseTTL); err != nil {
+		return res, err
 	}
 	if a.beforeTrim != nil {
 		a.beforeTrim()

@@ -153,6 +153,15 @@ func TestTrimAfterRemote(t *testing.T) {
 	if n, _ := e.live.Len(ctx, e.q, e.s); n != 10 {
 		t.Fatalf("refused cycle touched the stream: %d entries", n)
 	}
+	// graft's own replication with no remote attached: no trim.
+	e3 := newEnv(t, url, Options{TrimAfter: TrimAfterRemote, Pusher: GraftPusher{}})
+	e3.append(ctx, 10)
+	if _, err := e3.a.Cycle(ctx, e3.q, e3.s, Window{Keep: 2}); !errors.Is(err, graft.ErrNoRemote) {
+		t.Fatalf("GraftPusher without a remote: %v, want graft.ErrNoRemote", err)
+	}
+	if n, _ := e3.live.Len(ctx, e3.q, e3.s); n != 10 {
+		t.Fatalf("cycle whose push failed trimmed: %d entries left", n)
+	}
 	// A remote that holds only the first fold's commit: the second fold is
 	// not trimmed.
 	p := &fakePusher{upTo: 1}
@@ -449,4 +458,59 @@ func (e *env) archivedCount(ctx context.Context) uint64 {
 	}
 	st, _ := Frontier(ctx, v)
 	return st.Pages
+}
+
+// TestCycleMaxAge: records older than MaxAge leave the live stream.
+func TestCycleMaxAge(t *testing.T) {
+	ctx := testCtx(t)
+	later := time.Now().Add(time.Hour)
+	e := newEnv(t, servers.Redis(t).URL, Options{Clock: func() time.Time { return later }})
+	all := e.append(ctx, 12)
+	res, err := e.a.Cycle(ctx, e.q, e.s, Window{MaxAge: 30 * time.Minute})
+	if err != nil || res.Folded != 12 || res.Trimmed != 12 {
+		t.Fatalf("cycle %+v %v", res, err)
+	}
+	// Both limits apply: the age limit does not bite, the count does.
+	more := e.append(ctx, 6)
+	if res, err = e.a.Cycle(ctx, e.q, e.s, Window{Keep: 4, MaxAge: 2 * time.Hour}); err != nil || res.Folded != 2 {
+		t.Fatalf("cycle %+v %v", res, err)
+	}
+	e.audit(ctx, append(all, more...))
+}
+
+// TestRedisLostDataCannotHideAppends: Redis loses the stream and the seam
+// cache; the next cycle raises the stream's last id to W again, so an
+// append from a producer whose clock is behind lands above W, where the
+// merge-read shows it.
+func TestRedisLostDataCannotHideAppends(t *testing.T) {
+	ctx := testCtx(t)
+	r := servers.Redis(t)
+	e := newEnv(t, r.URL, Options{})
+	all := e.append(ctx, 10)
+	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 0, MaxAge: time.Nanosecond}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testserver.Do(ctx, r.Addr, "DEL", mq.StreamKey(e.q, e.s), mq.SeamKey(e.q, e.s)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 5}); err != nil {
+		t.Fatal(err)
+	}
+	past, err := brand.NewMinter(0, brand.WithClock(func() time.Time { return all[0].Time().Add(-time.Minute) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	behind, err := mq.Connect(ctx, mq.Options{URL: r.URL, Minter: past, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer behind.Close()
+	id, err := behind.Append(ctx, e.q, e.s, mq.Field{Name: "late", Value: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id <= all[9] {
+		t.Fatalf("append after data loss landed at %v, not above W %v", id, all[9])
+	}
+	e.audit(ctx, append(all, id))
 }

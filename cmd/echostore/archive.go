@@ -13,6 +13,7 @@ import (
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 	"github.com/spf13/cobra"
@@ -158,7 +159,7 @@ func newArchiveCycleCmd(g *globals) *cobra.Command {
 		Use:   "cycle QUEUE STREAM --keep N [--max-age D] [--trim-after local|remote]",
 		Short: `Run one fold-then-trim cycle; print {"folded":…,"trimmed":…,"watermark":…}`,
 		Long: `Fold the records of the stream outside the window (all but the --keep newest,
-and, with --max-age, those older than it) into the archive volume archive.Q.S
+and, with --max-age, also those older than it) into the archive volume archive.Q.S
 of --data, in one commit per chunk, then trim the live stream by MINID up to the
 watermark, never past a consumer group's pending or undelivered entries. With
 --trim-after remote the cycle trims only what a push to the remote covers.
@@ -179,11 +180,6 @@ The stream is registered as archived: trim-only retention leaves it alone.`,
 			if err != nil {
 				return fmt.Errorf("--%w", err)
 			}
-			if ta == archive.TrimAfterRemote {
-				// The remote is wired by the replication work; until then
-				// remote must not silently act as local.
-				return fmt.Errorf("--trim-after remote: %w (%s); use --trim-after local", archive.ErrNoRemote, g.remoteURL())
-			}
 			ctx := cmd.Context()
 			c, err := connectMQ(ctx, g)
 			if err != nil {
@@ -195,7 +191,17 @@ The stream is registered as archived: trim-only retention leaves it alone.`,
 				return err
 			}
 			defer st.Close()
-			a, err := archive.New(archive.Options{Store: st, Live: c, Logger: g.log, TrimAfter: ta})
+			opts := archive.Options{Store: st, Live: c, Logger: g.log, TrimAfter: ta}
+			if ta == archive.TrimAfterRemote {
+				rs, err := remote.Open(ctx, g.remoteURL())
+				if err != nil {
+					return fmt.Errorf("--trim-after remote: remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…), or use --trim-after local", g.remoteURL(), err)
+				}
+				defer rs.Close()
+				st.AttachRemote(rs)
+				opts.Pusher = archive.GraftPusher{}
+			}
+			a, err := archive.New(opts)
 			if err != nil {
 				return err
 			}
@@ -212,7 +218,7 @@ The stream is registered as archived: trim-only retention leaves it alone.`,
 	}
 	f := cmd.Flags()
 	f.Int64Var(&keep, "keep", 0, "leave the N newest records live")
-	f.DurationVar(&maxAge, "max-age", 0, "also leave records younger than this live (e.g. 24h)")
+	f.DurationVar(&maxAge, "max-age", 0, "also fold and trim records older than this (e.g. 24h)")
 	f.StringVar(&trimAfter, "trim-after", "local", "trim after the fold is durable locally (local) or pushed (remote)")
 	return cmd
 }

@@ -72,9 +72,38 @@ func TestCLIArchiveCycleStatusRead(t *testing.T) {
 	if got := lines(out); len(got) != 2 || got[0] != lines(liveBefore)[0] {
 		t.Fatalf("archive-only read with Redis down: %q", out)
 	}
-	if _, _, err := run(t, "", cmd("archive", "cycle", "q", "s", "--keep", "1", "--trim-after", "remote")...); err == nil ||
-		!strings.Contains(err.Error(), "remote") {
-		t.Fatalf("--trim-after remote without a remote: %v", err)
+}
+
+func TestCLIArchiveCycleTrimAfterRemote(t *testing.T) {
+	r := startRedis(t)
+	dir := t.TempDir()
+	g := []string{"--redis", r.URL, "--data", filepath.Join(dir, "data"), "--remote", "file://" + filepath.Join(dir, "remote")}
+	cmd := func(args ...string) []string { return append(append([]string{}, g...), args...) }
+	var ids []string
+	for i := range 8 {
+		out, _, err := run(t, "", cmd("stream", "append", "q", "s", fmt.Sprintf("n=%d", i))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, strings.TrimSpace(out))
+	}
+	out, _, err := run(t, "", cmd("archive", "cycle", "q", "s", "--keep", "2", "--trim-after", "remote")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`{"folded":6,"trimmed":6,"watermark":%q}`+"\n", ids[5]); out != want {
+		t.Fatalf("cycle printed %q, want %q", out, want)
+	}
+	out, _, err = run(t, "", cmd("volume", "info", "archive.q.s")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info map[string]any
+	if err := json.Unmarshal([]byte(out), &info); err != nil || info["remote_lsn"] != 1.0 {
+		t.Fatalf("volume info after a trim-after remote cycle: %s %v", out, err)
+	}
+	if _, _, err := run(t, "", cmd("archive", "cycle", "q", "s", "--keep", "1", "--trim-after", "nowhere")...); err == nil {
+		t.Fatal("--trim-after nowhere accepted")
 	}
 	if _, err := brand.EVT.Parse(ids[0]); err != nil {
 		t.Fatal(err)
