@@ -382,10 +382,10 @@ func (a *Archiver) acquire(ctx context.Context, q, s string) (int64, error) {
 
 // Report says what a Driver's cycle did to one stream.
 type Report struct {
-	Queue, Stream string
-	Window        Window
-	Result        CycleResult
-	Err           error
+	Queue, Stream string      // the stream
+	Window        Window      // its declared window
+	Result        CycleResult // what the cycle did
+	Err           error       // why it failed, nil if it did not
 }
 
 // Driver runs cycles on a beat over its declared archived streams.

@@ -514,3 +514,37 @@ func TestRedisLostDataCannotHideAppends(t *testing.T) {
 	}
 	e.audit(ctx, append(all, id))
 }
+
+func TestDriverCyclesDeclaredStreams(t *testing.T) {
+	ctx := testCtx(t)
+	e := newEnv(t, servers.Redis(t).URL, Options{})
+	a := e.append(ctx, 10)
+	e.s = "other"
+	b := e.append(ctx, 4)
+	d := e.a.NewDriver()
+	if err := d.Declare(e.q, "events", Window{Keep: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Declare(e.q, "other", Window{Keep: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Declare(e.q, "bad:name", Window{Keep: 1}); err == nil {
+		t.Fatal("Declare accepted a bad name")
+	}
+	reps, err := d.Cycle(ctx)
+	if err != nil || len(reps) != 2 || reps[0].Stream != "events" || reps[0].Result.Folded != 7 || reps[1].Result.Folded != 3 {
+		t.Fatalf("driver cycle: %+v %v", reps, err)
+	}
+	e.audit(ctx, b)
+	e.s = "events"
+	e.audit(ctx, a)
+	d.Forget(e.q, "other")
+	if reps, _ := d.Cycle(ctx); len(reps) != 1 {
+		t.Fatalf("after Forget: %d reports", len(reps))
+	}
+	stopped, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := d.Run(stopped, time.Millisecond); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+}
