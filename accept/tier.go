@@ -682,16 +682,31 @@ func (t *Tier) failWaiters(q *tierQueue, err error) {
 }
 
 // dispatcher puts committed batches on the job stream, marks them committed
-// in the outbox, flushes, and then advances the safe index to the batch's
-// end. After a batch it could not finish it stops advancing the safe index,
-// so that a restart looks at every page since.
+// in the outbox, flushes, and then advances the safe index to the batches'
+// end. Batches that queued up while it worked go together, with one flush.
+// After a batch it could not finish it stops advancing the safe index, so
+// that a restart looks at every page since.
 func (t *Tier) dispatcher(q *tierQueue) {
 	defer t.wg.Done()
 	stuck := false
 	for batch := range q.dispatch {
+		n := 1
+	more:
+		for {
+			select {
+			case b, ok := <-q.dispatch:
+				if !ok {
+					break more
+				}
+				batch = append(batch, b...)
+				n++
+			default:
+				break more
+			}
+		}
 		q.safeMu.Lock()
-		end := q.ends[0]
-		q.ends = q.ends[1:]
+		end := q.ends[n-1]
+		q.ends = q.ends[n:]
 		q.safeMu.Unlock()
 		if stuck || !t.dispatch(t.ctx, q, batch) {
 			stuck = true
