@@ -2,7 +2,9 @@ package archive
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"testing"
 
 	"github.com/echostore/echostore/brand"
@@ -43,7 +45,7 @@ func FuzzDecodeRecordPage(f *testing.F) {
 	f.Add(AppendRecordPage(nil, mq.Record{ID: brand.Max, Fields: []mq.Field{{Name: "a", Value: "1"}, {Name: "b", Value: "2"}}}))
 	f.Add(AppendRecordPage(nil, mq.Record{ID: 7, Fields: []mq.Field{{Name: "a", Value: "1"}, {Name: "a", Value: "2"}}}))
 	f.Add([]byte("EARC\x01"))
-	f.Fuzz(func(t *testing.T, b []byte) {
+	check := func(t *testing.T, b []byte) {
 		r, err := DecodeRecordPage(b)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
@@ -56,6 +58,16 @@ func FuzzDecodeRecordPage(f *testing.F) {
 		}
 		if again := AppendRecordPage(nil, r); !bytes.Equal(again, b) {
 			t.Fatalf("decoded page does not re-encode to its bytes")
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		check(t, b)
+		// The same bytes with a valid CRC, so that the fuzzer reaches the
+		// parsing behind the checksum.
+		if len(b) >= 4 {
+			fixed := bytes.Clone(b)
+			binary.BigEndian.PutUint32(fixed[len(b)-4:], crc32.Checksum(fixed[:len(b)-4], castagnoli))
+			check(t, fixed)
 		}
 	})
 }
