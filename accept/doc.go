@@ -1,9 +1,9 @@
-// Package accept is the local half of the accept tier: an outbox of
-// accepted jobs ("intents") that takes records at in-heap speed and bounds
-// what a crash can lose to K records. It is the asynchronous half of
-// invariant 5 (an `async` enqueue is acknowledged once its intent is
-// recorded; a crash loses at most K acknowledged records). The synchronous
-// half, Graft commit and push, builds on it and is not here.
+// Package accept is the accept tier: an outbox of accepted jobs
+// ("intents") that takes records at in-heap speed and bounds what a crash
+// can lose to K records (the asynchronous half of invariant 5: an `async`
+// enqueue is acknowledged once its intent is recorded), and Tier, the
+// two-tier enqueue that commits batches of intents to Graft and pushes them
+// before a `sync` enqueue is acknowledged (the synchronous half).
 //
 // # What it owns
 //
@@ -51,11 +51,17 @@
 //   - Order. Pending returns the uncommitted intents in id order; All
 //     iterates over an O(1) snapshot in an order fixed by the set of ids.
 //
-// # What it does not do
+// # The two-tier enqueue
 //
-// It does not talk to Graft. The sync path reads Pending (or All),
-// commits the intents to Graft, and then calls MarkCommitted; a crash
-// between the two, or before the committed records are durable, brings
-// those intents back as pending, so the commit on the Graft side must be
-// idempotent by intent id.
+// Tier joins the outbox to Graft and the job stream (the `sync` half of
+// invariant 5). Enqueue with Async returns once the intent is recorded; with
+// Sync once its batch is one commit of the queue's accept volume accept.Q.N
+// and that commit is pushed (the Receipt carries the remote LSN). One
+// committer goroutine per queue takes everything pending when it is free,
+// so concurrent sync callers share one commit and one push; committed jobs
+// are then put on the job stream by id and marked committed in the outbox.
+// NewTier recovers: it dispatches again what the volume holds above its
+// safe index and re-commits only the intents the volume does not hold.
+// Delivery is at least once, keyed by the job id. docs/ACCEPT.md specifies
+// the page layout and the argument.
 package accept

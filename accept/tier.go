@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -531,6 +532,11 @@ func (t *Tier) committer(q *tierQueue) {
 		case <-timer.C:
 		}
 		for t.ctx.Err() == nil {
+			// Let the sync callers just woken (on the other core) record
+			// their next job before the take: with closed-loop callers this
+			// lifts the jobs per commit from about half of them to most of
+			// them. It yields once; it never waits for a batch to fill.
+			runtime.Gosched()
 			batch, drains, due := q.take(t.opts)
 			if len(batch) > 0 {
 				err := t.commit(q, batch)
