@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -547,4 +548,18 @@ func TestDriverCyclesDeclaredStreams(t *testing.T) {
 	if err := d.Run(stopped, time.Millisecond); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run after cancel: %v", err)
 	}
+}
+
+// TestCycleOnCluster: the lease, the fenced trim and the seam cache touch
+// keys of one hashtag, so cycles work on a Redis Cluster.
+func TestCycleOnCluster(t *testing.T) {
+	ctx := testCtx(t)
+	cl := servers.Cluster(t)
+	e := newEnv(t, "redis://"+strings.Join(cl.Addrs, ","), Options{Chunk: 5})
+	all := e.append(ctx, 30)
+	res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 4})
+	if err != nil || res.Folded != 26 || res.Trimmed != 26 {
+		t.Fatalf("cycle on a cluster: %+v %v", res, err)
+	}
+	e.audit(ctx, all)
 }
