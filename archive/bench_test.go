@@ -73,7 +73,7 @@ func BenchmarkRead100k(b *testing.B) {
 	b.Run("merge-99pct-archived", func(b *testing.B) {
 		src := e.source(ctx)
 		for b.Loop() {
-			count(b, MergeRead(ctx, src, All))
+			count(b, MergeRead(ctx, src, All()))
 		}
 		b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "records/s")
 	})

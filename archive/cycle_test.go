@@ -72,7 +72,7 @@ func TestCycleFoldsThenTrims(t *testing.T) {
 		}
 	}
 	// Archive only: no Redis needed.
-	arch := ids(t, MergeRead(ctx, Source{Queue: e.q, Stream: e.s, Volume: e.volume(ctx)}, All))
+	arch := ids(t, MergeRead(ctx, Source{Queue: e.q, Stream: e.s, Volume: e.volume(ctx)}, All()))
 	if !slices.Equal(arch, all[:90]) {
 		t.Fatalf("archive-only read: %d ids", len(arch))
 	}
@@ -87,7 +87,7 @@ func TestMergeReadRefusesMissingVolume(t *testing.T) {
 	}
 	src := e.source(ctx)
 	src.Volume = nil
-	for _, err := range MergeRead(ctx, src, All) {
+	for _, err := range MergeRead(ctx, src, All()) {
 		if !errors.Is(err, ErrNoVolume) {
 			t.Fatalf("read without the volume: %v, want ErrNoVolume", err)
 		}
@@ -100,7 +100,7 @@ func TestMergeReadRefusesMissingVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	src.Volume = v
-	for _, err := range MergeRead(ctx, src, All) {
+	for _, err := range MergeRead(ctx, src, All()) {
 		if !errors.Is(err, ErrVolumeBehind) {
 			t.Fatalf("read with a stale volume: %v, want ErrVolumeBehind", err)
 		}
@@ -109,7 +109,7 @@ func TestMergeReadRefusesMissingVolume(t *testing.T) {
 	// The hook of the replication work serves the read once it pulls.
 	src.Volume = nil
 	src.Pull = func(context.Context, string) (*graft.Volume, error) { return e.volume(ctx), nil }
-	if got := ids(t, MergeRead(ctx, src, All)); !slices.Equal(got, all) {
+	if got := ids(t, MergeRead(ctx, src, All())); !slices.Equal(got, all) {
 		t.Fatalf("read after pull: %d ids", len(got))
 	}
 }

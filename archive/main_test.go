@@ -168,7 +168,7 @@ func (e *env) audit(ctx context.Context, want []brand.ID) {
 		e.t.Fatalf("archive (%d) ++ live above W (%d) = %d ids, want %d; first difference at %d",
 			len(arch), len(liveAbove), len(got), len(want), firstDiff(got, want))
 	}
-	got := ids(e.t, MergeRead(ctx, e.source(ctx), All))
+	got := ids(e.t, MergeRead(ctx, e.source(ctx), All()))
 	if !slices.Equal(got, want) {
 		e.t.Fatalf("merge-read: %d ids, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
 	}

@@ -33,8 +33,8 @@ type Range struct {
 	PageSize int      // live entries per round trip (≤ 0: DefaultPageSize)
 }
 
-// All is the Range of every record, oldest first.
-var All = Range{From: 0, To: brand.Max}
+// All returns the Range of every record, oldest first.
+func All() Range { return Range{From: 0, To: brand.Max} }
 
 // Source is what a merge-read reads from.
 type Source struct {
