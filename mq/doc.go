@@ -52,7 +52,8 @@
 //
 //	emq:{Q}:stream:S            stream S
 //	emq:{Q}:stream:S:archived   seam cache of S: hash w (EVT_…), xid, lsn
-//	emq:{Q}:stream:S:lease      archive driver's lease on S (not used here)
+//	emq:{Q}:stream:S:lease      archive driver's lease on S (value: fencing token)
+//	emq:{Q}:stream:S:lease:seq  counter the fencing tokens are drawn from
 //	emq:{Q}:archived            set of the archived streams of Q
 //	emq:{Q}:lane:L              lane L, a capped stream; each entry starts
 //	                            with prev, the id of the entry before it

@@ -12,7 +12,8 @@ import (
 //
 //	emq:{Q}:stream:S            the stream S (a Redis stream)
 //	emq:{Q}:stream:S:archived   the seam cache of S (hash: w, xid, lsn)
-//	emq:{Q}:stream:S:lease      the archive driver's lease on S (string)
+//	emq:{Q}:stream:S:lease      the archive driver's lease on S (string: fencing token)
+//	emq:{Q}:stream:S:lease:seq  the counter fencing tokens are drawn from
 //	emq:{Q}:archived            the set of archived streams of Q
 //	emq:{Q}:lane:L              lane L (a capped stream)
 //	emq:{Q}:jobs                the job stream (one consumer group)
@@ -29,8 +30,8 @@ func StreamKey(q, s string) string { return "emq:{" + q + "}:stream:" + s }
 func SeamKey(q, s string) string { return StreamKey(q, s) + ":archived" }
 
 // LeaseKey returns the key of the archive driver's lease on stream s:
-// emq:{q}:stream:s:lease. This package does not use it; the archive layer
-// does, and its scripts live beside this package's in the same slot.
+// emq:{q}:stream:s:lease. Its value is the holder's fencing token; the
+// lease scripts (TakeLease, FencedTrim) are in archive_support.go.
 func LeaseKey(q, s string) string { return StreamKey(q, s) + ":lease" }
 
 // ArchivedSetKey returns the key of the set of archived streams of q:
