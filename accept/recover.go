@@ -143,7 +143,7 @@ func loadSnapshot(dir string, seq uint64) (champ.Map[brand.ID, *Intent], error) 
 // the first one if there is none).
 func (st *recovered) replay(dir string, log *slog.Logger) error {
 	next := st.base + 1
-	var ov overlay
+	rp := replayer{base: st.m}
 	start := 0
 	for i, first := range st.segs {
 		if first <= next {
@@ -205,11 +205,11 @@ func (st *recovered) replay(dir string, log *slog.Logger) error {
 			if seq != next {
 				return fmt.Errorf("segment %s, offset %d: block %d, want %d: %w", name, off, seq, next, ErrCorrupt)
 			}
-			if ov == nil {
+			if rp.hint == 0 {
 				// Size the overlay from the first block's bytes per record.
-				ov = make(overlay, (len(data)-off)/max(1, n/max(1, len(recs))))
+				rp.hint = max(1, (len(data)-off)/max(1, n/max(1, len(recs))))
 			}
-			if err := ov.apply(st.m, recs); err != nil {
+			if err := rp.apply(recs); err != nil {
 				return fmt.Errorf("segment %s, block %d: %w", name, seq, err)
 			}
 			st.replayed += len(recs)
@@ -243,9 +243,73 @@ func (st *recovered) replay(dir string, log *slog.Logger) error {
 		st.seg = f
 		st.segs = append(st.segs, next)
 	}
-	st.m = ov.merge(st.m)
+	m, err := rp.merge()
+	if err != nil {
+		return err
+	}
+	st.m = m
 	st.next = next
 	return nil
+}
+
+// replayer collects the effect of the replayed log on the base map. While
+// the base is empty and the log holds only accepted records (a log since
+// the first block, nothing committed yet), the intents go into a slice in
+// log order and into the trie in one champ.Collect at the end: a duplicate
+// id, which is corruption, shows as a trie smaller than the slice. The
+// first block with a committed record, or a non-empty base, moves the
+// intents into an overlay, which handles everything.
+type replayer struct {
+	base champ.Map[brand.ID, *Intent]
+	list []*Intent // while ov is nil
+	ov   overlay
+	hint int // expected records, to size the overlay
+}
+
+func (rp *replayer) apply(recs []rec) error {
+	if rp.ov == nil {
+		fast := rp.base.Len() == 0
+		for i := 0; fast && i < len(recs); i++ {
+			fast = recs[i].kind == kindAccepted
+		}
+		if fast {
+			slab := make([]Intent, len(recs))
+			for i, r := range recs {
+				slab[i] = Intent{ID: r.id, Queue: r.queue, Payload: r.payload}
+				rp.list = append(rp.list, &slab[i])
+			}
+			return nil
+		}
+		rp.ov = make(overlay, max(rp.hint, len(rp.list)))
+		for _, p := range rp.list {
+			if rp.ov[p.ID] != nil {
+				return fmt.Errorf("id %d accepted twice: %w", p.ID, ErrCorrupt)
+			}
+			rp.ov[p.ID] = p
+		}
+		rp.list = nil
+	}
+	return rp.ov.apply(rp.base, recs)
+}
+
+func (rp *replayer) merge() (champ.Map[brand.ID, *Intent], error) {
+	if rp.ov != nil {
+		return rp.ov.merge(rp.base), nil
+	}
+	if len(rp.list) == 0 {
+		return rp.base, nil
+	}
+	m := champ.Collect(champ.Uint64[brand.ID], len(rp.list), func(yield func(brand.ID, *Intent) bool) {
+		for _, p := range rp.list {
+			if !yield(p.ID, p) {
+				return
+			}
+		}
+	})
+	if m.Len() != len(rp.list) {
+		return m, fmt.Errorf("%d ids accepted twice: %w", len(rp.list)-m.Len(), ErrCorrupt)
+	}
+	return m, nil
 }
 
 // overlay collects the effect of the replayed log on the base map: an id
