@@ -16,7 +16,9 @@ import (
 // committed record came first), and an id accepted, committed and accepted
 // again is live once.
 func TestReplayAcceptedTwice(t *testing.T) {
-	acc := func(id uint64) rec { return rec{kind: kindAccepted, id: brand.ID(id), queue: "q", payload: []byte("p")} }
+	acc := func(id uint64) rec {
+		return rec{kind: kindAccepted, id: brand.ID(id), queue: "q", payload: []byte("p")}
+	}
 	com := func(id uint64) rec { return rec{kind: kindCommitted, id: brand.ID(id)} }
 	cases := []struct {
 		name   string
