@@ -23,10 +23,10 @@ import (
 // 64 concurrent callers with the commits they shared, beside one conditional
 // 8 KiB PUT to the same remote measured in the same run. Run with
 //
-//	ACCEPT_BENCH=1 go test -run='^TestSyncBenchReport$' -v ./accept/
+//	ACCEPT_SYNC_BENCH=1 go test -run='^TestSyncBenchReport$' -v ./accept/
 func TestSyncBenchReport(t *testing.T) {
-	if os.Getenv("ACCEPT_BENCH") == "" {
-		t.Skip("set ACCEPT_BENCH=1 to run the sync enqueue benchmark")
+	if os.Getenv("ACCEPT_SYNC_BENCH") == "" {
+		t.Skip("set ACCEPT_SYNC_BENCH=1 to run the sync enqueue benchmark")
 	}
 	ctx := t.Context()
 	rd := servers.Redis(t)
