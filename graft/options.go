@@ -73,6 +73,9 @@ type Options struct {
 	Remote remote.Store
 	// RemoteHooks are fault hooks of pushes, for crash tests (remote.Hooks).
 	RemoteHooks remote.Hooks
+	// Notifier, if set, receives an Event for every local commit and every
+	// push, and is what Volume.Follow waits on (see package graft/lane).
+	Notifier Notifier
 	// Logger receives Pebble's messages (Info at Debug level) and the store's
 	// own; nil discards them.
 	Logger *slog.Logger

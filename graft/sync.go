@@ -81,6 +81,7 @@ func (v *Volume) Push(ctx context.Context) (remote.SyncPoint, error) {
 	if err != nil {
 		return sp, fmt.Errorf("graft: push volume %q: %w", v.name, err)
 	}
+	v.notify(ctx, EventPush, sp.Remote)
 	return sp, nil
 }
 

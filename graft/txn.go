@@ -193,7 +193,12 @@ func (t *Txn) Commit(ctx context.Context, d Durability) (uint64, error) {
 	}
 
 	v.commitMu.Lock()
-	defer v.commitMu.Unlock()
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			v.commitMu.Unlock()
+		}
+	}()
 	cur := v.state.Load()
 	if cur.Head != t.base {
 		return 0, t.conflict()
@@ -209,6 +214,9 @@ func (t *Txn) Commit(ctx context.Context, d Durability) (uint64, error) {
 		return 0, fmt.Errorf("graft: commit LSN %d to volume %q: %w", lsn, v.name, err)
 	}
 	v.state.Store(&rec)
+	v.commitMu.Unlock()
+	unlocked = true
+	v.notify(ctx, EventCommit, lsn)
 	return lsn, nil
 }
 
