@@ -37,7 +37,14 @@
 //     range) is rejected with a typed error before anything is staged;
 //     stored bytes that do not decode give ErrCorrupt, never a panic.
 //
-// Replication to object storage builds on this package: Volume.Commits
-// lists the pages changed in an LSN range, and Volume.SetKeepFrom stops GC
-// from passing the last pushed LSN.
+// Replication to object storage (package graft/remote) is wired in: a
+// Volume is the remote.Source of its writer and the remote.Sink of a
+// follower. Push publishes the unpushed local commits as one remote commit
+// (crash-safe through the pending commit recorded before publishing); Pull
+// applies remote commits, whose pages a follower fetches lazily, one ranged
+// GET per frame on first read (Hydrate fetches them all); a volume whose
+// unpushed commits lost the remote race gets a *DivergedError, and Reset
+// drops them; Follow pulls when the volume's LSN lane (Options.Notifier,
+// package graft/lane) announces a push. The sync point moves keep-from, so
+// GC never passes unpushed history.
 package graft
