@@ -193,6 +193,7 @@ type tierQueue struct {
 	safe     uint64 // page index below which marks are durable
 	dispatch chan []item
 	unpushed []item // committed locally, push failed: dispatched after the next push
+	carry    []item // (under mu) found on the volume by recovery, not pushed yet
 
 	safeMu  sync.Mutex
 	newSafe uint64   // safe index for the next commit
@@ -240,10 +241,11 @@ func NewTier(ctx context.Context, out *Outbox, gs *graft.Store, rep Replicator, 
 
 // recover finishes what a previous process left. The accept volume is the
 // truth about what was committed: every job on its pages at or above the
-// safe index is dispatched again (the job stream dedups by id) and marked in
-// the outbox, whether or not the outbox still holds its intent (a sync job
-// is acknowledged before its record is durable in the outbox). Intents
-// pending in the outbox that the volume does not hold are queued for commit.
+// safe index is pushed and dispatched again (the job stream dedups by id)
+// and marked in the outbox, whether or not the outbox still holds its
+// intent (a sync job is acknowledged before its record is durable in the
+// outbox). Intents pending in the outbox that the volume does not hold are
+// queued for commit. Dispatch runs in the background.
 func (t *Tier) recover(ctx context.Context) error {
 	pend, err := t.out.Pending(ctx)
 	if err != nil {
@@ -272,9 +274,6 @@ func (t *Tier) recover(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if _, err := t.rep.Push(ctx, q.vol); err != nil {
-			return fmt.Errorf("accept: recover %s: %w", q.vol.Name(), err)
-		}
 		inVol, err := q.committedJobs(ctx)
 		if err != nil {
 			return err
@@ -283,6 +282,20 @@ func (t *Tier) recover(ctx context.Context) error {
 		for _, it := range inVol {
 			seen[it.in.ID] = true
 			t.opts.Minter.Observe(it.in.ID)
+		}
+		// What the volume holds is dispatched once it is pushed: now, or
+		// after the committer's next successful push. Async enqueues go on
+		// meanwhile: a remote that is down does not stop them.
+		if _, err := t.rep.Push(ctx, q.vol); err != nil {
+			t.log.Warn("accept: recover: push failed; the next commit retries it", "volume", q.vol.Name(), "err", err)
+			q.mu.Lock()
+			q.carry = inVol
+			q.mu.Unlock()
+		} else if len(inVol) > 0 {
+			q.safeMu.Lock()
+			q.ends = append(q.ends, q.next)
+			q.safeMu.Unlock()
+			q.dispatch <- inVol
 		}
 		q.mu.Lock()
 		for _, in := range ins {
@@ -295,9 +308,6 @@ func (t *Tier) recover(ctx context.Context) error {
 			q.pending = append(q.pending, item{in: in})
 		}
 		q.mu.Unlock()
-		if len(inVol) > 0 && !t.dispatch(ctx, q, inVol) {
-			return fmt.Errorf("accept: recover %s: dispatch: %w", q.vol.Name(), context.Cause(ctx))
-		}
 		q.poke()
 	}
 	return nil
@@ -392,12 +402,16 @@ func (q *tierQueue) poke() {
 	}
 }
 
-// Enqueue accepts one job on queue q. A zero job.ID is minted; give an id to
-// retry an enqueue idempotently (the job stream dedups by it). job.Fields
-// other than the payload and job.RunAt are not carried: the payload is the
-// job. With Async it returns once the intent is recorded in the outbox;
-// with Sync once the batch holding it is one commit of the queue's accept
-// volume and pushed, and the receipt carries that push's remote LSN.
+// Enqueue accepts one job, payload, on queue q. An id of 0 is minted (JOB);
+// give the id of an earlier attempt to retry it idempotently: the job
+// stream dedups by id, and an id still pending in the outbox is refused
+// with ErrDuplicate (it is accepted already and will be committed). With
+// Async it returns once the intent is recorded in the outbox; with Sync
+// once the batch holding it is one commit of the queue's accept volume and
+// pushed, and the receipt carries that push's remote LSN. A Sync call whose
+// ctx ends, or that gets an error after Record, leaves the job accepted:
+// it is committed and dispatched later, at least once; the Receipt returned
+// with such an error carries the job's ID (and no LSN).
 func (t *Tier) Enqueue(ctx context.Context, q string, id brand.ID, payload []byte, mode Mode) (Receipt, error) {
 	if mode != Async && mode != Sync {
 		return Receipt{}, fmt.Errorf("%w: mode %d", ErrInvalid, mode)
@@ -421,6 +435,9 @@ func (t *Tier) Enqueue(ctx context.Context, q string, id brand.ID, payload []byt
 	if err := t.out.Record(ctx, in); err != nil {
 		return Receipt{}, err
 	}
+	if got, ok := t.out.Get(id); ok {
+		in = got // the outbox's copy: the caller may reuse payload
+	}
 	r := Receipt{ID: id, Mode: mode, Volume: tq.vol.Name()}
 	it := item{in: in}
 	if mode == Sync {
@@ -430,7 +447,7 @@ func (t *Tier) Enqueue(ctx context.Context, q string, id brand.ID, payload []byt
 	if tq.stopped {
 		tq.mu.Unlock()
 		// Recorded: the next NewTier commits it.
-		return Receipt{}, fmt.Errorf("accept: enqueue of %s: %w", brand.JOB.Format(id), ErrClosed)
+		return r, fmt.Errorf("accept: enqueue of %s: %w", brand.JOB.Format(id), ErrClosed)
 	}
 	if len(tq.pending) == 0 {
 		tq.oldest = time.Now()
@@ -450,12 +467,12 @@ func (t *Tier) Enqueue(ctx context.Context, q string, id brand.ID, payload []byt
 	select {
 	case res := <-it.done:
 		if res.err != nil {
-			return Receipt{}, res.err
+			return r, res.err
 		}
 		r.LSN = res.lsn
 		return r, nil
 	case <-ctx.Done():
-		return Receipt{}, fmt.Errorf("accept: sync enqueue of %s: %w", brand.JOB.Format(id), ctx.Err())
+		return r, fmt.Errorf("accept: sync enqueue of %s: %w", brand.JOB.Format(id), ctx.Err())
 	}
 }
 
@@ -650,8 +667,12 @@ func (t *Tier) commit(q *tierQueue, batch []item) error {
 		return err
 	}
 	wake(batch, commitResult{lsn: lsn})
-	if len(q.unpushed) > 0 {
-		batch = append(q.unpushed, batch...)
+	q.mu.Lock()
+	carry := q.carry
+	q.carry = nil
+	q.mu.Unlock()
+	if len(carry)+len(q.unpushed) > 0 {
+		batch = append(append(carry, q.unpushed...), batch...)
 		q.unpushed = nil
 	}
 	q.safeMu.Lock()

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -493,6 +494,85 @@ func TestJobPage(t *testing.T) {
 		}
 		if _, _, err := DecodeJobPage(b[:i]); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("cut at %d: %v", i, err)
+		}
+	}
+}
+
+// failingReplicator fails every Push while fail is set.
+type failingReplicator struct {
+	Replicator
+	fail atomic.Bool
+}
+
+var errRemoteDown = errors.New("remote down")
+
+func (f *failingReplicator) Push(ctx context.Context, vol *graft.Volume) (uint64, error) {
+	if f.fail.Load() {
+		return 0, errRemoteDown
+	}
+	return f.Replicator.Push(ctx, vol)
+}
+
+// TestRemoteDown: while pushes fail, a sync enqueue gets the error, async
+// enqueues are still accepted, and a restarted tier starts anyway; once the
+// remote is back, every job reaches the remote once and the job stream once.
+func TestRemoteDown(t *testing.T) {
+	ctx := t.Context()
+	rd := servers.Redis(t)
+	dir := t.TempDir()
+	url := fileURL(filepath.Join(dir, "remote"))
+	r, err := openRig(ctx, dir, url, rd.URL, 100, TierOptions{AsyncInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close(ctx)
+	fr := &failingReplicator{Replicator: r.rep}
+	r.tier.rep = fr
+	var ids []brand.ID
+	rc, err := r.tier.Enqueue(ctx, "down", 0, []byte("1"), Sync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, rc.ID)
+	fr.fail.Store(true)
+	rc, err = r.tier.Enqueue(ctx, "down", 0, []byte("2"), Sync)
+	if !errors.Is(err, errRemoteDown) {
+		t.Fatalf("sync enqueue with the remote down: %v", err)
+	}
+	ids = append(ids, rc.ID) // not acknowledged, but accepted: it arrives at least once
+	if err := r.tier.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Restart with the remote still down: it starts, and takes async work.
+	if r.tier, err = NewTier(ctx, r.out, r.gs, fr, r.mqc, TierOptions{AsyncInterval: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	rc, err = r.tier.Enqueue(ctx, "down", 0, []byte("3"), Async)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, rc.ID)
+	fr.fail.Store(false)
+	rc, err = r.tier.Enqueue(ctx, "down", 0, []byte("4"), Sync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, rc.ID)
+	r.settle(t, ctx)
+	jobs, err := remoteJobs(ctx, url, "accept.down.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := claimAll(ctx, r.mqc, "down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 4 || len(got) != 4 {
+		t.Fatalf("remote %v, job stream %v", jobs, got)
+	}
+	for _, id := range ids {
+		if _, ok := jobs[id]; !ok || got[id] != 1 {
+			t.Fatalf("job %s: remote %v, claimed %d", brand.JOB.Format(id), ok, got[id])
 		}
 	}
 }
