@@ -183,8 +183,12 @@ func (v *Volume) Pending(ctx context.Context) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if v.noPending.Load() {
+		return nil, nil // known absent: no read (a deleted key leaves tombstones to step over)
+	}
 	val, closer, err := v.s.db.Get(pendingKey(v.id))
 	if errors.Is(err, pebble.ErrNotFound) {
+		v.noPending.Store(true)
 		return nil, nil
 	}
 	if err != nil {
@@ -207,6 +211,7 @@ func (v *Volume) SetPending(ctx context.Context, commit []byte) error {
 		return err
 	}
 	val := append([]byte{recordV1}, commit...)
+	v.noPending.Store(false)
 	if err := v.s.db.Set(pendingKey(v.id), val, pebble.Sync); err != nil {
 		return fmt.Errorf("graft: volume %q: pending remote commit: %w", v.name, err)
 	}
@@ -245,6 +250,7 @@ func (v *Volume) SetSyncPoint(ctx context.Context, sp remote.SyncPoint) error {
 	); err != nil {
 		return fmt.Errorf("graft: volume %q: sync point: %w", v.name, err)
 	}
+	v.noPending.Store(true)
 	v.state.Store(&rec)
 	return nil
 }
@@ -375,6 +381,7 @@ func (v *Volume) install(ctx context.Context, e remote.Entry, restart bool) erro
 		v.pinMu.Lock()
 		v.floor = rec.Horizon
 		v.pinMu.Unlock()
+		v.noPending.Store(true)
 	}
 	v.state.Store(&rec)
 	return nil

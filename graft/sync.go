@@ -275,6 +275,7 @@ func (v *Volume) dropUnpushed(ctx context.Context) (uint64, error) {
 	if wipe {
 		v.floor = 0
 	}
+	v.noPending.Store(true)
 	v.state.Store(&rec)
 	v.s.log.Info("graft: volume reset to its sync point", "volume", v.name, "dropped", st.Head-rec.Head, "sync_lsn", rec.Head)
 	return st.Head - rec.Head, nil

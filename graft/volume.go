@@ -41,6 +41,9 @@ type Volume struct {
 	faultMu sync.Mutex
 
 	pushMu sync.Mutex // one push, pull or reset at a time
+	// noPending is true once the volume is known to have no pending remote
+	// commit, so that Pending reads nothing in the steady state.
+	noPending atomic.Bool
 
 	logMu  sync.Mutex // guards rlog, rlogOf
 	rlog   *remote.Log
