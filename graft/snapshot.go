@@ -1,7 +1,6 @@
 package graft
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -64,29 +63,17 @@ func (s *Snapshot) Get(ctx context.Context, i uint64) ([]byte, error) {
 // getPage returns a copy of the bytes of the first page version in
 // [lo, hi), fetching them from the remote if they are not local yet.
 func (s *Snapshot) getPage(ctx context.Context, i uint64, lo, hi []byte) ([]byte, error) {
-	it, err := s.v.s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return nil, err
-	}
-	if !it.SeekGE(lo) {
-		if err := errors.Join(it.Error(), it.Close()); err != nil {
-			return nil, err
-		}
-		return nil, ErrNotFound
-	}
-	_, lsn, _ := decodePageKey(it.Key(), s.v.id)
-	val, err := it.ValueAndErr()
 	var data []byte
 	var ref bool
 	var seq uint32
-	if err == nil {
-		data, _, seq, ref, err = pageValue(val)
-		data = bytes.Clone(data)
-		if data == nil {
-			data = []byte{}
-		}
-	}
-	if err := errors.Join(err, it.Close()); err != nil {
+	var lsn uint64
+	err := s.seekFirst(ctx, lo, hi, func(k, val []byte) error {
+		_, lsn, _ = decodePageKey(k, s.v.id)
+		d, _, sq, r, err := pageValue(val)
+		data, seq, ref = append([]byte{}, d...), sq, r
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	if ref {
@@ -105,40 +92,36 @@ func (s *Snapshot) Meta(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("graft: volume %q metadata %q: %w", s.v.name, key, ErrNotFound)
 	}
 	lo, hi := metaBounds(s.v.id, key, s.lsn)
-	v, err := s.seekFirst(ctx, lo, hi, "metadata version")
+	var v []byte
+	err := s.seekFirst(ctx, lo, hi, func(_, val []byte) error {
+		p, err := versionedPayload("metadata version", val)
+		v = append([]byte{}, p...)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("graft: volume %q metadata %q at LSN %d: %w", s.v.name, key, s.lsn, err)
 	}
 	return v, nil
 }
 
-// seekFirst returns a copy of the payload of the first key in [lo, hi).
-func (s *Snapshot) seekFirst(ctx context.Context, lo, hi []byte, what string) ([]byte, error) {
+// seekFirst calls use with the key and value of the first key in
+// [lo, hi), or fails with ErrNotFound; both are valid only during the call.
+func (s *Snapshot) seekFirst(ctx context.Context, lo, hi []byte, use func(key, val []byte) error) error {
 	it, err := s.v.s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !it.SeekGE(lo) {
 		if err := errors.Join(it.Error(), it.Close()); err != nil {
-			return nil, err
+			return err
 		}
-		return nil, ErrNotFound
+		return ErrNotFound
 	}
 	val, err := it.ValueAndErr()
-	var out []byte
 	if err == nil {
-		var p []byte
-		if p, err = versionedPayload(what, val); err == nil {
-			out = bytes.Clone(p)
-			if out == nil {
-				out = []byte{}
-			}
-		}
+		err = use(it.Key(), val)
 	}
-	if err := errors.Join(err, it.Close()); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return errors.Join(err, it.Close())
 }
 
 // Scan returns an iterator over the pages present at the snapshot's LSN
