@@ -139,15 +139,30 @@ func claimAll(ctx context.Context, c *mq.Client, q string) (map[brand.ID]int, er
 
 func fileURL(dir string) string { return "file://" + filepath.ToSlash(dir) }
 
-func TestEnqueueSyncAsync(t *testing.T) {
+// newRig opens a rig on a fresh data dir, a file:// remote in it and the
+// package's redis-server, closed when the test ends. It returns the rig and
+// the remote's URL.
+func newRig(t *testing.T, k int, topts TierOptions) (*rig, string) {
+	t.Helper()
 	ctx := t.Context()
 	rd := servers.Redis(t)
 	dir := t.TempDir()
 	url := fileURL(filepath.Join(dir, "remote"))
-	r, err := openRig(ctx, dir, url, rd.URL, 100, TierOptions{AsyncInterval: time.Hour})
+	r, err := openRig(ctx, dir, url, rd.URL, k, topts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := r.close(context.WithoutCancel(ctx)); err != nil {
+			t.Error(err)
+		}
+	})
+	return r, url
+}
+
+func TestEnqueueSyncAsync(t *testing.T) {
+	ctx := t.Context()
+	r, url := newRig(t, 100, TierOptions{AsyncInterval: time.Hour})
 	s1, err := r.tier.Enqueue(ctx, "jobsA", 0, []byte(`{"n":1}`), Sync)
 	if err != nil {
 		t.Fatal(err)
@@ -191,9 +206,6 @@ func TestEnqueueSyncAsync(t *testing.T) {
 	if _, err := r.tier.Enqueue(ctx, "bad:name", 0, nil, Async); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("bad queue: %v", err)
 	}
-	if err := r.close(ctx); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // blockingReplicator holds every Push until release is closed, and
@@ -214,14 +226,7 @@ func (b *blockingReplicator) Push(ctx context.Context, vol *graft.Volume) (uint6
 // arrive; they are all acknowledged by the next commit, one remote LSN.
 func TestGroupCommit(t *testing.T) {
 	ctx := t.Context()
-	rd := servers.Redis(t)
-	dir := t.TempDir()
-	url := fileURL(filepath.Join(dir, "remote"))
-	r, err := openRig(ctx, dir, url, rd.URL, 1000, TierOptions{AsyncInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close(ctx)
+	r, _ := newRig(t, 1000, TierOptions{AsyncInterval: time.Hour})
 	br := &blockingReplicator{Replicator: r.rep, started: make(chan struct{}, 8), release: make(chan struct{})}
 	r.tier.rep = br
 	first := make(chan Receipt, 1)
@@ -518,14 +523,7 @@ func (f *failingReplicator) Push(ctx context.Context, vol *graft.Volume) (uint64
 // remote is back, every job reaches the remote once and the job stream once.
 func TestRemoteDown(t *testing.T) {
 	ctx := t.Context()
-	rd := servers.Redis(t)
-	dir := t.TempDir()
-	url := fileURL(filepath.Join(dir, "remote"))
-	r, err := openRig(ctx, dir, url, rd.URL, 100, TierOptions{AsyncInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.close(ctx)
+	r, url := newRig(t, 100, TierOptions{AsyncInterval: time.Hour})
 	fr := &failingReplicator{Replicator: r.rep}
 	r.tier.rep = fr
 	var ids []brand.ID
