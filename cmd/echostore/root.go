@@ -80,6 +80,7 @@ single ordered stream.`,
 		newEnqueueCmd(g),
 		newArchiveCmd(g),
 		newVolumeCmd(g),
+		newServeCmd(g),
 	)
 	return root
 }

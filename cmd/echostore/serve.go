@@ -1,0 +1,90 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/echostore/echostore/server"
+	"github.com/spf13/cobra"
+)
+
+func newServeCmd(g *globals) *cobra.Command {
+	var (
+		listen, config, token string
+		beat                  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "serve [--listen 127.0.0.1:7070] [--config FILE] [--token T] [--beat D]",
+		Short: "Run the archive driver and retention on a beat, the HTTP API, the dashboard and /metrics",
+		Long: `Serve the data dir: run the archive driver (fold, then trim) and trim-only
+retention over the declared streams every --beat, and the HTTP API (/v1/…),
+the dashboard (/), Prometheus metrics (/metrics) and /healthz on --listen.
+
+With no --config every stream comes into being on first use (an append through
+the API) and is archived with the window keep=10000. A YAML --config declares
+queues and streams (keep, max_age, archived, trim_after), the remote, the beat;
+flags and environment variables override it. docs/SERVE.md has the details.
+
+A --listen address other than loopback needs --token (or ECHOSTORE_TOKEN):
+every /v1 call then needs "Authorization: Bearer <token>".
+SIGTERM or Ctrl-C: the cycle in flight and the requests in flight finish,
+the data dir is closed, and serve exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := server.Config{}
+			if config != "" {
+				var err error
+				if cfg, err = server.LoadConfig(config); err != nil {
+					return fmt.Errorf("--config %s: %w", config, err)
+				}
+			}
+			given := func(flag, env string) bool {
+				if f := cmd.Flag(flag); f != nil && f.Changed {
+					return true
+				}
+				_, ok := os.LookupEnv(env)
+				return env != "" && ok
+			}
+			pick := func(dst *string, flag, env, val string) {
+				if given(flag, env) || *dst == "" {
+					*dst = val
+				}
+			}
+			pick(&cfg.Listen, "listen", "ECHOSTORE_LISTEN", listen)
+			pick(&cfg.Token, "token", "ECHOSTORE_TOKEN", token)
+			pick(&cfg.Redis, "redis", "ECHOSTORE_REDIS", g.redis)
+			pick(&cfg.Data, "data", "ECHOSTORE_DATA", g.data)
+			pick(&cfg.Remote, "remote", "ECHOSTORE_REMOTE", g.remote)
+			if given("beat", "") || cfg.Beat == 0 {
+				cfg.Beat = beat
+			}
+			if _, ok := os.LookupEnv("ECHOSTORE_NODE"); ok || cfg.Node == 0 {
+				node, err := nodeFromEnv()
+				if err != nil {
+					return err
+				}
+				cfg.Node = node
+			}
+			cfg.Logger = g.log
+			ctx := cmd.Context()
+			srv, err := server.New(ctx, cfg)
+			switch {
+			case errors.Is(err, server.ErrInsecure):
+				return err
+			case errors.Is(err, server.ErrDataLocked):
+				return fmt.Errorf("%w; stop the other serve, or give this one its own --data", err)
+			case err != nil:
+				return fmt.Errorf("%w; check --redis, --data and --remote (or the --config file)", err)
+			}
+			return srv.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", envOr("ECHOSTORE_LISTEN", server.DefaultListen), "HTTP address [$ECHOSTORE_LISTEN]")
+	f.StringVar(&config, "config", "", "YAML configuration file (flags and environment variables override it)")
+	f.StringVar(&token, "token", envOr("ECHOSTORE_TOKEN", ""), "bearer token every /v1 call must carry [$ECHOSTORE_TOKEN]")
+	f.DurationVar(&beat, "beat", server.DefaultBeat, "how often the archive driver and retention run")
+	return cmd
+}

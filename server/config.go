@@ -1,0 +1,206 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/names"
+)
+
+// Defaults of a Config.
+const (
+	// DefaultListen is the address the HTTP server listens on.
+	DefaultListen = "127.0.0.1:7070"
+	// DefaultBeat is how often the drivers run a cycle.
+	DefaultBeat = 5 * time.Second
+	// DefaultKeep is the window of a stream that comes into being on first
+	// use: the newest DefaultKeep records stay live, the rest are archived.
+	DefaultKeep = 10000
+	// DefaultMaxBody bounds a request body (bytes).
+	DefaultMaxBody = 8 << 20
+	// DefaultMaxReadLimit bounds the records one GET of a stream returns
+	// when the request gives no limit.
+	DefaultMaxReadLimit = 10000
+)
+
+// ErrConfig is wrapped by every error about a configuration.
+var ErrConfig = errors.New("invalid serve configuration")
+
+// StreamConfig declares one stream: its retention window and whether what
+// the window drops is archived (folded, then trimmed) or only trimmed.
+type StreamConfig struct {
+	// Name is the stream's name (in a Queue's Streams list).
+	Name string `yaml:"name"`
+	// Keep leaves the newest Keep records live (0: no count limit).
+	Keep int64 `yaml:"keep"`
+	// MaxAge leaves records younger than MaxAge live (0: no age limit).
+	MaxAge time.Duration `yaml:"max_age"`
+	// Archived: fold before trim (nil: the default's).
+	Archived *bool `yaml:"archived"`
+	// TrimAfter is "local" or "remote" ("": the default's).
+	TrimAfter string `yaml:"trim_after"`
+}
+
+// QueueConfig declares a queue and its streams.
+type QueueConfig struct {
+	Name    string         `yaml:"name"`
+	Streams []StreamConfig `yaml:"streams"`
+}
+
+// Config configures a Server. The zero value of every field but Data and
+// Redis means its default; LoadConfig reads one from YAML.
+type Config struct {
+	// Listen is the HTTP address (default DefaultListen). A non-loopback
+	// address needs a Token.
+	Listen string `yaml:"listen"`
+	// Token, if set, is the bearer token every /v1 call must carry.
+	Token string `yaml:"token"`
+	// Redis is the Redis URL.
+	Redis string `yaml:"redis"`
+	// Data is the data directory; its graft store is Data/graft.
+	Data string `yaml:"data"`
+	// Remote is the object-store URL (default file://<Data>/remote).
+	Remote string `yaml:"remote"`
+	// Node is the node number of the ids this server mints.
+	Node int `yaml:"node"`
+	// Beat is how often the archive driver and retention run (default
+	// DefaultBeat).
+	Beat time.Duration `yaml:"beat"`
+	// Defaults applies to streams that come into being on first use and
+	// fills what a declared stream leaves out. Zero: archived, Keep
+	// DefaultKeep, trim after local.
+	Defaults StreamConfig `yaml:"defaults"`
+	// Queues declares queues and streams; their streams are cycled from
+	// the first beat on, used or not.
+	Queues []QueueConfig `yaml:"queues"`
+	// MaxBody bounds a request body in bytes (default DefaultMaxBody).
+	MaxBody int64 `yaml:"max_body"`
+
+	// AllowEviction connects to a Redis whose maxmemory-policy may evict
+	// (tests only; eviction drops streams silently).
+	AllowEviction bool `yaml:"-"`
+	// Logger receives the server's logs (default slog.Default()).
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// LoadConfig reads a YAML configuration file. Unknown keys are errors.
+func LoadConfig(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return ParseConfig(b)
+}
+
+// ParseConfig parses a YAML configuration. Unknown keys are errors.
+func ParseConfig(b []byte) (Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return c, nil
+}
+
+// stream is a resolved StreamConfig.
+type stream struct {
+	q, s      string
+	window    archive.Window
+	archived  bool
+	trimAfter archive.TrimAfter
+}
+
+// withDefaults fills the zero fields of c and checks it.
+func (c Config) withDefaults() (Config, error) {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Beat == 0 {
+		c.Beat = DefaultBeat
+	}
+	if c.Beat < 0 {
+		return c, fmt.Errorf("%w: beat %v: want a positive duration", ErrConfig, c.Beat)
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	if c.Data == "" {
+		return c, fmt.Errorf("%w: no data directory", ErrConfig)
+	}
+	if c.Redis == "" {
+		return c, fmt.Errorf("%w: no Redis URL", ErrConfig)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	d := &c.Defaults
+	if d.Keep == 0 && d.MaxAge == 0 {
+		d.Keep = DefaultKeep
+	}
+	if d.Archived == nil {
+		t := true
+		d.Archived = &t
+	}
+	if d.TrimAfter == "" {
+		d.TrimAfter = "local"
+	}
+	if _, err := c.resolve("", "", *d); err != nil {
+		return c, fmt.Errorf("defaults: %w", err)
+	}
+	seen := map[[2]string]bool{}
+	for _, q := range c.Queues {
+		if err := names.Check(names.Queue, q.Name); err != nil {
+			return c, fmt.Errorf("%w: queue: %w", ErrConfig, err)
+		}
+		for _, s := range q.Streams {
+			if _, err := c.resolve(q.Name, s.Name, s); err != nil {
+				return c, err
+			}
+			if seen[[2]string{q.Name, s.Name}] {
+				return c, fmt.Errorf("%w: stream %s/%s declared twice", ErrConfig, q.Name, s.Name)
+			}
+			seen[[2]string{q.Name, s.Name}] = true
+		}
+	}
+	return c, nil
+}
+
+// resolve merges sc over the defaults; q and s empty check the defaults.
+func (c Config) resolve(q, s string, sc StreamConfig) (stream, error) {
+	if q != "" {
+		if _, err := names.ArchiveVolume(q, s); err != nil {
+			return stream{}, fmt.Errorf("%w: stream %s/%s: %w", ErrConfig, q, s, err)
+		}
+	}
+	st := stream{q: q, s: s, window: archive.Window{Keep: sc.Keep, MaxAge: sc.MaxAge}}
+	if sc.Keep == 0 && sc.MaxAge == 0 && q != "" {
+		st.window = archive.Window{Keep: c.Defaults.Keep, MaxAge: c.Defaults.MaxAge}
+	}
+	if st.window.Keep < 0 || st.window.MaxAge < 0 {
+		return stream{}, fmt.Errorf("%w: stream %s/%s: negative keep or max_age", ErrConfig, q, s)
+	}
+	arch := sc.Archived
+	if arch == nil {
+		arch = c.Defaults.Archived
+	}
+	st.archived = arch == nil || *arch
+	ta := sc.TrimAfter
+	if ta == "" {
+		ta = c.Defaults.TrimAfter
+	}
+	t, err := archive.ParseTrimAfter(ta)
+	if err != nil {
+		return stream{}, fmt.Errorf("%w: stream %s/%s: %w", ErrConfig, q, s, err)
+	}
+	st.trimAfter = t
+	return st, nil
+}

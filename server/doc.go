@@ -1,0 +1,45 @@
+// Package server is `echostore serve`: the long-running process that holds a
+// data dir, runs the archive driver and trim-only retention on a beat, and
+// serves the HTTP API, server-sent events, a dashboard and Prometheus
+// metrics.
+//
+// # What it owns
+//
+//   - The data dir's graft store (<data>/graft), opened writable and locked
+//     from New until Run returns; a second process on the same data dir is
+//     refused at once (ErrDataLocked), never left waiting.
+//   - One Redis client (mq.Client) and the remote (graft/remote), attached
+//     to the store so that trim_after: remote can push.
+//   - Two archive drivers (archive.Driver: trim after local, trim after
+//     remote) and one mq.Retention, cycled together on each beat.
+//   - A private prometheus.Registry: nothing is registered globally.
+//
+// # Promises
+//
+//   - Streams come into being on first use: the first append through the API
+//     declares the stream with Config.Defaults (archived, keep DefaultKeep,
+//     trim after local, unless the configuration says otherwise). Streams
+//     named in Config.Queues are cycled from the first beat on.
+//   - Names are checked (package names) before any side effect; a refused
+//     request declares nothing and writes nothing.
+//   - Every API error is JSON {"error":{"code":…,"message":…}} with a status
+//     that says what kind it is (the Code… constants); bodies are parsed as
+//     JSON whatever the Content-Type says, and bounded by Config.MaxBody.
+//   - Records are rendered by mq.AppendJSON only: a read through the API is
+//     byte-identical to `echostore stream read`, from live and archive alike.
+//   - With Config.Token every /v1 call needs "Authorization: Bearer <token>",
+//     compared in constant time; a listen address other than loopback is
+//     refused without a token (ErrInsecure).
+//   - Shutdown (Run's context ends) loses nothing: the beat's cycle in flight
+//     runs to its end, requests in flight finish (bounded by
+//     ShutdownTimeout), event streams end, the store, remote and Redis client
+//     are closed, and Run returns nil.
+//   - /v1/events is fed by notifications, never by a polling loop: each cycle
+//     (archive or retention) publishes a "cycle" event and the volume's "lsn"
+//     event in-process, and the archive volumes' LSN lanes (mq.VolumeLane,
+//     read with a blocking XREAD) publish "lsn" events of commits and pushes
+//     announced by other processes.
+//
+// docs/SERVE.md is the user's reference: routes, configuration keys,
+// metrics, events.
+package server

@@ -1,0 +1,104 @@
+package server
+
+import (
+	"encoding/json"
+	"sync"
+)
+
+// Event is one server-sent event of /v1/events.
+type Event struct {
+	// Kind is the SSE event name: "cycle" or "lsn".
+	Kind string
+	// Data is its JSON payload.
+	Data json.RawMessage
+}
+
+// CycleEvent is the payload of a "cycle" event: one stream's cycle.
+type CycleEvent struct {
+	Queue     string `json:"queue"`
+	Stream    string `json:"stream"`
+	Archived  bool   `json:"archived"`
+	Folded    int64  `json:"folded"`
+	Trimmed   int64  `json:"trimmed"`
+	Watermark any    `json:"watermark"` // "EVT_…" or null
+	Archive   uint64 `json:"archive"`   // records in the archive
+	Live      int64  `json:"live"`      // entries in the live stream (-1: unknown)
+	Lag       int64  `json:"lag"`       // entries above W still live (-1: unknown)
+	Volume    string `json:"volume,omitempty"`
+	LSN       uint64 `json:"lsn"`
+	Error     string `json:"error,omitempty"`
+}
+
+// LSNEvent is the payload of an "lsn" event: a volume's LSNs.
+type LSNEvent struct {
+	Volume    string `json:"volume"`
+	LocalLSN  uint64 `json:"local_lsn"`
+	RemoteLSN uint64 `json:"remote_lsn"`
+	Kind      string `json:"kind,omitempty"` // commit, push, or "" (the server's own reading)
+}
+
+// hub fans events out to subscribers. A subscriber that does not keep up
+// loses its subscription (its channel is closed) rather than slow the
+// publisher.
+type hub struct {
+	mu   sync.Mutex
+	subs map[chan Event]struct{}
+	last map[string]Event // the newest event per key, replayed to a new subscriber
+}
+
+func newHub() *hub {
+	return &hub{subs: map[chan Event]struct{}{}, last: map[string]Event{}}
+}
+
+// publish sends the event to every subscriber; key names what it is the
+// newest state of ("" keeps none).
+func (h *hub) publish(key, kind string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	e := Event{Kind: kind, Data: b}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if key != "" {
+		h.last[key] = e
+	}
+	for ch := range h.subs {
+		select {
+		case ch <- e:
+		default:
+			delete(h.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+// subscribe returns a channel of the events from now on, preceded by the
+// newest event of every key, and what ends the subscription.
+func (h *hub) subscribe() (<-chan Event, func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch := make(chan Event, 256+len(h.last))
+	for _, e := range h.last {
+		ch <- e
+	}
+	h.subs[ch] = struct{}{}
+	return ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if _, ok := h.subs[ch]; ok {
+			delete(h.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+// closeAll ends every subscription (shutdown).
+func (h *hub) closeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		delete(h.subs, ch)
+		close(ch)
+	}
+}

@@ -1,0 +1,695 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/server/web"
+)
+
+// Error codes of the JSON error body {"error":{"code":…,"message":…}}.
+const (
+	CodeBadRequest   = "bad_request"   // 400: a malformed parameter or body
+	CodeInvalidName  = "invalid_name"  // 400: a queue, stream or volume name
+	CodeInvalidInput = "invalid_input" // 400: a record or job that cannot be stored
+	CodeUnauthorized = "unauthorized"  // 401: missing or wrong bearer token
+	CodeNotFound     = "not_found"     // 404
+	CodeConflict     = "conflict"      // 409: the lease was lost, the volume is behind
+	CodeTooLarge     = "too_large"     // 413: the body exceeds the server's limit
+	CodeUnavailable  = "unavailable"   // 503: shutting down
+	CodeInternal     = "internal"      // 500
+)
+
+// apiError is an error with its HTTP status and code.
+type apiError struct {
+	status int
+	code   string
+	err    error
+}
+
+func (e *apiError) Error() string { return e.err.Error() }
+func (e *apiError) Unwrap() error { return e.err }
+
+func badRequest(format string, a ...any) error {
+	return &apiError{http.StatusBadRequest, CodeBadRequest, fmt.Errorf(format, a...)}
+}
+
+// classify maps an error to its status and code.
+func classify(err error) (int, string) {
+	var ae *apiError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		return ae.status, ae.code
+	case errors.As(err, &mbe):
+		return http.StatusRequestEntityTooLarge, CodeTooLarge
+	case errors.Is(err, names.ErrInvalid):
+		return http.StatusBadRequest, CodeInvalidName
+	case errors.Is(err, mq.ErrInvalidRecord), errors.Is(err, mq.ErrSyntax):
+		return http.StatusBadRequest, CodeInvalidInput
+	case errors.Is(err, graft.ErrVolumeNotFound), errors.Is(err, mq.ErrNoJob):
+		return http.StatusNotFound, CodeNotFound
+	case errors.Is(err, mq.ErrFenced), errors.Is(err, archive.ErrVolumeBehind), errors.Is(err, archive.ErrNoVolume):
+		return http.StatusConflict, CodeConflict
+	}
+	return http.StatusInternalServerError, CodeInternal
+}
+
+// writeError writes err as {"error":{"code":…,"message":…}}.
+func writeError(w http.ResponseWriter, err error) {
+	status, code := classify(err)
+	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": err.Error()}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		fmt.Fprintf(&buf, `{"error":{"code":%q,"message":%q}}`+"\n", CodeInternal, err.Error())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
+
+// handlerFunc is a handler that returns its error, written as JSON.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// Handler returns the server's HTTP handler: the API, /metrics, /healthz
+// and the dashboard.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	api := func(pattern string, h handlerFunc) {
+		mux.Handle(pattern, s.instrument(s.auth(func(w http.ResponseWriter, r *http.Request) {
+			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+			if err := h(w, r); err != nil {
+				writeError(w, err)
+			}
+		})))
+	}
+	api("POST /v1/streams/{q}/{s}", s.handleAppend)
+	api("GET /v1/streams/{q}/{s}", s.handleRead)
+	api("POST /v1/streams/{q}/{s}/cycle", s.handleCycle)
+	api("GET /v1/streams/{q}/{s}/archive", s.handleStatus)
+	api("GET /v1/queues/{q}", s.handleQueueStatus)
+	api("POST /v1/queues/{q}/claim", s.handleClaim)
+	api("POST /v1/queues/{q}/ack", s.handleAck)
+	api("GET /v1/queues/{q}/dead", s.handleDead)
+	api("POST /v1/queues/{q}/redrive", s.handleRedrive)
+	api("GET /v1/volumes", s.handleVolumes)
+	api("GET /v1/volumes/{vid}", s.handleVolume)
+	api("GET /v1/events", s.handleEvents)
+	api("/v1/", func(w http.ResponseWriter, r *http.Request) error {
+		return &apiError{http.StatusNotFound, CodeNotFound, fmt.Errorf("no API route %s %s", r.Method, r.URL.Path)}
+	})
+	mux.Handle("GET /healthz", s.instrument(http.HandlerFunc(s.handleHealth)))
+	mux.Handle("GET /metrics", s.instrument(promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{})))
+	mux.Handle("GET /{$}", s.instrument(http.HandlerFunc(s.handleDashboard)))
+	return mux
+}
+
+// statusWriter remembers the status code for the latency histogram.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// instrument observes each request's latency by route pattern.
+func (s *Server) instrument(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		s.m.http.WithLabelValues(r.Pattern, r.Method, strconv.Itoa(sw.status)).Observe(time.Since(start).Seconds())
+	})
+}
+
+// auth checks the bearer token when the server has one.
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	if s.cfg.Token == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.cfg.Token)
+	return func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if t := r.URL.Query().Get("access_token"); t != "" && r.Pattern == "GET /v1/events" {
+			// EventSource cannot send headers: the event stream (read-only)
+			// also takes the token as a query parameter.
+			got = []byte("Bearer " + t)
+		}
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="echostore"`)
+			writeError(w, &apiError{http.StatusUnauthorized, CodeUnauthorized,
+				errors.New("missing or wrong bearer token: send Authorization: Bearer <token>")})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// streamPath validates the {q} and {s} of the path.
+func streamPath(r *http.Request) (string, string, error) {
+	q, st := r.PathValue("q"), r.PathValue("s")
+	if err := names.Check(names.Queue, q); err != nil {
+		return "", "", err
+	}
+	if err := names.Check(names.Stream, st); err != nil {
+		return "", "", err
+	}
+	return q, st, nil
+}
+
+// queuePath validates the {q} of the path.
+func queuePath(r *http.Request) (string, error) {
+	q := r.PathValue("q")
+	return q, names.Check(names.Queue, q)
+}
+
+// readBody reads the whole (size-limited) body.
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	return b, nil
+}
+
+// parseRecords parses an append body: one {"fields":…} object (pretty
+// printed or not) or JSON lines of them.
+func parseRecords(body []byte) ([][]mq.Field, error) {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return nil, badRequest(`empty body: send {"fields":{"name":"value",…}} or JSON lines of them`)
+	}
+	if !bytes.Contains(body, []byte("\n")) || json.Valid(body) {
+		f, err := mq.ParseInputLine(body)
+		if err != nil {
+			return nil, fmt.Errorf("record: %w", err)
+		}
+		return [][]mq.Field{f}, nil
+	}
+	var out [][]mq.Field
+	for i, line := range bytes.Split(body, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		f, err := mq.ParseInputLine(line)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", i+1, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) error {
+	q, st, err := streamPath(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	recs, err := parseRecords(body)
+	if err != nil {
+		return err
+	}
+	if _, err := s.touch(q, st); err != nil {
+		return err
+	}
+	ids, err := s.mq.AppendBatch(r.Context(), q, st, recs)
+	if err != nil {
+		return err
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = brand.EVT.Format(id)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ids": out})
+	return nil
+}
+
+// readRange parses from, to, limit, reverse of a read.
+func readRange(r *http.Request) (archive.Range, bool, error) {
+	q := r.URL.Query()
+	rg := archive.Range{From: 0, To: brand.Max, Limit: DefaultMaxReadLimit}
+	var err error
+	if v := q.Get("from"); v != "" {
+		if rg.From, err = brand.EVT.ParseAny(v); err != nil {
+			return rg, false, badRequest("from: %w", err)
+		}
+	}
+	if v := q.Get("to"); v != "" {
+		if rg.To, err = brand.EVT.ParseAny(v); err != nil {
+			return rg, false, badRequest("to: %w", err)
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		if rg.Limit, err = strconv.Atoi(v); err != nil || rg.Limit < 0 {
+			return rg, false, badRequest("limit %q: want 0 (all) or more", v)
+		}
+	}
+	if rg.Reverse, err = boolParam(q.Get("reverse")); err != nil {
+		return rg, false, badRequest("reverse: %w", err)
+	}
+	liveOnly, err := boolParam(q.Get("live_only"))
+	if err != nil {
+		return rg, false, badRequest("live_only: %w", err)
+	}
+	return rg, liveOnly, nil
+}
+
+func boolParam(v string) (bool, error) {
+	if v == "" {
+		return false, nil
+	}
+	return strconv.ParseBool(v)
+}
+
+// archiveVolume returns q/s's archive volume in the data dir, nil if none.
+func (s *Server) archiveVolume(ctx context.Context, q, st string) (*graft.Volume, error) {
+	name, err := names.ArchiveVolume(q, st)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.store.Volume(ctx, name)
+	if errors.Is(err, graft.ErrVolumeNotFound) {
+		return nil, nil
+	}
+	return v, err
+}
+
+func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
+	q, st, err := streamPath(r)
+	if err != nil {
+		return err
+	}
+	rg, liveOnly, err := readRange(r)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	var seq func(func(mq.Record, error) bool)
+	if liveOnly {
+		seq = s.mq.Read(ctx, q, st, rg.From, rg.To, rg.Limit, rg.Reverse)
+	} else {
+		vol, err := s.archiveVolume(ctx, q, st)
+		if err != nil {
+			return err
+		}
+		seq = archive.MergeRead(ctx, archive.Source{Queue: q, Stream: st, Live: s.mq, Volume: vol}, rg)
+	}
+	// Headers go out with the first record (or the end), so an error before
+	// any record is a JSON error; one after it aborts the response, which the
+	// client sees as a truncated body.
+	var out *bufio.Writer
+	start := func() {
+		if out == nil {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			out = bufio.NewWriterSize(w, 32<<10)
+		}
+	}
+	var buf []byte
+	for rec, err := range seq {
+		var ee *mq.EntryError
+		switch {
+		case errors.As(err, &ee):
+			s.log.Warn("serve: read skipped an entry that is not a branded record", "queue", q, "stream", st, "err", err)
+			continue
+		case err != nil && out == nil:
+			return err
+		case err != nil:
+			out.Flush()
+			s.log.Warn("serve: read failed after its first record; response aborted", "queue", q, "stream", st, "err", err)
+			panic(http.ErrAbortHandler)
+		}
+		start()
+		buf = append(mq.AppendJSON(buf[:0], rec), '\n')
+		if _, err := out.Write(buf); err != nil {
+			return nil // the client went away
+		}
+	}
+	start()
+	out.Flush()
+	return nil
+}
+
+// watermark renders W: "EVT_…", or nil before the first fold.
+func watermark(st archive.State) any {
+	if st.Empty() {
+		return nil
+	}
+	return brand.EVT.Format(st.W)
+}
+
+func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
+	q, st, err := streamPath(r)
+	if err != nil {
+		return err
+	}
+	cfg, known := s.lookup(q, st)
+	if !known {
+		if cfg, err = s.cfg.resolve(q, st, StreamConfig{}); err != nil {
+			return err
+		}
+	}
+	win := cfg.window
+	qv := r.URL.Query()
+	if v := qv.Get("keep"); v != "" {
+		if win.Keep, err = strconv.ParseInt(v, 10, 64); err != nil || win.Keep < 0 {
+			return badRequest("keep %q: want 0 or more", v)
+		}
+		if qv.Get("max_age") == "" {
+			win.MaxAge = 0
+		}
+	}
+	if v := qv.Get("max_age"); v != "" {
+		if win.MaxAge, err = time.ParseDuration(v); err != nil || win.MaxAge < 0 {
+			return badRequest("max_age %q: want a duration such as 24h", v)
+		}
+	}
+	if v := qv.Get("trim_after"); v != "" {
+		if cfg.trimAfter, err = archive.ParseTrimAfter(v); err != nil {
+			return badRequest("trim_after: %w", err)
+		}
+	}
+	if win.Keep == 0 && win.MaxAge == 0 {
+		return badRequest("give keep=N (the records to leave live) and/or max_age=D")
+	}
+	res, err := s.cycle(r.Context(), cfg, win)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"folded": res.Folded, "trimmed": res.Trimmed, "watermark": watermark(res.State)})
+	return nil
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
+	q, st, err := streamPath(r)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	name, _ := names.ArchiveVolume(q, st)
+	vol, err := s.archiveVolume(ctx, q, st)
+	if err != nil {
+		return err
+	}
+	var state archive.State
+	if vol != nil {
+		if state, err = archive.Frontier(ctx, vol); err != nil {
+			return err
+		}
+	} else if seam, ok, err := s.mq.GetArchived(ctx, q, st); err != nil {
+		return err
+	} else if ok {
+		return fmt.Errorf("%s/%s is archived up to %s but %s is not in this data dir: %w",
+			q, st, brand.EVT.Format(seam.W), name, archive.ErrNoVolume)
+	}
+	n, err := s.mq.Len(ctx, q, st)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"watermark": watermark(state), "archived": state.Pages,
+		"live": n, "volume": name, "lsn": state.LSN})
+	return nil
+}
+
+func (s *Server) handleQueueStatus(w http.ResponseWriter, r *http.Request) error {
+	q, err := queuePath(r)
+	if err != nil {
+		return err
+	}
+	st, err := s.mq.Status(r.Context(), q)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// intParam parses an integer query parameter with a default and a minimum.
+func intParam(r *http.Request, name string, def, min int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < min {
+		return 0, badRequest("%s %q: want a whole number ≥ %d", name, v, min)
+	}
+	return n, nil
+}
+
+func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
+	q, err := queuePath(r)
+	if err != nil {
+		return err
+	}
+	count, err := intParam(r, "count", 1, 1)
+	if err != nil {
+		return err
+	}
+	consumer := r.URL.Query().Get("consumer")
+	if consumer == "" {
+		consumer = "http"
+	}
+	var stalled time.Duration
+	if v := r.URL.Query().Get("stalled"); v != "" {
+		if stalled, err = time.ParseDuration(v); err != nil || stalled < 0 {
+			return badRequest("stalled %q: want a duration such as 5m", v)
+		}
+	}
+	ctx := r.Context()
+	jobs := []mq.Delivery{}
+	if stalled > 0 {
+		rec, err := s.mq.Recover(ctx, q, consumer, stalled, count)
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, rec.Claimed...)
+	}
+	if len(jobs) < count {
+		more, err := s.mq.Claim(ctx, q, consumer, count-len(jobs))
+		if err != nil && len(jobs)+len(more) == 0 {
+			return err
+		}
+		jobs = append(jobs, more...)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": jobs})
+	return nil
+}
+
+// entriesBody is the body of ack and redrive.
+type entriesBody struct {
+	Entries []string `json:"entries"`
+	All     bool     `json:"all"`
+	Limit   int      `json:"limit"`
+}
+
+func decodeBody(r *http.Request, v any) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return badRequest("body: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) error {
+	q, err := queuePath(r)
+	if err != nil {
+		return err
+	}
+	var b entriesBody
+	if err := decodeBody(r, &b); err != nil {
+		return err
+	}
+	if len(b.Entries) == 0 {
+		return badRequest(`give the entries to acknowledge: {"entries":["<entry id>",…]}`)
+	}
+	n, err := s.mq.Ack(r.Context(), q, b.Entries...)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]int64{"acked": n})
+	return nil
+}
+
+func (s *Server) handleDead(w http.ResponseWriter, r *http.Request) error {
+	q, err := queuePath(r)
+	if err != nil {
+		return err
+	}
+	limit, err := intParam(r, "limit", 100, 1)
+	if err != nil {
+		return err
+	}
+	dead, err := s.mq.Dead(r.Context(), q, r.URL.Query().Get("after"), limit)
+	if err != nil {
+		return err
+	}
+	if dead == nil {
+		dead = []mq.DeadLetter{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"dead": dead})
+	return nil
+}
+
+func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request) error {
+	q, err := queuePath(r)
+	if err != nil {
+		return err
+	}
+	var b entriesBody
+	if err := decodeBody(r, &b); err != nil {
+		return err
+	}
+	if b.All == (len(b.Entries) > 0) {
+		return badRequest(`give the dead-letter entries to redrive {"entries":[…]} or {"all":true,"limit":N} (not both)`)
+	}
+	var ids []string
+	if b.All {
+		if b.Limit <= 0 {
+			b.Limit = 1000
+		}
+		ids, err = s.mq.RedriveAll(r.Context(), q, b.Limit)
+	} else {
+		ids, err = s.mq.Redrive(r.Context(), q, b.Entries...)
+	}
+	if err != nil {
+		return err
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"redriven": len(ids), "entries": ids})
+	return nil
+}
+
+func (s *Server) handleVolumes(w http.ResponseWriter, r *http.Request) error {
+	infos, err := s.store.Volumes(r.Context())
+	if err != nil {
+		return err
+	}
+	if infos == nil {
+		infos = []graft.Info{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"volumes": infos})
+	return nil
+}
+
+func (s *Server) handleVolume(w http.ResponseWriter, r *http.Request) error {
+	vid := r.PathValue("vid")
+	if err := names.Check(names.Volume, vid); err != nil {
+		return err
+	}
+	v, err := s.store.Volume(r.Context(), vid)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v.Info())
+	return nil
+}
+
+func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
+	w.Write(web.Index)
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-s.done:
+		writeError(w, &apiError{http.StatusServiceUnavailable, CodeUnavailable, errors.New("shutting down")})
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	}
+}
+
+// handleEvents streams server-sent events: "cycle" and "lsn", each first
+// the newest of every stream and volume, then as they happen.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
+	rc := http.NewResponseController(w)
+	ch, unsubscribe := s.hub.subscribe()
+	defer unsubscribe()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.WriteString(w, ": echostore events\n\n"); err != nil {
+		return nil
+	}
+	if err := rc.Flush(); err != nil {
+		return nil
+	}
+	keepalive := time.NewTicker(25 * time.Second)
+	defer keepalive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-s.done:
+			return nil
+		case <-keepalive.C:
+			io.WriteString(w, ": keepalive\n\n")
+		case e, ok := <-ch:
+			if !ok {
+				return nil // shut down, or too slow: the client reconnects
+			}
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Kind, strings.TrimSpace(string(e.Data)))
+		}
+		if err := rc.Flush(); err != nil {
+			return nil
+		}
+	}
+}

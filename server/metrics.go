@@ -1,0 +1,74 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the server's Prometheus metrics, on a private registry.
+type metrics struct {
+	reg *prometheus.Registry
+
+	cycles     *prometheus.CounterVec
+	folded     *prometheus.CounterVec
+	trimmed    *prometheus.CounterVec
+	foldErrors *prometheus.CounterVec
+	live       *prometheus.GaugeVec
+	depth      *prometheus.GaugeVec
+	wLag       *prometheus.GaugeVec
+	localLSN   *prometheus.GaugeVec
+	remoteLSN  *prometheus.GaugeVec
+	http       *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	qs := []string{"queue", "stream"}
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "echostore_cycles_total",
+			Help: "Cycles run per stream, by kind (archive: fold then trim; retention: trim only) and result (ok, error).",
+		}, append(qs, "kind", "result")),
+		folded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "echostore_folded_records_total",
+			Help: "Records folded into the stream's archive volume.",
+		}, qs),
+		trimmed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "echostore_trimmed_entries_total",
+			Help: "Live entries trimmed from the stream, by kind (archive, retention).",
+		}, append(qs, "kind")),
+		foldErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "echostore_fold_errors_total",
+			Help: "Archive cycles that failed (nothing unfolded is trimmed by a failed cycle).",
+		}, qs),
+		live: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "echostore_stream_live_length",
+			Help: "Entries in the live stream in Redis, read after the stream's last cycle.",
+		}, qs),
+		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "echostore_archive_depth_records",
+			Help: "Records in the stream's archive (ids at or below the watermark W).",
+		}, qs),
+		wLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "echostore_archive_watermark_lag_seconds",
+			Help: "Time between the watermark W and the newest live record of the stream.",
+		}, qs),
+		localLSN: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "echostore_volume_local_lsn",
+			Help: "The volume's newest local commit.",
+		}, []string{"volume"}),
+		remoteLSN: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "echostore_volume_remote_lsn",
+			Help: "The volume's newest remote commit pushed or applied (0 before the first).",
+		}, []string{"volume"}),
+		http: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "echostore_http_request_duration_seconds",
+			Help:    "HTTP request latency by route pattern, method and status code.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"route", "method", "code"}),
+	}
+	m.reg.MustRegister(m.cycles, m.folded, m.trimmed, m.foldErrors, m.live, m.depth, m.wLag,
+		m.localLSN, m.remoteLSN, m.http,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

@@ -1,0 +1,466 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
+)
+
+// Sentinel errors of New and Run.
+var (
+	// ErrInsecure: a non-loopback listen address without a token.
+	ErrInsecure = errors.New("serve: a listen address other than loopback needs a token")
+	// ErrDataLocked: another process holds the data directory.
+	ErrDataLocked = errors.New("serve: the data directory is in use by another echostore process")
+)
+
+// ShutdownTimeout bounds how long Run waits, once its context ends, for the
+// HTTP requests in flight to finish.
+const ShutdownTimeout = 15 * time.Second
+
+// Server is `echostore serve`: the archive driver and trim-only retention on
+// a beat, and the HTTP API. Get one with New, run it with Run.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	mq    *mq.Client
+	store *graft.Store
+	rs    remote.Store
+	arch  map[archive.TrimAfter]*archive.Archiver
+	drv   map[archive.TrimAfter]*archive.Driver
+	ret   *mq.Retention
+	hub   *hub
+	m     *metrics
+	ln    net.Listener
+	http  *http.Server
+
+	done    chan struct{} // closed when shutdown starts: SSE streams end
+	mu      sync.Mutex
+	streams map[[2]string]stream
+	runCtx  context.Context // the lane watchers' context, set by Run
+	wg      sync.WaitGroup  // lane watchers
+	closed  bool
+}
+
+// New opens what a Server needs: Redis, the data dir's graft store (which it
+// holds, locked, until Run returns), the remote; it declares the configured
+// streams and listens on cfg.Listen. It does not serve until Run.
+func New(ctx context.Context, cfg Config) (_ *Server, err error) {
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Token == "" && !loopback(cfg.Listen) {
+		return nil, fmt.Errorf("%w: --listen %s: give --token (or ECHOSTORE_TOKEN), or listen on 127.0.0.1", ErrInsecure, cfg.Listen)
+	}
+	s := &Server{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		hub:     newHub(),
+		m:       newMetrics(),
+		done:    make(chan struct{}),
+		streams: map[[2]string]stream{},
+		arch:    map[archive.TrimAfter]*archive.Archiver{},
+		drv:     map[archive.TrimAfter]*archive.Driver{},
+	}
+	defer func() {
+		if err != nil {
+			s.closeAll()
+		}
+	}()
+	s.mq, err = mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.Node, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction})
+	if err != nil {
+		return nil, fmt.Errorf("serve: redis: %w", err)
+	}
+	s.store, err = graft.Open(ctx, filepath.Join(cfg.Data, "graft"), graft.Options{Logger: cfg.Logger})
+	if errors.Is(err, graft.ErrLocked) {
+		return nil, fmt.Errorf("%w (%s): %w", ErrDataLocked, cfg.Data, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("serve: open data dir %s: %w", cfg.Data, err)
+	}
+	rurl := cfg.Remote
+	if rurl == "" {
+		abs, aerr := filepath.Abs(cfg.Data)
+		if aerr != nil {
+			return nil, fmt.Errorf("serve: data dir %s: %w", cfg.Data, aerr)
+		}
+		rurl = "file://" + filepath.ToSlash(filepath.Join(abs, "remote"))
+	}
+	s.rs, err = remote.Open(ctx, rurl)
+	if err != nil {
+		return nil, fmt.Errorf("serve: remote %s: %w", rurl, err)
+	}
+	s.store.AttachRemote(s.rs)
+	for _, ta := range []archive.TrimAfter{archive.TrimAfterLocal, archive.TrimAfterRemote} {
+		opts := archive.Options{Store: s.store, Live: s.mq, Logger: cfg.Logger, TrimAfter: ta}
+		if ta == archive.TrimAfterRemote {
+			opts.Pusher = archive.GraftPusher{}
+		}
+		a, err := archive.New(opts)
+		if err != nil {
+			return nil, fmt.Errorf("serve: %w", err)
+		}
+		s.arch[ta], s.drv[ta] = a, a.NewDriver()
+	}
+	s.ret = s.mq.NewRetention(nil)
+	for _, q := range cfg.Queues {
+		for _, sc := range q.Streams {
+			st, _ := cfg.resolve(q.Name, sc.Name, sc) // checked by withDefaults
+			if err := s.declare(st); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s.ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("serve: listen %s: %w", cfg.Listen, err)
+	}
+	s.http = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// loopback reports whether addr (host:port) listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// declare adds a stream to the archive driver or to retention.
+func (s *Server) declare(st stream) error {
+	var err error
+	if st.archived {
+		err = s.drv[st.trimAfter].Declare(st.q, st.s, st.window)
+	} else {
+		err = s.ret.Declare(st.q, st.s, st.window)
+	}
+	if err != nil {
+		return fmt.Errorf("serve: declare %s/%s: %w", st.q, st.s, err)
+	}
+	s.mu.Lock()
+	s.streams[[2]string{st.q, st.s}] = st
+	ctx := s.runCtx
+	s.mu.Unlock()
+	if ctx != nil && st.archived {
+		s.watchVolume(ctx, st)
+	}
+	return nil
+}
+
+// touch returns the stream's settings, declaring it with the defaults on
+// first use. q and s must be valid names.
+func (s *Server) touch(q, st string) (stream, error) {
+	s.mu.Lock()
+	got, ok := s.streams[[2]string{q, st}]
+	s.mu.Unlock()
+	if ok {
+		return got, nil
+	}
+	res, err := s.cfg.resolve(q, st, StreamConfig{})
+	if err != nil {
+		return stream{}, err
+	}
+	s.log.Info("serve: stream in use", "queue", q, "stream", st, "archived", res.archived,
+		"keep", res.window.Keep, "max_age", res.window.MaxAge)
+	return res, s.declare(res)
+}
+
+// lookup returns the stream's settings if it is declared.
+func (s *Server) lookup(q, st string) (stream, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got, ok := s.streams[[2]string{q, st}]
+	return got, ok
+}
+
+// Run serves until ctx ends, then shuts down gracefully: the beat finishes
+// the cycle in flight, the HTTP requests in flight finish (bounded by
+// ShutdownTimeout), server-sent event streams end, and the data dir, Redis
+// and the remote are closed. It returns nil after a clean shutdown.
+func (s *Server) Run(ctx context.Context) error {
+	runCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	s.mu.Lock()
+	s.runCtx = runCtx
+	var archived []stream
+	for _, st := range s.streams {
+		if st.archived {
+			archived = append(archived, st)
+		}
+	}
+	s.mu.Unlock()
+	for _, st := range archived {
+		s.watchVolume(runCtx, st)
+	}
+
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- s.http.Serve(s.ln) }()
+	s.log.Info("serve: listening", "addr", s.Addr().String(), "data", s.cfg.Data, "beat", s.cfg.Beat)
+
+	beatDone := make(chan struct{})
+	go func() {
+		defer close(beatDone)
+		s.beatLoop(ctx)
+	}()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-httpErr:
+		err = fmt.Errorf("serve: http: %w", err)
+	}
+	s.log.Info("serve: shutting down")
+	close(s.done)
+	s.hub.closeAll()
+	<-beatDone // the cycle in flight finishes: it runs without ctx's cancellation
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	defer cancel()
+	if herr := s.http.Shutdown(sctx); herr != nil && err == nil {
+		err = fmt.Errorf("serve: http shutdown: %w", herr)
+	}
+	stopWatch()
+	s.wg.Wait()
+	if cerr := s.closeAll(); cerr != nil && err == nil {
+		err = cerr
+	}
+	s.log.Info("serve: stopped")
+	return err
+}
+
+// closeAll closes the store, the remote and Redis, once.
+func (s *Server) closeAll() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	var errs []error
+	if s.ln != nil {
+		s.ln.Close() // already closed after Serve: error ignored
+	}
+	if s.store != nil {
+		if err := s.store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("serve: close data dir: %w", err))
+		}
+	}
+	if s.rs != nil {
+		if err := s.rs.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("serve: close remote: %w", err))
+		}
+	}
+	if s.mq != nil {
+		s.mq.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// beatLoop runs a beat every cfg.Beat until ctx ends. A beat that has begun
+// runs to its end.
+func (s *Server) beatLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.Beat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.Beat(context.WithoutCancel(ctx))
+		}
+	}
+}
+
+// Beat runs one cycle of the archive drivers and of retention over every
+// declared stream, and refreshes the volume metrics.
+func (s *Server) Beat(ctx context.Context) {
+	for _, ta := range []archive.TrimAfter{archive.TrimAfterLocal, archive.TrimAfterRemote} {
+		reps, _ := s.drv[ta].Cycle(ctx) // each report carries its own error
+		for _, r := range reps {
+			s.reportCycle(ctx, r.Queue, r.Stream, r.Result, r.Err)
+		}
+	}
+	trs, _ := s.ret.Cycle(ctx)
+	for _, r := range trs {
+		s.reportTrim(ctx, r)
+	}
+	s.refreshVolumes(ctx)
+}
+
+// cycle runs one archive cycle of q/s now (the HTTP cycle).
+func (s *Server) cycle(ctx context.Context, st stream, w archive.Window) (archive.CycleResult, error) {
+	res, err := s.arch[st.trimAfter].Cycle(ctx, st.q, st.s, w)
+	s.reportCycle(ctx, st.q, st.s, res, err)
+	return res, err
+}
+
+// reportCycle records an archive cycle in the metrics and the events.
+func (s *Server) reportCycle(ctx context.Context, q, st string, res archive.CycleResult, err error) {
+	result := "ok"
+	ev := CycleEvent{Queue: q, Stream: st, Archived: true, Folded: res.Folded, Trimmed: res.Trimmed,
+		Archive: res.State.Pages, LSN: res.State.LSN, Live: -1, Lag: -1}
+	ev.Volume, _ = names.ArchiveVolume(q, st)
+	if !res.State.Empty() {
+		ev.Watermark = brand.EVT.Format(res.State.W)
+	}
+	if err != nil {
+		result = "error"
+		ev.Error = err.Error()
+		s.m.foldErrors.WithLabelValues(q, st).Inc()
+		s.log.Warn("serve: archive cycle failed; nothing unfolded was trimmed", "queue", q, "stream", st, "err", err)
+	}
+	s.m.cycles.WithLabelValues(q, st, "archive", result).Inc()
+	s.m.folded.WithLabelValues(q, st).Add(float64(res.Folded))
+	s.m.trimmed.WithLabelValues(q, st, "archive").Add(float64(res.Trimmed))
+	if err == nil {
+		s.m.depth.WithLabelValues(q, st).Set(float64(res.State.Pages))
+	}
+	if info, ierr := s.mq.Info(ctx, q, st); ierr == nil {
+		ev.Live = info.Length
+		s.m.live.WithLabelValues(q, st).Set(float64(info.Length))
+		if n, lerr := s.liveAbove(ctx, q, st, res.State); lerr == nil {
+			ev.Lag = n
+		}
+		lag := 0.0
+		if info.Length > 0 && !res.State.Empty() && info.Last > res.State.W {
+			lag = info.Last.Time().Sub(res.State.W.Time()).Seconds()
+		}
+		s.m.wLag.WithLabelValues(q, st).Set(lag)
+	}
+	s.hub.publish("cycle/"+q+"/"+st, "cycle", ev)
+	if ev.Volume != "" {
+		s.publishVolume(ctx, ev.Volume, "")
+	}
+}
+
+// liveAbove counts the live entries above W: the part of the live tail the
+// archive does not hold (the seam's "W | live" split). Entries at or below W
+// stay live only while a consumer group holds them back, so the part counted
+// by a read is small.
+func (s *Server) liveAbove(ctx context.Context, q, st string, state archive.State) (int64, error) {
+	info, err := s.mq.Info(ctx, q, st)
+	if err != nil || info.Length == 0 || state.Empty() || info.First > state.W {
+		return info.Length, err
+	}
+	var below int64
+	for _, rerr := range s.mq.Read(ctx, q, st, info.First, state.W, 0, false) {
+		var ee *mq.EntryError
+		if rerr != nil && !errors.As(rerr, &ee) {
+			return 0, rerr
+		}
+		below++
+	}
+	return max(info.Length-below, 0), nil
+}
+
+// reportTrim records a retention trim in the metrics and the events.
+func (s *Server) reportTrim(ctx context.Context, r mq.TrimReport) {
+	result := "ok"
+	if r.Err != nil {
+		if errors.Is(r.Err, mq.ErrArchived) {
+			s.log.Warn("serve: stream declared unarchived is registered as archived: retention leaves it alone",
+				"queue", r.Queue, "stream", r.Stream)
+		} else {
+			s.log.Warn("serve: retention trim failed", "queue", r.Queue, "stream", r.Stream, "err", r.Err)
+		}
+		result = "error"
+	}
+	s.m.cycles.WithLabelValues(r.Queue, r.Stream, "retention", result).Inc()
+	s.m.trimmed.WithLabelValues(r.Queue, r.Stream, "retention").Add(float64(r.Result.Trimmed))
+	ev := CycleEvent{Queue: r.Queue, Stream: r.Stream, Trimmed: r.Result.Trimmed, Live: -1, Lag: -1}
+	if r.Err != nil {
+		ev.Error = r.Err.Error()
+	}
+	if n, err := s.mq.Len(ctx, r.Queue, r.Stream); err == nil {
+		ev.Live, ev.Lag = n, n
+		s.m.live.WithLabelValues(r.Queue, r.Stream).Set(float64(n))
+	}
+	s.hub.publish("cycle/"+r.Queue+"/"+r.Stream, "cycle", ev)
+}
+
+// refreshVolumes sets the LSN gauges of every volume of the data dir.
+func (s *Server) refreshVolumes(ctx context.Context) {
+	infos, err := s.store.Volumes(ctx)
+	if err != nil {
+		s.log.Warn("serve: list volumes", "err", err)
+		return
+	}
+	for _, in := range infos {
+		s.m.localLSN.WithLabelValues(in.Volume).Set(float64(in.LocalLSN))
+		s.m.remoteLSN.WithLabelValues(in.Volume).Set(float64(in.RemoteLSN))
+	}
+}
+
+// publishVolume publishes an "lsn" event with the volume's LSNs as the data
+// dir has them.
+func (s *Server) publishVolume(ctx context.Context, name, kind string) {
+	v, err := s.store.Volume(ctx, name)
+	if err != nil {
+		return // not in this data dir (yet)
+	}
+	in := v.Info()
+	s.m.localLSN.WithLabelValues(name).Set(float64(in.LocalLSN))
+	s.m.remoteLSN.WithLabelValues(name).Set(float64(in.RemoteLSN))
+	s.hub.publish("lsn/"+name, "lsn", LSNEvent{Volume: name, LocalLSN: in.LocalLSN, RemoteLSN: in.RemoteLSN, Kind: kind})
+}
+
+// watchVolume follows the archive volume's LSN lane (mq.VolumeLane): each
+// announced commit or push becomes an "lsn" event. The lane blocks (XREAD
+// BLOCK); nothing polls.
+func (s *Server) watchVolume(ctx context.Context, st stream) {
+	name, err := names.ArchiveVolume(st.q, st.s)
+	if err != nil {
+		return
+	}
+	lane, err := mq.VolumeLane(name)
+	if err != nil {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for e, err := range s.mq.Subscribe(ctx, lane) {
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				var ge *mq.GapError
+				if errors.As(err, &ge) {
+					continue
+				}
+				s.log.Warn("serve: volume lane", "volume", name, "err", err)
+				return
+			}
+			// The event carries the data dir's own reading of the volume,
+			// which is at least the announced LSN.
+			kind, _ := mq.Record{Fields: e.Fields}.Get("kind")
+			s.publishVolume(ctx, name, kind)
+		}
+	}()
+}

@@ -1,0 +1,581 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/internal/testserver"
+	"github.com/echostore/echostore/mq"
+)
+
+var servers testserver.Pool
+
+func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
+
+// env is a running Server on a loopback port.
+type env struct {
+	t    *testing.T
+	srv  *Server
+	base string
+	cfg  Config
+	stop func() error // cancels Run and returns its error
+}
+
+// start runs a server with cfg over the pool's Redis and a fresh data dir;
+// the test ends it (and checks that Run returned nil) unless it did.
+func start(t *testing.T, cfg Config) *env {
+	t.Helper()
+	if cfg.Redis == "" {
+		cfg.Redis = servers.Redis(t).URL
+	}
+	if cfg.Data == "" {
+		cfg.Data = t.TempDir()
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.Beat == 0 {
+		cfg.Beat = time.Hour // tests cycle by hand unless they ask for a beat
+	}
+	cfg.AllowEviction = true
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithCancel(t.Context())
+	srv, err := New(ctx, cfg)
+	if err != nil {
+		cancel()
+		t.Fatalf("New: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop := func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return &env{t: t, srv: srv, base: "http://" + srv.Addr().String(), cfg: cfg, stop: stop}
+}
+
+// queueName is a queue name of its own for each test and each run (the
+// pool's Redis outlives a test; a data dir does not).
+func queueName(t *testing.T) string {
+	return fmt.Sprintf("%s.%d", strings.NewReplacer("/", ".", " ", "_").Replace(t.Name()), time.Now().UnixNano())
+}
+
+// do sends a request and returns the status and body.
+func (e *env) do(method, path, token string, body io.Reader) (int, []byte) {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(e.t.Context(), method, e.base+path, body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return resp.StatusCode, b
+}
+
+// must sends a request that must answer 200 and returns the body.
+func (e *env) must(method, path string, body string) []byte {
+	e.t.Helper()
+	code, b := e.do(method, path, e.cfg.Token, strings.NewReader(body))
+	if code != http.StatusOK {
+		e.t.Fatalf("%s %s: %d %s", method, path, code, b)
+	}
+	return b
+}
+
+// apiErr decodes an error body and checks status and code.
+func (e *env) wantError(code int, body []byte, wantStatus int, wantCode string) {
+	e.t.Helper()
+	var eb struct {
+		Error struct{ Code, Message string }
+	}
+	if err := json.Unmarshal(body, &eb); err != nil {
+		e.t.Fatalf("error body %q is not JSON: %v", body, err)
+	}
+	if code != wantStatus || eb.Error.Code != wantCode || eb.Error.Message == "" {
+		e.t.Fatalf("got %d %s, want %d with code %q and a message", code, body, wantStatus, wantCode)
+	}
+}
+
+func appendN(e *env, q, s string, from, n int) []string {
+	e.t.Helper()
+	var in strings.Builder
+	for i := from; i < from+n; i++ {
+		fmt.Fprintf(&in, `{"fields":{"n":"%d","kind":"test"}}`+"\n", i)
+	}
+	var out struct{ IDs []string }
+	if err := json.Unmarshal(e.must("POST", "/v1/streams/"+q+"/"+s, in.String()), &out); err != nil {
+		e.t.Fatal(err)
+	}
+	if len(out.IDs) != n {
+		e.t.Fatalf("got %d ids, want %d", len(out.IDs), n)
+	}
+	return out.IDs
+}
+
+func lines(b []byte) []string {
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// TestAppendReadCycle: append, read, cycle, read again: the merge-read of
+// archive and live tail is byte-identical to the read before the cycle.
+func TestAppendReadCycle(t *testing.T) {
+	e := start(t, Config{})
+	q := queueName(t)
+	ids := appendN(e, q, "events", 0, 20)
+	// One record, pretty printed, with a Content-Type that says otherwise.
+	one := e.must("POST", "/v1/streams/"+q+"/events", "{\n  \"fields\": {\"n\": \"20\"}\n}\n")
+	if !bytes.Contains(one, []byte(`"ids":["EVT_`)) {
+		t.Fatalf("one record: %s", one)
+	}
+	before := e.must("GET", "/v1/streams/"+q+"/events", "")
+	if got := lines(before); len(got) != 21 || !strings.HasPrefix(got[0], `{"id":"`+ids[0]+`","fields":{"n":"0","kind":"test"}}`) {
+		t.Fatalf("read before the cycle: %d lines, first %q", len(got), got[0])
+	}
+	var cyc struct {
+		Folded, Trimmed int64
+		Watermark       string
+	}
+	if err := json.Unmarshal(e.must("POST", "/v1/streams/"+q+"/events/cycle?keep=5", ""), &cyc); err != nil {
+		t.Fatal(err)
+	}
+	if cyc.Folded != 16 || cyc.Trimmed != 16 || cyc.Watermark != ids[15] {
+		t.Fatalf("cycle: %+v, want 16 folded and trimmed, W %s", cyc, ids[15])
+	}
+	after := e.must("GET", "/v1/streams/"+q+"/events", "")
+	if !bytes.Equal(before, after) {
+		t.Fatalf("merge-read after the cycle differs:\n%s\nwant\n%s", after, before)
+	}
+	live := e.must("GET", "/v1/streams/"+q+"/events?live_only=true", "")
+	if want := strings.Join(lines(before)[16:], "\n") + "\n"; string(live) != want {
+		t.Fatalf("live only:\n%s\nwant\n%s", live, want)
+	}
+	rev := lines(e.must("GET", "/v1/streams/"+q+"/events?reverse=true&limit=3&to="+ids[17], ""))
+	if len(rev) != 3 || rev[0] != lines(before)[17] || rev[2] != lines(before)[15] {
+		t.Fatalf("reverse read across the seam: %q", rev)
+	}
+	rng := lines(e.must("GET", "/v1/streams/"+q+"/events?from="+ids[14]+"&to="+ids[16], ""))
+	if strings.Join(rng, "\n") != strings.Join(lines(before)[14:17], "\n") {
+		t.Fatalf("range read: %q", rng)
+	}
+	var st struct {
+		Watermark string
+		Archived  uint64
+		Live      int64
+		Volume    string
+		LSN       uint64
+	}
+	if err := json.Unmarshal(e.must("GET", "/v1/streams/"+q+"/events/archive", ""), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Watermark != ids[15] || st.Archived != 16 || st.Live != 5 || st.Volume != "archive."+q+".events" || st.LSN == 0 {
+		t.Fatalf("archive status: %+v", st)
+	}
+	var vols struct{ Volumes []graft.Info }
+	if err := json.Unmarshal(e.must("GET", "/v1/volumes", ""), &vols); err != nil {
+		t.Fatal(err)
+	}
+	if len(vols.Volumes) != 1 || vols.Volumes[0].Volume != st.Volume {
+		t.Fatalf("volumes: %+v", vols)
+	}
+	var info graft.Info
+	if err := json.Unmarshal(e.must("GET", "/v1/volumes/"+st.Volume, ""), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.LocalLSN != st.LSN {
+		t.Fatalf("volume info: %+v, want local LSN %d", info, st.LSN)
+	}
+	metrics := string(e.must("GET", "/metrics", ""))
+	for _, want := range []string{
+		`echostore_folded_records_total{queue="` + q + `",stream="events"} 16`,
+		`echostore_archive_depth_records{queue="` + q + `",stream="events"} 16`,
+		`echostore_stream_live_length{queue="` + q + `",stream="events"} 5`,
+		`echostore_volume_local_lsn{volume="` + st.Volume + `"}`,
+		`echostore_http_request_duration_seconds_count{code="200",method="POST",route="POST /v1/streams/{q}/{s}"} 2`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// TestErrors: every failure is a JSON error with its status, and a bad name
+// is refused before anything happens.
+func TestErrors(t *testing.T) {
+	e := start(t, Config{MaxBody: 1024})
+	q := queueName(t)
+	code, b := e.do("POST", "/v1/streams/"+q+"/a:b", "", strings.NewReader(`{"fields":{"a":"b"}}`))
+	e.wantError(code, b, 400, CodeInvalidName)
+	if _, ok := e.srv.lookup(q, "a:b"); ok {
+		t.Fatal("a refused stream name was declared")
+	}
+	code, b = e.do("POST", "/v1/streams/"+q+"/s", "", strings.NewReader(`{"fields":{"a":"b","a":"c"}}`))
+	e.wantError(code, b, 400, CodeInvalidInput)
+	code, b = e.do("POST", "/v1/streams/"+q+"/s", "", strings.NewReader(`{"fields":{"a":"b"}}`+"\nnot json\n"))
+	e.wantError(code, b, 400, CodeInvalidInput)
+	if _, ok := e.srv.lookup(q, "s"); ok {
+		t.Fatal("a refused append declared its stream")
+	}
+	code, b = e.do("POST", "/v1/streams/"+q+"/s", "", strings.NewReader(""))
+	e.wantError(code, b, 400, CodeBadRequest)
+	big := `{"fields":{"a":"` + strings.Repeat("x", 2048) + `"}}`
+	code, b = e.do("POST", "/v1/streams/"+q+"/s", "", strings.NewReader(big))
+	e.wantError(code, b, 413, CodeTooLarge)
+	code, b = e.do("POST", "/v1/queues/"+q+"/ack", "", strings.NewReader(`{"entries":["`+strings.Repeat("1", 2048)+`"]}`))
+	e.wantError(code, b, 413, CodeTooLarge)
+	code, b = e.do("GET", "/v1/streams/"+q+"/s?limit=-1", "", nil)
+	e.wantError(code, b, 400, CodeBadRequest)
+	code, b = e.do("GET", "/v1/streams/"+q+"/s?from=nonsense", "", nil)
+	e.wantError(code, b, 400, CodeBadRequest)
+	code, b = e.do("POST", "/v1/streams/"+q+"/s/cycle?keep=x", "", nil)
+	e.wantError(code, b, 400, CodeBadRequest)
+	code, b = e.do("GET", "/v1/volumes/archive.nope.nope", "", nil)
+	e.wantError(code, b, 404, CodeNotFound)
+	code, b = e.do("GET", "/v1/nothing", "", nil)
+	e.wantError(code, b, 404, CodeNotFound)
+	code, b = e.do("POST", "/v1/queues/"+q+"/redrive", "", strings.NewReader(`{"all":true,"entries":["1-1"]}`))
+	e.wantError(code, b, 400, CodeBadRequest)
+	code, b = e.do("POST", "/v1/queues/"+q+"/ack", "", strings.NewReader(`{"entries":["1-1"],"extra":1}`))
+	e.wantError(code, b, 400, CodeBadRequest)
+}
+
+// TestToken: with a token every /v1 call needs it; /healthz does not; a
+// non-loopback address is refused without one.
+func TestToken(t *testing.T) {
+	e := start(t, Config{Token: "s3cret"})
+	q := queueName(t)
+	for _, tok := range []string{"", "wrong", "s3cre", "s3cretX"} {
+		code, b := e.do("GET", "/v1/volumes", tok, nil)
+		e.wantError(code, b, 401, CodeUnauthorized)
+		code, b = e.do("POST", "/v1/streams/"+q+"/s", tok, strings.NewReader(`{"fields":{"a":"b"}}`))
+		e.wantError(code, b, 401, CodeUnauthorized)
+	}
+	if code, b := e.do("GET", "/v1/volumes", "s3cret", nil); code != 200 {
+		t.Fatalf("with the token: %d %s", code, b)
+	}
+	if code, _ := e.do("GET", "/healthz", "", nil); code != 200 {
+		t.Fatalf("healthz: %d", code)
+	}
+	code, _ := e.do("GET", "/v1/events?access_token=wrong", "", nil)
+	if code != 401 {
+		t.Fatalf("events with a wrong access_token: %d", code)
+	}
+	_, err := New(t.Context(), Config{Listen: "0.0.0.0:0", Redis: e.cfg.Redis, Data: t.TempDir()})
+	if !errors.Is(err, ErrInsecure) {
+		t.Fatalf("non-loopback without a token: %v, want ErrInsecure", err)
+	}
+}
+
+// TestDataLocked: a second server (or any process) on the same data dir is
+// refused at once with ErrDataLocked, not left waiting.
+func TestDataLocked(t *testing.T) {
+	e := start(t, Config{})
+	_, err := New(t.Context(), Config{Listen: "127.0.0.1:0", Redis: e.cfg.Redis, Data: e.cfg.Data, AllowEviction: true})
+	if !errors.Is(err, ErrDataLocked) {
+		t.Fatalf("second server on the data dir: %v, want ErrDataLocked", err)
+	}
+}
+
+// sse reads server-sent events from a response body.
+type sse struct{ r *bufio.Reader }
+
+// next returns the next event's name and data.
+func (s sse) next() (string, string, error) {
+	var name, data string
+	for {
+		line, err := s.r.ReadString('\n')
+		if err != nil {
+			return "", "", err
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "" && name != "":
+			return name, data, nil
+		case strings.HasPrefix(line, "event: "):
+			name = line[len("event: "):]
+		case strings.HasPrefix(line, "data: "):
+			data = line[len("data: "):]
+		}
+	}
+}
+
+// TestEventsCycle: a cycle produces a cycle event and an lsn event on
+// /v1/events over HTTP.
+func TestEventsCycle(t *testing.T) {
+	e := start(t, Config{Token: "tok"})
+	q := queueName(t)
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", e.base+"/v1/events?access_token=tok", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	ev := sse{bufio.NewReader(resp.Body)}
+	ids := appendN(e, q, "s", 0, 8)
+	e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=2", "")
+	var gotCycle, gotLSN bool
+	for !gotCycle || !gotLSN {
+		name, data, err := ev.next()
+		if err != nil {
+			t.Fatalf("events ended before a cycle and an lsn event: %v", err)
+		}
+		switch name {
+		case "cycle":
+			var c CycleEvent
+			if err := json.Unmarshal([]byte(data), &c); err != nil {
+				t.Fatal(err)
+			}
+			if c.Queue != q || c.Stream != "s" || c.Folded != 6 || c.Watermark != ids[5] || c.Archive != 6 || c.Live != 2 || c.Lag != 2 {
+				t.Fatalf("cycle event: %s", data)
+			}
+			gotCycle = true
+		case "lsn":
+			var l LSNEvent
+			if err := json.Unmarshal([]byte(data), &l); err != nil {
+				t.Fatal(err)
+			}
+			if l.Volume != "archive."+q+".s" || l.LocalLSN == 0 {
+				t.Fatalf("lsn event: %s", data)
+			}
+			gotLSN = true
+		}
+	}
+}
+
+// TestBeatAndShutdown: producers append over HTTP while the beat folds and
+// trims a declared stream; the server is stopped mid-way. Run returns nil,
+// the data dir is released, and every acknowledged record is in the
+// merge-read, in order, once.
+func TestBeatAndShutdown(t *testing.T) {
+	q := queueName(t)
+	keep := int64(3)
+	e := start(t, Config{Beat: 5 * time.Millisecond, Queues: []QueueConfig{{Name: q, Streams: []StreamConfig{{Name: "s", Keep: keep}}}}})
+	cycled := make(chan CycleEvent, 1)
+	go func() {
+		// Wait (on the event stream, not a clock) for a beat that folded, or
+		// one that failed.
+		ch, unsub := e.srv.hub.subscribe()
+		defer unsub()
+		for ev := range ch {
+			var c CycleEvent
+			if ev.Kind == "cycle" && json.Unmarshal(ev.Data, &c) == nil && (c.Folded > 0 || c.Error != "") {
+				cycled <- c
+				return
+			}
+		}
+	}()
+	var (
+		mu    sync.Mutex
+		acked []string
+		wg    sync.WaitGroup
+	)
+	stopProducers := make(chan struct{})
+	for p := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stopProducers:
+					return
+				default:
+				}
+				body := fmt.Sprintf(`{"fields":{"p":"%d","i":"%d"}}`, p, i)
+				resp, err := http.Post(e.base+"/v1/streams/"+q+"/s", "text/plain", strings.NewReader(body))
+				if err != nil {
+					return // the server has stopped listening
+				}
+				var out struct{ IDs []string }
+				derr := json.NewDecoder(resp.Body).Decode(&out)
+				resp.Body.Close()
+				if resp.StatusCode == 200 && derr == nil {
+					mu.Lock()
+					acked = append(acked, out.IDs...)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	c := <-cycled
+	if err := e.stop(); err != nil {
+		t.Fatalf("Run after shutdown: %v", err)
+	}
+	close(stopProducers)
+	wg.Wait()
+	if c.Error != "" {
+		t.Fatalf("beat cycle failed: %s", c.Error)
+	}
+
+	ctx := t.Context()
+	st, err := graft.Open(ctx, filepath.Join(e.cfg.Data, "graft"), graft.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("data dir after shutdown: %v", err)
+	}
+	defer st.Close()
+	vol, err := st.Volume(ctx, "archive."+q+".s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := mq.Connect(ctx, mq.Options{URL: e.cfg.Redis, AllowEviction: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	seen := map[string]bool{}
+	var last brand.ID
+	var archived int
+	state, err := archive.Frontier(ctx, vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, err := range archive.MergeRead(ctx, archive.Source{Queue: q, Stream: "s", Live: live, Volume: vol}, archive.All()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.ID <= last {
+			t.Fatalf("merge-read out of order at %s", brand.EVT.Format(r.ID))
+		}
+		last = r.ID
+		seen[brand.EVT.Format(r.ID)] = true
+		if state.Covers(r.ID) {
+			archived++
+		}
+	}
+	if archived == 0 {
+		t.Fatal("the beat archived nothing")
+	}
+	for _, id := range acked {
+		if !seen[id] {
+			t.Fatalf("acknowledged record %s is lost (%d acknowledged, %d read)", id, len(acked), len(seen))
+		}
+	}
+	t.Logf("%d acknowledged, %d archived by the beat", len(acked), archived)
+}
+
+// TestQueue: claim and ack jobs, list dead letters and redrive over HTTP.
+func TestQueue(t *testing.T) {
+	e := start(t, Config{})
+	q := queueName(t)
+	c, err := mq.Connect(t.Context(), mq.Options{URL: e.cfg.Redis, AllowEviction: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	res, err := c.Enqueue(t.Context(), q, mq.Job{Fields: []mq.Field{{Name: "task", Value: "x"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claim struct {
+		Jobs []struct {
+			ID, Entry string
+			Attempt   int
+			Fields    map[string]string
+		}
+	}
+	if err := json.Unmarshal(e.must("POST", "/v1/queues/"+q+"/claim?consumer=w1&count=5", ""), &claim); err != nil {
+		t.Fatal(err)
+	}
+	if len(claim.Jobs) != 1 || claim.Jobs[0].ID != brand.JOB.Format(res.ID) || claim.Jobs[0].Fields["task"] != "x" {
+		t.Fatalf("claim: %+v", claim)
+	}
+	if b := e.must("POST", "/v1/queues/"+q+"/claim", ""); string(b) != `{"jobs":[]}`+"\n" {
+		t.Fatalf("claim of an empty queue: %s", b)
+	}
+	ack := e.must("POST", "/v1/queues/"+q+"/ack", `{"entries":["`+claim.Jobs[0].Entry+`"]}`)
+	if string(ack) != `{"acked":1}`+"\n" {
+		t.Fatalf("ack: %s", ack)
+	}
+	if b := e.must("GET", "/v1/queues/"+q+"/dead", ""); string(b) != `{"dead":[]}`+"\n" {
+		t.Fatalf("dead: %s", b)
+	}
+	if b := e.must("POST", "/v1/queues/"+q+"/redrive", `{"all":true}`); string(b) != `{"entries":[],"redriven":0}`+"\n" {
+		t.Fatalf("redrive: %s", b)
+	}
+	var status map[string]any
+	if err := json.Unmarshal(e.must("GET", "/v1/queues/"+q, ""), &status); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConfig: YAML keys, defaults, and refusals.
+func TestConfig(t *testing.T) {
+	c, err := ParseConfig([]byte(`
+listen: 127.0.0.1:9999
+beat: 2s
+defaults: {archived: false, keep: 50}
+queues:
+  - name: orders
+    streams:
+      - {name: events, keep: 100, max_age: 24h, archived: true, trim_after: remote}
+      - {name: audit}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Data, c.Redis = "d", "redis://x"
+	c, err = c.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := c.resolve("orders", "events", c.Queues[0].Streams[0])
+	au, _ := c.resolve("orders", "audit", c.Queues[0].Streams[1])
+	if c.Beat != 2*time.Second || !ev.archived || ev.trimAfter != archive.TrimAfterRemote ||
+		ev.window != (archive.Window{Keep: 100, MaxAge: 24 * time.Hour}) || au.archived || au.window.Keep != 50 {
+		t.Fatalf("resolved: %+v %+v %+v", c, ev, au)
+	}
+	d, _ := Config{Data: "d", Redis: "r"}.withDefaults()
+	if def, _ := d.resolve("q", "s", StreamConfig{}); !def.archived || def.window.Keep != DefaultKeep || def.trimAfter != archive.TrimAfterLocal {
+		t.Fatalf("defaults: %+v", def)
+	}
+	for _, bad := range []string{
+		"unknown: 1",
+		"queues: [{name: 'a:b'}]",
+		"queues: [{name: a, streams: [{name: s, trim_after: later}]}]",
+		"queues: [{name: a, streams: [{name: s}, {name: s}]}]",
+		"queues: [{name: a, streams: [{name: s, keep: -1}]}]",
+	} {
+		c, err := ParseConfig([]byte(bad))
+		if err == nil {
+			c.Data, c.Redis = "d", "r"
+			_, err = c.withDefaults()
+		}
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("%q: %v, want ErrConfig", bad, err)
+		}
+	}
+}
