@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
@@ -62,8 +63,10 @@ func classify(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, CodeTooLarge
 	case errors.Is(err, names.ErrInvalid):
 		return http.StatusBadRequest, CodeInvalidName
-	case errors.Is(err, mq.ErrInvalidRecord), errors.Is(err, mq.ErrSyntax):
+	case errors.Is(err, mq.ErrInvalidRecord), errors.Is(err, mq.ErrSyntax), errors.Is(err, accept.ErrInvalid):
 		return http.StatusBadRequest, CodeInvalidInput
+	case errors.Is(err, accept.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, CodeTooLarge
 	case errors.Is(err, graft.ErrVolumeNotFound), errors.Is(err, mq.ErrNoJob):
 		return http.StatusNotFound, CodeNotFound
 	case errors.Is(err, mq.ErrFenced), errors.Is(err, archive.ErrVolumeBehind), errors.Is(err, archive.ErrNoVolume):
@@ -112,6 +115,7 @@ func (s *Server) Handler() http.Handler {
 	api("POST /v1/streams/{q}/{s}/cycle", s.handleCycle)
 	api("GET /v1/streams/{q}/{s}/archive", s.handleStatus)
 	api("GET /v1/queues/{q}", s.handleQueueStatus)
+	api("POST /v1/queues/{q}/jobs", s.handleEnqueue)
 	api("POST /v1/queues/{q}/claim", s.handleClaim)
 	api("POST /v1/queues/{q}/ack", s.handleAck)
 	api("GET /v1/queues/{q}/dead", s.handleDead)
@@ -519,6 +523,55 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
 		jobs = append(jobs, more...)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"jobs": jobs})
+	return nil
+}
+
+// jobBody is the body of an enqueue.
+type jobBody struct {
+	// Payload is the job, any JSON value.
+	Payload json.RawMessage `json:"payload"`
+	// ID is the job's id (JOB_…) to retry an enqueue idempotently; "" mints.
+	ID string `json:"id"`
+}
+
+// handleEnqueue is the two-tier enqueue: mode=async (the default) answers
+// once the job is in the outbox (a crash loses at most K), mode=sync once its
+// batch is one commit of the accept volume pushed to the remote.
+func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) error {
+	q, err := queuePath(r)
+	if err != nil {
+		return err
+	}
+	mode := accept.Async
+	if v := r.URL.Query().Get("mode"); v != "" {
+		if mode, err = accept.ParseMode(v); err != nil {
+			return badRequest("mode %q: want async or sync", v)
+		}
+	}
+	var b jobBody
+	if err := decodeBody(r, &b); err != nil {
+		return err
+	}
+	if len(b.Payload) == 0 {
+		return badRequest(`give the job: {"payload":<any JSON value>}`)
+	}
+	var id brand.ID
+	if b.ID != "" {
+		bid, err := brand.Parse(b.ID)
+		if err != nil || bid.Brand != brand.JOB {
+			return badRequest("id %q: want a JOB id (JOB_…)", b.ID)
+		}
+		id = bid.ID
+	}
+	rc, err := s.tier.Enqueue(r.Context(), q, id, b.Payload, mode)
+	if err != nil {
+		return fmt.Errorf("enqueue on %s: %w", q, err)
+	}
+	var lsn any
+	if rc.Mode == accept.Sync {
+		lsn = rc.LSN
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": brand.JOB.Format(rc.ID), "mode": rc.Mode.String(), "lsn": lsn, "volume": rc.Volume})
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/echostore/echostore/accept"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -71,4 +72,24 @@ func newMetrics() *metrics {
 		m.localLSN, m.remoteLSN, m.http,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// watchOutbox adds the accept tier's gauges, read from the outbox at each
+// scrape: the records not yet durable against the loss window K, and the
+// intents accepted and not yet committed.
+func (m *metrics) watchOutbox(out *accept.Outbox, k int) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "echostore_accept_undurable_records",
+			Help: "Outbox log records acknowledged and not yet durable (at most echostore_accept_loss_window_records).",
+		}, func() float64 { st := out.Stats(); return float64(st.Appended - st.Durable) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "echostore_accept_loss_window_records",
+			Help: "K: the most outbox records a crash can lose.",
+		}, func() float64 { return float64(k) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "echostore_accept_pending_intents",
+			Help: "Jobs accepted and not yet committed to their queue's accept volume.",
+		}, func() float64 { return float64(out.Stats().Live) }),
+	)
 }

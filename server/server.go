@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
@@ -42,6 +43,8 @@ type Server struct {
 	arch  map[archive.TrimAfter]*archive.Archiver
 	drv   map[archive.TrimAfter]*archive.Driver
 	ret   *mq.Retention
+	out   *accept.Outbox // <data>/accept/outbox
+	tier  *accept.Tier   // the two-tier enqueue over out, store and mq
 	hub   *hub
 	m     *metrics
 	ln    net.Listener
@@ -117,6 +120,19 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		s.arch[ta], s.drv[ta] = a, a.NewDriver()
 	}
 	s.ret = s.mq.NewRetention(nil)
+	s.out, err = accept.Open(ctx, filepath.Join(cfg.Data, "accept", "outbox"), accept.Options{K: accept.DefaultK, Logger: cfg.Logger})
+	if errors.Is(err, accept.ErrBusy) {
+		return nil, fmt.Errorf("%w (%s): %w", ErrDataLocked, cfg.Data, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("serve: open the accept outbox: %w", err)
+	}
+	s.m.watchOutbox(s.out, accept.DefaultK)
+	s.tier, err = accept.NewTier(ctx, s.out, s.store, accept.VolumePusher{}, s.mq,
+		accept.TierOptions{Node: uint16(cfg.Node), Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("serve: start the accept tier: %w", err)
+	}
 	for _, q := range cfg.Queues {
 		for _, sc := range q.Streams {
 			st, _ := cfg.resolve(q.Name, sc.Name, sc) // checked by withDefaults
@@ -265,6 +281,20 @@ func (s *Server) closeAll() error {
 	var errs []error
 	if s.ln != nil {
 		s.ln.Close() // already closed after Serve: error ignored
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	if s.tier != nil {
+		// Close lets the committers finish the batches they hold; what is
+		// still pending stays in the outbox for the next start.
+		if err := s.tier.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("serve: close the accept tier: %w", err))
+		}
+	}
+	if s.out != nil {
+		if err := s.out.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("serve: close the accept outbox: %w", err))
+		}
 	}
 	if s.store != nil {
 		if err := s.store.Close(); err != nil {

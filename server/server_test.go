@@ -579,3 +579,50 @@ queues:
 		}
 	}
 }
+
+// TestEnqueue: jobs enqueued through the accept tier over HTTP, async and
+// sync, reach the job stream and are claimed there; a sync receipt names the
+// remote LSN of the accept volume.
+func TestEnqueue(t *testing.T) {
+	e := start(t, Config{})
+	q := queueName(t)
+	var async, sync struct {
+		ID, Mode, Volume string
+		LSN              *uint64
+	}
+	if err := json.Unmarshal(e.must("POST", "/v1/queues/"+q+"/jobs", `{"payload":{"n":1}}`), &async); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(e.must("POST", "/v1/queues/"+q+"/jobs?mode=sync", `{"payload":{"n":2}}`), &sync); err != nil {
+		t.Fatal(err)
+	}
+	if async.Mode != "async" || async.LSN != nil || !strings.HasPrefix(async.ID, "JOB_") ||
+		sync.Mode != "sync" || sync.LSN == nil || *sync.LSN == 0 || sync.Volume != "accept."+q+".0" {
+		t.Fatalf("receipts: %+v %+v", async, sync)
+	}
+	code, b := e.do("POST", "/v1/queues/"+q+"/jobs?mode=later", "", strings.NewReader(`{"payload":1}`))
+	e.wantError(code, b, 400, CodeBadRequest)
+	code, b = e.do("POST", "/v1/queues/"+q+"/jobs", "", strings.NewReader(`{}`))
+	e.wantError(code, b, 400, CodeBadRequest)
+	code, b = e.do("POST", "/v1/queues/a:b/jobs", "", strings.NewReader(`{"payload":1}`))
+	e.wantError(code, b, 400, CodeInvalidName)
+	// The sync job was dispatched before its ack; the async one is in the
+	// same batch or an earlier one, both in the job stream once the sync
+	// one is. Claim until both are seen.
+	seen := map[string]bool{}
+	var claim struct {
+		Jobs []struct{ ID, Entry string }
+	}
+	if err := json.Unmarshal(e.must("POST", "/v1/queues/"+q+"/claim?count=10", ""), &claim); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range claim.Jobs {
+		seen[j.ID] = true
+	}
+	if !seen[sync.ID] {
+		t.Fatalf("the sync job %s is not in the job stream after its ack (claimed %+v)", sync.ID, claim.Jobs)
+	}
+	if m := string(e.must("GET", "/metrics", "")); !strings.Contains(m, "echostore_accept_loss_window_records 1000") {
+		t.Fatal("metrics lack the accept tier's loss window")
+	}
+}
