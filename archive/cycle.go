@@ -1,14 +1,10 @@
 package archive
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/echostore/echostore/brand"
@@ -391,13 +387,12 @@ type Report struct {
 // Driver runs cycles on a beat over its declared archived streams.
 type Driver struct {
 	a       *Archiver
-	mu      sync.Mutex
-	windows map[[2]string]Window
+	windows mq.Windows
 }
 
 // NewDriver returns a driver with no streams declared.
 func (a *Archiver) NewDriver() *Driver {
-	return &Driver{a: a, windows: map[[2]string]Window{}}
+	return &Driver{a: a}
 }
 
 // Declare sets the window of stream s of queue q.
@@ -405,34 +400,24 @@ func (d *Driver) Declare(q, s string, w Window) error {
 	if _, err := names.ArchiveVolume(q, s); err != nil {
 		return err
 	}
-	if w.Keep < 0 || w.MaxAge < 0 {
-		return fmt.Errorf("archive window of %s/%s: negative limit", q, s)
+	if err := w.Validate(); err != nil {
+		return fmt.Errorf("archive window of %s/%s: %w", q, s, err)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.windows[[2]string{q, s}] = w
+	d.windows.Set(q, s, w)
 	return nil
 }
 
 // Forget stops driving stream s of queue q.
-func (d *Driver) Forget(q, s string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.windows, [2]string{q, s})
-}
+func (d *Driver) Forget(q, s string) { d.windows.Delete(q, s) }
 
 // Cycle runs one cycle on every declared stream, in name order. One
 // stream's failure does not stop the others; the error joins theirs.
 func (d *Driver) Cycle(ctx context.Context) ([]Report, error) {
-	d.mu.Lock()
-	reps := make([]Report, 0, len(d.windows))
-	for k, w := range d.windows {
-		reps = append(reps, Report{Queue: k[0], Stream: k[1], Window: w})
+	declared := d.windows.Sorted()
+	reps := make([]Report, len(declared))
+	for i, sw := range declared {
+		reps[i] = Report{Queue: sw.Queue, Stream: sw.Stream, Window: sw.Window}
 	}
-	d.mu.Unlock()
-	slices.SortFunc(reps, func(a, b Report) int {
-		return cmp.Or(strings.Compare(a.Queue, b.Queue), strings.Compare(a.Stream, b.Stream))
-	})
 	var errs []error
 	for i := range reps {
 		r := &reps[i]

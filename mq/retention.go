@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/echostore/echostore/brand"
@@ -40,11 +38,9 @@ type TrimReport struct {
 // archive driver's, which folds before it trims). Call Cycle on a beat, or
 // Run to have it beat.
 type Retention struct {
-	c     *Client
-	clock func() time.Time
-
-	mu      sync.Mutex
-	windows map[[2]string]Window
+	c       *Client
+	clock   func() time.Time
+	windows Windows
 }
 
 // NewRetention returns a driver on c with no streams declared. clock gives
@@ -53,7 +49,7 @@ func (c *Client) NewRetention(clock func() time.Time) *Retention {
 	if clock == nil {
 		clock = time.Now
 	}
-	return &Retention{c: c, clock: clock, windows: map[[2]string]Window{}}
+	return &Retention{c: c, clock: clock}
 }
 
 // Declare sets the window of stream s of queue q (replacing any before).
@@ -61,35 +57,25 @@ func (r *Retention) Declare(q, s string, w Window) error {
 	if err := checkQS(q, s); err != nil {
 		return err
 	}
-	if w.Keep < 0 || w.MaxAge < 0 {
-		return fmt.Errorf("retention window of %s: negative limit (keep %d, max age %v)", where(q, s), w.Keep, w.MaxAge)
+	if err := w.Validate(); err != nil {
+		return fmt.Errorf("retention window of %s (keep %d, max age %v): %w", where(q, s), w.Keep, w.MaxAge, err)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.windows[[2]string{q, s}] = w
+	r.windows.Set(q, s, w)
 	return nil
 }
 
 // Forget removes the window of stream s of queue q.
-func (r *Retention) Forget(q, s string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.windows, [2]string{q, s})
-}
+func (r *Retention) Forget(q, s string) { r.windows.Delete(q, s) }
 
 // Cycle trims every declared stream once, in name order, and reports what
 // it did to each. The error joins the streams' errors (errors.Is finds
 // ErrArchived among them); one stream's failure does not stop the others.
 func (r *Retention) Cycle(ctx context.Context) ([]TrimReport, error) {
-	r.mu.Lock()
-	reports := make([]TrimReport, 0, len(r.windows))
-	for k, w := range r.windows {
-		reports = append(reports, TrimReport{Queue: k[0], Stream: k[1], Window: w})
+	declared := r.windows.Sorted()
+	reports := make([]TrimReport, len(declared))
+	for i, d := range declared {
+		reports[i] = TrimReport{Queue: d.Queue, Stream: d.Stream, Window: d.Window}
 	}
-	r.mu.Unlock()
-	slices.SortFunc(reports, func(a, b TrimReport) int {
-		return cmp.Or(strings.Compare(a.Queue, b.Queue), strings.Compare(a.Stream, b.Stream))
-	})
 	var errs []error
 	for i := range reports {
 		rep := &reports[i]
