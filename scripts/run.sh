@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# run.sh: `make run`. Runs echostore on embedded defaults: a local data dir
-# (./echostore-data), the file:// remote inside it, and Redis at
+# run.sh: `make run`. Runs `echostore serve` on embedded defaults: a local
+# data dir (./echostore-data), the file:// remote inside it, and Redis at
 # $ECHOSTORE_REDIS, or at 127.0.0.1:6379, or else a private redis-server
-# started here for the length of the run.
+# (AOF in the data dir) started here for the length of the run. A demo
+# producer appends events to demo/events and enqueues jobs on demo; a demo
+# consumer claims and acknowledges them. Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,9 +16,13 @@ say() { printf 'run: %s\n' "$*" >&2; }
 
 bash scripts/deps.sh redis
 
-pids=()
+pids=()   # the demo's processes, serve first
+serve=''
 cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do [[ $p == "$serve" ]] || kill "$p" 2>/dev/null || true; done
+	if [[ -n $serve ]] && kill "$serve" 2>/dev/null; then
+		wait "$serve" 2>/dev/null || true # serve finishes its cycle and closes the data dir
+	fi
 	if [[ -f $data/redis/redis.pid ]]; then
 		redis-cli -p "$(cat "$data/redis/port")" shutdown nosave >/dev/null 2>&1 || true
 	fi
@@ -47,17 +53,79 @@ elif ! ping "$ECHOSTORE_REDIS"; then
 fi
 export ECHOSTORE_DATA=$data
 
-has() { "$bin" "$@" --help >/dev/null 2>&1; }
 
-if has serve; then
-	exec "$bin" serve --demo
-fi
+listen=${ECHOSTORE_LISTEN:-127.0.0.1:7070}
+base=http://$listen
+remote=${ECHOSTORE_REMOTE:-file://$(cd "$data" && pwd)/remote}
+command -v curl >/dev/null 2>&1 || { say "curl is missing (the demo producer and consumer use it): install it, e.g. apt-get install -y curl"; exit 1; }
+auth=()
+[[ -n ${ECHOSTORE_TOKEN:-} ]] && auth=(-H "Authorization: Bearer $ECHOSTORE_TOKEN")
 
-# Until `echostore serve` exists, run a demo of what this build has.
-say "this build has no 'serve' yet: running a demo of its commands"
-"$bin" id mint -n 3
-if has stream append; then
-	for i in 1 2 3; do "$bin" stream append demo events n="$i" kind=demo; done
-	"$bin" stream read demo events --live-only --limit 10
+# The demo's configuration keeps 50 records of demo/events live, so the seam
+# moves while you watch; ECHOSTORE_CONFIG=FILE runs your own instead.
+config=${ECHOSTORE_CONFIG:-}
+if [[ -z $config ]]; then
+	config=$data/demo-serve.yaml
+	printf '%s\n' '# written by scripts/run.sh (make run)' 'beat: 2s' \
+		'queues:' '  - name: demo' '    streams:' '      - {name: events, keep: 50, archived: true, trim_after: remote}' >"$config"
 fi
-say "done"
+say "configuration: $config"
+"$bin" serve --listen "$listen" --remote "$remote" --config "$config" &
+serve=$!
+pids+=("$serve")
+
+for _ in $(seq 1 100); do
+	curl -fsS "$base/healthz" >/dev/null 2>&1 && break
+	kill -0 "$serve" 2>/dev/null || { wait "$serve" || true; say "echostore serve exited at start (its error is above)"; exit 1; }
+	sleep 0.1
+done
+curl -fsS "$base/healthz" >/dev/null || { say "echostore serve does not answer at $base/healthz"; exit 1; }
+
+api() { curl -fsS "${auth[@]}" "$@"; }
+
+producer() {
+	local i=0
+	while kill -0 "$serve" 2>/dev/null; do
+		i=$((i + 1))
+		api -X POST "$base/v1/streams/demo/events" -d "{\"fields\":{\"n\":\"$i\",\"kind\":\"demo\"}}" >/dev/null ||
+			say "producer: append failed (see the serve log)"
+		if ((i % 5 == 0)); then
+			mode=async
+			((i % 20 == 0)) && mode=sync
+			api -X POST "$base/v1/queues/demo/jobs?mode=$mode" -d "{\"payload\":{\"n\":$i}}" >/dev/null ||
+				say "producer: enqueue failed (see the serve log)"
+		fi
+		sleep 0.2
+	done
+}
+
+consumer() {
+	local out entries
+	while kill -0 "$serve" 2>/dev/null; do
+		if out=$(api -X POST "$base/v1/queues/demo/claim?consumer=demo&count=10"); then
+			entries=$(printf '%s' "$out" | grep -o '"entry":"[^"]*"' | cut -d'"' -f4 | sed 's/.*/"&"/' | paste -sd, -)
+			if [[ -n $entries ]]; then
+				api -X POST "$base/v1/queues/demo/ack" -d "{\"entries\":[$entries]}" >/dev/null ||
+					say "consumer: ack failed (see the serve log)"
+			fi
+		else
+			say "consumer: claim failed (see the serve log)"
+		fi
+		sleep 1
+	done
+}
+
+producer &
+pids+=("$!")
+consumer &
+pids+=("$!")
+
+say "dashboard: $base/   (API $base/v1/…, metrics $base/metrics; Ctrl-C stops)"
+status=0
+wait "$serve" || status=$?
+# Ctrl-C reaches serve too; it shuts down gracefully and exits 0.
+if ((status != 0)); then
+	say "echostore serve exited with status $status (its log is above)"
+	exit "$status"
+fi
+say "stopped"
