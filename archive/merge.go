@@ -210,24 +210,33 @@ func (m *merger) foreign(p mq.Page) (edge brand.ID, any bool, ok bool) {
 	return edge, any, true
 }
 
+// catchUp reads W at a new snapshot and, if W covers *cur, serves
+// [*cur, min(W, To)] from the archive and moves *cur past W. It returns
+// false when the read is over (done, failed, or the consumer stopped).
+func (m *merger) catchUp(ctx context.Context, cur *brand.ID) bool {
+	snap, st, err := m.snap(ctx)
+	if err != nil {
+		m.emit(mq.Record{}, err)
+		return false
+	}
+	if !st.Covers(*cur) {
+		if snap != nil {
+			snap.Close()
+		}
+		return true
+	}
+	if !m.archive(ctx, snap, st, *cur, m.r.To) || st.W >= m.r.To {
+		return false
+	}
+	*cur = st.W + 1
+	return true
+}
+
 // forward: cur is the lowest id not yet decided.
 func (m *merger) forward(ctx context.Context) {
 	r := m.r
 	cur := r.From
-	snap, st, err := m.snap(ctx)
-	if err != nil {
-		m.emit(mq.Record{}, err)
-		return
-	}
-	if st.Covers(cur) {
-		if !m.archive(ctx, snap, st, cur, r.To) || st.W >= r.To {
-			return
-		}
-		cur = st.W + 1
-	} else if snap != nil {
-		snap.Close()
-	}
-	if m.src.Live == nil {
+	if !m.catchUp(ctx, &cur) || m.src.Live == nil {
 		return
 	}
 	for {
@@ -237,18 +246,8 @@ func (m *merger) forward(ctx context.Context) {
 		}
 		// W′, read after the page: every record of [cur, last of page]
 		// missing from the page was trimmed before it, so is ≤ W′.
-		snap, st, err := m.snap(ctx)
-		if err != nil {
-			m.emit(mq.Record{}, err)
+		if !m.catchUp(ctx, &cur) {
 			return
-		}
-		if st.Covers(cur) {
-			if !m.archive(ctx, snap, st, cur, r.To) || st.W >= r.To {
-				return
-			}
-			cur = st.W + 1
-		} else if snap != nil {
-			snap.Close()
 		}
 		for _, rec := range p.Records {
 			if rec.ID < cur {
