@@ -515,3 +515,80 @@ func mustLog(t testing.TB, rs remote.Store, volume string) *remote.Log {
 	}
 	return l
 }
+
+// TestLazyConcurrentReads: readers on a cold follower, forward and reverse
+// scans and point reads at once, all get the writer's bytes, and each frame
+// is fetched once (faults of a volume are serialised and re-check the
+// cache).
+func TestLazyConcurrentReads(t *testing.T) {
+	ctx := context.Background()
+	rs := openRemote(t, "file://"+t.TempDir())
+	wv := mustCreate(t, openMem(t, nil, Options{Remote: rs}), "conc")
+	want := bigVolume(t, wv, 512, 3) // 8 frames
+	if _, err := wv.Push(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cs := remote.NewCountingStore(rs)
+	fv := mustCreate(t, openMem(t, nil, Options{Remote: cs}), "conc")
+	if _, err := fv.Pull(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs.Reset()
+	snap, err := fv.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Go(func() {
+			switch g % 3 {
+			case 0:
+				it := snap.ScanReverse(ctx, 0, 1<<20)
+				n := 511
+				for it.Next() {
+					if it.Index() != uint64(n) || !bytes.Equal(it.Value(), want[it.Index()]) {
+						errs <- fmt.Errorf("reverse scan: page %d (want %d) differs", it.Index(), n)
+						break
+					}
+					n--
+				}
+				if err := it.Close(); err != nil || n != -1 {
+					errs <- fmt.Errorf("reverse scan ended at %d: %v", n, err)
+				}
+			case 1:
+				got := map[uint64][]byte{}
+				it := snap.Scan(ctx, 0, 1<<20)
+				for it.Next() {
+					got[it.Index()] = bytes.Clone(it.Value())
+				}
+				if err := it.Close(); err != nil || len(got) != len(want) {
+					errs <- fmt.Errorf("scan: %d pages: %v", len(got), err)
+				}
+				for i, p := range got {
+					if !bytes.Equal(p, want[i]) {
+						errs <- fmt.Errorf("scan: page %d differs", i)
+					}
+				}
+			default:
+				rng := rand.New(rand.NewPCG(uint64(g), 0))
+				for k := 0; k < 200; k++ {
+					i := uint64(rng.IntN(512))
+					if b, err := snap.Get(ctx, i); err != nil || !bytes.Equal(b, want[i]) {
+						errs <- fmt.Errorf("Get(%d): %v", i, err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if c := cs.Counts(); c.GetRange != 8 || c.Total() != 8 {
+		t.Fatalf("%+v, want each of the 8 frames fetched once", c)
+	}
+}
