@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"sync"
 )
@@ -71,6 +72,22 @@ func (h *hub) publish(key, kind string, v any) {
 			close(ch)
 		}
 	}
+}
+
+// publishChanged publishes the event unless it is the newest event of key
+// already.
+func (h *hub) publishChanged(key, kind string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	h.mu.Lock()
+	last, ok := h.last[key]
+	h.mu.Unlock()
+	if ok && bytes.Equal(last.Data, b) {
+		return
+	}
+	h.publish(key, kind, v)
 }
 
 // subscribe returns a channel of the events from now on, preceded by the

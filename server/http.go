@@ -419,7 +419,7 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("trim_after: %w", err)
 		}
 	}
-	if win.Keep == 0 && win.MaxAge == 0 {
+	if win.Keep == 0 && win.MaxAge == 0 && qv.Get("keep") == "" {
 		return badRequest("give keep=N (the records to leave live) and/or max_age=D")
 	}
 	res, err := s.cycle(r.Context(), cfg, win)

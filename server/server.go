@@ -434,7 +434,9 @@ func (s *Server) reportTrim(ctx context.Context, r mq.TrimReport) {
 	s.hub.publish("cycle/"+r.Queue+"/"+r.Stream, "cycle", ev)
 }
 
-// refreshVolumes sets the LSN gauges of every volume of the data dir.
+// refreshVolumes sets the LSN gauges of every volume of the data dir and
+// publishes an "lsn" event for each volume whose LSNs moved since the last
+// event (the accept volumes, whose commits no cycle reports, included).
 func (s *Server) refreshVolumes(ctx context.Context) {
 	infos, err := s.store.Volumes(ctx)
 	if err != nil {
@@ -444,6 +446,7 @@ func (s *Server) refreshVolumes(ctx context.Context) {
 	for _, in := range infos {
 		s.m.localLSN.WithLabelValues(in.Volume).Set(float64(in.LocalLSN))
 		s.m.remoteLSN.WithLabelValues(in.Volume).Set(float64(in.RemoteLSN))
+		s.hub.publishChanged("lsn/"+in.Volume, "lsn", LSNEvent{Volume: in.Volume, LocalLSN: in.LocalLSN, RemoteLSN: in.RemoteLSN})
 	}
 }
 
