@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -234,15 +235,16 @@ func (v *Volume) fault(ctx context.Context, i, lsn uint64, seq uint32) ([]byte, 
 		corrupt("frame record", "LSN %d frame %d does not list the page", lsn, seq))
 }
 
-// fetchFrame fetches and caches frame record (lsn, seq). faultMu is held.
+// fetchFrame fetches and caches frame record (lsn, seq).
 func (v *Volume) fetchFrame(ctx context.Context, l *remote.Log, lsn uint64, seq uint32) ([]remote.Page, error) {
 	fk := appendFrameKey(nil, v.id, lsn, seq)
 	fv, closer, err := v.s.db.Get(fk)
 	if err != nil {
 		return nil, fmt.Errorf("frame record %d: %w", seq, err)
 	}
-	fr, err := decodeFrameRecord(fv)
+	fv = bytes.Clone(fv)
 	closer.Close()
+	fr, err := decodeFrameRecord(fv)
 	if err != nil {
 		return nil, err
 	}
@@ -250,19 +252,33 @@ func (v *Volume) fetchFrame(ctx context.Context, l *remote.Log, lsn uint64, seq 
 	if err != nil {
 		return nil, err
 	}
-	return pages, v.cacheFrame(fk, lsn, pages)
+	return pages, v.cacheFrame(fk, fv, lsn, pages)
 }
 
 // cacheFrame rewrites the still-unfetched versions (p, lsn) of pages with
 // their bytes and deletes the frame record, in one batch. gcMu keeps GC
 // from deleting a version between the check and the write (which would
-// bring it back).
-func (v *Volume) cacheFrame(fk []byte, lsn uint64, pages []remote.Page) error {
+// bring it back). The frame record must still be fv: a reset or restart
+// meanwhile (they hold faultMu, so not during this call) may have replaced
+// the versions at lsn by others; then nothing is cached.
+func (v *Volume) cacheFrame(fk, fv []byte, lsn uint64, pages []remote.Page) error {
 	if v.s.opts.ReadOnly {
 		return nil // serve the bytes, cache nothing
 	}
 	v.gcMu.Lock()
 	defer v.gcMu.Unlock()
+	cur, closer, err := v.s.db.Get(fk)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	same := bytes.Equal(cur, fv)
+	closer.Close()
+	if !same {
+		return nil
+	}
 	b := v.s.db.NewBatch()
 	defer b.Close()
 	var pk [pageKeyLen]byte
@@ -347,20 +363,81 @@ func (v *Volume) Hydrate(ctx context.Context, progress func(done, total int)) er
 		if len(keys) == 0 {
 			return nil
 		}
-		for _, k := range keys {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("graft: hydrate volume %q: %w", v.name, err)
-			}
-			v.faultMu.Lock()
-			_, err := v.fetchFrame(ctx, l, k[0], uint32(k[1]))
-			v.faultMu.Unlock()
-			if err != nil && !errors.Is(err, pebble.ErrNotFound) { // not found: a read fetched it meanwhile
-				return fmt.Errorf("graft: hydrate volume %q: LSN %d frame %d: %w", v.name, k[0], k[1], err)
-			}
+		if err := v.hydrateBatch(ctx, l, keys, func() {
 			done++
 			if progress != nil {
 				progress(min(done, total), total)
 			}
+		}); err != nil {
+			return err
 		}
 	}
+}
+
+// hydrateWorkers is how many frames Hydrate fetches at once.
+const hydrateWorkers = 8
+
+// hydrateBatch fetches and caches the frames keys (LSN, frame number) with
+// hydrateWorkers requests in flight; each frame is cached under faultMu.
+func (v *Volume) hydrateBatch(ctx context.Context, l *remote.Log, keys [][2]uint64, step func()) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan [2]uint64)
+	var mu sync.Mutex // guards first, step
+	var first error
+	var wg sync.WaitGroup
+	for w := 0; w < hydrateWorkers; w++ {
+		wg.Go(func() {
+			for k := range work {
+				err := v.hydrateFrame(ctx, l, k[0], uint32(k[1]))
+				mu.Lock()
+				if err != nil && first == nil {
+					first = fmt.Errorf("graft: hydrate volume %q: LSN %d frame %d: %w", v.name, k[0], k[1], err)
+					cancel()
+				}
+				if err == nil {
+					step()
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, k := range keys {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- k
+	}
+	close(work)
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = fmt.Errorf("graft: hydrate volume %q: %w", v.name, ctx.Err())
+	}
+	return first
+}
+
+// hydrateFrame fetches frame (lsn, seq) without holding faultMu and caches
+// it holding it. A frame record gone meanwhile (a read fetched it) is done.
+func (v *Volume) hydrateFrame(ctx context.Context, l *remote.Log, lsn uint64, seq uint32) error {
+	fk := appendFrameKey(nil, v.id, lsn, seq)
+	fv, closer, err := v.s.db.Get(fk)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fv = bytes.Clone(fv)
+	closer.Close()
+	fr, err := decodeFrameRecord(fv)
+	if err != nil {
+		return err
+	}
+	pages, err := l.FetchFrame(ctx, fr.Segment, fr.Ref)
+	if err != nil {
+		return err
+	}
+	v.faultMu.Lock()
+	defer v.faultMu.Unlock()
+	return v.cacheFrame(fk, fv, lsn, pages)
 }
