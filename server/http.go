@@ -69,7 +69,8 @@ func classify(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, CodeTooLarge
 	case errors.Is(err, graft.ErrVolumeNotFound), errors.Is(err, mq.ErrNoJob):
 		return http.StatusNotFound, CodeNotFound
-	case errors.Is(err, mq.ErrFenced), errors.Is(err, archive.ErrVolumeBehind), errors.Is(err, archive.ErrNoVolume):
+	case errors.Is(err, mq.ErrFenced), errors.Is(err, archive.ErrVolumeBehind), errors.Is(err, archive.ErrNoVolume),
+		errors.Is(err, accept.ErrDuplicate):
 		return http.StatusConflict, CodeConflict
 	}
 	return http.StatusInternalServerError, CodeInternal
@@ -398,6 +399,10 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 		if cfg, err = s.cfg.resolve(q, st, StreamConfig{}); err != nil {
 			return err
 		}
+	}
+	if !cfg.archived {
+		return &apiError{http.StatusConflict, CodeConflict, fmt.Errorf(
+			"%s/%s is declared archived: false (retention trims it, nothing is folded); a cycle would register it as archived", q, st)}
 	}
 	win := cfg.window
 	qv := r.URL.Query()

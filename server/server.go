@@ -148,6 +148,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.http = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	return s, nil
@@ -181,10 +182,11 @@ func (s *Server) declare(st stream) error {
 		return fmt.Errorf("serve: declare %s/%s: %w", st.q, st.s, err)
 	}
 	s.mu.Lock()
+	_, again := s.streams[[2]string{st.q, st.s}]
 	s.streams[[2]string{st.q, st.s}] = st
 	ctx := s.runCtx
 	s.mu.Unlock()
-	if ctx != nil && st.archived {
+	if ctx != nil && st.archived && !again { // two first appends racing: one watcher
 		s.watchVolume(ctx, st)
 	}
 	return nil

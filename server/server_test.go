@@ -234,8 +234,9 @@ func TestAppendReadCycle(t *testing.T) {
 // TestErrors: every failure is a JSON error with its status, and a bad name
 // is refused before anything happens.
 func TestErrors(t *testing.T) {
-	e := start(t, Config{MaxBody: 1024})
 	q := queueName(t)
+	no := false
+	e := start(t, Config{MaxBody: 1024, Queues: []QueueConfig{{Name: q, Streams: []StreamConfig{{Name: "audit", Archived: &no}}}}})
 	code, b := e.do("POST", "/v1/streams/"+q+"/a:b", "", strings.NewReader(`{"fields":{"a":"b"}}`))
 	e.wantError(code, b, 400, CodeInvalidName)
 	if _, ok := e.srv.lookup(q, "a:b"); ok {
@@ -261,6 +262,8 @@ func TestErrors(t *testing.T) {
 	e.wantError(code, b, 400, CodeBadRequest)
 	code, b = e.do("POST", "/v1/streams/"+q+"/s/cycle?keep=x", "", nil)
 	e.wantError(code, b, 400, CodeBadRequest)
+	code, b = e.do("POST", "/v1/streams/"+q+"/audit/cycle?keep=1", "", nil)
+	e.wantError(code, b, 409, CodeConflict)
 	code, b = e.do("GET", "/v1/volumes/archive.nope.nope", "", nil)
 	e.wantError(code, b, 404, CodeNotFound)
 	code, b = e.do("GET", "/v1/nothing", "", nil)
@@ -606,23 +609,72 @@ func TestEnqueue(t *testing.T) {
 	e.wantError(code, b, 400, CodeBadRequest)
 	code, b = e.do("POST", "/v1/queues/a:b/jobs", "", strings.NewReader(`{"payload":1}`))
 	e.wantError(code, b, 400, CodeInvalidName)
-	// The sync job was dispatched before its ack; the async one is in the
-	// same batch or an earlier one, both in the job stream once the sync
-	// one is. Claim until both are seen.
-	seen := map[string]bool{}
-	var claim struct {
-		Jobs []struct{ ID, Entry string }
-	}
-	if err := json.Unmarshal(e.must("POST", "/v1/queues/"+q+"/claim?count=10", ""), &claim); err != nil {
+	// The sync ack means the accept volume's commit is pushed.
+	var info graft.Info
+	if err := json.Unmarshal(e.must("GET", "/v1/volumes/"+sync.Volume, ""), &info); err != nil {
 		t.Fatal(err)
 	}
-	for _, j := range claim.Jobs {
-		seen[j.ID] = true
-	}
-	if !seen[sync.ID] {
-		t.Fatalf("the sync job %s is not in the job stream after its ack (claimed %+v)", sync.ID, claim.Jobs)
+	if info.RemoteLSN < *sync.LSN {
+		t.Fatalf("accept volume after the sync ack: %+v, want remote LSN ≥ %d", info, *sync.LSN)
 	}
 	if m := string(e.must("GET", "/metrics", "")); !strings.Contains(m, "echostore_accept_loss_window_records 1000") {
 		t.Fatal("metrics lack the accept tier's loss window")
+	}
+	// Dispatch to the job stream follows the commit in the background; the
+	// shutdown lets it finish, so the sync job is in the job stream then.
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := mq.Connect(t.Context(), mq.Options{URL: e.cfg.Redis, AllowEviction: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	jobs, err := c.Claim(t.Context(), q, "t", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		seen[brand.JOB.Format(j.ID)] = true
+	}
+	if !seen[sync.ID] {
+		t.Fatalf("the sync job %s is not in the job stream after shutdown (claimed %d)", sync.ID, len(jobs))
+	}
+}
+
+// TestRetentionBeat: a stream declared archived: false is trimmed to its
+// window by the beat and nothing of it is folded; an archived one on the same
+// beat is folded first.
+func TestRetentionBeat(t *testing.T) {
+	q := queueName(t)
+	no := false
+	e := start(t, Config{Queues: []QueueConfig{{Name: q, Streams: []StreamConfig{
+		{Name: "audit", Keep: 3, Archived: &no},
+		{Name: "events", Keep: 4},
+	}}}})
+	appendN(e, q, "audit", 0, 10)
+	appendN(e, q, "events", 0, 10)
+	e.srv.Beat(t.Context())
+	if n := len(lines(e.must("GET", "/v1/streams/"+q+"/audit", ""))); n != 3 {
+		t.Fatalf("audit after the beat: %d records, want the 3 its window keeps", n)
+	}
+	if n := len(lines(e.must("GET", "/v1/streams/"+q+"/events", ""))); n != 10 {
+		t.Fatalf("events after the beat: %d records in the merge-read, want 10", n)
+	}
+	if n := len(lines(e.must("GET", "/v1/streams/"+q+"/events?live_only=1", ""))); n != 4 {
+		t.Fatalf("events after the beat: %d live, want 4", n)
+	}
+	code, b := e.do("GET", "/v1/volumes/archive."+q+".audit", "", nil)
+	e.wantError(code, b, 404, CodeNotFound)
+	m := string(e.must("GET", "/metrics", ""))
+	for _, want := range []string{
+		`echostore_trimmed_entries_total{kind="retention",queue="` + q + `",stream="audit"} 7`,
+		`echostore_trimmed_entries_total{kind="archive",queue="` + q + `",stream="events"} 6`,
+		`echostore_cycles_total{kind="retention",queue="` + q + `",result="ok",stream="audit"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }
