@@ -11,9 +11,12 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,7 +29,35 @@ import (
 
 var servers testserver.Pool
 
-func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(serveChild())
+	}
+	os.Exit(servers.Run(m))
+}
+
+// childEnv makes the test binary a serve process (TestSIGTERM).
+const childEnv = "ECHOSTORE_TEST_SERVE_CHILD"
+
+// serveChild runs a server as `echostore serve` does, until SIGTERM, with
+// the Redis and data dir of its environment; it prints the address.
+func serveChild() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	srv, err := New(ctx, Config{Listen: "127.0.0.1:0", Redis: os.Getenv("ECHOSTORE_REDIS"),
+		Data: os.Getenv("ECHOSTORE_DATA"), AllowEviction: true,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(srv.Addr().String())
+	if err := srv.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
 
 // env is a running Server on a loopback port.
 type env struct {
@@ -676,5 +707,64 @@ func TestRetentionBeat(t *testing.T) {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+}
+
+// TestSIGTERM: a serve process that gets SIGTERM exits 0, releases the data
+// dir, and what it acknowledged is all there.
+func TestSIGTERM(t *testing.T) {
+	q := queueName(t)
+	data := t.TempDir()
+	redis := servers.Redis(t).URL
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "ECHOSTORE_REDIS="+redis, "ECHOSTORE_DATA="+data)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		cmd.Wait()
+		t.Fatalf("child: %v; stderr:\n%s", err, stderr.String())
+	}
+	e := &env{t: t, base: "http://" + strings.TrimSpace(addr)}
+	ids := appendN(e, q, "s", 0, 30)
+	e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=10", "")
+	ids = append(ids, appendN(e, q, "s", 30, 5)...)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve after SIGTERM: %v; stderr:\n%s", err, stderr.String())
+	}
+	ctx := t.Context()
+	st, err := graft.Open(ctx, filepath.Join(data, "graft"), graft.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("data dir after SIGTERM: %v", err)
+	}
+	defer st.Close()
+	vol, err := st.Volume(ctx, "archive."+q+".s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := mq.Connect(ctx, mq.Options{URL: redis, AllowEviction: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	var got []string
+	for r, err := range archive.MergeRead(ctx, archive.Source{Queue: q, Stream: "s", Live: live, Volume: vol}, archive.All()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, brand.EVT.Format(r.ID))
+	}
+	if strings.Join(got, ",") != strings.Join(ids, ",") {
+		t.Fatalf("after SIGTERM the merge-read has %d records, want the %d acknowledged", len(got), len(ids))
 	}
 }
