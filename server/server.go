@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -28,6 +30,12 @@ var (
 	ErrDataLocked = errors.New("serve: the data directory is in use by another echostore process")
 )
 
+// SocketName is the unix socket in the data dir on which a running serve
+// answers the same API as on its TCP address (mode 0600: the data dir's
+// owner only). It is how commands on the same machine will reach the server
+// that holds the data dir (DESIGN.md, Processes).
+const SocketName = "serve.sock"
+
 // ShutdownTimeout bounds how long Run waits, once its context ends, for the
 // HTTP requests in flight to finish.
 const ShutdownTimeout = 15 * time.Second
@@ -47,7 +55,8 @@ type Server struct {
 	tier  *accept.Tier   // the two-tier enqueue over out, store and mq
 	hub   *hub
 	m     *metrics
-	ln    net.Listener
+	ln    net.Listener // --listen
+	sock  net.Listener // <data>/SocketName, nil if it could not be made
 	http  *http.Server
 
 	done    chan struct{} // closed when shutdown starts: SSE streams end
@@ -145,6 +154,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: listen %s: %w", cfg.Listen, err)
 	}
+	s.sock = s.listenSocket()
 	s.http = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -153,6 +163,31 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	return s, nil
 }
+
+// listenSocket listens on <data>/SocketName. The server holds the data
+// dir's lock, so a socket file already there is a dead server's and is
+// replaced. A failure is logged: the TCP API does not depend on it.
+func (s *Server) listenSocket() net.Listener {
+	path := s.SocketPath()
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("serve: no unix socket: a file is in the way", "path", path, "err", err)
+		return nil
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		s.log.Warn("serve: no unix socket", "path", path, "err", err)
+		return nil
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		s.log.Warn("serve: no unix socket: cannot restrict it to the owner", "path", path, "err", err)
+		return nil
+	}
+	return ln
+}
+
+// SocketPath is the path of the server's unix socket, <data>/SocketName.
+func (s *Server) SocketPath() string { return filepath.Join(s.cfg.Data, SocketName) }
 
 // loopback reports whether addr (host:port) listens on loopback only.
 func loopback(addr string) bool {
@@ -237,9 +272,12 @@ func (s *Server) Run(ctx context.Context) error {
 		s.watchVolume(runCtx, st)
 	}
 
-	httpErr := make(chan error, 1)
+	httpErr := make(chan error, 2)
 	go func() { httpErr <- s.http.Serve(s.ln) }()
-	s.log.Info("serve: listening", "addr", s.Addr().String(), "data", s.cfg.Data, "beat", s.cfg.Beat)
+	if s.sock != nil {
+		go func() { httpErr <- s.http.Serve(s.sock) }()
+	}
+	s.log.Info("serve: listening", "addr", s.Addr().String(), "socket", s.sock != nil, "data", s.cfg.Data, "beat", s.cfg.Beat)
 
 	beatDone := make(chan struct{})
 	go func() {
@@ -283,6 +321,9 @@ func (s *Server) closeAll() error {
 	var errs []error
 	if s.ln != nil {
 		s.ln.Close() // already closed after Serve: error ignored
+	}
+	if s.sock != nil {
+		s.sock.Close() // removes the socket file
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()

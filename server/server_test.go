@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -766,5 +767,47 @@ func TestSIGTERM(t *testing.T) {
 	}
 	if strings.Join(got, ",") != strings.Join(ids, ",") {
 		t.Fatalf("after SIGTERM the merge-read has %d records, want the %d acknowledged", len(got), len(ids))
+	}
+}
+
+// TestUnixSocket: the API answers on <data>/serve.sock too, owner-only, and
+// the socket is gone after shutdown.
+func TestUnixSocket(t *testing.T) {
+	e := start(t, Config{Token: "tok"})
+	q := queueName(t)
+	path := e.srv.SocketPath()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket %s: mode %v, want a socket with 0600", path, fi.Mode())
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", path)
+	}}}
+	req := func(method, target, body string) (int, string) {
+		r, _ := http.NewRequestWithContext(t.Context(), method, "http://serve"+target, strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer tok")
+		resp, err := client.Do(r)
+		if err != nil {
+			t.Fatalf("%s %s over the socket: %v", method, target, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, b := req("POST", "/v1/streams/"+q+"/s", `{"fields":{"a":"1"}}`); code != 200 {
+		t.Fatalf("append over the socket: %d %s", code, b)
+	}
+	if code, b := req("GET", "/v1/streams/"+q+"/s", ""); code != 200 || !strings.Contains(b, `"fields":{"a":"1"}`) {
+		t.Fatalf("read over the socket: %d %s", code, b)
+	}
+	client.CloseIdleConnections()
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("socket after shutdown: %v, want it gone", err)
 	}
 }
