@@ -12,6 +12,10 @@
 //     to the store so that trim_after: remote can push.
 //   - Two archive drivers (archive.Driver: trim after local, trim after
 //     remote) and one mq.Retention, cycled together on each beat.
+//   - The accept outbox (<data>/accept/outbox) and the two-tier enqueue
+//     (accept.Tier) over it, the store and Redis.
+//   - The unix socket <data>/serve.sock (SocketName), mode 0600, on which the
+//     same API answers; removed on shutdown.
 //   - A private prometheus.Registry: nothing is registered globally.
 //
 // # Promises
