@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -32,10 +33,12 @@ const (
 	CodeInvalidInput = "invalid_input" // 400: a record or job that cannot be stored
 	CodeUnauthorized = "unauthorized"  // 401: missing or wrong bearer token
 	CodeNotFound     = "not_found"     // 404
-	CodeConflict     = "conflict"      // 409: the lease was lost, the volume is behind
-	CodeTooLarge     = "too_large"     // 413: the body exceeds the server's limit
-	CodeUnavailable  = "unavailable"   // 503: shutting down
-	CodeInternal     = "internal"      // 500
+	// CodeMethodNotAllowed: 405, the route exists for other methods.
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeConflict         = "conflict"    // 409: the lease was lost, the volume is behind
+	CodeTooLarge         = "too_large"   // 413: the body exceeds the server's limit
+	CodeUnavailable      = "unavailable" // 503: shutting down
+	CodeInternal         = "internal"    // 500
 )
 
 // apiError is an error with its HTTP status and code.
@@ -124,14 +127,44 @@ func (s *Server) Handler() http.Handler {
 	api("GET /v1/volumes", s.handleVolumes)
 	api("GET /v1/volumes/{vid}", s.handleVolume)
 	api("GET /v1/events", s.handleEvents)
-	api("/v1/", func(w http.ResponseWriter, r *http.Request) error {
-		return &apiError{http.StatusNotFound, CodeNotFound, fmt.Errorf("no API route %s %s", r.Method, r.URL.Path)}
-	})
 	mux.Handle("GET /healthz", s.instrument(http.HandlerFunc(s.handleHealth)))
 	mux.Handle("GET /metrics", s.instrument(promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /{$}", s.instrument(http.HandlerFunc(s.handleDashboard)))
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		// No route: the mux's own answer (404, or 405 with Allow) as a JSON
+		// error, behind the token like every /v1 call.
+		rec := &statusOnly{header: http.Header{}}
+		mux.ServeHTTP(rec, r)
+		code, msg := CodeNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)
+		if rec.status == http.StatusMethodNotAllowed {
+			code = CodeMethodNotAllowed
+			msg = fmt.Sprintf("%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, rec.header.Get("Allow"))
+			w.Header().Set("Allow", rec.header.Get("Allow"))
+		}
+		h := func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, &apiError{cmp.Or(rec.status, http.StatusNotFound), code, errors.New(msg)})
+		}
+		if strings.HasPrefix(r.URL.Path, "/v1/") {
+			h = s.auth(h)
+		}
+		s.instrument(http.HandlerFunc(h)).ServeHTTP(w, r)
+	})
 }
+
+// statusOnly records the status and headers of the mux's answer to a
+// request no route matches.
+type statusOnly struct {
+	header http.Header
+	status int
+}
+
+func (w *statusOnly) Header() http.Header         { return w.header }
+func (w *statusOnly) Write(b []byte) (int, error) { return len(b), nil }
+func (w *statusOnly) WriteHeader(code int)        { w.status = code }
 
 // statusWriter remembers the status code for the latency histogram.
 type statusWriter struct {

@@ -300,6 +300,10 @@ func TestErrors(t *testing.T) {
 	e.wantError(code, b, 404, CodeNotFound)
 	code, b = e.do("GET", "/v1/nothing", "", nil)
 	e.wantError(code, b, 404, CodeNotFound)
+	code, b = e.do("DELETE", "/v1/volumes", "", nil)
+	e.wantError(code, b, 405, CodeMethodNotAllowed)
+	code, b = e.do("GET", "/nothing", "", nil)
+	e.wantError(code, b, 404, CodeNotFound)
 	code, b = e.do("POST", "/v1/queues/"+q+"/redrive", "", strings.NewReader(`{"all":true,"entries":["1-1"]}`))
 	e.wantError(code, b, 400, CodeBadRequest)
 	code, b = e.do("POST", "/v1/queues/"+q+"/ack", "", strings.NewReader(`{"entries":["1-1"],"extra":1}`))
@@ -320,10 +324,12 @@ func TestToken(t *testing.T) {
 	if code, b := e.do("GET", "/v1/volumes", "s3cret", nil); code != 200 {
 		t.Fatalf("with the token: %d %s", code, b)
 	}
+	code, b := e.do("GET", "/v1/nothing", "", nil)
+	e.wantError(code, b, 401, CodeUnauthorized)
 	if code, _ := e.do("GET", "/healthz", "", nil); code != 200 {
 		t.Fatalf("healthz: %d", code)
 	}
-	code, _ := e.do("GET", "/v1/events?access_token=wrong", "", nil)
+	code, _ = e.do("GET", "/v1/events?access_token=wrong", "", nil)
 	if code != 401 {
 		t.Fatalf("events with a wrong access_token: %d", code)
 	}
