@@ -592,3 +592,40 @@ func TestLazyConcurrentReads(t *testing.T) {
 		t.Fatalf("%+v, want each of the 8 frames fetched once", c)
 	}
 }
+
+// TestPushAfterGC: a volume whose commit records GC collected before its
+// first push (keep-from unpinned) pushes every page and metadata key present
+// at its head instead, and a follower reads the same; after the push,
+// keep-from holds GC at the sync point.
+func TestPushAfterGC(t *testing.T) {
+	ctx := context.Background()
+	rs := openRemote(t, "file://"+t.TempDir())
+	wv := mustCreate(t, openMem(t, nil, Options{Remote: rs}), "gc")
+	for n := uint64(1); n <= 6; n++ {
+		commitPages(t, wv, replPages(9, n), map[string]string{"n": fmt.Sprint(n), fmt.Sprint("k", n): "v"})
+	}
+	if st, err := wv.GC(ctx); err != nil || st.Horizon != wv.Head() {
+		t.Fatalf("GC: %+v, %v", st, err)
+	}
+	if _, err := wv.Commits(ctx, 1, wv.Head()); !errors.Is(err, ErrSnapshotGone) {
+		t.Fatalf("commit records still there: %v", err)
+	}
+	if _, err := wv.Push(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if wv.Info().KeepFrom != wv.Head() {
+		t.Fatalf("keep-from %d after a push at %d", wv.Info().KeepFrom, wv.Head())
+	}
+	fv := mustCreate(t, openMem(t, nil, Options{Remote: rs}), "gc")
+	if _, err := fv.Pull(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	wp, wm := readVolume(t, wv, wv.Head())
+	fp, fm := readVolume(t, fv, fv.Head())
+	samePages(t, "follower", fp, wp)
+	snap, _ := fv.Snapshot(ctx)
+	defer snap.Close()
+	if k1, err := snap.Meta(ctx, "k1"); wm != fm || err != nil || string(k1) != "v" {
+		t.Fatalf("metadata %q %q, k1 %q %v", fm, wm, k1, err)
+	}
+}
