@@ -629,3 +629,34 @@ func TestPushAfterGC(t *testing.T) {
 		t.Fatalf("metadata %q %q, k1 %q %v", fm, wm, k1, err)
 	}
 }
+
+// TestResetNeverPushed: a volume that never pushed, whose history GC
+// collected, loses the race for remote LSN 1; Reset drops all of it and
+// follows the remote.
+func TestResetNeverPushed(t *testing.T) {
+	ctx := context.Background()
+	rs := openRemote(t, "file://"+t.TempDir())
+	a := mustCreate(t, openMem(t, nil, Options{Remote: rs}), "first")
+	b := mustCreate(t, openMem(t, nil, Options{Remote: rs}), "first")
+	commitPages(t, a, map[uint64][]byte{1: []byte("a")}, nil)
+	for n := 0; n < 3; n++ {
+		commitPages(t, b, map[uint64][]byte{uint64(n): []byte("b")}, nil)
+	}
+	if _, err := b.GC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Push(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var de *DivergedError
+	if _, err := b.Push(ctx); !errors.As(err, &de) {
+		t.Fatalf("push from a stale base: %v", err)
+	}
+	if n, err := b.Reset(ctx, true); err != nil || n != 3 {
+		t.Fatalf("reset dropped %d: %v", n, err)
+	}
+	got, _ := readVolume(t, b, b.Head())
+	if i := b.Info(); len(got) != 1 || string(got[1]) != "a" || i.Pages != 1 || i.Bytes != 1 || i.RemoteLSN != 1 {
+		t.Fatalf("after reset: %v, %+v", got, i)
+	}
+}
