@@ -139,10 +139,12 @@ type progressSink struct {
 	progress func(done, total int)
 }
 
+// SyncPoint implements remote.Sink.
 func (p *progressSink) SyncPoint(ctx context.Context) (remote.SyncPoint, error) {
 	return p.v.SyncPoint(ctx)
 }
 
+// Apply implements remote.Sink and reports progress.
 func (p *progressSink) Apply(ctx context.Context, e remote.Entry) error {
 	if err := p.v.Apply(ctx, e); err != nil {
 		return err
@@ -152,6 +154,8 @@ func (p *progressSink) Apply(ctx context.Context, e remote.Entry) error {
 	return nil
 }
 
+// Restart implements remote.Sink; the commits left are those above the
+// checkpoint.
 func (p *progressSink) Restart(ctx context.Context, cp remote.Entry) error {
 	if err := p.v.Restart(ctx, cp); err != nil {
 		return err
