@@ -127,6 +127,11 @@ func replicaCmd(g *globals, use, short string, create bool,
 			}
 			defer st.Close()
 			st.AttachRemote(rs)
+			if create {
+				if err := remoteHasVolume(ctx, g, st, rs, args[0]); err != nil {
+					return err
+				}
+			}
 			v, err := volumeOf(ctx, g, st, args[0], create)
 			if err != nil {
 				return err
@@ -152,6 +157,26 @@ func volumeOf(ctx context.Context, g *globals, st *graft.Store, name string, cre
 		return nil, noVolume(g, name)
 	}
 	return v, err
+}
+
+// remoteHasVolume refuses to create a local volume that the remote has no
+// commit of (a misspelt name or the wrong --remote): one LIST.
+func remoteHasVolume(ctx context.Context, g *globals, st *graft.Store, rs remote.Store, name string) error {
+	if _, err := st.Volume(ctx, name); err == nil {
+		return nil
+	}
+	l, err := remote.NewLog(rs, name)
+	if err != nil {
+		return err
+	}
+	head, err := l.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("volume %s: remote %s: %w", name, g.remoteURL(), err)
+	}
+	if head == 0 {
+		return fmt.Errorf("volume %q has no commits on the remote %s: check the name and --remote", name, g.remoteURL())
+	}
+	return nil
 }
 
 func noVolume(g *globals, name string) error {

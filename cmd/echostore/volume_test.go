@@ -100,4 +100,10 @@ func TestCLIVolume(t *testing.T) {
 	if _, _, err := run(t, "", "--data", b, "volume", "info", "nope"); err == nil || !strings.Contains(err.Error(), "volume pull nope") {
 		t.Fatalf("info of a missing volume: %v", err)
 	}
+	if _, _, err := run(t, "", "--data", b, "--remote", remoteURL, "volume", "pull", "nope"); err == nil || !strings.Contains(err.Error(), "no commits on the remote") {
+		t.Fatalf("pull of a volume the remote does not have: %v", err)
+	}
+	if out, _, _ := run(t, "", "--data", b, "volume", "ls"); strings.Contains(out, "nope") {
+		t.Fatalf("a failed pull created the volume: %s", out)
+	}
 }
