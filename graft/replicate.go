@@ -202,7 +202,10 @@ func (v *Volume) Pending(ctx context.Context) ([]byte, error) {
 }
 
 // SetPending implements remote.Source: it records the remote commit about
-// to be published, synced, before Publish.
+// to be published, synced, before Publish. In the same batch it lowers
+// keep-from to the local LSN the commit starts from, so that GC keeps the
+// range it covers readable until SetSyncPoint (a push whose segments remote
+// GC removed prepares the same range again).
 func (v *Volume) SetPending(ctx context.Context, commit []byte) error {
 	if err := v.s.checkWritable(); err != nil {
 		return fmt.Errorf("graft: volume %q: pending remote commit: %w", v.name, err)
@@ -210,11 +213,29 @@ func (v *Volume) SetPending(ctx context.Context, commit []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	val := append([]byte{recordV1}, commit...)
-	v.noPending.Store(false)
-	if err := v.s.db.Set(pendingKey(v.id), val, pebble.Sync); err != nil {
+	c, err := remote.DecodeCommit(commit)
+	if err != nil {
 		return fmt.Errorf("graft: volume %q: pending remote commit: %w", v.name, err)
 	}
+	val := append([]byte{recordV1}, commit...)
+	v.noPending.Store(false)
+	v.commitMu.Lock()
+	defer v.commitMu.Unlock()
+	v.pinMu.Lock()
+	defer v.pinMu.Unlock()
+	rec := *v.state.Load()
+	b := v.s.db.NewBatch()
+	defer b.Close()
+	if c.LocalFrom < rec.KeepFrom && c.LocalFrom >= v.floor {
+		rec.KeepFrom = c.LocalFrom
+		if err := b.Set(v.key, encodeVolumeRecord(rec), nil); err != nil {
+			return err
+		}
+	}
+	if err := errors.Join(b.Set(pendingKey(v.id), val, nil), b.Commit(pebble.Sync)); err != nil {
+		return fmt.Errorf("graft: volume %q: pending remote commit: %w", v.name, err)
+	}
+	v.state.Store(&rec)
 	return nil
 }
 
