@@ -18,13 +18,16 @@ import (
 func newVolumeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "volume",
-		Short: "Volume state and replication to the remote (ls, info, push, pull, hydrate, reset)",
+		Short: "Volume state and replication to the remote (ls, info, push, pull, hydrate, reset, checkpoint, gc)",
 		Long: `Inspect the Graft volumes of the data dir (<data>/graft) and replicate them to
 and from the remote (--remote, default file://<data>/remote). Output is JSON.
 push publishes the local commits not yet pushed as one remote commit; pull
 follows the remote (pages are fetched on first read); hydrate fetches every
 page not yet local; reset --to-remote drops local commits that were never
-pushed and follows the remote (the way out of a diverged volume).`,
+pushed and follows the remote (the way out of a diverged volume). checkpoint
+appends a checkpoint commit to the remote log (fresh followers start at the
+newest); gc deletes the remote segments that no commit at or after the oldest
+retained checkpoint references.`,
 	}
 	cmd.AddCommand(
 		&cobra.Command{
@@ -90,6 +93,8 @@ pushed and follows the remote (the way out of a diverged volume).`,
 				return map[string]any{"frames_fetched": n}, v.Hydrate(ctx, p.set)
 			}),
 		newVolumeResetCmd(g),
+		newVolumeCheckpointCmd(g),
+		newVolumeGCCmd(g),
 	)
 	return cmd
 }

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
+)
+
+// TestCLIVolumeCheckpointGC: after every page was rewritten and pushed again,
+// a checkpoint references only the newer segment; gc deletes the older one,
+// and a fresh follower still reads the newest bytes.
+func TestCLIVolumeCheckpointGC(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	remoteURL := "file://" + filepath.Join(a, "remote")
+	commitTo(t, a, "vol.gc", 100, "old")
+	volumeJSON(t, "--data", a, "volume", "push", "vol.gc")
+	commitTo(t, a, "vol.gc", 100, "new")
+	volumeJSON(t, "--data", a, "volume", "push", "vol.gc")
+
+	m := volumeJSON(t, "--data", a, "volume", "checkpoint", "vol.gc")
+	if m["checkpoint_lsn"] != 3.0 {
+		t.Fatalf("checkpoint: %v", m)
+	}
+	m = volumeJSON(t, "--data", a, "volume", "gc", "vol.gc", "--min-age", "0s")
+	if m["horizon"] != 3.0 || m["segments_deleted"] != 1.0 || m["segments_kept"] != 1.0 {
+		t.Fatalf("gc: %v", m)
+	}
+
+	volumeJSON(t, "--data", b, "--remote", remoteURL, "volume", "pull", "vol.gc")
+	ctx := context.Background()
+	st, err := graft.Open(ctx, filepath.Join(b, "graft"), graft.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rs := openRemote(t, remoteURL)
+	st.AttachRemote(rs)
+	v, err := st.Volume(ctx, "vol.gc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := v.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	for _, i := range []uint64{0, 57, 99} {
+		p, err := snap.Get(ctx, i)
+		if err != nil {
+			t.Fatalf("page %d after gc: %v", i, err)
+		}
+		if !strings.HasPrefix(string(p), "new") {
+			t.Fatalf("page %d after gc = %.12q…, want the newest bytes", i, p)
+		}
+	}
+
+	if _, stderr, err := run(t, "", "--data", a, "volume", "gc", "no.such"); err == nil || !strings.Contains(stderr+err.Error(), "no commits on the remote") {
+		t.Fatalf("gc of a missing volume: %v %s", err, stderr)
+	}
+	if _, _, err := run(t, "", "--data", a, "volume", "checkpoint", "bad:name"); err == nil || !strings.Contains(err.Error(), "invalid name") {
+		t.Fatalf("checkpoint of a bad name: %v", err)
+	}
+}
+
+func openRemote(t *testing.T, url string) remote.Store {
+	t.Helper()
+	rs, err := remote.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	return rs
+}
