@@ -17,6 +17,7 @@ import (
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/lane"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
@@ -97,7 +98,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: redis: %w", err)
 	}
-	s.store, err = graft.Open(ctx, filepath.Join(cfg.Data, "graft"), graft.Options{Logger: cfg.Logger})
+	s.store, err = graft.Open(ctx, filepath.Join(cfg.Data, "graft"), graft.Options{
+		Logger: cfg.Logger,
+		// Every local commit and push is announced on its volume's lane.
+		Notifier: lane.New(s.mq),
+	})
 	if errors.Is(err, graft.ErrLocked) {
 		return nil, fmt.Errorf("%w (%s): %w", ErrDataLocked, cfg.Data, err)
 	}

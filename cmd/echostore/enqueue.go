@@ -13,6 +13,7 @@ import (
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/lane"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/names"
 )
@@ -65,19 +66,20 @@ func openAcceptTier(ctx context.Context, g *globals) (_ *acceptTier, err error) 
 	if err != nil {
 		return nil, fmt.Errorf("open the remote %s: %w; check --remote (or ECHOSTORE_REMOTE)", g.remoteURL(), err)
 	}
-	gdir := filepath.Join(g.data, "graft")
-	a.gs, err = waitLock(ctx, func() (*graft.Store, error) {
-		return graft.Open(ctx, gdir, graft.Options{Logger: g.log, Remote: st})
-	}, graft.ErrLocked)
-	if err != nil {
-		return nil, fmt.Errorf("open the graft store in %s: %w", gdir, err)
-	}
-	closers = append(closers, func() { _ = a.gs.Close() })
 	mqc, err := connectMQ(ctx, g)
 	if err != nil {
 		return nil, err
 	}
 	closers = append(closers, mqc.Close)
+	gdir := filepath.Join(g.data, "graft")
+	a.gs, err = waitLock(ctx, func() (*graft.Store, error) {
+		// Commits and pushes are announced on the volume's lane.
+		return graft.Open(ctx, gdir, graft.Options{Logger: g.log, Remote: st, Notifier: lane.New(mqc)})
+	}, graft.ErrLocked)
+	if err != nil {
+		return nil, fmt.Errorf("open the graft store in %s: %w", gdir, err)
+	}
+	closers = append(closers, func() { _ = a.gs.Close() })
 	a.tier, err = accept.NewTier(ctx, a.out, a.gs, accept.VolumePusher{}, mqc, accept.TierOptions{Node: uint16(node), Logger: g.log})
 	if err != nil {
 		return nil, fmt.Errorf("start the accept tier: %w", err)
