@@ -112,6 +112,28 @@ func TestMergeReadRefusesMissingVolume(t *testing.T) {
 	if got := ids(t, MergeRead(ctx, src, All())); !slices.Equal(got, all) {
 		t.Fatalf("read after pull: %d ids", len(got))
 	}
+	// A stale volume is pulled once; a pull that leaves it behind is refused.
+	src.Volume = v
+	if got := ids(t, MergeRead(ctx, src, All())); !slices.Equal(got, all) {
+		t.Fatalf("read after pulling a stale volume: %d ids", len(got))
+	}
+	pulls := 0
+	src.Pull = func(context.Context, string) (*graft.Volume, error) { pulls++; return v, nil }
+	for _, err := range MergeRead(ctx, src, All()) {
+		if !errors.Is(err, ErrVolumeBehind) || pulls != 1 {
+			t.Fatalf("read with a pull that stays behind: %v after %d pulls, want ErrVolumeBehind after 1", err, pulls)
+		}
+		break
+	}
+	// A failed pull is the read's error; nothing of the live tail is served.
+	src.Volume = nil
+	src.Pull = func(context.Context, string) (*graft.Volume, error) { return nil, ErrNoVolume }
+	for rec, err := range MergeRead(ctx, src, All()) {
+		if !errors.Is(err, ErrNoVolume) {
+			t.Fatalf("read with a failed pull: %v %v, want ErrNoVolume first", rec, err)
+		}
+		break
+	}
 }
 
 func TestCycleNeverTrimsPendingOrUndelivered(t *testing.T) {

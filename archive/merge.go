@@ -45,10 +45,12 @@ type Source struct {
 	// Volume is the stream's archive volume in this data dir; nil if the data
 	// dir has none.
 	Volume *graft.Volume
-	// Pull fetches the archive volume when Volume is nil but the seam cache
-	// says the stream has an archive. It is the hook of the replication work
-	// (pull archive.Q.S from the remote into the data dir); nil fails such a
-	// read with ErrNoVolume.
+	// Pull fetches the archive volume (archive.Q.S, from the remote into the
+	// data dir) when the seam cache says the stream has an archive and Volume
+	// is nil or behind the cache; it is called at most once per read and
+	// returns the volume to read. nil fails such a read with ErrNoVolume (or
+	// ErrVolumeBehind); so does a pull that fails (its error wrapped) or that
+	// leaves the volume behind.
 	Pull func(ctx context.Context, volume string) (*graft.Volume, error)
 }
 
@@ -112,19 +114,32 @@ func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
 	if !ok {
 		return vol, nil
 	}
+	name := volumeName(src.Queue, src.Stream)
+	pulled := false
 	if vol == nil {
-		name := volumeName(src.Queue, src.Stream)
 		if src.Pull == nil {
 			return nil, fmt.Errorf("merge-read %s/%s: the archive ends at %s, but %s is missing; pull it from the remote or read on the node that folds it: %w",
 				src.Queue, src.Stream, brand.EVT.Format(seam.W), name, ErrNoVolume)
 		}
 		if vol, err = src.Pull(ctx, name); err != nil {
-			return nil, fmt.Errorf("merge-read %s/%s: pull %s: %w", src.Queue, src.Stream, name, err)
+			return nil, fmt.Errorf("merge-read %s/%s: the archive ends at %s, but %s is missing here and the pull failed: %w",
+				src.Queue, src.Stream, brand.EVT.Format(seam.W), name, err)
 		}
+		pulled = true
 	}
 	st, err := Frontier(ctx, vol)
 	if err != nil {
 		return nil, err
+	}
+	if !st.Covers(seam.W) && !pulled && src.Pull != nil {
+		// Behind the seam cache: another node folded more. Pull once.
+		if vol, err = src.Pull(ctx, name); err != nil {
+			return nil, fmt.Errorf("merge-read %s/%s: %s ends at %s but the seam cache at %s, and the pull failed: %w",
+				src.Queue, src.Stream, name, formatW(st), brand.EVT.Format(seam.W), err)
+		}
+		if st, err = Frontier(ctx, vol); err != nil {
+			return nil, err
+		}
 	}
 	if !st.Covers(seam.W) {
 		return nil, fmt.Errorf("merge-read %s/%s: %s ends at %s but the seam cache at %s (LSN %d); pull the volume: %w",

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -50,37 +51,138 @@ func archiveVolume(ctx context.Context, st *graft.Store, q, s string) (*graft.Vo
 	return v, err
 }
 
-// readArchiveVolume opens the data dir read-only and returns the archive
-// volume of q/s (nil if there is none) and what closes the store.
-func readArchiveVolume(ctx context.Context, g *globals, q, s string) (*graft.Volume, func(), error) {
+// archiveReader holds what a read of an archive volume opened: the data
+// dir's graft store (read-only until a pull needs it writable) and the
+// remote, if any, that a pull and the lazy page faults use.
+type archiveReader struct {
+	g  *globals
+	st *graft.Store
+	rs remote.Store
+}
+
+// openArchiveReader opens the data dir read-only and returns the archive
+// volume of q/s (nil if there is none). A remote given with --remote, or the
+// default file://<data>/remote if that folder exists, is attached, so that
+// pages a pull left in the remote are fetched on first read.
+func openArchiveReader(ctx context.Context, g *globals, q, s string) (*archiveReader, *graft.Volume, error) {
+	r := &archiveReader{g: g}
 	st, err := openGraft(ctx, g, true)
 	if err != nil || st == nil {
-		return nil, func() {}, err
+		return r, nil, err
+	}
+	r.st = st
+	if err := r.attach(ctx, false); err != nil {
+		r.close()
+		return nil, nil, err
 	}
 	vol, err := archiveVolume(ctx, st, q, s)
 	if err != nil {
-		st.Close()
-		return nil, func() {}, err
+		r.close()
+		return nil, nil, err
 	}
-	return vol, func() { st.Close() }, nil
+	return r, vol, nil
+}
+
+// attach opens the remote (once) and attaches it to the store. Without
+// --remote, the default file remote counts only if its folder exists: a
+// read never creates it. need turns a missing remote into an error.
+func (r *archiveReader) attach(ctx context.Context, need bool) error {
+	if r.rs == nil {
+		if r.g.remote == "" {
+			if _, err := os.Stat(filepath.Join(r.g.data, "remote")); err != nil {
+				if need {
+					return fmt.Errorf("no remote configured (give --remote or ECHOSTORE_REMOTE; %s does not exist): %w", r.g.remoteURL(), graft.ErrNoRemote)
+				}
+				return nil
+			}
+		}
+		rs, err := remote.Open(ctx, r.g.remoteURL())
+		if err != nil {
+			return fmt.Errorf("remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…)", r.g.remoteURL(), err)
+		}
+		r.rs = rs
+	}
+	if r.st != nil {
+		r.st.AttachRemote(r.rs)
+	}
+	return nil
+}
+
+// pull is the merge-read's Source.Pull: it reopens the data dir writable,
+// creates the archive volume if the remote has commits of it, and pulls it
+// up to the remote head. Pages stay in the remote until first read. With
+// no remote, or a remote without the volume, it fails wrapping
+// archive.ErrNoVolume and creates nothing.
+func (r *archiveReader) pull(ctx context.Context, name string) (*graft.Volume, error) {
+	if err := r.attach(ctx, true); err != nil {
+		return nil, fmt.Errorf("%w: %w", err, archive.ErrNoVolume)
+	}
+	head, err := remoteHead(ctx, r.rs, name)
+	if err != nil {
+		return nil, fmt.Errorf("remote %s: %w", r.g.remoteURL(), err)
+	}
+	if head == 0 {
+		return nil, fmt.Errorf("the remote %s has no commit of %s (was it pushed? check --remote): %w", r.g.remoteURL(), name, archive.ErrNoVolume)
+	}
+	if r.st != nil {
+		r.st.Close()
+		r.st = nil
+	}
+	st, err := openGraft(ctx, r.g, false)
+	if err != nil {
+		return nil, err
+	}
+	r.st = st
+	st.AttachRemote(r.rs)
+	v, err := st.Volume(ctx, name)
+	if errors.Is(err, graft.ErrVolumeNotFound) {
+		v, err = st.CreateVolume(ctx, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := v.Pull(ctx, nil); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// remoteHead returns the newest remote LSN of volume name (0: no commit).
+func remoteHead(ctx context.Context, rs remote.Store, name string) (uint64, error) {
+	l, err := remote.NewLog(rs, name)
+	if err != nil {
+		return 0, err
+	}
+	return l.Head(ctx)
+}
+
+func (r *archiveReader) close() {
+	if r.st != nil {
+		r.st.Close()
+	}
+	if r.rs != nil {
+		r.rs.Close()
+	}
 }
 
 // readMerged prints a merge-read (or, with archiveOnly, an archive read that
-// needs no Redis) of q/s.
+// needs no Redis) of q/s. A volume that is missing here (or behind the seam
+// cache) is pulled from the remote first; without one the read fails with
+// archive.ErrNoVolume, it never serves the live tail alone.
 func readMerged(ctx context.Context, g *globals, q, s string, r archive.Range, archiveOnly bool) error {
 	if _, err := names.ArchiveVolume(q, s); err != nil {
 		return err
 	}
-	vol, done, err := readArchiveVolume(ctx, g, q, s)
+	ar, vol, err := openArchiveReader(ctx, g, q, s)
 	if err != nil {
 		return err
 	}
-	defer done()
-	src := archive.Source{Queue: q, Stream: s, Volume: vol}
+	defer ar.close()
+	src := archive.Source{Queue: q, Stream: s, Volume: vol, Pull: ar.pull}
 	if archiveOnly {
 		if vol == nil {
-			return fmt.Errorf("no archive of %s/%s in --data %s (volume %s): run `echostore archive cycle` there, or point --data at the node that folds it",
-				q, s, g.data, volumeNameOf(q, s))
+			return fmt.Errorf("no archive of %s/%s in --data %s (volume %s): run `echostore archive cycle` there, `echostore volume pull %s` to fetch it, or point --data at the node that folds it",
+				q, s, g.data, volumeNameOf(q, s), volumeNameOf(q, s))
 		}
 	} else {
 		c, err := connectMQ(ctx, g)
@@ -113,7 +215,7 @@ func printRecords(g *globals, seq iter.Seq2[mq.Record, error]) error {
 			continue
 		case errors.Is(err, archive.ErrNoVolume), errors.Is(err, archive.ErrVolumeBehind):
 			out.Flush()
-			return fmt.Errorf("%w; run the read on the node that folds this stream (pulling from the remote comes with replication)", err)
+			return fmt.Errorf("%w; give the --remote the stream's archive is pushed to (archive cycle --trim-after remote pushes it), or run the read on the node that folds it", err)
 		case err != nil:
 			out.Flush()
 			return err
@@ -243,21 +345,30 @@ number of entries in the live stream, the archive volume and its LSN.`,
 				return err
 			}
 			defer c.Close()
-			vol, done, err := readArchiveVolume(ctx, g, q, s)
+			ar, vol, err := openArchiveReader(ctx, g, q, s)
 			if err != nil {
 				return err
 			}
-			defer done()
+			defer ar.close()
+			seam, archived, err := c.GetArchived(ctx, q, s)
+			if err != nil {
+				return err
+			}
 			var state archive.State
 			if vol != nil {
 				if state, err = archive.Frontier(ctx, vol); err != nil {
 					return err
 				}
-			} else if seam, ok, err := c.GetArchived(ctx, q, s); err != nil {
-				return err
-			} else if ok {
-				return fmt.Errorf("%s/%s is archived up to %s but %s is not in --data %s: %w; run status on the node that folds it",
-					q, s, brand.EVT.Format(seam.W), name, g.data, archive.ErrNoVolume)
+			}
+			if archived && (vol == nil || !state.Covers(seam.W)) {
+				// Missing or behind the seam cache here: pull it.
+				if vol, err = ar.pull(ctx, name); err != nil {
+					return fmt.Errorf("%s/%s is archived up to %s but %s is not in --data %s: %w; give --remote, or run status on the node that folds it",
+						q, s, brand.EVT.Format(seam.W), name, g.data, err)
+				}
+				if state, err = archive.Frontier(ctx, vol); err != nil {
+					return err
+				}
 			}
 			n, err := c.Len(ctx, q, s)
 			if err != nil {

@@ -2,12 +2,17 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
 )
 
 func TestCLIArchiveCycleStatusRead(t *testing.T) {
@@ -123,7 +128,99 @@ func TestCLIMergeReadRefusesMissingVolume(t *testing.T) {
 	if _, _, err := run(t, "", append(folds, "archive", "cycle", "q", "s", "--keep", "1")...); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := run(t, "", append(other, "stream", "read", "q", "s")...); err == nil || !strings.Contains(err.Error(), "archive.q.s") {
-		t.Fatalf("merge-read on a node without the volume: %v, want a clear error", err)
+	// No --remote, and no <data>/remote: nothing to pull from.
+	_, _, err := run(t, "", append(other, "stream", "read", "q", "s")...)
+	if !errors.Is(err, archive.ErrNoVolume) || !errors.Is(err, graft.ErrNoRemote) || !strings.Contains(err.Error(), "archive.q.s") {
+		t.Fatalf("merge-read on a node without the volume nor a remote: %v, want a clear ErrNoVolume", err)
 	}
+	if _, _, err := run(t, "", append(other, "archive", "status", "q", "s")...); !errors.Is(err, archive.ErrNoVolume) {
+		t.Fatalf("status on a node without the volume nor a remote: %v, want ErrNoVolume", err)
+	}
+	// A remote the volume was never pushed to.
+	empty := append(other, "--remote", "file://"+filepath.Join(dir, "empty"))
+	if _, _, err := run(t, "", append(empty, "stream", "read", "q", "s")...); !errors.Is(err, archive.ErrNoVolume) || !strings.Contains(err.Error(), "no commit of archive.q.s") {
+		t.Fatalf("merge-read with an empty remote: %v, want ErrNoVolume", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "b", "graft")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a failed pull left a store in the data dir: %v", err)
+	}
+}
+
+// A fresh data dir with the writer's remote pulls the archive volume and
+// serves the whole history, byte-identical to the live read before any
+// cycle; pages are fetched lazily (also by a read-only read after a pull
+// that fetched none), and a volume left behind by later cycles is pulled
+// again.
+func TestCLIMergeReadPullsMissingVolume(t *testing.T) {
+	r := startRedis(t)
+	dir := t.TempDir()
+	rem := []string{"--redis", r.URL, "--remote", "file://" + filepath.Join(dir, "remote")}
+	at := func(data string, args ...string) []string {
+		return append(append(append([]string{}, rem...), "--data", filepath.Join(dir, data)), args...)
+	}
+	appendN := func(n int) {
+		for i := range n {
+			if _, _, err := run(t, "", at("w", "stream", "append", "q", "s", fmt.Sprintf("n=%d", i), "x=y")...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendN(30)
+	liveBefore, _, err := run(t, "", at("w", "stream", "read", "q", "s", "--live-only")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := run(t, "", at("w", "archive", "cycle", "q", "s", "--keep", "4", "--trim-after", "remote")...); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := run(t, "", at("fresh", "stream", "read", "q", "s")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != liveBefore {
+		t.Fatalf("merge-read on a fresh data dir:\n%s\nwant\n%s", got, liveBefore)
+	}
+	rev, _, err := run(t, "", at("fresh", "stream", "read", "q", "s", "--reverse")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := lines(liveBefore); !slices.Equal(lines(rev), slicesReversed(want)) {
+		t.Fatalf("reverse merge-read after the pull: %q", rev)
+	}
+	// status pulls (no page is fetched); the read-only read that follows
+	// faults the pages in from the remote.
+	out, _, err := run(t, "", at("status", "archive", "status", "q", "s")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st["archived"] != 26.0 || st["live"] != 4.0 {
+		t.Fatalf("status on a fresh data dir: %s %v", out, err)
+	}
+	if got, _, err := run(t, "", at("status", "stream", "read", "q", "s", "--archive-only")...); err != nil || got != strings.Join(lines(liveBefore)[:26], "\n")+"\n" {
+		t.Fatalf("archive-only read after status pulled: %v\n%s", err, got)
+	}
+	// More history folded and pushed by the writer: the reader's copy is
+	// behind the seam cache and is pulled again.
+	appendN(10)
+	all, _, err := run(t, "", at("w", "stream", "read", "q", "s")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := run(t, "", at("w", "archive", "cycle", "q", "s", "--keep", "2", "--trim-after", "remote")...); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err = run(t, "", at("fresh", "stream", "read", "q", "s")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != all || len(lines(got)) != 40 {
+		t.Fatalf("merge-read with a volume behind the seam cache: %d lines, want 40 identical", len(lines(got)))
+	}
+}
+
+func slicesReversed(s []string) []string {
+	out := slices.Clone(s)
+	slices.Reverse(out)
+	return out
 }
