@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"slices"
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/names"
@@ -158,10 +159,16 @@ func appendBlock(dst []byte, seq uint64, recs []rec) []byte {
 }
 
 // decodeBlock decodes the block at the front of b. It returns the block's
-// seq, its records, and its framed length. The payloads are copied into
-// one new buffer per block (they do not alias b). Every failure wraps
-// ErrCorrupt, a short b included (a torn tail).
+// seq, its records, and its framed length. The payloads alias b (their
+// capacity clipped), which the records therefore keep alive. Every failure
+// wraps ErrCorrupt, a short b included (a torn tail).
 func decodeBlock(b []byte) (seq uint64, recs []rec, n int, err error) {
+	return decodeBlockInto(b, nil)
+}
+
+// decodeBlockInto is decodeBlock appending the records to recs[:0], so
+// that a caller replaying many blocks reuses one slice.
+func decodeBlockInto(b []byte, recs []rec) (seq uint64, _ []rec, n int, err error) {
 	if len(b) < blockHeaderLen {
 		return 0, nil, 0, fmt.Errorf("block header: %d bytes, want %d: %w", len(b), blockHeaderLen, ErrCorrupt)
 	}
@@ -183,8 +190,8 @@ func decodeBlock(b []byte) (seq uint64, recs []rec, n int, err error) {
 	if uint64(count) > uint64(len(body))/9 {
 		return 0, nil, 0, fmt.Errorf("block %d: %d records cannot fit in %d bytes: %w", seq, count, len(body), ErrCorrupt)
 	}
-	recs = make([]rec, 0, count)
-	total, queue := 0, ""
+	recs = slices.Grow(recs[:0], int(count))
+	queue := ""
 	for i := uint32(0); i < count; i++ {
 		var r rec
 		r, body, err = decodeRec(body, queue)
@@ -192,19 +199,10 @@ func decodeBlock(b []byte) (seq uint64, recs []rec, n int, err error) {
 			return 0, nil, 0, fmt.Errorf("block %d: %w", seq, err)
 		}
 		recs = append(recs, r)
-		total += len(r.payload)
 		queue = r.queue
 	}
 	if len(body) != 0 {
 		return 0, nil, 0, fmt.Errorf("block %d: %d bytes after the last record: %w", seq, len(body), ErrCorrupt)
-	}
-	slab := make([]byte, 0, total)
-	for i := range recs {
-		if recs[i].kind == kindAccepted {
-			start := len(slab)
-			slab = append(slab, recs[i].payload...)
-			recs[i].payload = slab[start:len(slab):len(slab)]
-		}
 	}
 	return seq, recs, n, nil
 }

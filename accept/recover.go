@@ -181,9 +181,9 @@ func (st *recovered) replay(dir string, log *slog.Logger) error {
 		if i > start && first != next {
 			return fmt.Errorf("segment %s starts at block %d, want %d: %w", name, first, next, ErrCorrupt)
 		}
-		off := segHeaderLen
+		off, fresh := segHeaderLen, true
 		for off < len(data) {
-			seq, recs, n, err := decodeBlock(data[off:])
+			seq, recs, n, err := decodeBlockInto(data[off:], rp.recs)
 			if err != nil {
 				if !last {
 					return fmt.Errorf("segment %s, offset %d: %w", name, off, err)
@@ -205,9 +205,16 @@ func (st *recovered) replay(dir string, log *slog.Logger) error {
 			if seq != next {
 				return fmt.Errorf("segment %s, offset %d: block %d, want %d: %w", name, off, seq, next, ErrCorrupt)
 			}
-			if rp.hint == 0 {
-				// Size the overlay from the first block's bytes per record.
-				rp.hint = max(1, (len(data)-off)/max(1, n/max(1, len(recs))))
+			rp.recs = recs
+			if fresh {
+				// Estimate the records left in the segment from its first
+				// replayed block's bytes per record: it sizes the overlay and
+				// the chunks of intents.
+				rp.segLeft = max(1, (len(data)-off)/max(1, n/max(1, len(recs))))
+				if rp.hint == 0 {
+					rp.hint = rp.segLeft
+				}
+				fresh = false
 			}
 			if err := rp.apply(recs); err != nil {
 				return fmt.Errorf("segment %s, block %d: %w", name, seq, err)
@@ -254,60 +261,88 @@ func (st *recovered) replay(dir string, log *slog.Logger) error {
 
 // replayer collects the effect of the replayed log on the base map. While
 // the base is empty and the log holds only accepted records (a log since
-// the first block, nothing committed yet), the intents go into a slice in
+// the first block, nothing committed yet), the intents go into chunks in
 // log order and into the trie in one champ.Collect at the end: a duplicate
-// id, which is corruption, shows as a trie smaller than the slice. The
+// id, which is corruption, shows as a trie smaller than the intents. The
 // first block with a committed record, or a non-empty base, moves the
 // intents into an overlay, which handles everything.
+//
+// The intents' payloads alias the segment's bytes as read (one buffer per
+// file, kept alive by the intents); the intents share a chunk per segment
+// when the segment's size predicts their count, one per block otherwise.
 type replayer struct {
-	base champ.Map[brand.ID, *Intent]
-	list []*Intent // while ov is nil
-	ov   overlay
-	hint int // expected records, to size the overlay
+	base    champ.Map[brand.ID, *Intent]
+	chunks  [][]Intent // while ov is nil; only the last has spare capacity
+	n       int        // intents in chunks
+	ov      overlay
+	hint    int   // expected records, to size the overlay
+	segLeft int   // expected records still to come in this segment
+	recs    []rec // the decoding buffer, reused block after block
 }
 
 func (rp *replayer) apply(recs []rec) error {
+	defer func() { rp.segLeft = max(0, rp.segLeft-len(recs)) }()
 	if rp.ov == nil {
 		fast := rp.base.Len() == 0
 		for i := 0; fast && i < len(recs); i++ {
 			fast = recs[i].kind == kindAccepted
 		}
 		if fast {
-			slab := make([]Intent, len(recs))
-			for i, r := range recs {
-				slab[i] = Intent{ID: r.id, Queue: r.queue, Payload: r.payload}
-				rp.list = append(rp.list, &slab[i])
+			chunk := rp.chunk(len(recs))
+			for _, r := range recs {
+				chunk = append(chunk, Intent{ID: r.id, Queue: r.queue, Payload: r.payload})
 			}
+			rp.chunks[len(rp.chunks)-1] = chunk
+			rp.n += len(recs)
 			return nil
 		}
-		rp.ov = make(overlay, max(rp.hint, len(rp.list)))
-		for _, p := range rp.list {
-			if rp.ov[p.ID] != nil {
-				return fmt.Errorf("id %d accepted twice: %w", p.ID, ErrCorrupt)
+		rp.ov = make(overlay, max(rp.hint, rp.n))
+		for _, c := range rp.chunks {
+			for i := range c {
+				p := &c[i]
+				if rp.ov[p.ID] != nil {
+					return fmt.Errorf("id %d accepted twice: %w", p.ID, ErrCorrupt)
+				}
+				rp.ov[p.ID] = p
 			}
-			rp.ov[p.ID] = p
 		}
-		rp.list = nil
+		rp.chunks, rp.n = nil, 0
 	}
 	return rp.ov.apply(rp.base, recs)
+}
+
+// chunk returns the last chunk with room for n more intents, starting a
+// new one (sized for the rest of the segment) if it has not. Intents are
+// only appended within a chunk's capacity, so pointers to them stay valid.
+func (rp *replayer) chunk(n int) []Intent {
+	if k := len(rp.chunks); k > 0 {
+		if c := rp.chunks[k-1]; cap(c)-len(c) >= n {
+			return c
+		}
+	}
+	c := make([]Intent, 0, max(n, rp.segLeft))
+	rp.chunks = append(rp.chunks, c)
+	return c
 }
 
 func (rp *replayer) merge() (champ.Map[brand.ID, *Intent], error) {
 	if rp.ov != nil {
 		return rp.ov.merge(rp.base), nil
 	}
-	if len(rp.list) == 0 {
+	if rp.n == 0 {
 		return rp.base, nil
 	}
-	m := champ.Collect(champ.Uint64[brand.ID], len(rp.list), func(yield func(brand.ID, *Intent) bool) {
-		for _, p := range rp.list {
-			if !yield(p.ID, p) {
-				return
+	m := champ.Collect(champ.Uint64[brand.ID], rp.n, func(yield func(brand.ID, *Intent) bool) {
+		for _, c := range rp.chunks {
+			for i := range c {
+				if !yield(c[i].ID, &c[i]) {
+					return
+				}
 			}
 		}
 	})
-	if m.Len() != len(rp.list) {
-		return m, fmt.Errorf("%d ids accepted twice: %w", len(rp.list)-m.Len(), ErrCorrupt)
+	if m.Len() != rp.n {
+		return m, fmt.Errorf("%d ids accepted twice: %w", rp.n-m.Len(), ErrCorrupt)
 	}
 	return m, nil
 }
