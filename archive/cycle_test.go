@@ -125,14 +125,22 @@ func TestMergeReadRefusesMissingVolume(t *testing.T) {
 		}
 		break
 	}
-	// A failed pull is the read's error; nothing of the live tail is served.
-	src.Volume = nil
-	src.Pull = func(context.Context, string) (*graft.Volume, error) { return nil, ErrNoVolume }
-	for rec, err := range MergeRead(ctx, src, All()) {
-		if !errors.Is(err, ErrNoVolume) {
-			t.Fatalf("read with a failed pull: %v %v, want ErrNoVolume first", rec, err)
+	// A failed pull is the read's error, typed; nothing of the live tail is
+	// served.
+	errPull := errors.New("remote unreachable")
+	src.Pull = func(context.Context, string) (*graft.Volume, error) { return nil, errPull }
+	for _, stale := range []*graft.Volume{nil, v} {
+		src.Volume = stale
+		want := ErrNoVolume
+		if stale != nil {
+			want = ErrVolumeBehind
 		}
-		break
+		for rec, err := range MergeRead(ctx, src, All()) {
+			if !errors.Is(err, want) || !errors.Is(err, errPull) {
+				t.Fatalf("read with a failed pull (volume %v): %v %v, want %v and the pull's error first", stale, rec, err, want)
+			}
+			break
+		}
 	}
 }
 

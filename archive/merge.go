@@ -49,8 +49,8 @@ type Source struct {
 	// data dir) when the seam cache says the stream has an archive and Volume
 	// is nil or behind the cache; it is called at most once per read and
 	// returns the volume to read. nil fails such a read with ErrNoVolume (or
-	// ErrVolumeBehind); so does a pull that fails (its error wrapped) or that
-	// leaves the volume behind.
+	// ErrVolumeBehind); so does a pull that fails (the error wraps both the
+	// sentinel and the pull's error) or that leaves the volume behind.
 	Pull func(ctx context.Context, volume string) (*graft.Volume, error)
 }
 
@@ -123,7 +123,7 @@ func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
 		}
 		if vol, err = src.Pull(ctx, name); err != nil {
 			return nil, fmt.Errorf("merge-read %s/%s: the archive ends at %s, but %s is missing here and the pull failed: %w",
-				src.Queue, src.Stream, brand.EVT.Format(seam.W), name, err)
+				src.Queue, src.Stream, brand.EVT.Format(seam.W), name, typed(err, ErrNoVolume))
 		}
 		pulled = true
 	}
@@ -135,7 +135,7 @@ func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
 		// Behind the seam cache: another node folded more. Pull once.
 		if vol, err = src.Pull(ctx, name); err != nil {
 			return nil, fmt.Errorf("merge-read %s/%s: %s ends at %s but the seam cache at %s, and the pull failed: %w",
-				src.Queue, src.Stream, name, formatW(st), brand.EVT.Format(seam.W), err)
+				src.Queue, src.Stream, name, formatW(st), brand.EVT.Format(seam.W), typed(err, ErrVolumeBehind))
 		}
 		if st, err = Frontier(ctx, vol); err != nil {
 			return nil, err
@@ -146,6 +146,14 @@ func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
 			src.Queue, src.Stream, vol.Name(), formatW(st), brand.EVT.Format(seam.W), seam.LSN, ErrVolumeBehind)
 	}
 	return vol, nil
+}
+
+// typed returns err, wrapping sentinel too unless err already does.
+func typed(err, sentinel error) error {
+	if errors.Is(err, sentinel) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", sentinel, err)
 }
 
 func formatW(st State) string {
