@@ -26,9 +26,11 @@
 //
 // Invariant 3, no gap and no overlap while cycles run (kept in merge.go):
 // after each live page MergeRead reads W again (W′), serves the ids up to W′
-// from the archive and only ids above W′ from the page. A missing volume
-// whose stream the seam cache says is archived fails with ErrNoVolume rather
-// than serving the live tail alone.
+// from the archive and only ids above W′ from the page. A volume that is
+// missing (or behind the seam cache) while the cache says the stream is
+// archived is pulled through Source.Pull (the CLI pulls from the remote);
+// without a pull, or when it fails, the read fails with ErrNoVolume (or
+// ErrVolumeBehind) rather than serving the live tail alone.
 //
 // Pages are id-ordered along the page axis (ArchiveBase + n in fold order,
 // folds strictly increasing and above W), so ranges are found by bisection
