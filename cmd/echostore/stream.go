@@ -182,6 +182,9 @@ or, with --reverse, newest first; at most --limit of them (0: all).
 
 By default this is the merge-read: the archive in --data (ids up to the
 watermark) and the live tail in Redis (ids above it), as one ordered stream.
+If the archive volume is not in --data (or is behind), it is pulled from
+--remote first (pages are fetched on first read); with no remote holding it
+the read fails rather than print the live tail alone.
 --live-only reads Redis alone; --archive-only reads the data dir alone and
 works with Redis down.`,
 		Args: cobra.ExactArgs(2),
