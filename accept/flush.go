@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/echostore/echostore/brand"
@@ -14,6 +15,7 @@ import (
 type block struct {
 	seq  uint64
 	recs []rec
+	size int                           // encoded size, framing included
 	snap *champ.Map[brand.ID, *Intent] // the map as of this block, if it triggers a compaction
 }
 
@@ -98,11 +100,12 @@ func (o *Outbox) nextBlock(now time.Time) (b *block, wait time.Duration, done bo
 	if !due {
 		return nil, wait, false
 	}
-	b = &block{seq: o.nextSeq, recs: o.pending}
+	b = &block{seq: o.nextSeq, recs: o.pending, size: blockHeaderLen + blockFixedLen + o.pendingBytes}
 	o.nextSeq++
 	o.pending = o.spare
 	if o.pending == nil {
-		o.pending = make([]rec, 0, min(o.opts.BlockMax, maxPrealloc))
+		// As large as the block that grew: the next one need not grow again.
+		o.pending = make([]rec, 0, max(min(o.opts.BlockMax, maxPrealloc), cap(b.recs)))
 	}
 	o.spare = nil
 	o.pendingBytes = 0
@@ -122,7 +125,7 @@ func (o *Outbox) nextBlock(now time.Time) (b *block, wait time.Duration, done bo
 // writeBlock appends b to the current segment with one write and one
 // fsync.
 func (o *Outbox) writeBlock(b *block) error {
-	o.buf = appendBlock(o.buf[:0], b.seq, b.recs)
+	o.buf = appendBlock(slices.Grow(o.buf[:0], b.size), b.seq, b.recs)
 	if _, err := o.seg.Write(o.buf); err != nil {
 		return err
 	}

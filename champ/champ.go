@@ -97,7 +97,7 @@ func (m Map[K, V]) Set(k K, v V) Map[K, V] {
 	if m.root == nil {
 		return Map[K, V]{root: &node[K, V]{dataMap: bitpos(h, 0), entries: []entry[K, V]{{k, v}}}, n: 1, hash: m.hash}
 	}
-	root, added := m.root.set(nil, k, v, h, 0, m.hash)
+	root, added := m.root.set(nil, k, v, h, 0, m.hash, true)
 	n := m.n
 	if added {
 		n++
@@ -177,20 +177,32 @@ func (t *Transient[K, V]) Get(k K) (V, bool) {
 
 // Set maps k to v. It is a no-op on a sealed Transient.
 func (t *Transient[K, V]) Set(k K, v V) {
+	t.set(k, v, true)
+}
+
+// Insert maps k to v if k is absent, and reports whether it did: Get and
+// Set in one walk of the trie, hashing k once. A present k keeps its
+// value. It is a no-op reporting false on a sealed Transient.
+func (t *Transient[K, V]) Insert(k K, v V) bool {
+	return t.set(k, v, false)
+}
+
+func (t *Transient[K, V]) set(k K, v V, replace bool) bool {
 	if t.owner == nil {
-		return
+		return false
 	}
 	h := t.hash(k)
 	if t.root == nil {
 		t.root = &node[K, V]{dataMap: bitpos(h, 0), entries: []entry[K, V]{{k, v}}, owner: t.owner}
 		t.n = 1
-		return
+		return true
 	}
-	root, added := t.root.set(t.owner, k, v, h, 0, t.hash)
+	root, added := t.root.set(t.owner, k, v, h, 0, t.hash, replace)
 	t.root = root
 	if added {
 		t.n++
 	}
+	return added
 }
 
 // Delete removes k and reports whether it was present. It is a no-op
@@ -268,10 +280,16 @@ func (n *node[K, V]) each(yield func(K, V) bool) bool {
 
 // set returns the node replacing n (n itself if it was edited in place) and
 // whether k was added rather than updated.
-func (n *node[K, V]) set(o *owner, k K, v V, h uint64, shift uint, hash Hasher[K]) (*node[K, V], bool) {
+// set returns the node replacing n with k mapped to v, and whether k was
+// absent. With replace false, a present k keeps its value and n is
+// returned unchanged.
+func (n *node[K, V]) set(o *owner, k K, v V, h uint64, shift uint, hash Hasher[K], replace bool) (*node[K, V], bool) {
 	if shift > maxShift {
 		for i := range n.entries {
 			if n.entries[i].key == k {
+				if !replace {
+					return n, false
+				}
 				return n.withValue(o, i, v), false
 			}
 		}
@@ -282,6 +300,9 @@ func (n *node[K, V]) set(o *owner, k K, v V, h uint64, shift uint, hash Hasher[K
 		i := index(n.dataMap, bit)
 		e := n.entries[i]
 		if e.key == k {
+			if !replace {
+				return n, false
+			}
 			return n.withValue(o, i, v), false
 		}
 		sub := mergeTwo(o, e, hash(e.key), entry[K, V]{k, v}, h, shift+bitsPerLevel)
@@ -290,7 +311,7 @@ func (n *node[K, V]) set(o *owner, k K, v V, h uint64, shift uint, hash Hasher[K
 	if n.nodeMap&bit != 0 {
 		ci := index(n.nodeMap, bit)
 		c := n.children[ci]
-		nc, added := c.set(o, k, v, h, shift+bitsPerLevel, hash)
+		nc, added := c.set(o, k, v, h, shift+bitsPerLevel, hash, replace)
 		if nc == c {
 			return n, added
 		}

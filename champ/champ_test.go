@@ -161,8 +161,19 @@ func TestTransientModel(t *testing.T) {
 			for i := 0; i < n; i++ {
 				k := keys.Draw(t, "k")
 				if rapid.Bool().Draw(t, "set") {
-					tr.Set(k, r*1000+i)
-					model[k] = r*1000 + i
+					if rapid.Bool().Draw(t, "insert") {
+						// Insert: sets an absent key only, and says so.
+						_, had := model[k]
+						if got := tr.Insert(k, r*1000+i); got == had {
+							t.Fatalf("Insert(%d) = %v with the key present: %v", k, got, had)
+						}
+						if !had {
+							model[k] = r*1000 + i
+						}
+					} else {
+						tr.Set(k, r*1000+i)
+						model[k] = r*1000 + i
+					}
 				} else {
 					_, had := model[k]
 					if got := tr.Delete(k); got != had {
@@ -177,6 +188,9 @@ func TestTransientModel(t *testing.T) {
 			m = tr.Persistent()
 			// A sealed transient ignores writes.
 			tr.Set(1<<62, 1)
+			if tr.Insert(1<<62+1, 1) {
+				t.Fatalf("Insert on a sealed transient reported true")
+			}
 			if tr.Delete(keys.Draw(t, "k")) {
 				t.Fatalf("Delete on a sealed transient reported true")
 			}
