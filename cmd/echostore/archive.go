@@ -14,6 +14,7 @@ import (
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/lane"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
@@ -24,9 +25,10 @@ import (
 func graftDir(g *globals) string { return filepath.Join(g.data, "graft") }
 
 // openGraft opens the data dir's graft store. Read-only, a data dir with no
-// store yet gives a nil store and no error.
-func openGraft(ctx context.Context, g *globals, readOnly bool) (*graft.Store, error) {
-	st, err := graft.Open(ctx, graftDir(g), graft.Options{ReadOnly: readOnly})
+// store yet gives a nil store and no error. A non-nil n announces every local
+// commit and push on the volume's LSN lane.
+func openGraft(ctx context.Context, g *globals, readOnly bool, n graft.Notifier) (*graft.Store, error) {
+	st, err := graft.Open(ctx, graftDir(g), graft.Options{ReadOnly: readOnly, Logger: g.log, Notifier: n})
 	switch {
 	case err == nil:
 		return st, nil
@@ -66,7 +68,7 @@ type archiveReader struct {
 // pages a pull left in the remote are fetched on first read.
 func openArchiveReader(ctx context.Context, g *globals, q, s string) (*archiveReader, *graft.Volume, error) {
 	r := &archiveReader{g: g}
-	st, err := openGraft(ctx, g, true)
+	st, err := openGraft(ctx, g, true, nil)
 	if err != nil || st == nil {
 		return r, nil, err
 	}
@@ -128,7 +130,7 @@ func (r *archiveReader) pull(ctx context.Context, name string) (*graft.Volume, e
 		r.st.Close()
 		r.st = nil
 	}
-	st, err := openGraft(ctx, r.g, false)
+	st, err := openGraft(ctx, r.g, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +290,7 @@ The stream is registered as archived: trim-only retention leaves it alone.`,
 				return err
 			}
 			defer c.Close()
-			st, err := openGraft(ctx, g, false)
+			st, err := openGraft(ctx, g, false, lane.New(c))
 			if err != nil {
 				return err
 			}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/echostore/echostore/internal/testserver"
 	"os"
 	"path/filepath"
 	"slices"
@@ -106,6 +108,17 @@ func TestCLIArchiveCycleTrimAfterRemote(t *testing.T) {
 	var info map[string]any
 	if err := json.Unmarshal([]byte(out), &info); err != nil || info["remote_lsn"] != 1.0 {
 		t.Fatalf("volume info after a trim-after remote cycle: %s %v", out, err)
+	}
+	// The cycle's fold (a local commit) and its push were announced on the
+	// volume's LSN lane, for followers blocked on it.
+	lane, err := testserver.Do(context.Background(), r.Addr, "XRANGE", "emq:{vol.archive.q.s}:lane:lsn", "-", "+")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kind\ncommit\nlsn\n1", "kind\npush\nlsn\n1"} {
+		if !strings.Contains(lane, want) {
+			t.Fatalf("LSN lane lacks %q:\n%s", want, lane)
+		}
 	}
 	if _, _, err := run(t, "", cmd("archive", "cycle", "q", "s", "--keep", "1", "--trim-after", "nowhere")...); err == nil {
 		t.Fatal("--trim-after nowhere accepted")

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/lane"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/internal/bench"
 )
@@ -33,7 +35,7 @@ retained checkpoint references.`,
 		&cobra.Command{
 			Use: "ls", Short: "List the volumes", Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				st, err := openGraft(cmd.Context(), g, true)
+				st, err := openGraft(cmd.Context(), g, true, nil)
 				if err != nil || st == nil {
 					if err == nil {
 						return writeJSON(g, []graft.Info{})
@@ -55,7 +57,7 @@ retained checkpoint references.`,
 			Use: "info VOLUME", Short: "Show a volume's LSNs, pages and bytes", Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				ctx := cmd.Context()
-				st, err := openGraft(ctx, g, true)
+				st, err := openGraft(ctx, g, true, nil)
 				if err != nil {
 					return err
 				}
@@ -126,7 +128,9 @@ func replicaCmd(g *globals, use, short string, create bool,
 				return fmt.Errorf("remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…)", g.remoteURL(), err)
 			}
 			defer rs.Close()
-			st, err := openGraft(ctx, g, false)
+			n, closeLane := laneNotifier(ctx, g)
+			defer closeLane()
+			st, err := openGraft(ctx, g, false, n)
 			if err != nil {
 				return err
 			}
@@ -242,4 +246,19 @@ func (b *bar) done() {
 	if b.pb != nil {
 		_ = b.pb.Finish()
 	}
+}
+
+// laneNotifier connects to --redis, if it answers within a few seconds, so
+// that a push or pull from the CLI is announced on the volume's LSN lane as
+// it is from serve. Without Redis the replication still runs; followers that
+// wait on the lane catch up at the next announcement.
+func laneNotifier(ctx context.Context, g *globals) (graft.Notifier, func()) {
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	c, err := connectMQ(cctx, g)
+	if err != nil {
+		g.log.Info("LSN events not announced: Redis is not reachable", "redis", g.redis, "err", err)
+		return nil, func() {}
+	}
+	return lane.New(c), c.Close
 }
