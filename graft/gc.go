@@ -41,6 +41,9 @@ func (v *Volume) GC(ctx context.Context) (GCStats, error) {
 	}
 	v.gcMu.Lock()
 	defer v.gcMu.Unlock()
+	if err := v.checkDropped("GC of"); err != nil {
+		return GCStats{}, err
+	}
 
 	// Choose H and publish it as the floor: from here on no snapshot below it
 	// can be opened, and the pins that hold it back are all counted.

@@ -223,6 +223,9 @@ func (v *Volume) SetPending(ctx context.Context, commit []byte) error {
 	defer v.commitMu.Unlock()
 	v.pinMu.Lock()
 	defer v.pinMu.Unlock()
+	if err := v.checkDropped("sync state of"); err != nil {
+		return err
+	}
 	rec := *v.state.Load()
 	b := v.s.db.NewBatch()
 	defer b.Close()
@@ -253,6 +256,9 @@ func (v *Volume) SetSyncPoint(ctx context.Context, sp remote.SyncPoint) error {
 	defer v.commitMu.Unlock()
 	v.pinMu.Lock()
 	defer v.pinMu.Unlock()
+	if err := v.checkDropped("sync state of"); err != nil {
+		return err
+	}
 	rec := *v.state.Load()
 	if sp.Local > rec.Head || sp.Local < rec.SyncLocal || sp.Remote < rec.RemoteLSN {
 		return fmt.Errorf("graft: volume %q: sync point remote %d local %d does not follow remote %d local %d (head %d): %w",
@@ -309,6 +315,9 @@ func (v *Volume) install(ctx context.Context, e remote.Entry, restart bool) erro
 	}
 	v.commitMu.Lock()
 	defer v.commitMu.Unlock()
+	if err := v.checkDropped("apply to"); err != nil {
+		return err
+	}
 	st := v.state.Load()
 	if st.Head != st.SyncLocal {
 		return &DivergedError{Volume: v.name, Head: st.Head, SyncLocal: st.SyncLocal, SyncRemote: st.RemoteLSN, RemoteLSN: c.LSN}

@@ -212,6 +212,9 @@ func (v *Volume) dropUnpushed(ctx context.Context) (uint64, error) {
 	defer v.commitMu.Unlock()
 	v.pinMu.Lock()
 	defer v.pinMu.Unlock()
+	if err := v.checkDropped("reset"); err != nil {
+		return 0, err
+	}
 	if cur := v.state.Load(); cur != st {
 		return 0, fmt.Errorf("graft: reset volume %q: a commit landed meanwhile; try again: %w", v.name, ErrConflict)
 	}

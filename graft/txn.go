@@ -199,6 +199,9 @@ func (t *Txn) Commit(ctx context.Context, d Durability) (uint64, error) {
 			v.commitMu.Unlock()
 		}
 	}()
+	if err := v.checkDropped("commit to"); err != nil {
+		return 0, err
+	}
 	cur := v.state.Load()
 	if cur.Head != t.base {
 		return 0, t.conflict()

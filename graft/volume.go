@@ -49,6 +49,8 @@ type Volume struct {
 	rlog   *remote.Log
 	rlogOf *remoteHandle
 
+	dropped atomic.Bool // set by Store.DropVolume (drop.go)
+
 	pinMu sync.Mutex
 	pins  map[uint64]int // LSN → open snapshots pinning it
 	floor uint64         // lowest readable LSN (≥ the persisted horizon)
@@ -128,6 +130,9 @@ func (v *Volume) pin(lsn uint64) error {
 	}
 	v.pinMu.Lock()
 	defer v.pinMu.Unlock()
+	if err := v.checkDropped("snapshot of"); err != nil {
+		return err
+	}
 	if head := v.state.Load().Head; lsn > head {
 		return fmt.Errorf("graft: volume %q: LSN %d, head is %d: %w", v.name, lsn, head, ErrFutureLSN)
 	}
@@ -163,6 +168,9 @@ func (v *Volume) SetKeepFrom(ctx context.Context, lsn uint64) error {
 	// from the old keep-from after the check below.
 	v.pinMu.Lock()
 	defer v.pinMu.Unlock()
+	if err := v.checkDropped("keep-from of"); err != nil {
+		return err
+	}
 	if lsn < v.floor {
 		return &SnapshotGoneError{Volume: v.name, LSN: lsn, Horizon: v.floor}
 	}
