@@ -129,6 +129,7 @@ type Archiver struct {
 	// Test hooks, nil outside tests: after each fold's commit, and
 	// before the trim.
 	afterFold, beforeTrim func()
+	afterDrop             func(token int64) // Delete, between the drop and Redis
 }
 
 // New returns an Archiver.

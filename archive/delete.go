@@ -1,0 +1,79 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/names"
+)
+
+// DeleteResult says what Delete removed.
+type DeleteResult struct {
+	// Volume is the archive volume's name (archive.Q.S); VolumeDropped is
+	// false when the data dir had no such volume.
+	Volume        string
+	VolumeDropped bool
+	// LiveEntries is the number of entries the live stream held.
+	LiveEntries int64
+	// Token is the lease token the delete ran under.
+	Token int64
+}
+
+// Delete deletes the archived stream s of queue q and its history in this
+// data dir: the local archive volume (graft.Store.DropVolume), then, in one
+// script fenced by the stream's lease, the live stream, its seam cache, its
+// membership of the archived set and the lease (the lease's token counter
+// is kept, so tokens keep increasing). It takes the lease first, waiting
+// like a cycle (ErrLeaseHeld beyond LeaseWait), so no cycle runs beside it.
+//
+// The volume goes first: if the Redis step then fails, the seam cache is
+// left without a volume and reads refuse it (ErrNoVolume) rather than serve
+// the live tail alone; run Delete again. A drop that graft refuses (open
+// snapshots, a pending push) leaves everything in place. The volume's
+// remote log and other nodes' copies are not deleted.
+func (a *Archiver) Delete(ctx context.Context, q, s string) (res DeleteResult, err error) {
+	vname, err := names.ArchiveVolume(q, s)
+	if err != nil {
+		return res, err
+	}
+	res.Volume = vname
+	live := a.opts.Live
+	token, err := a.acquire(ctx, q, s)
+	if err != nil {
+		return res, err
+	}
+	res.Token = token
+	deleted := false
+	defer func() {
+		if deleted {
+			return // the delete removed the lease
+		}
+		if _, rerr := live.ReleaseLease(context.WithoutCancel(ctx), q, s, token); rerr != nil {
+			a.log.Warn("archive lease not released; it expires by itself", "queue", q, "stream", s, "err", rerr)
+		}
+	}()
+	switch err := a.opts.Store.DropVolume(ctx, vname); {
+	case err == nil:
+		res.VolumeDropped = true
+	case !errors.Is(err, graft.ErrVolumeNotFound):
+		return res, fmt.Errorf("archive delete %s/%s: %w; nothing was deleted", q, s, err)
+	}
+	if a.afterDrop != nil {
+		a.afterDrop(token)
+	}
+	// Renew before the delete: the drop may have taken a while.
+	if _, err := live.TakeLease(ctx, q, s, token, a.opts.LeaseTTL); err != nil {
+		return res, fmt.Errorf("archive delete %s/%s: %w", q, s, err)
+	}
+	n, err := live.DeleteArchivedStream(ctx, q, s, token)
+	if err != nil {
+		return res, fmt.Errorf("archive delete %s/%s: %w", q, s, err)
+	}
+	deleted = true
+	res.LiveEntries = n
+	a.log.Info("archived stream deleted", "queue", q, "stream", s, "volume", vname,
+		"volume_dropped", res.VolumeDropped, "live_entries", n)
+	return res, nil
+}
