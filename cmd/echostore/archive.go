@@ -241,7 +241,7 @@ func newArchiveCmd(g *globals) *cobra.Command {
 		Use:   "archive",
 		Short: "Fold archived streams into their volumes and trim them; show where the seam is",
 	}
-	cmd.AddCommand(newArchiveCycleCmd(g), newArchiveStatusCmd(g))
+	cmd.AddCommand(newArchiveCycleCmd(g), newArchiveStatusCmd(g), newArchiveDeleteCmd(g))
 	return cmd
 }
 
@@ -385,4 +385,65 @@ number of entries in the live stream, the archive volume and its LSN.`,
 			}{watermark(state), state.Pages, n, name, state.LSN})
 		},
 	}
+}
+
+// confirmDeleteFlag is the flag archive delete insists on.
+const confirmDeleteFlag = "yes-delete-history"
+
+func newArchiveDeleteCmd(g *globals) *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "delete QUEUE STREAM --" + confirmDeleteFlag,
+		Short: `Delete an archived stream and its archive in --data; print {"deleted":…,"volume":…,…}`,
+		Long: `Delete the archived stream: first its archive volume archive.Q.S in --data,
+then, under the stream's archive lease (a running cycle is waited for), the live
+stream, its seam cache, its entry in the queue's archived set and the lease. The
+counter of lease tokens is kept, so fencing tokens keep increasing if the stream
+is archived again. Without --` + confirmDeleteFlag + ` nothing is deleted.
+
+Not deleted: the volume's remote log (--remote) and copies on other nodes' data
+dirs. A stream re-created under the same name must not push to the old remote
+log: delete or move archive.Q.S in the remote before cycling it with
+--trim-after remote (the push would fail as diverged).`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q, s := args[0], args[1]
+			name, err := names.ArchiveVolume(q, s)
+			if err != nil {
+				return err
+			}
+			if !yes {
+				return fmt.Errorf("archive delete %s/%s deletes the stream and its whole archived history (%s); nothing was deleted: add --%s to confirm",
+					q, s, name, confirmDeleteFlag)
+			}
+			ctx := cmd.Context()
+			c, err := connectMQ(ctx, g)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st, err := openGraft(ctx, g, false, nil)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			a, err := archive.New(archive.Options{Store: st, Live: c, Logger: g.log})
+			if err != nil {
+				return err
+			}
+			res, err := a.Delete(ctx, q, s)
+			if err != nil {
+				return err
+			}
+			return json.NewEncoder(g.stdout).Encode(struct {
+				Deleted       bool   `json:"deleted"`
+				Volume        string `json:"volume"`
+				VolumeDropped bool   `json:"volume_dropped"`
+				LiveEntries   int64  `json:"live_entries"`
+				RemoteKept    bool   `json:"remote_log_kept"`
+			}{true, res.Volume, res.VolumeDropped, res.LiveEntries, true})
+		},
+	}
+	cmd.Flags().BoolVar(&yes, confirmDeleteFlag, false, "confirm: delete the stream and its archived history")
+	return cmd
 }
