@@ -9,7 +9,10 @@
 // DecodeRecordPage), the archive metadata of a volume (fold.go: MetaW,
 // MetaSeq), the fold (Fold), the watermark (Frontier), archive reads by id
 // and time range (Read, ReadTime), the merge-read (MergeRead), and the
-// fold-then-trim cycle with its lease and fencing (Archiver.Cycle, Driver).
+// fold-then-trim cycle with its lease and fencing (Archiver.Cycle, Driver),
+// and deleting an archived stream (Archiver.Delete: the local volume first,
+// then the live keys in one script fenced by the lease; the remote log is
+// kept).
 //
 // Invariant 2, no loss (kept in cycle.go and fold.go): a record leaves the
 // live stream only after its page and a W ≥ its id are durable in ONE synced
