@@ -73,14 +73,7 @@ func (s *Store) DropVolume(ctx context.Context, name string) error {
 	// fault, GC, commit or snapshot runs beside the drop.
 	v.pushMu.Lock()
 	defer v.pushMu.Unlock()
-	v.faultMu.Lock()
-	defer v.faultMu.Unlock()
-	v.gcMu.Lock()
-	defer v.gcMu.Unlock()
-	v.commitMu.Lock()
-	defer v.commitMu.Unlock()
-	v.pinMu.Lock()
-	defer v.pinMu.Unlock()
+	defer v.lockAll()()
 	if err := v.checkDropped("drop"); err != nil {
 		return err
 	}
@@ -118,4 +111,20 @@ func (s *Store) DropVolume(ctx context.Context, name string) error {
 	s.mu.Unlock()
 	s.log.Debug("graft: volume dropped", "volume", name, "id", v.id)
 	return nil
+}
+
+// lockAll takes, in the documented order, every lock but pushMu that a
+// writer of the volume takes (page faults, GC, commits, snapshot pins), so
+// that nothing changes the volume until the returned function releases them.
+func (v *Volume) lockAll() (unlock func()) {
+	v.faultMu.Lock()
+	v.gcMu.Lock()
+	v.commitMu.Lock()
+	v.pinMu.Lock()
+	return func() {
+		v.pinMu.Unlock()
+		v.commitMu.Unlock()
+		v.gcMu.Unlock()
+		v.faultMu.Unlock()
+	}
 }

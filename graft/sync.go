@@ -204,14 +204,7 @@ func (v *Volume) dropUnpushed(ctx context.Context) (uint64, error) {
 	if err != nil && !wipe {
 		return 0, fmt.Errorf("graft: reset volume %q: %w", v.name, err)
 	}
-	v.faultMu.Lock()
-	defer v.faultMu.Unlock()
-	v.gcMu.Lock()
-	defer v.gcMu.Unlock()
-	v.commitMu.Lock()
-	defer v.commitMu.Unlock()
-	v.pinMu.Lock()
-	defer v.pinMu.Unlock()
+	defer v.lockAll()()
 	if err := v.checkDropped("reset"); err != nil {
 		return 0, err
 	}
