@@ -33,7 +33,9 @@
 //     byte-identical to `echostore stream read`, from live and archive alike.
 //   - With Config.Token every /v1 call needs "Authorization: Bearer <token>",
 //     compared in constant time; a listen address other than loopback is
-//     refused without a token (ErrInsecure).
+//     refused without a token (ErrInsecure). GET /v1/events, which a
+//     browser's EventSource reads without headers, also accepts the
+//     HttpOnly, SameSite=Strict session cookie that POST /v1/session sets.
 //   - Shutdown (Run's context ends) loses nothing: the beat's cycle in flight
 //     runs to its end, requests in flight finish (bounded by
 //     ShutdownTimeout), event streams end, the store, remote and Redis client

@@ -5,7 +5,10 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -127,6 +130,7 @@ func (s *Server) Handler() http.Handler {
 	api("GET /v1/volumes", s.handleVolumes)
 	api("GET /v1/volumes/{vid}", s.handleVolume)
 	api("GET /v1/events", s.handleEvents)
+	api("POST /v1/session", s.handleSession)
 	mux.Handle("GET /healthz", s.instrument(http.HandlerFunc(s.handleHealth)))
 	mux.Handle("GET /metrics", s.instrument(promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /{$}", s.instrument(http.HandlerFunc(s.handleDashboard)))
@@ -202,20 +206,38 @@ func (s *Server) instrument(h http.Handler) http.Handler {
 	})
 }
 
-// auth checks the bearer token when the server has one.
+// SessionCookie is the name of the cookie that POST /v1/session sets.
+const SessionCookie = "echostore_session"
+
+// sessionValue is the session cookie's value for token: an HMAC of a fixed
+// label keyed by the token, so the cookie proves the token was presented
+// without carrying it, and every session ends when the token changes.
+func sessionValue(token string) string {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("echostore session v1"))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// auth checks the bearer token when the server has one. A browser's
+// EventSource cannot send the Authorization header, so GET /v1/events (and
+// only it: it changes nothing, so the cookie opens no door to cross-site
+// requests that write) also accepts the session cookie that POST
+// /v1/session sets after checking the token. Both are compared in constant
+// time.
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	if s.cfg.Token == "" {
 		return h
 	}
 	want := []byte("Bearer " + s.cfg.Token)
+	session := []byte(sessionValue(s.cfg.Token))
 	return func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if t := r.URL.Query().Get("access_token"); t != "" && r.Pattern == "GET /v1/events" {
-			// EventSource cannot send headers: the event stream (read-only)
-			// also takes the token as a query parameter.
-			got = []byte("Bearer " + t)
+		ok := subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) == 1
+		if !ok && r.Pattern == "GET /v1/events" {
+			if c, err := r.Cookie(SessionCookie); err == nil {
+				ok = subtle.ConstantTimeCompare([]byte(c.Value), session) == 1
+			}
 		}
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="echostore"`)
 			writeError(w, &apiError{http.StatusUnauthorized, CodeUnauthorized,
 				errors.New("missing or wrong bearer token: send Authorization: Bearer <token>")})
@@ -223,6 +245,26 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r)
 	}
+}
+
+// handleSession signs a browser in: the request carried the bearer token
+// (auth checked it), and the answer sets an HttpOnly, SameSite=Strict
+// session cookie that GET /v1/events accepts.
+func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.Token == "" {
+		writeJSON(w, http.StatusOK, map[string]any{"session": false, "reason": "this server has no token"})
+		return nil
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name:     SessionCookie,
+		Value:    sessionValue(s.cfg.Token),
+		Path:     "/v1/",
+		HttpOnly: true,
+		SameSite: http.SameSiteStrictMode,
+		Secure:   r.TLS != nil,
+	})
+	writeJSON(w, http.StatusOK, map[string]any{"session": true})
+	return nil
 }
 
 // streamPath validates the {q} and {s} of the path.

@@ -137,6 +137,43 @@ func (e *env) do(method, path, token string, body io.Reader) (int, []byte) {
 	return resp.StatusCode, b
 }
 
+// session signs in with token and returns the session cookie it got.
+func (e *env) session(token string) *http.Cookie {
+	e.t.Helper()
+	req, _ := http.NewRequestWithContext(e.t.Context(), "POST", e.base+"/v1/session", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		e.t.Fatalf("POST /v1/session: %d", resp.StatusCode)
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == SessionCookie {
+			return c
+		}
+	}
+	e.t.Fatalf("POST /v1/session set no %s cookie", SessionCookie)
+	return nil
+}
+
+// withCookie sends a request carrying only cookie and returns its status.
+// The body is not read beyond the headers, so an event stream's answer is
+// judged by its status alone.
+func (e *env) withCookie(method, path string, cookie *http.Cookie) int {
+	e.t.Helper()
+	req, _ := http.NewRequestWithContext(e.t.Context(), method, e.base+path, nil)
+	req.AddCookie(cookie)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // must sends a request that must answer 200 and returns the body.
 func (e *env) must(method, path string, body string) []byte {
 	e.t.Helper()
@@ -329,9 +366,24 @@ func TestToken(t *testing.T) {
 	if code, _ := e.do("GET", "/healthz", "", nil); code != 200 {
 		t.Fatalf("healthz: %d", code)
 	}
-	code, _ = e.do("GET", "/v1/events?access_token=wrong", "", nil)
-	if code != 401 {
-		t.Fatalf("events with a wrong access_token: %d", code)
+	// A token in the URL is not accepted (it would end up in access logs).
+	if code, _ := e.do("GET", "/v1/events?access_token=s3cret", "", nil); code != 401 {
+		t.Fatalf("events with the token in the URL: %d, want 401", code)
+	}
+	// The session cookie: set only by a signed-in POST /v1/session,
+	// HttpOnly and SameSite=Strict, and accepted by GET /v1/events alone.
+	if code, b := e.do("POST", "/v1/session", "", nil); code != 401 {
+		t.Fatalf("session without the token: %d %s", code, b)
+	}
+	cookie := e.session("s3cret")
+	if !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Value == "" || strings.Contains(cookie.Value, "s3cret") {
+		t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Strict, not carrying the token", cookie)
+	}
+	if code := e.withCookie("GET", "/v1/volumes", cookie); code != 401 {
+		t.Fatalf("the session cookie opened GET /v1/volumes: %d, want 401", code)
+	}
+	if code := e.withCookie("GET", "/v1/events", &http.Cookie{Name: SessionCookie, Value: "forged"}); code != 401 {
+		t.Fatalf("a forged session cookie opened the events: %d, want 401", code)
 	}
 	_, err := New(t.Context(), Config{Listen: "0.0.0.0:0", Redis: e.cfg.Redis, Data: t.TempDir()})
 	if !errors.Is(err, ErrInsecure) {
@@ -377,7 +429,9 @@ func (s sse) next() (string, string, error) {
 func TestEventsCycle(t *testing.T) {
 	e := start(t, Config{Token: "tok"})
 	q := queueName(t)
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", e.base+"/v1/events?access_token=tok", nil)
+	// A browser signs in once and the event stream carries the cookie.
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", e.base+"/v1/events", nil)
+	req.AddCookie(e.session("tok"))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
