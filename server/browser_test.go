@@ -1,0 +1,139 @@
+package server
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromium is the browser TestBrowser drives (Debian's package chromium).
+const chromium = "/usr/bin/chromium"
+
+// TestBrowser loads the dashboard in headless Chromium and watches it follow
+// cycles over the event stream, without a reload, with and without a token.
+// It runs when /usr/bin/chromium exists; otherwise it skips, or fails when
+// ECHOSTORE_BROWSER_TEST=1 asks for it. With ECHOSTORE_SCREENSHOT=1 it writes
+// the screenshot of the dashboard to docs/dashboard.png.
+func TestBrowser(t *testing.T) {
+	if _, err := os.Stat(chromium); err != nil {
+		if os.Getenv("ECHOSTORE_BROWSER_TEST") == "1" {
+			t.Fatalf("ECHOSTORE_BROWSER_TEST=1 but no browser: %v", err)
+		}
+		t.Skipf("SKIPPED: no %s (apt-get install chromium), so the dashboard is not tested in a browser; ECHOSTORE_BROWSER_TEST=1 makes this a failure", chromium)
+	}
+
+	t.Run("Seam", func(t *testing.T) {
+		e := start(t, Config{})
+		ctx := browser(t)
+		q := queueName(t)
+		key := q + "/s"
+		mustDo(t, ctx, chromedp.Navigate(e.base+"/"))
+		waitLive(t, ctx)
+
+		appendN(e, q, "s", 0, 8)
+		e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=2", "")
+		waitRow(t, ctx, key, "6", "2")
+
+		// The same page, not reloaded, follows the next cycle.
+		appendN(e, q, "s", 8, 5)
+		e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=2", "")
+		waitRow(t, ctx, key, "11", "2")
+
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+		out := filepath.Join(t.TempDir(), "dashboard.png")
+		if os.Getenv("ECHOSTORE_SCREENSHOT") == "1" {
+			out = filepath.Join("..", "docs", "dashboard.png")
+		}
+		if err := os.WriteFile(out, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s (%d bytes)", out, len(png))
+	})
+
+	t.Run("Token", func(t *testing.T) {
+		e := start(t, Config{Token: "tok"})
+		ctx := browser(t)
+		q := queueName(t)
+		// Without a session the event stream is refused and the page asks
+		// for the token; signing in gets the cookie and the page goes live.
+		mustDo(t, ctx,
+			chromedp.Navigate(e.base+"/"),
+			chromedp.WaitVisible("#token"),
+			chromedp.SendKeys("#token", "tok"),
+			chromedp.Click("#go"),
+		)
+		waitLive(t, ctx)
+
+		appendN(e, q, "s", 0, 4)
+		e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=2", "")
+		waitRow(t, ctx, q+"/s", "2", "2")
+	})
+}
+
+// browser starts a headless Chromium with a fresh profile for the test and
+// returns its chromedp context; the test's end closes it (before the
+// server's cleanup, which start registered earlier). The timeout only
+// bounds a stuck test.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	bound, cancelBound := context.WithTimeout(t.Context(), 2*time.Minute)
+	actx, cancelAlloc := chromedp.NewExecAllocator(bound,
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 600),
+	)
+	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(func() { cancelCtx(); cancelAlloc(); cancelBound() })
+	return ctx
+}
+
+func mustDo(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitLive waits until the page says its event stream is open.
+func waitLive(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](
+		`document.getElementById("state").textContent === "live"`,
+		chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(0))); err != nil {
+		state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("state").textContent`))
+		t.Fatalf("page not live (state %q): %v", state, err)
+	}
+}
+
+// waitRow waits until the streams table shows archive and live counts for
+// the stream key (queue/stream); the browser watches the DOM for it.
+func waitRow(t *testing.T, ctx context.Context, key, archive, live string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.PollFunction[bool](`(key, archive, live) => {
+		for (const tr of document.querySelectorAll("#streams tr")) {
+			const c = tr.cells;
+			if (c[0].textContent === key) return c[2].textContent === archive && c[5].textContent === live;
+		}
+		return false;
+	}`, chromedp.WithPollingArgs(key, archive, live),
+		chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(0))); err != nil {
+		rows, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("streams").innerText`))
+		t.Fatalf("stream %s: want archive %s, live %s; table:\n%s\n%v", key, archive, live, rows, err)
+	}
+}
