@@ -3,7 +3,9 @@
 #   redis-server  from Debian's packages (apt-get, when run as root)
 #   minio         the pinned build, installed with `go install` into
 #                 ${XDG_CACHE_HOME:-$HOME/.cache}/echostore/bin (outside the repo)
-# Usage: scripts/deps.sh [redis] [minio]   (both when no argument is given)
+#   chromium      Debian's headless browser, for the dashboard's browser test
+# Usage: scripts/deps.sh [redis] [minio] [chromium]   (redis and minio when no
+# argument is given)
 # Prints the exact command to run and exits non-zero when it cannot install.
 set -euo pipefail
 
@@ -45,10 +47,25 @@ need_minio() {
 	fi
 }
 
+need_chromium() {
+	[[ -x /usr/bin/chromium ]] && return 0
+	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+		say "installing chromium from Debian's packages (for the dashboard's browser test)"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq
+		apt-get install -y -qq chromium >/dev/null
+		[[ -x /usr/bin/chromium ]] && return 0
+	fi
+	say "chromium is missing. Install it, then run this again:"
+	say "    sudo apt-get update && sudo apt-get install -y chromium"
+	exit 1
+}
+
 for w in "${want[@]}"; do
 	case $w in
 	redis) need_redis ;;
 	minio) need_minio ;;
-	*) say "unknown dependency $w (want redis or minio)"; exit 2 ;;
+	chromium) need_chromium ;;
+	*) say "unknown dependency $w (want redis, minio or chromium)"; exit 2 ;;
 	esac
 done
