@@ -1,0 +1,182 @@
+package accept
+
+import (
+	"bytes"
+	"encoding/binary"
+	"flag"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/echostore/echostore/brand"
+)
+
+// Golden files of the outbox's files and the accept volume's job page
+// (docs/ACCEPT.md, "File formats"; docs/FORMAT.md, "Upgrades"). `go test
+// ./accept -run Golden -update` rewrites the files of the current version
+// from the encoders.
+var update = flag.Bool("update", false, "rewrite the current version's golden files from the encoders")
+
+// golden returns the checked-in bytes of name; -update rewrites them from
+// enc, and otherwise they must equal enc.
+func golden(t *testing.T, name string, enc []byte) []byte {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.WriteFile(path, enc, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run `go test -run Golden -update` to create it)", err)
+	}
+	if !bytes.Equal(file, enc) {
+		t.Errorf("%s differs from the bytes the encoder writes today:\n file: %x\n  now: %x\n"+
+			"a byte change is a format change: bump the version (docs/FORMAT.md, \"Upgrades\")", name, file, enc)
+	}
+	return file
+}
+
+// The outbox the golden files hold: three jobs accepted, the first
+// committed; blocks 1 (three records), 2 (empty) and 3 (one record); a
+// snapshot as of block 2.
+var (
+	gid1 = brand.ID(1<<22 | 1)
+	gid2 = brand.ID(1<<22 | 2)
+	gid3 = brand.ID(2 << 22)
+)
+
+func goldenBlocks() [][]rec {
+	return [][]rec{
+		{{kind: kindAccepted, id: gid1, queue: "emails", payload: []byte(`{"to":"a"}`)},
+			{kind: kindAccepted, id: gid2, queue: "emails", payload: []byte{}},
+			{kind: kindCommitted, id: gid1}},
+		{},
+		{{kind: kindAccepted, id: gid3, queue: "sms.eu-1", payload: []byte("hi")}},
+	}
+}
+
+func goldenSegment() []byte {
+	b := appendSegHeader(nil, 1)
+	for i, recs := range goldenBlocks() {
+		b = appendBlock(b, uint64(i+1), recs)
+	}
+	return b
+}
+
+func le32(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
+func le64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+func crcLE(b []byte) []byte {
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
+}
+
+// TestGoldenLogSegmentV1: the log segment, its header and blocks checked
+// against hand-built bytes and decoded record by record.
+func TestGoldenLogSegmentV1(t *testing.T) {
+	b := golden(t, "dir.v1/log-0000000000000001.log", goldenSegment())
+	hdr := crcLE(append(append([]byte("ECHOACLG"), 1, 0, 0, 0), le64(1)...))
+	if !bytes.Equal(b[:segHeaderLen], hdr) {
+		t.Fatalf("segment header %x, the spec gives %x", b[:segHeaderLen], hdr)
+	}
+	if first, err := decodeSegHeader(b); err != nil || first != 1 {
+		t.Fatalf("segment header: %d, %v", first, err)
+	}
+	// Block 1 by hand: length, CRC of (length ‖ body), body.
+	body := append(le64(1), le32(3)...)
+	body = append(append(append(body, 1), le64(uint64(gid1))...), 6)
+	body = append(append(append(body, "emails"...), le32(10)...), `{"to":"a"}`...)
+	body = append(append(append(body, 1), le64(uint64(gid2))...), 6)
+	body = append(append(body, "emails"...), le32(0)...)
+	body = append(append(body, 2), le64(uint64(gid1))...)
+	block1 := append(le32(uint32(len(body))), le32(crc32.Update(crc32.Checksum(le32(uint32(len(body))), castagnoli), castagnoli, body))...)
+	block1 = append(block1, body...)
+	rest := b[segHeaderLen:]
+	if !bytes.HasPrefix(rest, block1) {
+		t.Fatalf("block 1 %x, the spec gives %x", rest[:len(block1)], block1)
+	}
+	for i, want := range goldenBlocks() {
+		seq, recs, n, err := decodeBlock(rest)
+		if err != nil || seq != uint64(i+1) || len(recs) != len(want) {
+			t.Fatalf("block %d: seq %d, %d records, %v", i+1, seq, len(recs), err)
+		}
+		for k := range want {
+			g, w := recs[k], want[k]
+			if g.kind != w.kind || g.id != w.id || g.queue != w.queue || !bytes.Equal(g.payload, w.payload) {
+				t.Fatalf("block %d record %d = %+v, want %+v", i+1, k, g, w)
+			}
+		}
+		rest = rest[n:]
+	}
+	if len(rest) != 0 {
+		t.Fatalf("%d bytes after the last block", len(rest))
+	}
+}
+
+func goldenIntents() []Intent {
+	return []Intent{{ID: gid2, Queue: "emails", Payload: []byte{}}}
+}
+
+// TestGoldenSnapshotV1: the snapshot as of block 2, byte for byte from the
+// spec, and decoded.
+func TestGoldenSnapshotV1(t *testing.T) {
+	b := golden(t, "dir.v1/snap-0000000000000002.snap", encodeSnapshot(2, goldenIntents()))
+	want := append(append([]byte("ECHOACSN"), 1, 0, 0, 0), le64(2)...)
+	want = append(want, le64(1)...)
+	want = append(append(append(want, 1), le64(uint64(gid2))...), 6)
+	want = append(append(want, "emails"...), le32(0)...)
+	want = crcLE(want)
+	if !bytes.Equal(b, want) {
+		t.Fatalf("snapshot %x, the spec gives %x", b, want)
+	}
+	seq, intents, err := decodeSnapshot(b)
+	if err != nil || seq != 2 || len(intents) != 1 || intents[0].ID != gid2 || intents[0].Queue != "emails" || len(intents[0].Payload) != 0 {
+		t.Fatalf("snapshot: %d %+v %v", seq, intents, err)
+	}
+}
+
+// TestGoldenOutboxDirV1 recovers an outbox from a copy of the golden
+// directory through the public API: the snapshot is the base, block 3 is
+// replayed on it.
+func TestGoldenOutboxDirV1(t *testing.T) {
+	src := filepath.Join("testdata", "golden", "dir.v1")
+	dir := t.TempDir()
+	for _, name := range []string{"log-0000000000000001.log", "snap-0000000000000002.snap"} {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := t.Context()
+	o, err := Open(ctx, dir, Options{FlushInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := o.Pending(ctx)
+	want := []Intent{{ID: gid2, Queue: "emails", Payload: []byte{}}, {ID: gid3, Queue: "sms.eu-1", Payload: []byte("hi")}}
+	if err != nil || len(got) != 2 || got[0].ID != want[0].ID || got[1].ID != want[1].ID || got[1].Queue != want[1].Queue ||
+		!bytes.Equal(got[0].Payload, want[0].Payload) || !bytes.Equal(got[1].Payload, want[1].Payload) {
+		t.Fatalf("recovered %+v, %v; want %+v", got, err, want)
+	}
+	if err := o.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGoldenJobPageV1: a page of the accept volume.
+func TestGoldenJobPageV1(t *testing.T) {
+	b := golden(t, "job-page.v1.bin", EncodeJobPage(gid3, []byte(`{"task":"x"}`)))
+	want := crcLE(append(append(append([]byte{1}, le64(uint64(gid3))...), le32(12)...), `{"task":"x"}`...))
+	if !bytes.Equal(b, want) {
+		t.Fatalf("job page %x, the spec gives %x", b, want)
+	}
+	id, payload, err := DecodeJobPage(b)
+	if err != nil || id != gid3 || !reflect.DeepEqual(payload, []byte(`{"task":"x"}`)) {
+		t.Fatalf("job page: %d %q %v", id, payload, err)
+	}
+}
