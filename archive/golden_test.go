@@ -1,0 +1,158 @@
+package archive
+
+import (
+	"bytes"
+	"encoding/hex"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/mq"
+)
+
+// Golden files of the archive's record page and of a whole archive volume
+// (docs/ARCHIVE.md; docs/FORMAT.md, "Upgrades"). `go test ./archive -run
+// Golden -update` rewrites the record pages (the current version) from the
+// encoder; the data dir is written once, if missing, and never rewritten.
+var update = flag.Bool("update", false, "rewrite the current version's golden files from the encoders")
+
+func goldenFile(t *testing.T, name string, enc []byte) []byte {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.WriteFile(path, enc, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run `go test -run Golden -update` to create it)", err)
+	}
+	if !bytes.Equal(file, enc) {
+		t.Errorf("%s differs from the bytes the encoder writes today:\n file: %x\n  now: %x\n"+
+			"a byte change is a format change: bump the version (docs/FORMAT.md, \"Upgrades\")", name, file, enc)
+	}
+	return file
+}
+
+// goldenRecords are the records of the golden pages and volume: fields in
+// stored order (not sorted), an empty value, multi-byte UTF-8.
+func goldenRecords() []mq.Record {
+	return []mq.Record{
+		{ID: 1, Fields: []mq.Field{{Name: "k", Value: "v"}}},
+		{ID: 1<<22 | 5, Fields: []mq.Field{{Name: "z", Value: "last"}, {Name: "a", Value: ""}, {Name: "émoji", Value: "🙂 ok"}}},
+		{ID: 2 << 22, Fields: []mq.Field{{Name: "n", Value: strings.Repeat("x", 300)}}},
+	}
+}
+
+// TestGoldenRecordPageV1: the example of docs/ARCHIVE.md byte for byte,
+// and a page with several fields.
+func TestGoldenRecordPageV1(t *testing.T) {
+	recs := goldenRecords()
+	b := goldenFile(t, "record-page.v1.bin", AppendRecordPage(nil, recs[0]))
+	// docs/ARCHIVE.md, "Record page, version 1": record EVT_0000000000001, k = v, 31 bytes.
+	want, _ := hex.DecodeString("4541524301" + "0000000000000001" + "00000001" + "000000016b" + "0000000176" + "d21cfa8a")
+	if !bytes.Equal(b, want) {
+		t.Fatalf("record page %x, docs/ARCHIVE.md gives %x", b, want)
+	}
+	for i, name := range []string{"record-page.v1.bin", "record-page-fields.v1.bin"} {
+		b := goldenFile(t, name, AppendRecordPage(nil, recs[i]))
+		got, err := DecodeRecordPage(b)
+		if err != nil || !reflect.DeepEqual(got, recs[i]) {
+			t.Fatalf("%s decodes to %+v, %v; want %+v", name, got, err, recs[i])
+		}
+	}
+	if got := brand.EVT.Format(recs[1].ID); got != "EVT_0000000040005" {
+		t.Fatalf("id %s", got)
+	}
+}
+
+// TestGoldenArchiveVolumeV1 reads an archive volume written by this
+// version (two folds: pages, archive.seq and archive.w) from a copy of the
+// checked-in graft data dir: the frontier, and the records in both
+// directions, as the merge-read's archive part sees them.
+func TestGoldenArchiveVolumeV1(t *testing.T) {
+	ctx := t.Context()
+	src := filepath.Join("testdata", "golden", "datadir.v1")
+	recs := goldenRecords()
+	if _, err := os.Stat(src); os.IsNotExist(err) && *update {
+		s, err := graft.Open(ctx, src, graft.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vol, err := s.CreateVolume(ctx, "archive.q.s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, slice := range [][]mq.Record{recs[:2], recs[2:]} {
+			if _, err := Fold(ctx, vol, slice); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Compact(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(filepath.Join(src, "LOCK"))
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	dir := t.TempDir()
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := graft.Open(ctx, dir, graft.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	vol, err := s.Volume(ctx, "archive.q.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := Frontier(ctx, vol)
+	if err != nil || st.Pages != 3 || st.W != recs[2].ID || st.LSN != 2 {
+		t.Fatalf("frontier %+v, %v; want 3 pages, W %d, LSN 2", st, err, recs[2].ID)
+	}
+	for _, reverse := range []bool{false, true} {
+		var got []mq.Record
+		for r, err := range Read(ctx, vol, 0, brand.Max, reverse) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, r)
+		}
+		want := goldenRecords()
+		if reverse {
+			want[0], want[2] = want[2], want[0]
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("read (reverse %v): %+v", reverse, got)
+		}
+	}
+	var got []mq.Record
+	for r, err := range Read(ctx, vol, 2, 2<<22-1, false) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
+	}
+	if len(got) != 1 || got[0].ID != recs[1].ID {
+		t.Fatalf("range read: %+v", got)
+	}
+}
