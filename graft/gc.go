@@ -18,6 +18,7 @@ type GCStats struct {
 	PageVersions int    // page versions deleted
 	MetaVersions int    // metadata versions deleted
 	Commits      int    // commit records deleted
+	DroppedPages int    // archive pages dropped below the floor whose versions were deleted
 }
 
 // GC drops what no reader can see any more. Its horizon is
@@ -29,6 +30,10 @@ type GCStats struct {
 // records below H; it records H as the volume's horizon, so that a read at an
 // LSN below H fails with ErrSnapshotGone instead of returning other bytes.
 // Reads at H or above return exactly what they returned before.
+//
+// Archive pages dropped by a commit at or below H (Txn.DropArchiveBelow)
+// lose every version, by one range deletion, and leave the volume's page
+// and byte totals.
 //
 // GC only looks at what changed since the previous horizon (the commit
 // records in between), so its cost follows the commits it collects, not the
@@ -69,6 +74,23 @@ func (v *Volume) GC(ctx context.Context) (GCStats, error) {
 	if err != nil {
 		return GCStats{}, err
 	}
+	var dropPages, dropBytes uint64
+	if _, ok := lastMeta[MetaArchiveLow]; ok {
+		if dropPages, dropBytes, err = v.reclaimDropped(ctx, b, prev, h, &stats); err != nil {
+			return GCStats{}, err
+		}
+		if dropPages > 0 { // their older versions go with the range
+			low, err := v.archiveLowAt(ctx, h)
+			if err != nil {
+				return GCStats{}, err
+			}
+			for p := range lastPage {
+				if p >= ArchiveBase && p-ArchiveBase < low {
+					delete(lastPage, p)
+				}
+			}
+		}
+	}
 	if err := v.deleteOlder(ctx, b, lastPage, lastMeta, &stats); err != nil {
 		return GCStats{}, err
 	}
@@ -77,6 +99,8 @@ func (v *Volume) GC(ctx context.Context) (GCStats, error) {
 	defer v.commitMu.Unlock()
 	rec := *v.state.Load()
 	rec.Horizon = h
+	rec.Pages -= dropPages
+	rec.Bytes -= dropBytes
 	// NoSync: a GC lost to a crash leaves garbage and the old horizon, both
 	// harmless; the next Synced commit makes it durable anyway.
 	if err := errors.Join(b.Set(v.key, encodeVolumeRecord(rec), nil), b.Commit(pebble.NoSync)); err != nil {

@@ -113,6 +113,9 @@ func (v *Volume) Changes(ctx context.Context, from, to uint64) ([]remote.Page, m
 	pages := make([]remote.Page, 0, len(set))
 	for _, i := range slices.Sorted(maps.Keys(set)) {
 		b, err := snap.Get(ctx, i)
+		if errors.Is(err, ErrNotFound) {
+			continue // an archive page dropped by to (DropArchiveBelow): not sent
+		}
 		if err != nil {
 			return nil, nil, err
 		}

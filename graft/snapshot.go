@@ -19,6 +19,7 @@ type Snapshot struct {
 	v      *Volume
 	lsn    uint64
 	closed atomic.Bool
+	low    atomic.Uint64 // archive floor + 1 once read; 0: not read yet
 }
 
 // LSN returns the LSN the snapshot reads at.
@@ -46,11 +47,22 @@ func (s *Snapshot) check(ctx context.Context) error {
 }
 
 // Get returns a copy of page i as of the snapshot's LSN: the version written
-// by the newest commit at or below it. A page never written by then fails
-// with an error wrapping ErrNotFound. One seek.
+// by the newest commit at or below it. A page never written by then, or an
+// archive page dropped by then (below the archive floor, MetaArchiveLow),
+// fails with an error wrapping ErrNotFound. One seek (plus one, once per
+// snapshot, for the floor of an archive page).
 func (s *Snapshot) Get(ctx context.Context, i uint64) ([]byte, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
+	}
+	if i >= ArchiveBase {
+		lo, hi, err := s.hidden(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if isHidden(i, lo, hi) {
+			return nil, fmt.Errorf("graft: volume %q page %d at LSN %d: dropped below the archive floor: %w", s.v.name, i, s.lsn, ErrNotFound)
+		}
 	}
 	var lo, hi [pageKeyLen]byte
 	v, err := s.getPage(ctx, i, putPageKey(&lo, s.v.id, i, s.lsn), putPageKey(&hi, s.v.id, i, lsnNone))
@@ -125,7 +137,8 @@ func (s *Snapshot) seekFirst(ctx context.Context, lo, hi []byte, use func(key, v
 }
 
 // Scan returns an iterator over the pages present at the snapshot's LSN
-// with index in [lo, hi], ascending.
+// with index in [lo, hi], ascending. Archive pages dropped by then (below
+// the archive floor) are not present.
 func (s *Snapshot) Scan(ctx context.Context, lo, hi uint64) *PageIter {
 	return s.newPageIter(ctx, lo, hi, false)
 }
@@ -160,6 +173,8 @@ type PageIter struct {
 	buf     []byte
 	n       int
 	key     [pageKeyLen]byte
+
+	hideLo, hideHi uint64 // dropped archive pages [hideLo, hideHi); hideHi 0 = 2^64
 }
 
 // Steps of Next/Prev over versions the snapshot cannot see before the
@@ -174,6 +189,17 @@ func (s *Snapshot) newPageIter(ctx context.Context, lo, hi uint64, reverse bool)
 	}
 	if lo > hi {
 		return p // empty range: no Pebble iterator, Next reports false
+	}
+	if hi >= ArchiveBase {
+		if p.hideLo, p.hideHi, p.err = s.hidden(ctx); p.err != nil {
+			return p
+		}
+		if isHidden(lo, p.hideLo, p.hideHi) { // start above the dropped pages
+			if p.hideHi == 0 || p.hideHi > hi {
+				return p
+			}
+			lo, p.lo = p.hideHi, p.hideHi
+		}
 	}
 	lower, upper := pageBounds(s.v.id, lo, hi)
 	p.it, p.err = s.v.s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
@@ -237,6 +263,11 @@ func (p *PageIter) next() bool {
 			} else {
 				valid = p.it.Next()
 			}
+		case isHidden(q, p.hideLo, p.hideHi): // dropped: seek past them
+			if p.hideHi == 0 || p.hideHi > p.hi {
+				return false
+			}
+			valid, steps = p.it.SeekGE(putPageKey(&p.key, vid, p.hideHi, s.lsn)), 0
 		default:
 			return p.load(q, false)
 		}
@@ -258,6 +289,10 @@ func (p *PageIter) prev() bool {
 		if !ok {
 			p.err = corrupt("page key", "%x in the page range of volume %q", p.it.Key(), s.v.name)
 			return false
+		}
+		if isHidden(q, p.hideLo, p.hideHi) { // dropped: continue below them
+			p.valid = p.hideLo > p.lo && p.it.SeekLT(putPageKey(&p.key, vid, p.hideLo, lsnMax))
+			continue
 		}
 		found, steps := false, 0
 		for l <= s.lsn {

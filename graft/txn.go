@@ -29,6 +29,11 @@ type Txn struct {
 	meta  map[string][]byte // staged metadata
 	done  bool
 	key   [pageKeyLen]byte
+
+	archive    bool   // an archive page is staged
+	minArchive uint64 // the lowest staged archive page index
+	dropping   bool   // DropArchiveBelow was called
+	dropLow    uint64 // the floor it raises to
 }
 
 func newTxn(v *Volume, base uint64) *Txn {
@@ -77,14 +82,25 @@ func (t *Txn) put(i uint64, data []byte) error {
 		return fmt.Errorf("graft: stage page %d: %w", i, err)
 	}
 	t.pages[i] = len(data)
+	if i >= ArchiveBase && (!t.archive || i < t.minArchive) {
+		t.archive, t.minArchive = true, i
+	}
 	return nil
 }
 
 // SetMeta stages metadata key → value, committed under the same LSN as the
 // pages. The key is at most MaxMetaKeyLen bytes and the value at most
 // Options.MaxMetaValueSize (else *MetaTooLargeError, nothing staged).
-// SetMeta copies value.
+// SetMeta copies value. MetaArchiveLow is reserved (ErrReservedMeta): it
+// is set by DropArchiveBelow.
 func (t *Txn) SetMeta(key string, value []byte) error {
+	if key == MetaArchiveLow {
+		return fmt.Errorf("graft: metadata %q is set by DropArchiveBelow: %w", key, ErrReservedMeta)
+	}
+	return t.setMeta(key, value)
+}
+
+func (t *Txn) setMeta(key string, value []byte) error {
 	if t.done {
 		return ErrTxnDone
 	}
@@ -163,6 +179,11 @@ func (t *Txn) Commit(ctx context.Context, d Durability) (uint64, error) {
 	}
 	if v.state.Load().Head != t.base { // fail fast; rechecked under the lock
 		return 0, t.conflict()
+	}
+	// The floor at base, read without the lock like the sizes below: if the
+	// head moved the commit fails anyway.
+	if err := t.checkArchiveFloor(ctx); err != nil {
+		return 0, err
 	}
 	lsn := t.base + 1
 	if lsn == 0 {
