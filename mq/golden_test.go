@@ -1,0 +1,95 @@
+package mq
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/echostore/echostore/brand"
+)
+
+// Golden file of what echostore keeps in Redis and prints (docs/FORMAT.md,
+// "Redis keys" and "Record JSON"; "Upgrades"): key names, the JSON line of
+// a record, and the entries of streams, job streams and seam caches as
+// Redis returns them. `go test ./mq -run Golden -update` rewrites it from
+// the current code.
+var update = flag.Bool("update", false, "rewrite the current version's golden files from the encoders")
+
+// TestGoldenRedisFormsV1 checks the key layout and the record JSON against
+// hand-written expectations, the file against today's encoders, and that
+// today's decoders read the entries written in this layout.
+func TestGoldenRedisFormsV1(t *testing.T) {
+	rec := Record{ID: 1<<22 | 5, Fields: []Field{{Name: "z", Value: "last"}, {Name: "a", Value: ""}, {Name: "émoji", Value: "🙂 \"q\"\n<>&"}}}
+	rows := []struct{ name, got, want string }{
+		{"stream", StreamKey("q", "s"), "emq:{q}:stream:s"},
+		{"seam cache", SeamKey("q", "s"), "emq:{q}:stream:s:archived"},
+		{"lease", LeaseKey("q", "s"), "emq:{q}:stream:s:lease"},
+		{"archived set", ArchivedSetKey("q"), "emq:{q}:archived"},
+		{"lane", LaneKey("q", "events"), "emq:{q}:lane:events"},
+		{"jobs", JobsKey("q"), "emq:{q}:jobs"},
+		{"dead letters", DeadKey("q"), "emq:{q}:jobs:dead"},
+		{"delayed", DelayedKey("q"), "emq:{q}:jobs:delayed"},
+		{"job ids", JobIDsKey("q"), "emq:{q}:jobs:ids"},
+		{"volume lsn lane", mustLane(t).Key, "emq:{vol.archive.q.s}:lane:lsn"},
+		{"record json", string(AppendJSON(nil, rec)), `{"id":"EVT_0000000040005","fields":{"z":"last","a":"","émoji":"🙂 \"q\"\n\u003c\u003e\u0026"}}`},
+	}
+	var enc strings.Builder
+	enc.WriteString("# Redis keys and the record JSON line, layout 1 (docs/FORMAT.md): name<TAB>value\n")
+	for _, r := range rows {
+		enc.WriteString(r.name + "\t" + r.got + "\n")
+	}
+	path := filepath.Join("testdata", "golden", "redis.v1.txt")
+	if *update {
+		if err := os.WriteFile(path, []byte(enc.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(file), "\n"), "\n")[1:]
+	if len(lines) != len(rows) {
+		t.Fatalf("%d lines, want %d", len(lines), len(rows))
+	}
+	for i, r := range rows {
+		name, val, _ := strings.Cut(lines[i], "\t")
+		if name != r.name || val != r.want {
+			t.Fatalf("%s = %s, the spec gives %s", name, val, r.want)
+		}
+	}
+	if !bytes.Equal(file, []byte(enc.String())) {
+		t.Fatalf("%s differs from today's encoders:\n%s", path, enc.String())
+	}
+	// The JSON line reads back as the record, fields in stored order.
+	var back Record
+	if err := back.UnmarshalJSON([]byte(rows[len(rows)-1].want)); err != nil || !reflect.DeepEqual(back, rec) {
+		t.Fatalf("json: %+v, %v", back, err)
+	}
+
+	// Entries as Redis holds them, read by today's decoders.
+	got, err := decodeEntry(StreamKey("q", "s"), "1704067200001-5", []string{"z", "last", "a", "", "émoji", "🙂 \"q\"\n<>&"})
+	if err != nil || !reflect.DeepEqual(got, rec) {
+		t.Fatalf("stream entry: %+v, %v", got, err)
+	}
+	d, err := decodeJob(JobsKey("q"), "1704067200002-0", []string{"job", "JOB_0000000080000", "attempt", "2", "task", "x"}, 0)
+	if err != nil || d.ID != brand.ID(2<<22) || d.Attempt != 2 || d.EntryID != "1704067200002-0" || !reflect.DeepEqual(d.Fields, []Field{{Name: "task", Value: "x"}}) {
+		t.Fatalf("job entry: %+v, %v", d, err)
+	}
+	seam, ok, err := parseSeam(SeamKey("q", "s"), map[string]string{"w": "EVT_0000000040005", "xid": "1704067200001-5", "lsn": "7"})
+	if err != nil || !ok || seam.W != rec.ID || seam.LSN != 7 {
+		t.Fatalf("seam cache: %+v %v %v", seam, ok, err)
+	}
+}
+
+func mustLane(t *testing.T) Lane {
+	l, err := VolumeLane("archive.q.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
