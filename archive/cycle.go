@@ -117,8 +117,12 @@ type Options struct {
 	TrimAfter TrimAfter
 	// Pusher is the remote; required by TrimAfterRemote.
 	Pusher Pusher
-	// Clock gives the time MaxAge counts from (default time.Now).
+	// Clock gives the time MaxAge and Retain.MaxAge count from (default
+	// time.Now).
 	Clock func() time.Time
+	// Retain is the archive's retention horizon, applied by every cycle
+	// after its folds (the zero value keeps every archived record).
+	Retain Retention
 }
 
 // Archiver folds and trims archived streams and reads them back.
@@ -152,6 +156,9 @@ func New(opts Options) (*Archiver, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if err := opts.Retain.Validate(); err != nil {
+		return nil, err
+	}
 	return &Archiver{opts: opts, log: opts.Logger}, nil
 }
 
@@ -167,6 +174,7 @@ func volumeName(q, s string) string {
 // CycleResult says what one cycle did.
 type CycleResult struct {
 	Folded   int64  // records folded by this cycle
+	Dropped  int64  // archived records dropped by retention in this cycle
 	Trimmed  int64  // live entries trimmed by this cycle
 	State    State  // the archive after the cycle
 	MinXID   string // what the stream was trimmed to ("" if no trim)
@@ -182,7 +190,8 @@ type CycleResult struct {
 // at W's successor (never past the window's cut, never past a consumer
 // group's oldest pending or undelivered entry) in one script that checks the
 // lease's fencing token. After each fold the stream's last id is raised to
-// W and the seam cache rewritten.
+// W and the seam cache rewritten. After the folds, Options.Retain drops the
+// archived records below the retention horizon (Retain), before a push.
 //
 // On any error nothing beyond what was folded is trimmed: the stream
 // over-retains. The error is logged and returned.
@@ -240,7 +249,11 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 		}
 	}
 	cut, hasCut, err := live.WindowCut(ctx, q, s, w, a.opts.Clock())
-	if err != nil || !hasCut {
+	if err != nil {
+		return res, err
+	}
+	if !hasCut {
+		_, err := a.retain(ctx, q, s, vol, st, &res)
 		return res, err
 	}
 	for {
@@ -279,6 +292,9 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 			break
 		}
 	}
+	if st, err = a.retain(ctx, q, s, vol, st, &res); err != nil {
+		return res, err
+	}
 	bound := st
 	if a.opts.TrimAfter == TrimAfterRemote {
 		if bound, err = a.pushed(ctx, vol); err != nil {
@@ -306,6 +322,28 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 	a.log.Debug("archive cycle", "queue", q, "stream", s, "folded", res.Folded, "trimmed", res.Trimmed,
 		"w", formatW(st), "lsn", st.LSN, "capped_by", tr.CappedBy)
 	return res, nil
+}
+
+// retain applies Options.Retain to vol, whose state is st, and records
+// what it dropped in res.
+func (a *Archiver) retain(ctx context.Context, q, s string, vol *graft.Volume, st State, res *CycleResult) (State, error) {
+	if a.opts.Retain.IsZero() || st.Empty() {
+		return st, nil
+	}
+	if _, err := a.opts.Live.TakeLease(ctx, q, s, res.Token, a.opts.LeaseTTL); err != nil {
+		return st, err
+	}
+	next, n, err := Retain(ctx, vol, a.opts.Retain, a.opts.Clock())
+	if err != nil {
+		return st, err
+	}
+	res.State = next
+	if n == 0 {
+		return next, nil
+	}
+	res.Dropped += int64(n)
+	a.log.Info("archive retention dropped records", "queue", q, "stream", s, "dropped", n, "low", next.Low, "lsn", next.LSN)
+	return next, a.publish(ctx, q, s, next)
 }
 
 // slice reads up to one chunk of live records in [from, to].

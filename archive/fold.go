@@ -17,9 +17,15 @@ import (
 //	archive.w    8 bytes, big-endian: W, the id of the newest folded record
 //	archive.seq  8 bytes, big-endian: the number of record pages, which is
 //	             the offset n of the next page (ArchiveBase + n)
+//
+// and, set only by retention (Retain) with graft's page drop:
+//
+//	archive.low  8 bytes, big-endian: the offset of the first retained page;
+//	             pages below it are dropped (absent: 0, nothing dropped)
 const (
 	MetaW   = "archive.w"
 	MetaSeq = "archive.seq"
+	MetaLow = graft.MetaArchiveLow
 )
 
 // ErrBadSlice: a slice given to Fold is not foldable (an invalid record,
@@ -59,9 +65,16 @@ type State struct {
 	// W is the watermark: the id of the newest folded record (meaningless
 	// while Pages is zero). Every record with id ≤ W is in the archive.
 	W brand.ID
+	// Low is the offset of the first retained page: retention dropped the
+	// pages below it (in id order, so the oldest records). Low ≤ Pages; W
+	// does not move when pages are dropped.
+	Low uint64
 	// LSN is the volume LSN this state was read at.
 	LSN uint64
 }
+
+// Retained returns the number of record pages still readable, Pages − Low.
+func (s State) Retained() uint64 { return s.Pages - s.Low }
 
 // Empty reports whether nothing was ever folded.
 func (s State) Empty() bool { return s.Pages == 0 }
@@ -101,6 +114,21 @@ func stateAt(ctx context.Context, snap *graft.Snapshot) (State, error) {
 	st.W = brand.ID(binary.BigEndian.Uint64(w))
 	if st.Pages == 0 || st.Pages > graft.MaxArchiveOffset {
 		return State{}, fmt.Errorf("archive state of %s at LSN %d: %d pages: %w", snap.Volume().Name(), st.LSN, st.Pages, ErrCorrupt)
+	}
+	low, err := snap.Meta(ctx, MetaLow)
+	switch {
+	case errors.Is(err, graft.ErrNotFound):
+	case err != nil:
+		return State{}, fmt.Errorf("archive state of %s at LSN %d: %w", snap.Volume().Name(), st.LSN, err)
+	case len(low) != 8:
+		return State{}, fmt.Errorf("archive state of %s at LSN %d: %s is %d bytes, want 8: %w",
+			snap.Volume().Name(), st.LSN, MetaLow, len(low), ErrCorrupt)
+	default:
+		st.Low = binary.BigEndian.Uint64(low)
+	}
+	if st.Low > st.Pages {
+		return State{}, fmt.Errorf("archive state of %s at LSN %d: first retained page %d above the page count %d: %w",
+			snap.Volume().Name(), st.LSN, st.Low, st.Pages, ErrCorrupt)
 	}
 	return st, nil
 }
@@ -160,7 +188,7 @@ func Fold(ctx context.Context, vol *graft.Volume, slice []mq.Record) (State, err
 			return State{}, fmt.Errorf("fold %s into %s: %w", brand.EVT.Format(r.ID), vol.Name(), err)
 		}
 	}
-	next := State{Pages: st.Pages + uint64(len(slice)), W: slice[len(slice)-1].ID}
+	next := State{Pages: st.Pages + uint64(len(slice)), W: slice[len(slice)-1].ID, Low: st.Low}
 	if err := txn.SetMeta(MetaSeq, binary.BigEndian.AppendUint64(nil, next.Pages)); err != nil {
 		return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
 	}

@@ -11,7 +11,8 @@ import (
 	"github.com/echostore/echostore/mq"
 )
 
-// Read yields the archived records of vol with ids in [from, to], oldest
+// Read yields the retained archived records of vol (those retention has
+// not dropped, see Retain) with ids in [from, to], oldest
 // first or, with reverse, newest first, as of the volume's head when the
 // iteration starts. It finds where the range starts by bisection over the
 // page axis (pages are in id order: no second index) and then scans pages
@@ -54,10 +55,11 @@ func pageID(ctx context.Context, snap *graft.Snapshot, n uint64) (brand.ID, erro
 	return r.ID, nil
 }
 
-// lowerBound returns the first page offset in [0, st.Pages) whose id is
-// ≥ id, or st.Pages if there is none: a bisection, O(log pages) seeks.
+// lowerBound returns the first page offset in [st.Low, st.Pages) whose id
+// is ≥ id, or st.Pages if there is none: a bisection over the retained
+// pages, O(log pages) seeks.
 func lowerBound(ctx context.Context, snap *graft.Snapshot, st State, id brand.ID) (uint64, error) {
-	lo, hi := uint64(0), st.Pages
+	lo, hi := st.Low, st.Pages
 	for lo < hi {
 		mid := lo + (hi-lo)/2
 		got, err := pageID(ctx, snap, mid)
@@ -73,8 +75,9 @@ func lowerBound(ctx context.Context, snap *graft.Snapshot, st State, id brand.ID
 	return lo, nil
 }
 
-// readAt yields the records of [from, to] at snap, whose state is st.
-// It returns false if yield asked to stop.
+// readAt yields the retained records of [from, to] at snap, whose state is
+// st: records on pages below st.Low were dropped by retention. It returns
+// false if yield asked to stop.
 func readAt(ctx context.Context, snap *graft.Snapshot, st State, from, to brand.ID, reverse bool,
 	yield func(mq.Record, error) bool) bool {
 	if st.Empty() || from > to || from > st.W {

@@ -1,0 +1,85 @@
+package archive
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+)
+
+// Retention is the archive's retention horizon: below it, archived pages
+// are dropped, oldest first. Both limits apply (a record is kept while it
+// is among the newest Count archived records and minted within MaxAge);
+// zero means that limit does not apply, and the zero Retention keeps
+// everything. W does not move: a dropped record is gone, not live again.
+type Retention struct {
+	// MaxAge drops archived records minted more than MaxAge before now.
+	MaxAge time.Duration
+	// Count keeps at most the newest Count archived records.
+	Count uint64
+}
+
+// IsZero reports whether r keeps everything.
+func (r Retention) IsZero() bool { return r.MaxAge <= 0 && r.Count == 0 }
+
+// Validate refuses a negative age.
+func (r Retention) Validate() error {
+	if r.MaxAge < 0 {
+		return fmt.Errorf("archive retention: negative age %v", r.MaxAge)
+	}
+	return nil
+}
+
+// Retain applies retention r to the archive in vol as of now: it computes
+// the first page to keep (the count limit from the page count, the age
+// limit by bisection for the first record minted at or after now − MaxAge)
+// and, if that is above the current first retained page, drops the pages
+// below it in one synced commit (graft's Txn.DropArchiveBelow, which sets
+// archive.low). It returns the new state and the number of records dropped.
+// Snapshots taken before the commit still read the dropped pages; their
+// space is reclaimed by the volume's GC once no snapshot and no unpushed
+// LSN needs them. The caller is the volume's one writer (it holds the
+// stream's lease); a concurrent commit fails the drop with graft's
+// ErrConflict.
+func Retain(ctx context.Context, vol *graft.Volume, r Retention, now time.Time) (State, uint64, error) {
+	if err := r.Validate(); err != nil {
+		return State{}, 0, err
+	}
+	txn := vol.Begin()
+	defer txn.Discard()
+	snap, err := vol.SnapshotAt(ctx, txn.Base())
+	if err != nil {
+		return State{}, 0, fmt.Errorf("archive retention of %s: %w", vol.Name(), err)
+	}
+	defer snap.Close()
+	st, err := stateAt(ctx, snap)
+	if err != nil || st.Empty() || r.IsZero() {
+		return st, 0, err
+	}
+	low := st.Low
+	if r.Count > 0 && st.Retained() > r.Count {
+		low = st.Pages - r.Count
+	}
+	if r.MaxAge > 0 {
+		cut, err := lowerBound(ctx, snap, st, brand.FirstAt(now.Add(-r.MaxAge)))
+		if err != nil {
+			return State{}, 0, fmt.Errorf("archive retention of %s: %w", vol.Name(), err)
+		}
+		low = max(low, cut)
+	}
+	if low <= st.Low {
+		return st, 0, nil
+	}
+	if err := txn.DropArchiveBelow(low); err != nil {
+		return State{}, 0, fmt.Errorf("archive retention of %s: %w", vol.Name(), err)
+	}
+	lsn, err := txn.Commit(ctx, graft.Synced)
+	if err != nil {
+		return State{}, 0, fmt.Errorf("archive retention of %s: drop pages [%d, %d): %w", vol.Name(), st.Low, low, err)
+	}
+	dropped := low - st.Low
+	st.Low, st.LSN = low, lsn
+	return st, dropped, nil
+}
