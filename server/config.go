@@ -83,6 +83,10 @@ type Config struct {
 	Queues []QueueConfig `yaml:"queues"`
 	// MaxBody bounds a request body in bytes (default DefaultMaxBody).
 	MaxBody int64 `yaml:"max_body"`
+	// Discover adopts the archived streams registered in Redis (the sets
+	// emq:{Q}:archived) that are neither declared nor used through the API,
+	// on the first beat and then at most every DiscoverEvery (nil: true).
+	Discover *bool `yaml:"discover"`
 
 	// AllowEviction connects to a Redis whose maxmemory-policy may evict
 	// (tests only; eviction drops streams silently).
@@ -141,6 +145,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Discover == nil {
+		t := true
+		c.Discover = &t
 	}
 	d := &c.Defaults
 	if d.Keep == 0 && d.MaxAge == 0 {

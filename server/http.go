@@ -129,6 +129,8 @@ func (s *Server) Handler() http.Handler {
 	api("POST /v1/queues/{q}/redrive", s.handleRedrive)
 	api("GET /v1/volumes", s.handleVolumes)
 	api("GET /v1/volumes/{vid}", s.handleVolume)
+	s.volumeRoutes(api)
+	api("POST /v1/streams/{q}/{s}/fault", s.handleFault)
 	api("GET /v1/events", s.handleEvents)
 	api("POST /v1/session", s.handleSession)
 	mux.Handle("GET /healthz", s.instrument(http.HandlerFunc(s.handleHealth)))
@@ -351,34 +353,42 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// readRange parses from, to, limit, reverse of a read.
-func readRange(r *http.Request) (archive.Range, bool, error) {
+// readRange parses from, to, limit, reverse of a read, and whether it is
+// live_only or archive_only.
+func readRange(r *http.Request) (archive.Range, bool, bool, error) {
 	q := r.URL.Query()
 	rg := archive.Range{From: 0, To: brand.Max, Limit: DefaultMaxReadLimit}
 	var err error
 	if v := q.Get("from"); v != "" {
 		if rg.From, err = brand.EVT.ParseAny(v); err != nil {
-			return rg, false, badRequest("from: %w", err)
+			return rg, false, false, badRequest("from: %w", err)
 		}
 	}
 	if v := q.Get("to"); v != "" {
 		if rg.To, err = brand.EVT.ParseAny(v); err != nil {
-			return rg, false, badRequest("to: %w", err)
+			return rg, false, false, badRequest("to: %w", err)
 		}
 	}
 	if v := q.Get("limit"); v != "" {
 		if rg.Limit, err = strconv.Atoi(v); err != nil || rg.Limit < 0 {
-			return rg, false, badRequest("limit %q: want 0 (all) or more", v)
+			return rg, false, false, badRequest("limit %q: want 0 (all) or more", v)
 		}
 	}
 	if rg.Reverse, err = boolParam(q.Get("reverse")); err != nil {
-		return rg, false, badRequest("reverse: %w", err)
+		return rg, false, false, badRequest("reverse: %w", err)
 	}
 	liveOnly, err := boolParam(q.Get("live_only"))
 	if err != nil {
-		return rg, false, badRequest("live_only: %w", err)
+		return rg, false, false, badRequest("live_only: %w", err)
 	}
-	return rg, liveOnly, nil
+	archiveOnly, err := boolParam(q.Get("archive_only"))
+	if err != nil {
+		return rg, false, false, badRequest("archive_only: %w", err)
+	}
+	if liveOnly && archiveOnly {
+		return rg, false, false, badRequest("live_only and archive_only exclude each other: give one, or neither for the merge-read")
+	}
+	return rg, liveOnly, archiveOnly, nil
 }
 
 func boolParam(v string) (bool, error) {
@@ -406,7 +416,7 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rg, liveOnly, err := readRange(r)
+	rg, liveOnly, archiveOnly, err := readRange(r)
 	if err != nil {
 		return err
 	}
@@ -419,7 +429,15 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		seq = archive.MergeRead(ctx, archive.Source{Queue: q, Stream: st, Live: s.mq, Volume: vol}, rg)
+		src := archive.Source{Queue: q, Stream: st, Live: s.mq, Volume: vol}
+		if archiveOnly {
+			if vol == nil {
+				name, _ := names.ArchiveVolume(q, st)
+				return fmt.Errorf("no archive of %s/%s in this data dir (volume %s): %w", q, st, name, graft.ErrVolumeNotFound)
+			}
+			src.Live = nil
+		}
+		seq = archive.MergeRead(ctx, src, rg)
 	}
 	// Headers go out with the first record (or the end), so an error before
 	// any record is a JSON error; one after it aborts the response, which the
@@ -771,7 +789,11 @@ func (s *Server) handleVolume(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, v.Info())
+	out, err := VolumeInfo(r.Context(), v, nil)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -20,6 +20,7 @@ type metrics struct {
 	localLSN   *prometheus.GaugeVec
 	remoteLSN  *prometheus.GaugeVec
 	http       *prometheus.HistogramVec
+	checkpoint prometheus.Histogram
 }
 
 func newMetrics() *metrics {
@@ -67,8 +68,13 @@ func newMetrics() *metrics {
 			Help:    "HTTP request latency by route pattern, method and status code.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"route", "method", "code"}),
+		checkpoint: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "echostore_accept_checkpoint_seconds",
+			Help:    "Latency of serve's checkpoints of the accept outbox on each beat that finds records not yet durable (Flush: cut the partial block, write it, fsync).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
 	}
-	m.reg.MustRegister(m.cycles, m.folded, m.trimmed, m.foldErrors, m.live, m.depth, m.wLag,
+	m.reg.MustRegister(m.checkpoint, m.cycles, m.folded, m.trimmed, m.foldErrors, m.live, m.depth, m.wLag,
 		m.localLSN, m.remoteLSN, m.http,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -51,20 +51,24 @@ type Server struct {
 	rs    remote.Store
 	arch  map[archive.TrimAfter]*archive.Archiver
 	drv   map[archive.TrimAfter]*archive.Driver
-	ret   *mq.Retention
-	out   *accept.Outbox // <data>/accept/outbox
-	tier  *accept.Tier   // the two-tier enqueue over out, store and mq
-	hub   *hub
-	m     *metrics
-	ln    net.Listener // --listen
-	sock  net.Listener // <data>/SocketName, nil if it could not be made
-	http  *http.Server
+	// faulty runs the next cycle of a stream with an armed fault (fault.go).
+	faulty *archive.Archiver
+	disc   *discoverer // archived streams registered in Redis; nil if off
+	ret    *mq.Retention
+	out    *accept.Outbox // <data>/accept/outbox
+	tier   *accept.Tier   // the two-tier enqueue over out, store and mq
+	hub    *hub
+	m      *metrics
+	ln     net.Listener // --listen
+	sock   net.Listener // <data>/SocketName, nil if it could not be made
+	http   *http.Server
 
 	done    chan struct{} // closed when shutdown starts: SSE streams end
 	mu      sync.Mutex
 	streams map[[2]string]stream
-	runCtx  context.Context // the lane watchers' context, set by Run
-	wg      sync.WaitGroup  // lane watchers
+	faults  map[[2]string]bool // armed one-shot faults (fault.go)
+	runCtx  context.Context    // the lane watchers' context, set by Run
+	wg      sync.WaitGroup     // lane watchers
 	closed  bool
 }
 
@@ -86,6 +90,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		m:       newMetrics(),
 		done:    make(chan struct{}),
 		streams: map[[2]string]stream{},
+		faults:  map[[2]string]bool{},
 		arch:    map[archive.TrimAfter]*archive.Archiver{},
 		drv:     map[archive.TrimAfter]*archive.Driver{},
 	}
@@ -132,6 +137,14 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 			return nil, fmt.Errorf("serve: %w", err)
 		}
 		s.arch[ta], s.drv[ta] = a, a.NewDriver()
+	}
+	if s.faulty, err = newFaultyArchiver(archive.Options{Store: s.store, Live: s.mq, Logger: cfg.Logger}); err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	if *cfg.Discover {
+		if s.disc, err = newDiscoverer(cfg.Redis); err != nil {
+			return nil, fmt.Errorf("serve: discovery of archived streams: %w", err)
+		}
 	}
 	s.ret = s.mq.NewRetention(nil)
 	s.out, err = accept.Open(ctx, filepath.Join(cfg.Data, "accept", "outbox"), accept.Options{K: accept.DefaultK, Logger: cfg.Logger})
@@ -357,6 +370,9 @@ func (s *Server) closeAll() error {
 	if s.mq != nil {
 		s.mq.Close()
 	}
+	if s.disc != nil {
+		s.disc.close()
+	}
 	return errors.Join(errs...)
 }
 
@@ -376,14 +392,29 @@ func (s *Server) beatLoop(ctx context.Context) {
 }
 
 // Beat runs one cycle of the archive drivers and of retention over every
-// declared stream, and refreshes the volume metrics.
+// declared stream (first adopting the archived streams discovered in Redis),
+// checkpoints the accept outbox, and refreshes the volume metrics. A stream
+// with an armed fault runs its cycle through the faulty archiver instead.
 func (s *Server) Beat(ctx context.Context) {
+	s.discover(ctx)
+	faulted := s.takeFaults()
+	for _, st := range faulted {
+		s.drv[st.trimAfter].Forget(st.q, st.s)
+	}
 	for _, ta := range []archive.TrimAfter{archive.TrimAfterLocal, archive.TrimAfterRemote} {
 		reps, _ := s.drv[ta].Cycle(ctx) // each report carries its own error
 		for _, r := range reps {
 			s.reportCycle(ctx, r.Queue, r.Stream, r.Result, r.Err)
 		}
 	}
+	for _, st := range faulted {
+		res, err := s.faulty.Cycle(ctx, st.q, st.s, st.window)
+		s.reportCycle(ctx, st.q, st.s, res, err)
+		if derr := s.drv[st.trimAfter].Declare(st.q, st.s, st.window); derr != nil {
+			s.log.Error("serve: stream not declared again after its fault", "queue", st.q, "stream", st.s, "err", derr)
+		}
+	}
+	s.checkpoint(ctx)
 	trs, _ := s.ret.Cycle(ctx)
 	for _, r := range trs {
 		s.reportTrim(ctx, r)
@@ -391,9 +422,30 @@ func (s *Server) Beat(ctx context.Context) {
 	s.refreshVolumes(ctx)
 }
 
+// checkpoint makes the accept outbox's records durable now if some are not
+// (a block and an fsync), and observes how long that took. The outbox also
+// cuts blocks by itself (every K records, or once its oldest waited
+// accept.Options.FlushInterval); this is the checkpoint serve itself asks
+// for, and the one it can time.
+func (s *Server) checkpoint(ctx context.Context) {
+	if st := s.out.Stats(); st.Appended == st.Durable {
+		return
+	}
+	start := time.Now()
+	if err := s.out.Flush(ctx); err != nil {
+		s.log.Warn("serve: checkpoint the accept outbox", "err", err)
+		return
+	}
+	s.m.checkpoint.Observe(time.Since(start).Seconds())
+}
+
 // cycle runs one archive cycle of q/s now (the HTTP cycle).
 func (s *Server) cycle(ctx context.Context, st stream, w archive.Window) (archive.CycleResult, error) {
-	res, err := s.arch[st.trimAfter].Cycle(ctx, st.q, st.s, w)
+	a := s.arch[st.trimAfter]
+	if s.takeFault(st.q, st.s) {
+		a = s.faulty
+	}
+	res, err := a.Cycle(ctx, st.q, st.s, w)
 	s.reportCycle(ctx, st.q, st.s, res, err)
 	return res, err
 }

@@ -86,6 +86,12 @@ func start(t *testing.T, cfg Config) *env {
 		cfg.Beat = time.Hour // tests cycle by hand unless they ask for a beat
 	}
 	cfg.AllowEviction = true
+	if cfg.Discover == nil {
+		// The pool's Redis is shared by the package's tests: a test's server
+		// adopts no other test's archived streams unless it asks to.
+		off := false
+		cfg.Discover = &off
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(t.Context())
 	srv, err := New(ctx, cfg)

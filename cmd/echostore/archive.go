@@ -285,6 +285,9 @@ The stream is registered as archived: trim-only retention leaves it alone.`,
 				return fmt.Errorf("--%w", err)
 			}
 			ctx := cmd.Context()
+			if done, err := archiveCycleViaServe(ctx, g, q, s, keep, maxAge, trimAfter); done {
+				return err
+			}
 			c, err := connectMQ(ctx, g)
 			if err != nil {
 				return err
@@ -342,6 +345,9 @@ number of entries in the live stream, the archive volume and its LSN.`,
 				return err
 			}
 			ctx := cmd.Context()
+			if done, err := archiveStatusViaServe(ctx, g, q, s); done {
+				return err
+			}
 			c, err := connectMQ(ctx, g)
 			if err != nil {
 				return err

@@ -156,6 +156,9 @@ Prints {"id":…,"mode":…,"lsn":…,"volume":…}.`,
 				jobID = b.ID
 			}
 			ctx := cmd.Context()
+			if done, err := enqueueViaServe(ctx, g, q, jobID, []byte(payload), m); done {
+				return err
+			}
 			a, err := openAcceptTier(ctx, g)
 			if err != nil {
 				return err

@@ -209,7 +209,14 @@ works with Redis down.`,
 			}
 			ctx := cmd.Context()
 			if !liveOnly {
-				return readMerged(ctx, g, args[0], args[1], archive.Range{From: lo, To: hi, Limit: limit, Reverse: reverse}, archiveOnly)
+				rg := archive.Range{From: lo, To: hi, Limit: limit, Reverse: reverse}
+				// The data dir is needed: a serve holding it reads for us.
+				if c, ok, err := viaServe(ctx, g.data); err != nil {
+					return err
+				} else if ok {
+					return c.readStream(ctx, g, args[0], args[1], rg, false, archiveOnly)
+				}
+				return readMerged(ctx, g, args[0], args[1], rg, archiveOnly)
 			}
 			c, err := connectMQ(ctx, g)
 			if err != nil {

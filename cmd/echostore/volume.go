@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -14,6 +16,7 @@ import (
 	"github.com/echostore/echostore/graft/lane"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/internal/bench"
+	"github.com/echostore/echostore/server"
 )
 
 // newVolumeCmd is `echostore volume`: volume state and replication.
@@ -35,6 +38,9 @@ retained checkpoint references.`,
 		&cobra.Command{
 			Use: "ls", Short: "List the volumes", Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
+				if done, err := volumesViaServe(cmd.Context(), g); done {
+					return err
+				}
 				st, err := openGraft(cmd.Context(), g, true, nil)
 				if err != nil || st == nil {
 					if err == nil {
@@ -57,6 +63,9 @@ retained checkpoint references.`,
 			Use: "info VOLUME", Short: "Show a volume's LSNs, pages and bytes", Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				ctx := cmd.Context()
+				if done, err := volumeViaServe(ctx, g, args[0], "", nil); done {
+					return err
+				}
 				st, err := openGraft(ctx, g, true, nil)
 				if err != nil {
 					return err
@@ -72,19 +81,19 @@ retained checkpoint references.`,
 				return writeVolumeInfo(ctx, g, v, nil)
 			},
 		},
-		replicaCmd(g, "push VOLUME", "Push the local commits not yet pushed as one remote commit", false,
+		replicaCmd(g, "push VOLUME", "Push the local commits not yet pushed as one remote commit", false, nil,
 			func(ctx context.Context, v *graft.Volume) (map[string]any, error) {
 				sp, err := v.Push(ctx)
 				return map[string]any{"hash": sp.Hash.String()}, err
 			}),
-		replicaCmd(g, "pull VOLUME", "Follow the remote: apply its new commits (pages are fetched on first read)", true,
+		replicaCmd(g, "pull VOLUME", "Follow the remote: apply its new commits (pages are fetched on first read)", true, nil,
 			func(ctx context.Context, v *graft.Volume) (map[string]any, error) {
 				p := newBar(g, "pull")
 				defer p.done()
 				sp, err := v.Pull(ctx, p.set)
 				return map[string]any{"hash": sp.Hash.String()}, err
 			}),
-		replicaCmd(g, "hydrate VOLUME", "Fetch every page of the volume that is not local yet", false,
+		replicaCmd(g, "hydrate VOLUME", "Fetch every page of the volume that is not local yet", false, nil,
 			func(ctx context.Context, v *graft.Volume) (map[string]any, error) {
 				n, err := v.Unfetched(ctx)
 				if err != nil {
@@ -104,25 +113,35 @@ retained checkpoint references.`,
 func newVolumeResetCmd(g *globals) *cobra.Command {
 	var toRemote bool
 	cmd := replicaCmd(g, "reset VOLUME --to-remote", "Drop local commits never pushed and follow the remote", false,
+		url.Values{"to_remote": {"true"}},
 		func(ctx context.Context, v *graft.Volume) (map[string]any, error) {
-			if !toRemote {
-				return nil, fmt.Errorf("volume reset %s: pass --to-remote: the reset drops the local commits that were never pushed and follows the remote", v.Name())
-			}
 			n, err := v.Reset(ctx, true)
 			return map[string]any{"dropped": n}, err
 		})
+	cmd.PreRunE = func(_ *cobra.Command, args []string) error {
+		if !toRemote {
+			return fmt.Errorf("volume reset %s: pass --to-remote: the reset drops the local commits that were never pushed and follows the remote", args[0])
+		}
+		return nil
+	}
 	cmd.Flags().BoolVar(&toRemote, "to-remote", false, "drop unpushed local commits and follow the remote (required)")
 	return cmd
 }
 
 // replicaCmd is a volume command that opens the store read-write with the
-// remote attached, runs op and prints the volume's info with op's fields.
-func replicaCmd(g *globals, use, short string, create bool,
-	op func(ctx context.Context, v *graft.Volume) (map[string]any, error)) *cobra.Command {
+// remote attached, runs run and prints the volume's info with run's fields.
+// While a serve holds the data dir, the command is its route POST
+// /v1/volumes/{vid}/<op> with query instead (op: the first word of use).
+func replicaCmd(g *globals, use, short string, create bool, query url.Values,
+	run func(ctx context.Context, v *graft.Volume) (map[string]any, error)) *cobra.Command {
+	op, _, _ := strings.Cut(use, " ")
 	return &cobra.Command{
 		Use: use, Short: short, Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if done, err := volumeViaServe(ctx, g, args[0], op, query); done {
+				return err
+			}
 			rs, err := remote.Open(ctx, g.remoteURL())
 			if err != nil {
 				return fmt.Errorf("remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…)", g.remoteURL(), err)
@@ -145,7 +164,7 @@ func replicaCmd(g *globals, use, short string, create bool,
 			if err != nil {
 				return err
 			}
-			extra, err := op(ctx, v)
+			extra, err := run(ctx, v)
 			if err != nil {
 				return err
 			}
@@ -193,21 +212,11 @@ func noVolume(g *globals, name string) error {
 }
 
 // writeVolumeInfo prints the volume's Info as one JSON object, with extra
-// fields and the frames not yet fetched.
+// fields and the frames not yet fetched (server.VolumeInfo).
 func writeVolumeInfo(ctx context.Context, g *globals, v *graft.Volume, extra map[string]any) error {
-	b, err := json.Marshal(v.Info())
+	out, err := server.VolumeInfo(ctx, v, extra)
 	if err != nil {
 		return err
-	}
-	out := map[string]any{}
-	if err := json.Unmarshal(b, &out); err != nil {
-		return err
-	}
-	if n, err := v.Unfetched(ctx); err == nil {
-		out["unfetched_frames"] = n
-	}
-	for k, x := range extra {
-		out[k] = x
 	}
 	return writeJSON(g, out)
 }

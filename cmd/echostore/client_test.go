@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/echostore/echostore/server"
+)
+
+// startServe runs `echostore serve`'s server in-process on the data dir
+// and returns a function that stops it (and fails the test if Run failed);
+// the test's end stops it too.
+func startServe(t *testing.T, redisURL, data, remoteURL, token string) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, server.Config{Listen: "127.0.0.1:0", Redis: redisURL, Data: data, Remote: remoteURL,
+		Token: token, Beat: time.Hour, AllowEviction: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		cancel()
+		t.Fatalf("serve: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// jobIDs and lsns in enqueue receipts, which differ from run to run.
+var (
+	jobIDRe = regexp.MustCompile(`JOB_[0-9A-Z]{13}`)
+	lsnRe   = regexp.MustCompile(`"lsn":[0-9]+`)
+	hashRe  = regexp.MustCompile(`"hash":"[^"]*"`)
+)
+
+// TestCLIThroughServe: while serve holds the data dir, the commands that
+// need it go through its socket and print exactly what they print when they
+// open the data dir themselves; the commands that need only Redis run as
+// ever; a stale socket file is ignored.
+func TestCLIThroughServe(t *testing.T) {
+	r := startRedis(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	remoteURL := "file://" + filepath.Join(dir, "remote")
+	g := []string{"--redis", r.URL, "--data", data, "--remote", remoteURL}
+	cli := func(args ...string) string {
+		t.Helper()
+		out, stderr, err := run(t, "", append(append([]string{}, g...), args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, stderr)
+		}
+		return out
+	}
+
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, strings.TrimSpace(cli("stream", "append", "q", "s", "n="+string(rune('a'+i)))))
+	}
+	cli("archive", "cycle", "q", "s", "--keep", "5", "--trim-after", "remote")
+	cli("enqueue", "jobs", "--payload", `{"n":0}`, "--mode", "sync")
+
+	// The commands that only read, run directly and through serve.
+	reads := [][]string{
+		{"stream", "read", "q", "s"},
+		{"stream", "read", "q", "s", "--from", ids[3], "--to", ids[17], "--reverse", "--limit", "9"},
+		{"stream", "read", "q", "s", "--archive-only", "--limit", "3"},
+		{"stream", "read", "q", "s", "--live-only"},
+		{"archive", "status", "q", "s"},
+		{"archive", "cycle", "q", "s", "--keep", "5"}, // nothing left to fold: a no-op
+		{"volume", "ls"},
+		{"volume", "info", "archive.q.s"},
+		{"volume", "info", "accept.jobs.0"},
+		{"queue", "status", "jobs"},
+	}
+	direct := make([]string, len(reads))
+	for i, args := range reads {
+		direct[i] = cli(args...)
+	}
+
+	stop := startServe(t, r.URL, data, remoteURL, "")
+	// The data dir is serve's: opening it directly fails.
+	if _, err := openGraft(t.Context(), &globals{data: data}, true, nil); err == nil {
+		t.Fatal("the data dir opened while serve holds it")
+	}
+	for i, args := range reads {
+		if got := cli(args...); got != direct[i] {
+			t.Errorf("%v through serve printed\n%s\nwant (direct)\n%s", args, got, direct[i])
+		}
+	}
+
+	// Commands that change state: through serve, then the same directly.
+	changes := [][]string{
+		{"stream", "append", "q", "s", "n=z"},
+		{"archive", "cycle", "q", "s", "--keep", "2", "--trim-after", "remote"},
+		{"volume", "push", "archive.q.s"},
+		{"volume", "pull", "archive.q.s"},
+		{"volume", "hydrate", "archive.q.s"},
+		{"volume", "reset", "archive.q.s", "--to-remote"},
+		{"enqueue", "jobs", "--payload", `{"n":1}`, "--mode", "sync"},
+		{"enqueue", "jobs", "--payload", `{"n":2}`},
+	}
+	viaServe := make([]string, len(changes))
+	for i, args := range changes {
+		viaServe[i] = cli(args...)
+	}
+	if want := `{"folded":4,"trimmed":4,"watermark":"` + ids[18] + "\"}\n"; viaServe[1] != want {
+		t.Errorf("cycle through serve printed %q, want %q", viaServe[1], want)
+	}
+	// The sync job is on the job stream once acknowledged.
+	if id := jobIDRe.FindString(viaServe[6]); id == "" || !strings.Contains(cli("queue", "claim", "jobs", "--count", "10"), id) {
+		t.Errorf("job of %q not on the job stream", viaServe[6])
+	}
+	// Bad input is refused by serve with its message.
+	if _, _, err := run(t, "", append(append([]string{}, g...), "volume", "info", "archive.no.such")...); err == nil ||
+		!strings.Contains(err.Error(), "volume ls") {
+		t.Errorf("volume info of a missing volume through serve: %v", err)
+	}
+	stop()
+
+	for i, args := range changes {
+		got := cli(args...)
+		norm := func(s string) string {
+			s = jobIDRe.ReplaceAllString(s, "JOB_X")
+			s = lsnRe.ReplaceAllString(s, `"lsn":N`)
+			s = hashRe.ReplaceAllString(s, `"hash":"H"`)
+			var m map[string]any
+			if json.Unmarshal([]byte(s), &m) == nil && m["volume"] != nil && m["local_lsn"] != nil {
+				keys := make([]string, 0, len(m))
+				for k := range m {
+					keys = append(keys, k)
+				}
+				slices.Sort(keys)
+				return strings.Join(keys, ",") // a volume's info: the same fields
+			}
+			if strings.HasPrefix(s, "EVT_") {
+				return "EVT"
+			}
+			if strings.HasPrefix(s, `{"folded"`) {
+				return `{"folded"`
+			}
+			return s
+		}
+		if norm(got) != norm(viaServe[i]) {
+			t.Errorf("%v: through serve printed\n%s\ndirectly\n%s", args, viaServe[i], got)
+		}
+	}
+
+	// The async job through serve is dispatched by now: serve's shutdown or
+	// the direct enqueues after it committed what was pending.
+	claimed := cli("queue", "claim", "jobs", "--count", "10")
+	if id := jobIDRe.FindString(viaServe[7]); id == "" || !strings.Contains(claimed, id) {
+		t.Errorf("job of %q not on the job stream:\n%s", viaServe[7], claimed)
+	}
+
+	// A socket file nobody listens on (a serve killed) is ignored.
+	ln, err := net.Listen("unix", filepath.Join(data, server.SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	if _, err := os.Stat(filepath.Join(data, server.SocketName)); err != nil {
+		t.Fatal(err)
+	}
+	if got := cli(reads[4]...); !strings.Contains(got, `"volume":"archive.q.s"`) {
+		t.Errorf("status beside a stale socket: %s", got)
+	}
+}
+
+// TestCLIThroughServeToken: a serve with a token answers the CLI only with
+// ECHOSTORE_TOKEN set to it, and says so otherwise.
+func TestCLIThroughServeToken(t *testing.T) {
+	r := startRedis(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	g := []string{"--redis", r.URL, "--data", data}
+	startServe(t, r.URL, data, "", "tok")
+	t.Setenv("ECHOSTORE_TOKEN", "")
+	_, _, err := run(t, "", append(g, "volume", "ls")...)
+	if err == nil || !strings.Contains(err.Error(), "ECHOSTORE_TOKEN") {
+		t.Fatalf("without the token: %v", err)
+	}
+	t.Setenv("ECHOSTORE_TOKEN", "tok")
+	out, _, err := run(t, "", append(g, "volume", "ls")...)
+	if err != nil || !strings.HasPrefix(out, "[") {
+		t.Fatalf("with the token: %q %v", out, err)
+	}
+}

@@ -1,0 +1,90 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/graft"
+)
+
+// ErrInjectedFault is the error of a cycle that an armed fault failed (POST
+// /v1/streams/{q}/{s}/fault): the cycle folded, then failed before its trim,
+// so the stream over-retains and loses nothing.
+var ErrInjectedFault = errors.New("serve: injected fault: the cycle failed after its fold and before its trim; trim skipped")
+
+// faultPusher is the replication step of the faulty archiver: it fails, so a
+// cycle run through that archiver commits its fold and never reaches the trim
+// (archive.Archiver.Cycle trims nothing after an error).
+type faultPusher struct{}
+
+func (faultPusher) Push(context.Context, *graft.Volume) error { return ErrInjectedFault }
+func (faultPusher) Pushed(context.Context, *graft.Volume) (uint64, error) {
+	return 0, ErrInjectedFault
+}
+
+// newFaultyArchiver returns the archiver that runs a stream's cycle while a
+// fault is armed: the archive package's own cycle (lease, fold, seam cache),
+// trimming only what a push covers, through a pusher that always fails.
+func newFaultyArchiver(opts archive.Options) (*archive.Archiver, error) {
+	opts.TrimAfter = archive.TrimAfterRemote
+	opts.Pusher = faultPusher{}
+	return archive.New(opts)
+}
+
+// armFault arms a one-shot fault for the next archive cycle of q/s, through
+// the API or on the beat.
+func (s *Server) armFault(q, st string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults[[2]string{q, st}] = true
+}
+
+// takeFault disarms and reports the fault armed for q/s.
+func (s *Server) takeFault(q, st string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := [2]string{q, st}
+	armed := s.faults[k]
+	delete(s.faults, k)
+	return armed
+}
+
+// takeFaults disarms and returns the declared archived streams with an armed
+// fault.
+func (s *Server) takeFaults() []stream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []stream
+	for k := range s.faults {
+		if st, ok := s.streams[k]; ok && st.archived {
+			out = append(out, st)
+			delete(s.faults, k)
+		}
+	}
+	return out
+}
+
+// handleFault arms a one-shot fault in the next cycle of the stream: it
+// folds, then fails before the trim, which it skips (the stream keeps every
+// record live; nothing is lost). The cycle after it trims again.
+func (s *Server) handleFault(w http.ResponseWriter, r *http.Request) error {
+	q, st, err := streamPath(r)
+	if err != nil {
+		return err
+	}
+	cfg, err := s.touch(q, st)
+	if err != nil {
+		return err
+	}
+	if !cfg.archived {
+		return &apiError{http.StatusConflict, CodeConflict, fmt.Errorf(
+			"%s/%s is declared archived: false: nothing is folded, so there is no fold to fault", q, st)}
+	}
+	s.armFault(q, st)
+	s.log.Warn("serve: fault armed: the next cycle folds, then fails before its trim", "queue", q, "stream", st)
+	writeJSON(w, http.StatusOK, map[string]any{"armed": true, "queue": q, "stream": st})
+	return nil
+}
