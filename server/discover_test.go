@@ -1,0 +1,62 @@
+package server
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/echostore/echostore/mq"
+)
+
+// TestDiscover: serve cycles an archived stream registered in Redis that it
+// neither declared nor met through the API, with the defaults' window; one
+// whose seam cache says it is folded elsewhere (no volume here) is left
+// alone. TestCheckpointMetric rides along: the beat's checkpoint histogram
+// is exposed.
+func TestDiscover(t *testing.T) {
+	on := true
+	e := start(t, Config{Discover: &on, Defaults: StreamConfig{Keep: 2}})
+	q := queueName(t)
+	c, err := mq.Connect(t.Context(), mq.Options{URL: e.cfg.Redis, AllowEviction: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	batch := make([][]mq.Field, 7)
+	for i := range batch {
+		batch[i] = []mq.Field{{Name: "n", Value: "x"}}
+	}
+	if _, err := c.AppendBatch(t.Context(), q, "found", batch); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RegisterArchived(t.Context(), q, "found"); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := c.AppendBatch(t.Context(), q, "elsewhere", batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PutArchived(t.Context(), q, "elsewhere", mq.Seam{W: ids[0], LSN: 1}); err != nil {
+		t.Fatal(err)
+	}
+
+	e.srv.Beat(t.Context())
+	var st struct {
+		Archived int64 `json:"archived"`
+		Live     int64 `json:"live"`
+	}
+	if err := json.Unmarshal(e.must("GET", "/v1/streams/"+q+"/found/archive", ""), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Archived != 5 || st.Live != 2 {
+		t.Fatalf("discovered stream after a beat: %+v, want 5 archived, 2 live", st)
+	}
+	if _, known := e.srv.lookup(q, "elsewhere"); known {
+		t.Fatal("a stream folded by another data dir was adopted")
+	}
+	if n, err := c.Len(t.Context(), q, "elsewhere"); err != nil || n != 7 {
+		t.Fatalf("the other node's stream: %d entries (%v), want 7 untouched", n, err)
+	}
+	if got := metric(t, e, "echostore_accept_checkpoint_seconds_count"); got == "" {
+		t.Fatal("no echostore_accept_checkpoint_seconds histogram in /metrics")
+	}
+}
