@@ -155,6 +155,9 @@ func (c *Client) appendChunk(ctx context.Context, key string, recs [][]Field) ([
 		switch {
 		case err == nil:
 		case isServerError(err):
+			if lost > 0 { // an earlier attempt may have landed (e.g. LOADING after a restart)
+				return nil, &unknownOutcome{ids: ids, cause: err}
+			}
 			return nil, fmt.Errorf("append script: %w", err)
 		default:
 			// No reply: the chunk may or may not have landed. Send it again
