@@ -24,7 +24,7 @@ Figures are medians of repeated runs; where a baseline can be measured in the
 same run (the disk's raw fsync rate, one writer) it stands beside the figure
 with the ratio. Progress shows on a terminal only.`,
 	}
-	cmd.AddCommand(newBenchGraftCmd(g), newBenchChampCmd(g))
+	cmd.AddCommand(newBenchGraftCmd(g), newBenchChampCmd(g), newBenchAllCmd(g))
 	return cmd
 }
 

@@ -40,6 +40,25 @@ type Row struct {
 	Note string `json:"note,omitempty"`
 }
 
+// RatioText is the ratio as printed ("0.63×"), or "" without an anchor.
+func (row Row) RatioText() string {
+	if row.Anchor == "" {
+		return ""
+	}
+	return fmt.Sprintf("%.2f×", row.Ratio)
+}
+
+// GoalText is the goal followed by ✓ when met or by missed when not.
+func (row Row) GoalText(missed string) string {
+	if row.Met == nil {
+		return row.Goal
+	}
+	if *row.Met {
+		return row.Goal + " ✓"
+	}
+	return row.Goal + " " + missed
+}
+
 // Host describes where a report was measured.
 type Host struct {
 	GOOS   string `json:"goos"`
@@ -129,18 +148,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "figure\tvalue\tunit\truns\tvs\tratio\tgoal\t")
 	for _, row := range r.Rows {
-		ratio, goal := "", row.Goal
-		if row.Anchor != "" {
-			ratio = fmt.Sprintf("%.2f×", row.Ratio)
-		}
-		if row.Met != nil {
-			if *row.Met {
-				goal += " ✓"
-			} else {
-				goal += " ✗ missed"
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t\n", row.Name, FormatValue(row.Value), row.Unit, len(row.Runs), row.Anchor, ratio, goal)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t\n", row.Name, FormatValue(row.Value), row.Unit, len(row.Runs), row.Anchor, row.RatioText(), row.GoalText("✗ missed"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -221,7 +229,8 @@ func Repeat(n int, f func(run int) (float64, error)) ([]float64, error) {
 // Progress shows how far a suite is. Its methods do nothing when it is not
 // shown.
 type Progress struct {
-	bar *progressbar.ProgressBar
+	bar    *progressbar.ProgressBar
+	prefix string // put before every description
 }
 
 // NewProgress returns a progress bar of total steps drawn on w, shown only
@@ -230,7 +239,14 @@ func NewProgress(stdout io.Writer, w io.Writer, total int) *Progress {
 	if !IsTerminal(stdout) {
 		return &Progress{}
 	}
-	return &Progress{bar: progressbar.NewOptions(total,
+	return NewProgressOn(w, total, "")
+}
+
+// NewProgressOn returns a progress bar of total steps drawn on w whether or
+// not it is a terminal (the caller has decided), each description led by
+// prefix.
+func NewProgressOn(w io.Writer, total int, prefix string) *Progress {
+	return &Progress{prefix: prefix, bar: progressbar.NewOptions(total,
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetWidth(30),
 		progressbar.OptionShowCount(),
@@ -244,7 +260,7 @@ func (p *Progress) Step(desc string) {
 	if p == nil || p.bar == nil {
 		return
 	}
-	p.bar.Describe(desc)
+	p.bar.Describe(p.prefix + desc)
 	_ = p.bar.Add(1)
 }
 
@@ -253,7 +269,7 @@ func (p *Progress) Describe(desc string) {
 	if p == nil || p.bar == nil {
 		return
 	}
-	p.bar.Describe(desc)
+	p.bar.Describe(p.prefix + desc)
 }
 
 // Done removes the bar.

@@ -1,0 +1,273 @@
+// Package all is `echostore bench all`: every benchmark suite in one run,
+// each figure beside the anchor measured in the same run where one can be
+// (the disk's raw fsync, the seed's published table and its whole-snapshot
+// algorithm, one conditional PUT, Redis XRANGE of the same records, the
+// requests a probing head lookup makes). It writes a generated block of
+// docs/BENCHMARKS.md (between Begin and End, the rest of the file kept byte
+// for byte), a JSON report and SVG plots.
+package all
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/echostore/echostore/accept"
+	"github.com/echostore/echostore/internal/bench"
+	"github.com/echostore/echostore/internal/bench/graftbench"
+)
+
+// Config sizes and places a run. Quick and Default return the two
+// documented configurations.
+type Config struct {
+	Quick bool   // the smoke configuration (reported in the output)
+	Dir   string // parent of the run's scratch directory (the disk measured)
+	Out   string // folder of BENCHMARKS.md; JSON and plots go to Out/bench
+
+	RedisURL string // a Redis to use; "" starts a private redis-server
+	S3URL    string // an s3:// remote for the sync suite; "" starts a private MinIO if its binary is found
+	NoMinIO  bool   // measure file:// only
+
+	Graft graftbench.Config
+
+	Accept accept.BenchOptions
+
+	SyncCallers []int         // concurrent sync callers, one level each
+	SyncWindow  time.Duration // length of each level
+	SyncPuts    int           // conditional PUTs timed for the anchor
+
+	ArchiveDepths []int // records of history per merge-read measurement
+	ArchiveRuns   int   // reads per depth (the median is reported)
+
+	MemoryRounds int // rounds of append-a-window, cycle
+	MemoryWindow int // records per window
+
+	HeadSizes []uint64 // remote log lengths for the head lookup
+
+	Command  string    // the command line, for the report
+	Progress io.Writer // where progress bars go; nil: none
+}
+
+// Default is the documented run: about ten minutes on the reference machine.
+func Default() Config {
+	return Config{
+		Dir: os.TempDir(), Out: "docs",
+		Graft: graftbench.Config{Pages: 1_000_000, Runs: 3, Duration: 2 * time.Second, Committers: 16, Gets: 200_000},
+		Accept: accept.BenchOptions{N: 20_000, Ks: []int{100, 300, 1000, 3000, 10_000}, PayloadSize: 100,
+			RecoverySizes: []int{1000, 10_000, 50_000}, Runs: 3},
+		SyncCallers: []int{1, 2, 4, 8, 16, 32, 64}, SyncWindow: 2 * time.Second, SyncPuts: 200,
+		ArchiveDepths: []int{10_000, 100_000, 1_000_000}, ArchiveRuns: 3,
+		MemoryRounds: 100, MemoryWindow: 1000,
+		HeadSizes: []uint64{10, 1000, 100_000},
+	}
+}
+
+// Quick is the smoke run: about two minutes.
+func Quick() Config {
+	c := Default()
+	c.Quick = true
+	c.Graft = graftbench.Config{Pages: 100_000, Runs: 2, Duration: 500 * time.Millisecond, Committers: 16, Gets: 50_000}
+	c.Accept.Ks, c.Accept.Runs = []int{100, 1000, 10_000}, 1
+	c.SyncWindow, c.SyncPuts = 300*time.Millisecond, 50
+	c.ArchiveDepths, c.ArchiveRuns = []int{10_000, 50_000}, 2
+	c.MemoryRounds = 20
+	c.HeadSizes = []uint64{10, 1000, 10_000}
+	return c
+}
+
+// Tiny is the smallest run that still exercises every suite: for tests
+// of the command, not for figures.
+func Tiny() Config {
+	c := Quick()
+	c.Graft = graftbench.Config{Pages: 2000, Runs: 1, Duration: 50 * time.Millisecond, Committers: 4, Gets: 500}
+	c.Accept = accept.BenchOptions{N: 400, Ks: []int{10, 100}, PayloadSize: 100, RecoverySizes: []int{100}, Runs: 1, FsyncOps: 10}
+	c.SyncCallers, c.SyncWindow, c.SyncPuts = []int{1, 4}, 50*time.Millisecond, 5
+	c.ArchiveDepths, c.ArchiveRuns = []int{500, 2000}, 1
+	c.MemoryRounds, c.MemoryWindow = 3, 100
+	c.HeadSizes = []uint64{3, 30}
+	return c
+}
+
+// Machine is where the run was measured.
+type Machine struct {
+	CPUs      int    `json:"nproc"`
+	CPU       string `json:"cpu"`
+	OS        string `json:"os"`
+	Kernel    string `json:"kernel"`
+	Go        string `json:"go"`
+	LoadStart string `json:"load_start"` // /proc/loadavg's 1, 5 and 15 minute averages
+	LoadEnd   string `json:"load_end"`
+}
+
+// Report is everything one run measured; it is the JSON file.
+type Report struct {
+	Command   string        `json:"command"`
+	Quick     bool          `json:"quick"`
+	Started   time.Time     `json:"started"`
+	Elapsed   time.Duration `json:"elapsed_ns"`
+	Machine   Machine       `json:"machine"`
+	RedisNote string        `json:"redis"` // which Redis the run used
+
+	Graft       *bench.Report     `json:"graft"`
+	Accept      *AcceptReport     `json:"accept"`
+	Sync        *SyncReport       `json:"sync_enqueue"`
+	Archive     *ArchiveReport    `json:"archive"`
+	RedisMemory *MemoryReport     `json:"redis_memory"`
+	HeadLookup  *HeadLookupReport `json:"head_lookup"`
+
+	Plots []string `json:"plots"` // paths relative to Out
+}
+
+// JSON keys of Report's suites, for tests and readers.
+var SuiteKeys = []string{"graft", "accept", "sync_enqueue", "archive", "redis_memory", "head_lookup"}
+
+// Plot files, relative to Out.
+const (
+	PlotAccept = "bench/accept-vs-k.svg"
+	PlotMerge  = "bench/merge-read-vs-depth.svg"
+	PlotSync   = "bench/sync-latency-vs-callers.svg"
+	JSONFile   = "bench/report.json"
+	DocFile    = "BENCHMARKS.md"
+)
+
+// Run measures every suite and writes the outputs under cfg.Out.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := os.MkdirAll(filepath.Join(cfg.Out, "bench"), 0o755); err != nil {
+		return nil, fmt.Errorf("bench all: --out: %w", err)
+	}
+	scratch, err := os.MkdirTemp(cfg.Dir, "echostore-bench-all-")
+	if err != nil {
+		return nil, fmt.Errorf("bench all: --dir: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+
+	r := &Report{Command: cfg.Command, Quick: cfg.Quick, Started: time.Now().UTC(), Machine: machine()}
+	env, err := startEnv(ctx, cfg, scratch)
+	if err != nil {
+		return nil, err
+	}
+	defer env.close()
+	r.RedisNote = env.redisNote
+
+	type suite struct {
+		name  string
+		steps int
+		run   func(p *bench.Progress) error
+	}
+	suites := []suite{
+		{"graft", graftbench.Steps(cfg.Graft), func(p *bench.Progress) error {
+			g := cfg.Graft
+			g.Dir, g.Command, g.Progress = scratch, cfg.Command, p
+			rep, err := graftbench.Run(ctx, g)
+			r.Graft = rep
+			return err
+		}},
+		{"accept", acceptSteps(cfg.Accept), func(p *bench.Progress) error {
+			rep, err := runAccept(ctx, filepath.Join(scratch, "accept"), cfg.Accept, p)
+			r.Accept = rep
+			return err
+		}},
+		{"sync enqueue", len(env.remotes) * (1 + len(cfg.SyncCallers)), func(p *bench.Progress) error {
+			rep, err := runSync(ctx, env, filepath.Join(scratch, "sync"), cfg, p)
+			r.Sync = rep
+			return err
+		}},
+		{"archive", len(cfg.ArchiveDepths) * (2 + cfg.ArchiveRuns), func(p *bench.Progress) error {
+			rep, err := runArchive(ctx, env, filepath.Join(scratch, "archive"), cfg, p)
+			r.Archive = rep
+			return err
+		}},
+		{"redis memory", cfg.MemoryRounds + 1, func(p *bench.Progress) error {
+			rep, err := runMemory(ctx, env, filepath.Join(scratch, "memory"), cfg, p)
+			r.RedisMemory = rep
+			return err
+		}},
+		{"head lookup", len(cfg.HeadSizes), func(p *bench.Progress) error {
+			rep, err := runHead(ctx, cfg.HeadSizes, p)
+			r.HeadLookup = rep
+			return err
+		}},
+	}
+	for k, s := range suites {
+		p := &bench.Progress{}
+		if cfg.Progress != nil {
+			p = bench.NewProgressOn(cfg.Progress, s.steps, fmt.Sprintf("[%d/%d %s] ", k+1, len(suites), s.name))
+		}
+		err := s.run(p)
+		p.Done()
+		if err != nil {
+			return nil, fmt.Errorf("bench all: %s: %w", s.name, err)
+		}
+	}
+	r.Machine.LoadEnd = loadavg()
+	r.Elapsed = time.Since(r.Started)
+	if err := r.Write(cfg.Out); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// WriteJSON writes the report as indented JSON (the file's content).
+func (r *Report) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
+
+// Write writes the JSON report, the plots and the generated block of
+// Out/BENCHMARKS.md.
+func (r *Report) Write(out string) error {
+	if err := os.MkdirAll(filepath.Join(out, "bench"), 0o755); err != nil {
+		return err
+	}
+	plots, err := r.writePlots(out)
+	if err != nil {
+		return fmt.Errorf("bench all: plots: %w", err)
+	}
+	r.Plots = plots
+	f, err := os.Create(filepath.Join(out, JSONFile))
+	if err != nil {
+		return err
+	}
+	werr := writeJSON(f, r)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return fmt.Errorf("bench all: %s: %w", JSONFile, werr)
+	}
+	return SpliceFile(filepath.Join(out, DocFile), r.Markdown())
+}
+
+func machine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version(), LoadStart: loadavg()}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		m.Kernel = unix.ByteSliceToString(u.Sysname[:]) + " " + unix.ByteSliceToString(u.Release[:])
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return m
+}
+
+// loadavg returns the 1, 5 and 15 minute load averages, or "".
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}

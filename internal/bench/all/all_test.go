@@ -1,0 +1,148 @@
+package all
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/echostore/echostore/accept"
+	"github.com/echostore/echostore/internal/bench"
+	"github.com/echostore/echostore/internal/testserver"
+)
+
+const handDoc = "# Benchmarks\n\nIntroduction, hand-written.\n\n## brand\n\nA table.\n\n## graft\n\nMore text.\n"
+
+func TestSplice(t *testing.T) {
+	// No markers: the block goes before the first section.
+	out, err := Splice([]byte(handDoc), "one\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# Benchmarks\n\nIntroduction, hand-written.\n\n" + Begin + "\none\n" + End + "\n\n## brand\n\nA table.\n\n## graft\n\nMore text.\n"
+	if string(out) != want {
+		t.Fatalf("first splice:\n%s\nwant:\n%s", out, want)
+	}
+	// Markers: only what is between them changes, every other byte stays.
+	again, err := Splice(out, "two\nlines")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want2 := strings.Replace(want, "\none\n", "\ntwo\nlines\n", 1); string(again) != want2 {
+		t.Fatalf("second splice:\n%s\nwant:\n%s", again, want2)
+	}
+	checkOutside(t, out, again)
+	// No sections: at the end. An empty file: just the block.
+	if out, _ := Splice([]byte("# T\n"), "x"); string(out) != "# T\n\n"+Begin+"\nx\n"+End+"\n\n" {
+		t.Fatalf("no sections: %q", out)
+	}
+	if out, _ := Splice(nil, "x"); string(out) != Begin+"\nx\n"+End+"\n\n" {
+		t.Fatalf("empty: %q", out)
+	}
+	// A lone or repeated marker is refused rather than guessed at.
+	for _, bad := range []string{handDoc + Begin + "\n", End + handDoc, handDoc + Begin + End + Begin + End} {
+		if _, err := Splice([]byte(bad), "x"); err == nil {
+			t.Fatalf("Splice accepted %q", bad)
+		}
+	}
+}
+
+// checkOutside fails unless before and after are equal outside the
+// generated block.
+func checkOutside(t *testing.T, before, after []byte) {
+	t.Helper()
+	b1, a1, err1 := outside(before)
+	b2, a2, err2 := outside(after)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b1, b2) || !bytes.Equal(a1, a2) {
+		t.Fatalf("bytes outside the block changed:\n%q\n%q\n---\n%q\n%q", b1, a1, b2, a2)
+	}
+}
+
+func checkOutputs(t *testing.T, out string, before []byte) {
+	t.Helper()
+	if err := Verify(out, before); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWriteSynthetic writes a made-up report (no measurement) twice into a
+// copy of a hand-written doc.
+func TestWriteSynthetic(t *testing.T) {
+	out := t.TempDir()
+	if err := os.WriteFile(filepath.Join(out, DocFile), []byte(handDoc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := synthetic()
+	if err := r.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := os.ReadFile(filepath.Join(out, DocFile))
+	checkOutputs(t, out, first)
+	r.Machine.LoadEnd = "9.99 9.99 9.99"
+	if err := r.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	second, _ := os.ReadFile(filepath.Join(out, DocFile))
+	checkOutside(t, first, second)
+	if !bytes.Contains(second, []byte("9.99 9.99 9.99")) {
+		t.Fatal("the second write did not replace the block")
+	}
+	if dir := os.Getenv("BENCH_ALL_KEEP"); dir != "" { // to look at the plots
+		_ = os.CopyFS(dir, os.DirFS(out))
+	}
+}
+
+func synthetic() *Report {
+	met := true
+	r := &Report{Command: "echostore bench all (synthetic)", Started: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), Elapsed: time.Minute,
+		Machine: Machine{CPUs: 2, Kernel: "Linux x", LoadStart: "1 1 1", LoadEnd: "1 1 1"}, RedisNote: "none"}
+	r.Graft = &bench.Report{Rows: []bench.Row{{Name: "raw fsync", Value: 4000, Unit: "ops/s", Runs: []float64{4000}},
+		{Name: "synced", Value: 3000, Unit: "commits/s", Runs: []float64{3000}, Anchor: "raw fsync", Ratio: 0.75, Goal: "≥ 0.5×", Met: &met}}}
+	r.Accept = &AcceptReport{Results: accept.Results{N: 20000, Runs: 1, FsyncPerSec: 4000, ReplayPerSec: 5e6, SeedReplay: 1e6, ReplayVsSeed: 5,
+		Throughput: []accept.ThroughputResult{{K: 100, RecPerSec: 3e5, WholeSnapPerSec: 2e4, SeedRecPerSec: 5225}, {K: 300, RecPerSec: 8e5, WholeSnapPerSec: 6e4},
+			{K: 10000, RecPerSec: 2e6, WholeSnapPerSec: 1e6, SeedRecPerSec: 102529}},
+		Recovery: []accept.RecoveryResult{{Intents: 1000, SnapshotMs: 1, LogMs: 1, SeedMs: 3.63, HaveSeedData: true}}}}
+	r.Sync = &SyncReport{PayloadBytes: 97, WindowMs: 1000, Remotes: []SyncRemote{
+		{Name: "file", PutP50: 0.5, PutP99: 2, Levels: []SyncLevel{{Callers: 1, JobsPerSec: 500, P50: 1.5, P99: 3}, {Callers: 64, JobsPerSec: 12000, P50: 5, P99: 12}}},
+		{Name: "minio", PutP50: 2, PutP99: 8, Levels: []SyncLevel{{Callers: 1, JobsPerSec: 300, P50: 3, P99: 9}, {Callers: 64, JobsPerSec: 7000, P50: 9, P99: 20}}}}}
+	r.Archive = &ArchiveReport{Runs: 1, Depths: []ArchiveDepth{{Records: 10000, MergePS: 2e6, XrangePS: 5e5}, {Records: 1000000, MergePS: 1.5e6, XrangePS: 5e5}}}
+	r.RedisMemory = &MemoryReport{Window: 1000, Rounds: 2, Samples: []int64{1, 2}}
+	r.HeadLookup = &HeadLookupReport{Sizes: []HeadLookup{{LSNs: 10, FreshTotal: 4, QuietTotal: 1, ProbeFresh: 11, ProbeQuiet: 1}}}
+	return r
+}
+
+// TestRunTiny runs every suite end to end at a tiny size, with a private
+// redis-server (and MinIO when its binary is found), into a temp dir
+// holding a copy of the hand-written doc with its markers.
+func TestRunTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every suite")
+	}
+	if _, err := testserver.RedisBinary(); err != nil {
+		testserver.Unavailable(t, err)
+	}
+	out := t.TempDir()
+	doc, err := Splice([]byte(handDoc), "(not yet generated)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, DocFile), doc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Tiny()
+	cfg.Dir, cfg.Out, cfg.Command = t.TempDir(), out, "tiny"
+	r, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOutputs(t, out, doc)
+	if len(r.Plots) != 3 || r.HeadLookup.Sizes[0].QuietTotal != 1 || len(r.Sync.Remotes[0].Levels) == 0 {
+		t.Fatalf("plots %v, head %+v", r.Plots, r.HeadLookup)
+	}
+}

@@ -1,0 +1,165 @@
+package all
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/echostore/echostore/accept"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/internal/bench"
+)
+
+// SyncReport is sync enqueue latency against concurrent callers, per
+// remote, beside one conditional 8 KiB PUT to the same remote.
+type SyncReport struct {
+	PayloadBytes int          `json:"payload_bytes"`
+	WindowMs     float64      `json:"window_ms"` // length of each level
+	Remotes      []SyncRemote `json:"remotes"`
+}
+
+// SyncRemote is one remote's figures.
+type SyncRemote struct {
+	Name   string      `json:"name"`
+	Note   string      `json:"note"`
+	PutP50 float64     `json:"put_p50_ms"` // one conditional 8 KiB PUT: the floor of a sync ack
+	PutP99 float64     `json:"put_p99_ms"`
+	Puts   int         `json:"puts"`
+	Levels []SyncLevel `json:"levels"`
+}
+
+// SyncLevel is one level of concurrent callers.
+type SyncLevel struct {
+	Callers       int     `json:"callers"`
+	Jobs          int     `json:"jobs"`
+	JobsPerSec    float64 `json:"jobs_per_s"`
+	P50           float64 `json:"p50_ms"`
+	P99           float64 `json:"p99_ms"`
+	Commits       uint64  `json:"commits"`
+	JobsPerCommit float64 `json:"jobs_per_commit"`
+}
+
+var syncPayload = []byte(`{"bench":"sync enqueue","pad":"0123456789012345678901234567890123456789012345678901234567890123"}`)
+
+func runSync(ctx context.Context, e *env, dir string, cfg Config, p *bench.Progress) (*SyncReport, error) {
+	r := &SyncReport{PayloadBytes: len(syncPayload), WindowMs: float64(cfg.SyncWindow.Microseconds()) / 1e3}
+	for k, rem := range e.remotes {
+		p.Step(rem.Name + ": conditional PUTs")
+		sr, err := syncRemote(ctx, e, filepath.Join(dir, rem.Name), fmt.Sprintf("%s-%d", e.queue, k), rem, cfg, p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", rem.Name, err)
+		}
+		r.Remotes = append(r.Remotes, sr)
+	}
+	return r, nil
+}
+
+func syncRemote(ctx context.Context, e *env, dir, queue string, rem remoteSpec, cfg Config, p *bench.Progress) (SyncRemote, error) {
+	sr := SyncRemote{Name: rem.Name, Note: rem.Note, Puts: cfg.SyncPuts}
+	st, err := remote.Open(ctx, rem.URL)
+	if err != nil {
+		return sr, err
+	}
+	defer st.Close()
+	page := make([]byte, 8192)
+	var puts []time.Duration
+	for i := range cfg.SyncPuts {
+		t0 := time.Now()
+		if err := st.PutIfAbsent(ctx, fmt.Sprintf("bench/%s/put-%d", queue, i), page); err != nil {
+			return sr, fmt.Errorf("conditional PUT: %w", err)
+		}
+		puts = append(puts, time.Since(t0))
+	}
+	slices.Sort(puts)
+	sr.PutP50, sr.PutP99 = ms(bench.Percentile(puts, 50)), ms(bench.Percentile(puts, 99))
+
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return sr, err
+	}
+	out, err := accept.Open(ctx, filepath.Join(dir, "outbox"), accept.Options{K: 1000})
+	if err != nil {
+		return sr, err
+	}
+	defer out.Close(context.WithoutCancel(ctx))
+	gs, err := graft.Open(ctx, filepath.Join(dir, "graft"), graft.Options{Remote: st})
+	if err != nil {
+		return sr, err
+	}
+	defer gs.Close()
+	mqc, err := e.connect(ctx)
+	if err != nil {
+		return sr, err
+	}
+	defer mqc.Close()
+	tier, err := accept.NewTier(ctx, out, gs, accept.VolumePusher{}, mqc, accept.TierOptions{})
+	if err != nil {
+		return sr, err
+	}
+	defer tier.Close(context.WithoutCancel(ctx))
+	// The first enqueue creates the volume; it is not timed.
+	rc, err := tier.Enqueue(ctx, queue, 0, syncPayload, accept.Sync)
+	if err != nil {
+		return sr, err
+	}
+	vol, err := gs.Volume(ctx, rc.Volume)
+	if err != nil {
+		return sr, err
+	}
+	for _, c := range cfg.SyncCallers {
+		p.Step(fmt.Sprintf("%s: %d callers", rem.Name, c))
+		lv, err := syncLevel(ctx, tier, vol, queue, c, cfg.SyncWindow)
+		if err != nil {
+			return sr, err
+		}
+		sr.Levels = append(sr.Levels, lv)
+	}
+	if err := tier.Drain(ctx); err != nil {
+		return sr, err
+	}
+	return sr, nil
+}
+
+// syncLevel runs callers goroutines enqueueing with Sync for window.
+func syncLevel(ctx context.Context, tier *accept.Tier, vol *graft.Volume, queue string, callers int, window time.Duration) (SyncLevel, error) {
+	head0 := vol.Head()
+	lats := make([][]time.Duration, callers)
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(window)
+	for k := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				t0 := time.Now()
+				if _, err := tier.Enqueue(ctx, queue, 0, syncPayload, accept.Sync); err != nil {
+					errs[k] = err
+					return
+				}
+				lats[k] = append(lats[k], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
+		return SyncLevel{}, err
+	}
+	all := slices.Concat(lats...)
+	slices.Sort(all)
+	lv := SyncLevel{Callers: callers, Jobs: len(all), JobsPerSec: float64(len(all)) / elapsed.Seconds(),
+		P50: ms(bench.Percentile(all, 50)), P99: ms(bench.Percentile(all, 99)), Commits: vol.Head() - head0}
+	if lv.Commits > 0 {
+		lv.JobsPerCommit = float64(lv.Jobs) / float64(lv.Commits)
+	}
+	return lv, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
