@@ -64,7 +64,7 @@ const (
 func ParseURL(s string) (Endpoint, error) {
 	e := Endpoint{DialTimeout: DefaultDialTimeout, Timeout: DefaultTimeout}
 	bad := func(format string, args ...any) (Endpoint, error) {
-		return Endpoint{}, fmt.Errorf("%w %q: %s", ErrBadURL, redact(s), fmt.Sprintf(format, args...))
+		return Endpoint{}, fmt.Errorf("%w %q: %s", ErrBadURL, Redact(s), fmt.Sprintf(format, hidePassword(s, args)...))
 	}
 	scheme, rest, ok := strings.Cut(s, "://")
 	switch {
@@ -178,6 +178,11 @@ func hostPort(h string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
+// TLSConfig returns the TLS configuration the client uses for e (TLS 1.2
+// or later, the server name of the first address, ca_file, skip_verify), or
+// nil for plain TCP: every other connection to the same Redis should use it.
+func (e Endpoint) TLSConfig() (*tls.Config, error) { return e.tlsConfig() }
+
 // tlsConfig returns the TLS configuration of e, or nil for plain TCP.
 func (e Endpoint) tlsConfig() (*tls.Config, error) {
 	if !e.TLS {
@@ -219,21 +224,53 @@ func (e Endpoint) String() string {
 	return b.String()
 }
 
-// redact hides the password of a URL for an error message.
-func redact(s string) string {
+// Redact returns the URL s with its password hidden, for logs and error
+// messages. Everything between "://" and the last '@' is the user
+// information, whatever characters the password holds ('/', '?', '@' …):
+// a parser may split such a URL elsewhere, but Redact never shows it.
+func Redact(s string) string {
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
 		return clip(s)
 	}
-	auth, tail, _ := strings.Cut(rest, "/")
-	if at := strings.LastIndexByte(auth, '@'); at >= 0 {
-		if user, _, hasPass := strings.Cut(auth[:at], ":"); hasPass {
-			auth = user + ":***" + auth[at:]
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		if user, _, hasPass := strings.Cut(rest[:at], ":"); hasPass {
+			rest = user + ":***" + rest[at:]
 		}
 	}
-	out := scheme + "://" + auth
-	if tail != "" || strings.Contains(rest, "/") {
-		out += "/" + tail
+	return clip(scheme + "://" + rest)
+}
+
+// rawPassword returns the password part of s as written (see Redact), or "".
+func rawPassword(s string) string {
+	_, rest, ok := strings.Cut(s, "://")
+	at := strings.LastIndexByte(rest, '@')
+	if !ok || at < 0 {
+		return ""
 	}
-	return clip(out)
+	_, pass, _ := strings.Cut(rest[:at], ":")
+	return pass
+}
+
+// hidePassword replaces each argument of an error message whose text holds
+// a piece of the password of s (the parts a parser may cut it into) by a
+// placeholder.
+func hidePassword(s string, args []any) []any {
+	pass := rawPassword(s)
+	if pass == "" {
+		return args
+	}
+	pieces := strings.FieldsFunc(pass, func(r rune) bool { return strings.ContainsRune("/?,@:&=#%", r) })
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = a
+		text := fmt.Sprint(a)
+		for _, p := range pieces {
+			if strings.Contains(text, p) {
+				out[i] = "(hidden: part of the password)"
+				break
+			}
+		}
+	}
+	return out
 }

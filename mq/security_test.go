@@ -1,0 +1,152 @@
+package mq
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/echostore/echostore/brand"
+
+	"github.com/echostore/echostore/names"
+)
+
+// TestSecurityPasswordNeverInErrorsOrString: whatever the URL's shape, a
+// password written in it (percent-encoded or raw, with the characters that
+// end a URL's parts) never appears in a parse error or in Endpoint.String,
+// the two texts that reach logs.
+func TestSecurityPasswordNeverInErrorsOrString(t *testing.T) {
+	const pw = "Sup3rS3cret"
+	for _, u := range []string{
+		"redis://:" + pw + "@h",
+		"redis://user:" + pw + "@h:6379/0",
+		"redis://user:" + pw + "@h?nope=1",           // unknown option
+		"redis://user:" + pw + "@h:99999",            // bad port
+		"redis://user:" + pw + "@h/notadb",           // bad path
+		"redis://user:" + pw + "%zz@h",               // bad escape in the password
+		"redis://:" + pw[:5] + "/" + pw[5:] + "@h",   // raw '/' in the password
+		"redis://:" + pw[:5] + "?" + pw[5:] + "@h",   // raw '?' in the password
+		"redis://:" + pw[:5] + "," + pw[5:] + "@h",   // raw ',' in the password
+		"redis://:" + pw[:5] + "@" + pw[5:] + "@h",   // raw '@' in the password
+		"redis://:" + pw[:5] + ":" + pw[5:] + "@h",   // raw ':' in the password
+		"redis://:" + pw[:5] + "/" + pw[5:] + "@h/x", // and a bad path
+		"rediss://u:" + pw + "@h?skip_verify=maybe",
+		"redis://u:" + pw + "@h?skip_verify=true", // TLS option without rediss
+	} {
+		ep, err := ParseURL(u)
+		text := ep.String()
+		if err != nil {
+			text = err.Error()
+			if !errors.Is(err, ErrBadURL) {
+				t.Errorf("ParseURL(%q): %v, want ErrBadURL", u, err)
+			}
+		}
+		for _, frag := range []string{pw, pw[:5], pw[5:]} {
+			if strings.Contains(text, frag) {
+				t.Errorf("ParseURL(%q): %q shows %q of the password", u, text, frag)
+			}
+		}
+	}
+}
+
+// TestSecurityRedactKeepsWhatHelps: redaction hides only the password.
+func TestSecurityRedactKeepsWhatHelps(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis://user:pw@h:1/2?db=3": "redis://user:***@h:1/2?db=3",
+		"redis://:pw@h":              "redis://:***@h",
+		"redis://user@h/0":           "redis://user@h/0",
+		"redis://h:1/0":              "redis://h:1/0",
+		"redis://:p/w@h/1":           "redis://:***@h/1",
+		"redis://:p?w@h":             "redis://:***@h",
+		"rediss://u:a@b@h":           "rediss://u:***@h",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestSecurityNamesRefusedBeforeRedis: queue and stream names that could
+// break out of the key's hashtag or collide with another key are refused
+// by every entry point before a command is sent (the client points at a
+// port where nothing listens: any command would fail with another error).
+func TestSecurityNamesRefusedBeforeRedis(t *testing.T) {
+	bad := []string{"", ".", "..", "../x", "a/b", "/abs", "x}", "{x", "x:archived", "a b", "a\x00b", "é",
+		"\u0430dmin", "a\u200bb", strings.Repeat("a", names.MaxLen+1), "a\nb", "a*", "a?b", "a[1]"}
+	keyFuncs := map[string]func(string) error{
+		"checkQ":         checkQ,
+		"checkQS queue":  func(n string) error { return checkQS(n, "s") },
+		"checkQS stream": func(n string) error { return checkQS("q", n) },
+	}
+	for _, n := range bad {
+		for what, f := range keyFuncs {
+			if err := f(n); !errors.Is(err, names.ErrInvalid) {
+				t.Errorf("%s(%q) = %v, want names.ErrInvalid", what, n, err)
+			}
+		}
+		if _, err := QueueLane(n, "l"); err == nil {
+			t.Errorf("QueueLane(%q) accepted", n)
+		}
+		if _, err := QueueLane("q", n); err == nil {
+			t.Errorf("QueueLane lane %q accepted", n)
+		}
+		if _, err := VolumeLane(n); err == nil {
+			t.Errorf("VolumeLane(%q) accepted", n)
+		}
+	}
+}
+
+// TestSecurityClientRefusesBadNames: every Client method that builds a key
+// from a queue or stream name refuses a bad one with names.ErrInvalid, and
+// Redis is left without any key of it.
+func TestSecurityClientRefusesBadNames(t *testing.T) {
+	c := plain(t, Options{})
+	ctx := testCtx(t)
+	good := queueName(t)
+	for _, n := range []string{"../x", "x}", "{x", "x:archived", "a\x00b", "é", strings.Repeat("a", names.MaxLen+1), ""} {
+		calls := map[string]func(q, s string) error{
+			"Append": func(q, s string) error { _, err := c.Append(ctx, q, s, Field{Name: "k", Value: "v"}); return err },
+			"AppendBatch": func(q, s string) error {
+				_, err := c.AppendBatch(ctx, q, s, [][]Field{{{Name: "k", Value: "v"}}})
+				return err
+			},
+			"Read": func(q, s string) error {
+				for _, err := range c.Read(ctx, q, s, 0, ^brand.ID(0), 10, false) {
+					return err
+				}
+				return nil
+			},
+			"Info":             func(q, s string) error { _, err := c.Info(ctx, q, s); return err },
+			"SetID":            func(q, s string) error { _, err := c.SetID(ctx, q, s, 5); return err },
+			"TrimMinID":        func(q, s string) error { _, err := c.TrimMinID(ctx, q, s, 5); return err },
+			"PutArchived":      func(q, s string) error { return c.PutArchived(ctx, q, s, Seam{W: 1, LSN: 1}) },
+			"RegisterArchived": func(q, s string) error { return c.RegisterArchived(ctx, q, s) },
+			"TakeLease":        func(q, s string) error { _, err := c.TakeLease(ctx, q, s, 1, time.Second); return err },
+			"DeleteArchivedStream": func(q, s string) error {
+				_, err := c.DeleteArchivedStream(ctx, q, s, 1)
+				return err
+			},
+			"Enqueue": func(q, _ string) error {
+				_, err := c.Enqueue(ctx, q, Job{Fields: []Field{{Name: "k", Value: "v"}}})
+				return err
+			},
+			"Claim":  func(q, _ string) error { _, err := c.Claim(ctx, q, "c", 1); return err },
+			"Status": func(q, _ string) error { _, err := c.Status(ctx, q); return err },
+		}
+		for what, call := range calls {
+			if err := call(n, "s"); !errors.Is(err, names.ErrInvalid) {
+				t.Errorf("%s(queue %q): %v, want names.ErrInvalid", what, n, err)
+			}
+			if what == "Enqueue" || what == "Claim" || what == "Status" {
+				continue
+			}
+			if err := call(good, n); !errors.Is(err, names.ErrInvalid) {
+				t.Errorf("%s(stream %q): %v, want names.ErrInvalid", what, n, err)
+			}
+		}
+	}
+	keys, err := c.rdb.Do(ctx, c.rdb.B().Keys().Pattern("emq:{"+good+"}*").Build()).AsStrSlice()
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("keys left behind: %v, %v", keys, err)
+	}
+}
