@@ -185,7 +185,8 @@ type CycleResult struct {
 // Cycle runs one fold-then-trim cycle on stream s of queue q: it takes the
 // stream's lease (waiting, bounded, for a dead driver's lease to expire),
 // registers the stream as archived (so trim-only retention refuses it),
-// folds the records outside w that are above W, in chunks of at most
+// brings the volume up to the remote's head if a remote is attached and
+// ahead (a takeover: see openVolume), folds the records outside w that are above W, in chunks of at most
 // Options.Chunk records, each one commit, and then trims the stream by MINID
 // at W's successor (never past the window's cut, never past a consumer
 // group's oldest pending or undelivered entry) in one script that checks the
@@ -226,19 +227,19 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 	if err := live.RegisterArchived(ctx, q, s); err != nil {
 		return res, err
 	}
-	vol, err := a.opts.Store.CreateVolume(ctx, vname)
+	seam, ok, err := live.GetArchived(ctx, q, s)
 	if err != nil {
-		return res, fmt.Errorf("archive cycle %s/%s: %w", q, s, err)
+		return res, err
+	}
+	vol, err := a.openVolume(ctx, q, s, vname, ok)
+	if err != nil {
+		return res, err
 	}
 	st, err := Frontier(ctx, vol)
 	if err != nil {
 		return res, err
 	}
 	res.State = st
-	seam, ok, err := live.GetArchived(ctx, q, s)
-	if err != nil {
-		return res, err
-	}
 	if ok && !st.Covers(seam.W) {
 		return res, fmt.Errorf("archive cycle %s/%s: %s ends at %s, the seam cache at %s: refusing to fold or trim; pull the volume first: %w",
 			q, s, vname, formatW(st), brand.EVT.Format(seam.W), ErrVolumeBehind)

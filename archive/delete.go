@@ -17,12 +17,18 @@ type DeleteResult struct {
 	VolumeDropped bool
 	// LiveEntries is the number of entries the live stream held.
 	LiveEntries int64
+	// RemoteDeleted is true when the store had a remote attached and the
+	// volume's objects in it were deleted (RemoteObjects of them); false
+	// means no remote was attached and a remote log, if any, is kept.
+	RemoteDeleted bool
+	RemoteObjects int
 	// Token is the lease token the delete ran under.
 	Token int64
 }
 
 // Delete deletes the archived stream s of queue q and its history in this
-// data dir: the local archive volume (graft.Store.DropVolume), then, in one
+// data dir: the local archive volume (graft.Store.DropVolume), then its log
+// in the remote attached to the store, if any (DeleteRemoteLog), then, in one
 // script fenced by the stream's lease, the live stream, its seam cache, its
 // membership of the archived set and the lease (the lease's token counter
 // is kept, so tokens keep increasing). It takes the lease first, waiting
@@ -31,8 +37,10 @@ type DeleteResult struct {
 // The volume goes first: if the Redis step then fails, the seam cache is
 // left without a volume and reads refuse it (ErrNoVolume) rather than serve
 // the live tail alone; run Delete again. A drop that graft refuses (open
-// snapshots, a pending push) leaves everything in place. The volume's
-// remote log and other nodes' copies are not deleted.
+// snapshots, a pending push) leaves everything in place. Without a remote
+// attached the remote log is kept (a later cycle with that remote refuses to
+// start a new volume over it: ErrRemoteLogExists); other nodes' local
+// copies are not deleted.
 func (a *Archiver) Delete(ctx context.Context, q, s string) (res DeleteResult, err error) {
 	vname, err := names.ArchiveVolume(q, s)
 	if err != nil {
@@ -60,6 +68,14 @@ func (a *Archiver) Delete(ctx context.Context, q, s string) (res DeleteResult, e
 	case !errors.Is(err, graft.ErrVolumeNotFound):
 		return res, fmt.Errorf("archive delete %s/%s: %w; nothing was deleted", q, s, err)
 	}
+	if rs := a.opts.Store.Remote(); rs != nil {
+		n, err := DeleteRemoteLog(ctx, rs, vname)
+		res.RemoteObjects = n
+		if err != nil {
+			return res, fmt.Errorf("archive delete %s/%s: the local volume is gone, the remote log only in part: %w; run the delete again", q, s, err)
+		}
+		res.RemoteDeleted = true
+	}
 	if a.afterDrop != nil {
 		a.afterDrop(token)
 	}
@@ -74,6 +90,6 @@ func (a *Archiver) Delete(ctx context.Context, q, s string) (res DeleteResult, e
 	deleted = true
 	res.LiveEntries = n
 	a.log.Info("archived stream deleted", "queue", q, "stream", s, "volume", vname,
-		"volume_dropped", res.VolumeDropped, "live_entries", n)
+		"volume_dropped", res.VolumeDropped, "remote_objects", res.RemoteObjects, "remote_deleted", res.RemoteDeleted, "live_entries", n)
 	return res, nil
 }

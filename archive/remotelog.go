@@ -1,0 +1,128 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
+)
+
+// ErrRemoteLogExists: a cycle was about to start a new archive volume while
+// the remote already holds a log of that name, and the stream has no seam
+// cache that would make the log its own: the history of a deleted stream
+// (or of a Redis that lost the seam). Nothing was folded or trimmed.
+var ErrRemoteLogExists = errors.New("archive: the remote holds a log of this volume from another history")
+
+// RemoteLogError reports a leftover remote log that a new archive volume
+// would collide with.
+type RemoteLogError struct {
+	Queue, Stream string
+	Volume        string
+	Head          uint64 // the remote log's head LSN
+}
+
+// Error describes the collision and the two ways out.
+func (e *RemoteLogError) Error() string {
+	return fmt.Sprintf("archive %s/%s: the remote holds a log of %s (head LSN %d) but the stream has no seam cache, "+
+		"so that log is not this stream's history (it was deleted, or Redis lost the seam cache); nothing was folded: "+
+		"delete the old log with `echostore archive delete %s %s --yes-delete-history` and the same --remote, "+
+		"or restore the seam cache if that history is this stream's",
+		e.Queue, e.Stream, e.Volume, e.Head, e.Queue, e.Stream)
+}
+
+// Unwrap returns ErrRemoteLogExists.
+func (e *RemoteLogError) Unwrap() error { return ErrRemoteLogExists }
+
+// DeleteRemoteLog deletes every object of volume in rs: the commit objects
+// newest first (so that what is left at any moment is a shorter log, never
+// one with holes), the checkpoint markers and anything else under
+// volumes/<volume>/, then the segments under segments/<volume>/. It returns
+// how many objects it deleted. Deleting a volume with no objects is not an
+// error. Other volumes' objects are not touched (every prefix ends in '/').
+func DeleteRemoteLog(ctx context.Context, rs remote.Store, volume string) (int, error) {
+	n := 0
+	for _, prefix := range []string{
+		remote.LogPrefix(volume), // ascending keys: inverted LSNs, newest first
+		remote.CheckpointPrefix(volume),
+		"volumes/" + volume + "/",
+		remote.SegmentPrefix(volume),
+	} {
+		objs, err := rs.List(ctx, prefix, 0)
+		if err != nil {
+			return n, fmt.Errorf("delete remote log of %s: list %s: %w", volume, prefix, err)
+		}
+		for _, o := range objs {
+			if err := rs.Delete(ctx, o.Key); err != nil {
+				return n, fmt.Errorf("delete remote log of %s: %s: %w", volume, o.Key, err)
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// openVolume returns the archive volume vname of q/s for a cycle that holds
+// the stream's lease, created if missing. With a remote attached to the
+// store it first reads the remote head (one LIST): when the remote is ahead
+// of the local copy (another process folded and pushed, and this one takes
+// over its lease) it pulls, so that the fold's base is the remote's
+// history; when the local copy is missing or empty and the remote has a log
+// but the stream has no seam cache (hasSeam), it refuses with a
+// *RemoteLogError. A local copy with unpushed commits and a remote that
+// moved on fails the pull with graft's *DivergedError; a copy with a pending
+// remote commit is not pulled (the cycle's push settles it).
+func (a *Archiver) openVolume(ctx context.Context, q, s, vname string, hasSeam bool) (*graft.Volume, error) {
+	store := a.opts.Store
+	vol, err := store.Volume(ctx, vname)
+	if errors.Is(err, graft.ErrVolumeNotFound) {
+		vol, err = nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("archive cycle %s/%s: %w", q, s, err)
+	}
+	if rs := store.Remote(); rs != nil {
+		l, err := remote.NewLog(rs, vname)
+		if err != nil {
+			return nil, fmt.Errorf("archive cycle %s/%s: %w", q, s, err)
+		}
+		head, err := l.Head(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("archive cycle %s/%s: remote head of %s: %w", q, s, vname, err)
+		}
+		if head > 0 && (vol == nil || vol.Head() == 0) && !hasSeam {
+			return nil, &RemoteLogError{Queue: q, Stream: s, Volume: vname, Head: head}
+		}
+		pending := false
+		if vol != nil {
+			// A push of this volume that may have landed: the next push
+			// settles it (same bytes = landed), a pull must not run first.
+			p, err := vol.Pending(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("archive cycle %s/%s: %w", q, s, err)
+			}
+			pending = p != nil
+		}
+		if head > 0 && !pending && (vol == nil || vol.Info().RemoteLSN < head) {
+			if vol == nil {
+				if vol, err = store.CreateVolume(ctx, vname); err != nil {
+					return nil, fmt.Errorf("archive cycle %s/%s: %w", q, s, err)
+				}
+			}
+			from := vol.Info().RemoteLSN
+			if _, err := vol.Pull(ctx, nil); err != nil {
+				return nil, fmt.Errorf("archive cycle %s/%s: pull %s from the remote (head %d) before folding: %w",
+					q, s, vname, head, err)
+			}
+			a.log.Info("archive volume pulled before the cycle", "queue", q, "stream", s, "volume", vname,
+				"remote_from", from, "remote_head", head)
+		}
+	}
+	if vol == nil {
+		if vol, err = store.CreateVolume(ctx, vname); err != nil {
+			return nil, fmt.Errorf("archive cycle %s/%s: %w", q, s, err)
+		}
+	}
+	return vol, nil
+}

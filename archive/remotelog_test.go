@@ -1,0 +1,238 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/mq"
+)
+
+var bucketSeq atomic.Int64
+
+// remotes returns the remotes to test against: file:// and a fresh bucket
+// of the package's MinIO.
+func remotes() map[string]func(t *testing.T) remote.Store {
+	open := func(t *testing.T, u string) remote.Store {
+		rs, err := remote.Open(context.Background(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rs.Close() })
+		return rs
+	}
+	return map[string]func(t *testing.T) remote.Store{
+		"file": func(t *testing.T) remote.Store { return open(t, "file://"+t.TempDir()) },
+		"minio": func(t *testing.T) remote.Store {
+			m := servers.MinIO(t)
+			for _, kv := range m.Env() {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
+			name := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(t.Name(), "-"))
+			name = fmt.Sprintf("%.40s-%d", strings.Trim(name, "-"), bucketSeq.Add(1))
+			if err := m.CreateBucket(context.Background(), name); err != nil {
+				t.Fatal(err)
+			}
+			return open(t, m.URL(name))
+		},
+	}
+}
+
+// node is one data dir (its own graft store, attached to the shared remote
+// when rs is not nil) archiving stream q/s of the shared Redis.
+func node(t *testing.T, live *mq.Client, rs remote.Store, q, s string, opts Options) *env {
+	st := openStore(t, t.TempDir())
+	if rs != nil {
+		st.AttachRemote(rs)
+		opts.TrimAfter, opts.Pusher = TrimAfterRemote, GraftPusher{}
+	}
+	opts.Store, opts.Live, opts.Logger = st, live, quietLog()
+	a, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, live: live, st: st, a: a, q: q, s: s}
+}
+
+// appendBig appends n records with a 4 KiB field, so that a fold's pages
+// go to remote segments rather than inline.
+func (e *env) appendBig(ctx context.Context, n int) []brand.ID {
+	e.t.Helper()
+	batch := make([][]mq.Field, n)
+	for i := range batch {
+		batch[i] = []mq.Field{{Name: "n", Value: fmt.Sprint(i)}, {Name: "pad", Value: strings.Repeat("p", 4096)}}
+	}
+	got, err := e.live.AppendBatch(ctx, e.q, e.s, batch)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return got
+}
+
+// remoteObjects counts the objects of volume in rs (log, checkpoints,
+// segments).
+func remoteObjects(t *testing.T, rs remote.Store, volume string) (log, segments int) {
+	t.Helper()
+	ctx := context.Background()
+	v, err := rs.List(ctx, "volumes/"+volume+"/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg, err := rs.List(ctx, remote.SegmentPrefix(volume), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(v), len(sg)
+}
+
+// TestDeleteRemoteLog: Delete with a remote attached deletes every object
+// of the volume there (log, checkpoints, segments) and nothing of a sibling
+// stream's. A delete from a data dir without the remote keeps the remote
+// log; a later cycle that would start a new volume over it refuses with a
+// *RemoteLogError (nothing folded, trimmed or created), until a delete with
+// the remote removes it. Against file:// and MinIO.
+func TestDeleteRemoteLog(t *testing.T) {
+	for name, mk := range remotes() {
+		t.Run(name, func(t *testing.T) {
+			ctx := testCtx(t)
+			rs := mk(t)
+			live := connect(t, testRedisURL(t))
+			q := queueName(t)
+			a := node(t, live, rs, q, "gone", Options{Chunk: 20})
+			sib := node(t, live, rs, q, "kept", Options{})
+			a.appendBig(ctx, 50)
+			sib.appendBig(ctx, 10)
+			for _, e := range []*env{a, sib} {
+				if _, err := e.a.Cycle(ctx, q, e.s, Window{Keep: 5}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			vname := volumeName(q, "gone")
+			logN, segN := remoteObjects(t, rs, vname)
+			sibLog, sibSeg := remoteObjects(t, rs, volumeName(q, "kept"))
+			if logN == 0 || segN == 0 || sibLog == 0 {
+				t.Fatalf("before delete: %d log and %d segment objects, sibling %d", logN, segN, sibLog)
+			}
+			res, err := a.a.Delete(ctx, q, "gone")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.RemoteDeleted || res.RemoteObjects != logN+segN || !res.VolumeDropped {
+				t.Fatalf("delete: %+v, want %d remote objects", res, logN+segN)
+			}
+			if l, sg := remoteObjects(t, rs, vname); l != 0 || sg != 0 {
+				t.Fatalf("after delete the remote still holds %d log and %d segment objects", l, sg)
+			}
+			if l, sg := remoteObjects(t, rs, volumeName(q, "kept")); l != sibLog || sg != sibSeg {
+				t.Fatalf("sibling's remote objects %d/%d, were %d/%d", l, sg, sibLog, sibSeg)
+			}
+			// The name archives afresh over the emptied remote.
+			fresh := a.appendBig(ctx, 8)
+			if _, err := a.a.Cycle(ctx, q, "gone", Window{Keep: 2}); err != nil {
+				t.Fatal(err)
+			}
+			a.audit(ctx, fresh)
+
+			// A delete from a data dir with no remote keeps the remote log.
+			local := node(t, live, nil, q, "gone", Options{})
+			res, err = local.a.Delete(ctx, q, "gone")
+			if err != nil || res.RemoteDeleted || res.VolumeDropped {
+				t.Fatalf("delete without a remote: %+v %v", res, err)
+			}
+			l, _ := remoteObjects(t, rs, vname)
+			if l == 0 {
+				t.Fatal("the remote log went with a delete that had no remote")
+			}
+			// A new stream of that name on a node with the remote: refused.
+			again := node(t, live, rs, q, "gone", Options{})
+			again.appendBig(ctx, 6)
+			_, err = again.a.Cycle(ctx, q, "gone", Window{Keep: 1})
+			var rle *RemoteLogError
+			if !errors.Is(err, ErrRemoteLogExists) || !errors.As(err, &rle) || rle.Head == 0 || !strings.Contains(err.Error(), "archive delete") {
+				t.Fatalf("cycle over a leftover remote log: %v", err)
+			}
+			if n, _ := live.Len(ctx, q, "gone"); n != 6 {
+				t.Fatalf("refused cycle left %d live entries, want 6", n)
+			}
+			if _, err := again.st.Volume(ctx, vname); !errors.Is(err, graft.ErrVolumeNotFound) {
+				t.Fatalf("refused cycle created the volume: %v", err)
+			}
+			if l2, _ := remoteObjects(t, rs, vname); l2 != l {
+				t.Fatalf("refused cycle changed the remote: %d objects, were %d", l2, l)
+			}
+			// A delete with the remote clears it; then the cycle goes ahead.
+			if res, err = again.a.Delete(ctx, q, "gone"); err != nil || !res.RemoteDeleted || res.RemoteObjects != l {
+				t.Fatalf("delete with the remote: %+v %v", res, err)
+			}
+			ids := again.appendBig(ctx, 4)
+			if res, err := again.a.Cycle(ctx, q, "gone", Window{Keep: 1}); err != nil || res.Folded != 3 {
+				t.Fatalf("cycle after the delete: %+v %v", res, err)
+			}
+			again.audit(ctx, ids)
+		})
+	}
+}
+
+// TestCycleTakeoverPulls: two data dirs share one remote and one Redis.
+// Node A folds and pushes, then dies holding the stream's lease. Node B's
+// cycle waits for the lease to expire, pulls the volume from the remote
+// (it has no copy), and folds on top of A's history: the page sequence and
+// W continue, the merge-read from B returns every record once. When A
+// comes back, its copy is behind the remote; its cycle pulls B's folds
+// first and goes on. Without the pull, B would refuse (ErrVolumeBehind) and
+// A would diverge.
+func TestCycleTakeoverPulls(t *testing.T) {
+	ctx := testCtx(t)
+	rs, err := remote.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	live := connect(t, testRedisURL(t))
+	q := queueName(t)
+	opts := Options{LeaseTTL: 300 * time.Millisecond, LeaseWait: 5 * time.Second, Chunk: 7}
+	a := node(t, live, rs, q, "s", opts)
+	b := node(t, live, rs, q, "s", opts)
+	all := a.append(ctx, 40)
+	if res, err := a.a.Cycle(ctx, q, "s", Window{Keep: 10}); err != nil || res.Folded != 30 {
+		t.Fatalf("A's cycle: %+v %v", res, err)
+	}
+	// A dies holding the lease.
+	l, err := live.TakeLease(ctx, q, "s", 0, opts.LeaseTTL)
+	if err != nil || l.Held {
+		t.Fatalf("lease: %+v %v", l, err)
+	}
+	all = append(all, b.append(ctx, 20)...)
+	res, err := b.a.Cycle(ctx, q, "s", Window{Keep: 10})
+	if err != nil {
+		t.Fatalf("B's takeover cycle: %v", err)
+	}
+	if res.Folded != 20 || res.State.Pages != 50 || res.State.W != all[49] || res.Token <= l.Token {
+		t.Fatalf("B's takeover cycle: %+v (A's token %d)", res, l.Token)
+	}
+	if got := b.archiveIDs(ctx); !slices.Equal(got, all[:50]) {
+		t.Fatalf("B's archive: %d ids, want A's 30 and its own 20", len(got))
+	}
+	b.audit(ctx, all)
+
+	// A is back, behind the remote: it pulls B's folds before its own.
+	all = append(all, a.append(ctx, 15)...)
+	if res, err = a.a.Cycle(ctx, q, "s", Window{Keep: 10}); err != nil || res.Folded != 15 || res.State.Pages != 65 {
+		t.Fatalf("A's cycle after B's: %+v %v", res, err)
+	}
+	a.audit(ctx, all)
+	if _, err := b.a.Cycle(ctx, q, "s", Window{Keep: 10}); err != nil { // and B pulls A's
+		t.Fatal(err)
+	}
+	b.audit(ctx, all)
+}
