@@ -4,8 +4,14 @@ GO ?= go
 PKGS ?= ./...
 FUZZTIME ?= 10s
 BENCHCOUNT ?= 5
+SOAK ?= 10m
+SOAKTIMEOUT ?= 40m
+# The crash, fence, outage and corruption tests of the parts that the fault
+# suite runs beside its own (docs/RELIABILITY.md says what each proves).
+FAULTTESTS ?= ^(TestCrashKill9|TestCrashStrictFS|TestFenceAcrossProcesses|TestPushCrashPoints|TestCorruptRemoteRefused|TestCrashDuringAppend|TestTwoWriterProcesses|TestMinIOKilledMidAppend|TestCorruptObjectsInStore|TestCorrupt(Commit|Segment|Marker|Tombstone)|TestCrashCycling|TestRedisRestartMidCycle|TestRedisLostDataCannotHideAppends|TestFencedDriverCannotTrim|TestCrashLossWindow|TestEnqueueCrash|TestRemoteDown|TestTornTail|TestCorruptOnlySnapshot|TestReconnectAfterRestart)$$
+FUZZPKGS ?= ./brand ./names ./mq ./graft ./graft/remote ./archive ./accept
 
-.PHONY: all build run test test-short lint bench fuzz deps clean
+.PHONY: all build run test test-short lint bench fuzz deps clean faults soak
 
 all: build
 
@@ -40,6 +46,19 @@ bench:
 ## fuzz: a short run ($(FUZZTIME)) of every fuzz target in the module
 fuzz:
 	bash scripts/fuzz.sh $(FUZZTIME)
+
+## faults: the fault suite (faults/) and the parts' crash, fence, outage and
+## corruption tests, with the race detector, then every checked-in fuzz input
+faults:
+	bash scripts/deps.sh redis minio
+	$(GO) test -race -count=1 -timeout 15m ./faults/ ./internal/faultfs/ ./internal/faultstore/
+	$(GO) test -race -count=1 -timeout 15m -run '$(FAULTTESTS)' ./graft/ ./graft/remote/ ./archive/ ./accept/ ./mq/
+	$(GO) test -count=1 -run '^Fuzz' $(FUZZPKGS)
+
+## soak: $(SOAK) of mixed load with random faults, then the full audit (SOAK=60s for a short one)
+soak:
+	bash scripts/deps.sh redis minio
+	ECHOSTORE_SOAK=$(SOAK) $(GO) test -count=1 -v -timeout $(SOAKTIMEOUT) -run '^TestSoak$$' ./faults/
 
 deps:
 	bash scripts/deps.sh redis minio
