@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,18 +44,46 @@ func TestBrowser(t *testing.T) {
 		e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=2", "")
 		waitRow(t, ctx, key, "11", "2")
 
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot: %v", err)
+		screenshot(t, ctx, false)
+	})
+
+	t.Run("ScrubAndFault", func(t *testing.T) {
+		e := start(t, Config{Defaults: StreamConfig{Keep: 2}})
+		ctx := browser(t)
+		q := queueName(t)
+		key := q + "/s"
+		mustDo(t, ctx, chromedp.Navigate(e.base+"/"))
+		waitLive(t, ctx)
+		ids := appendN(e, q, "s", 0, 150)
+		e.must("POST", "/v1/streams/"+q+"/s/cycle", "") // the stream's window: keep 2
+		waitRow(t, ctx, key, "148", "2")
+
+		// Scrub through the merged history: its start and the middle come
+		// from the archive (pages read forward), the end across W from the
+		// live tail (pages read backward).
+		click(t, ctx, key, "scrub")
+		for _, at := range []struct {
+			pos  int
+			side string
+		}{{0, "archive"}, {70, "archive"}, {146, "archive"}, {149, "live"}, {120, "archive"}} {
+			scrubTo(t, ctx, at.pos, ids[at.pos], at.side)
 		}
-		out := filepath.Join(t.TempDir(), "dashboard.png")
-		if os.Getenv("ECHOSTORE_SCREENSHOT") == "1" {
-			out = filepath.Join("..", "docs", "dashboard.png")
-		}
-		if err := os.WriteFile(out, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot: %s (%d bytes)", out, len(png))
+
+		// The admin control arms a fault; the next cycle folds, skips its
+		// trim (every record stays live) and says so; the one after trims.
+		more := appendN(e, q, "s", 150, 4)
+		click(t, ctx, key, "fault")
+		waitCell(t, ctx, key, 6, "fault armed")
+		click(t, ctx, key, "cycle")
+		waitCell(t, ctx, key, 6, "folded 4, trim skipped (over-retention, nothing lost)")
+		waitRow(t, ctx, key, "152", "6")
+		// The scrubber follows the cycle: W moved, nothing left.
+		scrubTo(t, ctx, 153, more[3], "live")
+		scrubTo(t, ctx, 147, ids[147], "archive") // W and the live tail in view
+		screenshot(t, ctx, true)
+		click(t, ctx, key, "cycle")
+		waitCell(t, ctx, key, 6, "folded 0, trimmed 4")
+		waitRow(t, ctx, key, "152", "2")
 	})
 
 	t.Run("Token", func(t *testing.T) {
@@ -135,5 +164,62 @@ func waitRow(t *testing.T, ctx context.Context, key, archive, live string) {
 		chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(0))); err != nil {
 		rows, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("streams").innerText`))
 		t.Fatalf("stream %s: want archive %s, live %s; table:\n%s\n%v", key, archive, live, rows, err)
+	}
+}
+
+// screenshot takes a screenshot of the page; with ECHOSTORE_SCREENSHOT=1
+// the docs one goes to docs/dashboard.png.
+func screenshot(t *testing.T, ctx context.Context, docs bool) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	out := filepath.Join(t.TempDir(), "dashboard.png")
+	if docs && os.Getenv("ECHOSTORE_SCREENSHOT") == "1" {
+		out = filepath.Join("..", "docs", "dashboard.png")
+	}
+	if err := os.WriteFile(out, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", out, len(png))
+}
+
+// click clicks the button of class cls in the stream's row.
+func click(t *testing.T, ctx context.Context, key, cls string) {
+	t.Helper()
+	mustDo(t, ctx, chromedp.Click(`#streams tr[data-key="`+key+`"] button.`+cls))
+}
+
+// waitCell waits until cell i of the stream's row contains text.
+func waitCell(t *testing.T, ctx context.Context, key string, i int, text string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.PollFunction[bool](`(key, i, text) => {
+		const tr = document.querySelector('#streams tr[data-key="' + key + '"]');
+		return !!tr && tr.cells[i].textContent.includes(text);
+	}`, chromedp.WithPollingArgs(key, i, text),
+		chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(0))); err != nil {
+		rows, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("streams").innerText`))
+		t.Fatalf("stream %s: cell %d never showed %q; table:\n%s\n%v", key, i, text, rows, err)
+	}
+}
+
+// scrubTo drags the scrubber to pos (as a user's drag does: the value
+// changes and an input event fires) and waits until the first row of the
+// history shows a record whose id starts with id, on side.
+func scrubTo(t *testing.T, ctx context.Context, pos int, id, side string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`(() => {
+		const el = document.getElementById("scrub-pos");
+		el.value = %d; el.dispatchEvent(new Event("input")); return true; })()`, pos))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.PollFunction[bool](`(pos, id, side) => {
+		const tr = document.querySelector("#scrub-rows tr");
+		return !!tr && tr.cells[0].textContent === String(pos + 1) && tr.cells[1].textContent.startsWith(id) && tr.cells[2].textContent === side;
+	}`, chromedp.WithPollingArgs(pos, id, side),
+		chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(0))); err != nil {
+		rows, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("scrub").innerText`))
+		t.Fatalf("scrubbed to %d: want %s… on the %s side; scrubber:\n%s\n%v", pos, id, side, rows, err)
 	}
 }
