@@ -2,11 +2,8 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -37,19 +34,9 @@ func newDiscoverer(url string) (*discoverer, error) {
 	if err != nil {
 		return nil, err
 	}
-	var tc *tls.Config
-	if ep.TLS {
-		tc = &tls.Config{InsecureSkipVerify: ep.SkipVerify} //nolint:gosec // the URL's skip_verify, for tests
-		if ep.CAFile != "" {
-			pem, err := os.ReadFile(ep.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("ca_file: %w", err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("ca_file %s: no PEM certificate", ep.CAFile)
-			}
-		}
+	tc, err := ep.TLSConfig()
+	if err != nil {
+		return nil, err
 	}
 	rdb, err := rueidis.NewClient(rueidis.ClientOption{
 		InitAddress:      ep.Addrs,
