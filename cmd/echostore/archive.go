@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -90,17 +89,9 @@ func openArchiveReader(ctx context.Context, g *globals, q, s string) (*archiveRe
 // read never creates it. need turns a missing remote into an error.
 func (r *archiveReader) attach(ctx context.Context, need bool) error {
 	if r.rs == nil {
-		if r.g.remote == "" {
-			if _, err := os.Stat(filepath.Join(r.g.data, "remote")); err != nil {
-				if need {
-					return fmt.Errorf("no remote configured (give --remote or ECHOSTORE_REMOTE; %s does not exist): %w", r.g.remoteURL(), graft.ErrNoRemote)
-				}
-				return nil
-			}
-		}
-		rs, err := remote.Open(ctx, r.g.remoteURL())
-		if err != nil {
-			return fmt.Errorf("remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…)", r.g.remoteURL(), err)
+		rs, err := openConfiguredRemote(ctx, r.g, need)
+		if err != nil || rs == nil {
+			return err
 		}
 		r.rs = rs
 	}
@@ -258,16 +249,29 @@ func newArchiveCycleCmd(g *globals) *cobra.Command {
 		keep      int64
 		maxAge    time.Duration
 		trimAfter string
+		retain    archive.Retention
 	)
 	cmd := &cobra.Command{
-		Use:   "cycle QUEUE STREAM --keep N [--max-age D] [--trim-after local|remote]",
-		Short: `Run one fold-then-trim cycle; print {"folded":…,"trimmed":…,"watermark":…}`,
+		Use:   "cycle QUEUE STREAM --keep N [--max-age D] [--trim-after local|remote] [--retain-count N] [--retain-age D]",
+		Short: `Run one fold-then-trim cycle; print {"folded":…,"trimmed":…,"watermark":…[,"dropped":…]}`,
 		Long: `Fold the records of the stream outside the window (all but the --keep newest,
 and, with --max-age, also those older than it) into the archive volume archive.Q.S
 of --data, in one commit per chunk, then trim the live stream by MINID up to the
 watermark, never past a consumer group's pending or undelivered entries. With
 --trim-after remote the cycle trims only what a push to the remote covers.
-The stream is registered as archived: trim-only retention leaves it alone.`,
+The stream is registered as archived: trim-only retention leaves it alone.
+
+--retain-count N and --retain-age D set the archive's retention horizon: after
+folding, the archived records beyond the newest N, or minted more than D ago,
+are dropped, oldest first (both limits apply; the watermark does not move).
+"dropped" is how many this cycle dropped (left out when none).
+
+When a remote is configured (--remote, or the folder <data>/remote exists) the
+cycle first reads the remote's head: if the remote is ahead of the local volume
+(another node folded and pushed, and this one takes over the stream's lease) it
+pulls the volume before folding; if the local volume is missing and the remote
+holds a log of that name while the stream has no seam cache (the history of a
+deleted stream) it refuses and says how to delete that log.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q, s := args[0], args[1]
@@ -285,6 +289,16 @@ The stream is registered as archived: trim-only retention leaves it alone.`,
 				return fmt.Errorf("--%w", err)
 			}
 			ctx := cmd.Context()
+			if err := retain.Validate(); err != nil {
+				return fmt.Errorf("--retain-age: %w", err)
+			}
+			if !retain.IsZero() {
+				if _, ok, err := viaServe(ctx, g.data); err != nil {
+					return err
+				} else if ok {
+					return errors.New("--retain-count and --retain-age are not passed to a running echostore serve: stop serve, or run the cycle without them")
+				}
+			}
 			if done, err := archiveCycleViaServe(ctx, g, q, s, keep, maxAge, trimAfter); done {
 				return err
 			}
@@ -298,15 +312,19 @@ The stream is registered as archived: trim-only retention leaves it alone.`,
 				return err
 			}
 			defer st.Close()
-			opts := archive.Options{Store: st, Live: c, Logger: g.log, TrimAfter: ta}
+			opts := archive.Options{Store: st, Live: c, Logger: g.log, TrimAfter: ta, Retain: retain}
+			var rs remote.Store
 			if ta == archive.TrimAfterRemote {
-				rs, err := remote.Open(ctx, g.remoteURL())
-				if err != nil {
+				if rs, err = remote.Open(ctx, g.remoteURL()); err != nil {
 					return fmt.Errorf("--trim-after remote: remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…), or use --trim-after local", g.remoteURL(), err)
 				}
+				opts.Pusher = archive.GraftPusher{}
+			} else if rs, err = openConfiguredRemote(ctx, g, false); err != nil {
+				return err
+			}
+			if rs != nil {
 				defer rs.Close()
 				st.AttachRemote(rs)
-				opts.Pusher = archive.GraftPusher{}
 			}
 			a, err := archive.New(opts)
 			if err != nil {
@@ -320,23 +338,30 @@ The stream is registered as archived: trim-only retention leaves it alone.`,
 				Folded    int64 `json:"folded"`
 				Trimmed   int64 `json:"trimmed"`
 				Watermark any   `json:"watermark"`
-			}{res.Folded, res.Trimmed, watermark(res.State)})
+				Dropped   int64 `json:"dropped,omitempty"`
+			}{res.Folded, res.Trimmed, watermark(res.State), res.Dropped})
 		},
 	}
 	f := cmd.Flags()
 	f.Int64Var(&keep, "keep", 0, "leave the N newest records live")
 	f.DurationVar(&maxAge, "max-age", 0, "also fold and trim records older than this (e.g. 24h)")
 	f.StringVar(&trimAfter, "trim-after", "local", "trim after the fold is durable locally (local) or pushed (remote)")
+	f.Uint64Var(&retain.Count, "retain-count", 0, "keep at most the N newest archived records, dropping older ones (0: no limit)")
+	f.DurationVar(&retain.MaxAge, "retain-age", 0, "drop archived records minted longer ago than this (e.g. 720h; 0: no limit)")
 	return cmd
 }
 
 func newArchiveStatusCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status QUEUE STREAM",
-		Short: `Print {"watermark":…,"archived":…,"live":…,"volume":…,"lsn":…}`,
+		Short: `Print {"watermark":…,"archived":…,"live":…,"volume":…,"lsn":…[,"low":…,"retained":…]}`,
 		Long: `Print where the seam of the stream is: the watermark W (the newest archived id,
-read from the volume, which is the truth), the number of archived records, the
-number of entries in the live stream, the archive volume and its LSN.`,
+read from the volume, which is the truth), the number of archived records ever
+folded, the number of entries in the live stream, the archive volume and its
+LSN. Once retention (archive cycle --retain-count/--retain-age) has dropped
+archived records, "low" is the sequence number of the first archived record kept
+and "retained" how many are still readable (archived − low); before that both
+are left out (low 0, retained = archived).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q, s := args[0], args[1]
@@ -383,14 +408,26 @@ number of entries in the live stream, the archive volume and its LSN.`,
 				return err
 			}
 			return json.NewEncoder(g.stdout).Encode(struct {
-				Watermark any    `json:"watermark"`
-				Archived  uint64 `json:"archived"`
-				Live      int64  `json:"live"`
-				Volume    string `json:"volume"`
-				LSN       uint64 `json:"lsn"`
-			}{watermark(state), state.Pages, n, name, state.LSN})
+				Watermark any     `json:"watermark"`
+				Archived  uint64  `json:"archived"`
+				Live      int64   `json:"live"`
+				Volume    string  `json:"volume"`
+				LSN       uint64  `json:"lsn"`
+				Low       *uint64 `json:"low,omitempty"`
+				Retained  *uint64 `json:"retained,omitempty"`
+			}{watermark(state), state.Pages, n, name, state.LSN, retentionField(state.Low, state), retentionField(state.Retained(), state)})
 		},
 	}
+}
+
+// retentionField returns &v once retention has dropped records (low > 0),
+// else nil: status prints "low" and "retained" only then, and otherwise
+// the same bytes as before retention existed.
+func retentionField(v uint64, st archive.State) *uint64 {
+	if st.Low == 0 {
+		return nil
+	}
+	return &v
 }
 
 // confirmDeleteFlag is the flag archive delete insists on.
@@ -407,10 +444,12 @@ stream, its seam cache, its entry in the queue's archived set and the lease. The
 counter of lease tokens is kept, so fencing tokens keep increasing if the stream
 is archived again. Without --` + confirmDeleteFlag + ` nothing is deleted.
 
-Not deleted: the volume's remote log (--remote) and copies on other nodes' data
-dirs. A stream re-created under the same name must not push to the old remote
-log: delete or move archive.Q.S in the remote before cycling it with
---trim-after remote (the push would fail as diverged).`,
+When a remote is configured (--remote, or the folder <data>/remote exists) the
+volume's log in it is deleted too (its commit objects newest first, then its
+checkpoints and segments); "remote_objects" counts them. Without one the remote
+log is kept ("remote_log_kept": true), and a later cycle with that remote refuses
+to start a new volume archive.Q.S over it until a delete with the remote runs.
+Not deleted: copies of the volume in other nodes' data dirs.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q, s := args[0], args[1]
@@ -433,6 +472,14 @@ log: delete or move archive.Q.S in the remote before cycling it with
 				return err
 			}
 			defer st.Close()
+			rs, err := openConfiguredRemote(ctx, g, false)
+			if err != nil {
+				return err
+			}
+			if rs != nil {
+				defer rs.Close()
+				st.AttachRemote(rs)
+			}
 			a, err := archive.New(archive.Options{Store: st, Live: c, Logger: g.log})
 			if err != nil {
 				return err
@@ -447,7 +494,8 @@ log: delete or move archive.Q.S in the remote before cycling it with
 				VolumeDropped bool   `json:"volume_dropped"`
 				LiveEntries   int64  `json:"live_entries"`
 				RemoteKept    bool   `json:"remote_log_kept"`
-			}{true, res.Volume, res.VolumeDropped, res.LiveEntries, true})
+				RemoteObjects int    `json:"remote_objects"`
+			}{true, res.Volume, res.VolumeDropped, res.LiveEntries, !res.RemoteDeleted, res.RemoteObjects})
 		},
 	}
 	cmd.Flags().BoolVar(&yes, confirmDeleteFlag, false, "confirm: delete the stream and its archived history")
