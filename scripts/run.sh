@@ -121,6 +121,7 @@ consumer &
 pids+=("$!")
 
 say "dashboard: $base/   (API $base/v1/…, metrics $base/metrics; Ctrl-C stops)"
+say "CLI beside it goes through serve, e.g. ECHOSTORE_DATA=$data $bin stream read demo events --limit 3"
 status=0
 wait "$serve" || status=$?
 # Ctrl-C reaches serve too; it shuts down gracefully and exits 0.

@@ -15,7 +15,12 @@
 //   - The accept outbox (<data>/accept/outbox) and the two-tier enqueue
 //     (accept.Tier) over it, the store and Redis.
 //   - The unix socket <data>/serve.sock (SocketName), mode 0600, on which the
-//     same API answers; removed on shutdown.
+//     same API answers; removed on shutdown. The CLI's commands that need
+//     the data dir go through it while serve runs (DESIGN.md, Processes).
+//   - A faulty archiver (fault.go) that runs a stream's next cycle when an
+//     admin armed a fault: it folds, then fails before the trim.
+//   - A Redis connection of its own (discover.go) that SCANs for the sets
+//     emq:{Q}:archived, unless Config.Discover is false.
 //   - A private prometheus.Registry: nothing is registered globally.
 //
 // # Promises
@@ -23,7 +28,13 @@
 //   - Streams come into being on first use: the first append through the API
 //     declares the stream with Config.Defaults (archived, keep DefaultKeep,
 //     trim after local, unless the configuration says otherwise). Streams
-//     named in Config.Queues are cycled from the first beat on.
+//     named in Config.Queues are cycled from the first beat on, and so are
+//     archived streams registered in Redis whose volume is in this data dir
+//     or that were never folded (discovery, on the first beat and at most
+//     every DiscoverEvery).
+//   - An injected fault never loses a record: the faulted cycle's fold is
+//     committed and its trim skipped (ErrInjectedFault), so the stream
+//     over-retains until the next cycle trims.
 //   - Names are checked (package names) before any side effect; a refused
 //     request declares nothing and writes nothing.
 //   - Every API error is JSON {"error":{"code":…,"message":…}} with a status

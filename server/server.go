@@ -33,8 +33,8 @@ var (
 
 // SocketName is the unix socket in the data dir on which a running serve
 // answers the same API as on its TCP address (mode 0600: the data dir's
-// owner only). It is how commands on the same machine will reach the server
-// that holds the data dir (DESIGN.md, Processes).
+// owner only). It is how commands on the same machine reach the server that
+// holds the data dir (DESIGN.md, Processes).
 const SocketName = "serve.sock"
 
 // ShutdownTimeout bounds how long Run waits, once its context ends, for the
