@@ -7,12 +7,15 @@
 //
 // What it owns: the record page format (page.go: AppendRecordPage,
 // DecodeRecordPage), the archive metadata of a volume (fold.go: MetaW,
-// MetaSeq), the fold (Fold), the watermark (Frontier), archive reads by id
-// and time range (Read, ReadTime), the merge-read (MergeRead), and the
-// fold-then-trim cycle with its lease and fencing (Archiver.Cycle, Driver),
-// and deleting an archived stream (Archiver.Delete: the local volume first,
-// then the live keys in one script fenced by the lease; the remote log is
-// kept).
+// MetaSeq, MetaLow), the fold (Fold), the watermark (Frontier), archive
+// reads by id and time range (Read, ReadTime), the merge-read (MergeRead),
+// the fold-then-trim cycle with its lease and fencing (Archiver.Cycle,
+// Driver), which pulls the volume first when the remote is ahead (a
+// takeover) and refuses to start a volume over a leftover remote log
+// (remotelog.go), the retention horizon (retain.go: Retain drops archived
+// pages below it with graft's DropArchiveBelow; W does not move), and
+// deleting an archived stream (Archiver.Delete: the local volume, its
+// remote log, then the live keys in one script fenced by the lease).
 //
 // Invariant 2, no loss (kept in cycle.go and fold.go): a record leaves the
 // live stream only after its page and a W ≥ its id are durable in ONE synced
