@@ -63,7 +63,12 @@ type ObjectInfo struct {
 func Open(ctx context.Context, rawURL string) (Store, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("remote URL %q: %v: %w", rawURL, err, ErrBadURL)
+		// url.Parse's error quotes the whole URL, credentials and all: say
+		// what is wrong without echoing it.
+		return nil, fmt.Errorf("remote URL is not a valid URL (check its escaping): %w", ErrBadURL)
+	}
+	if err := refuseCredentials(u); err != nil {
+		return nil, err
 	}
 	switch u.Scheme {
 	case "file":
@@ -79,6 +84,31 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 	default:
 		return nil, fmt.Errorf("remote URL %q: scheme %q (want file, s3, gs, azblob or mem): %w", rawURL, u.Scheme, ErrUnknownScheme)
 	}
+}
+
+// secretParams are the substrings of a query parameter's name that mark it
+// as a credential.
+var secretParams = []string{"secret", "password", "token", "credential", "access_key", "session"}
+
+// refuseCredentials refuses a URL that carries credentials, in its user part
+// or in a query parameter: object-store credentials come from the SDK's
+// standard environment (AWS_ACCESS_KEY_ID, GOOGLE_APPLICATION_CREDENTIALS,
+// AZURE_STORAGE_KEY, …), never from a URL, which ends up in shell history,
+// process lists and logs. The error names the offending part, not its value.
+func refuseCredentials(u *url.URL) error {
+	where := u.Scheme + "://" + u.Host
+	if u.User != nil {
+		return fmt.Errorf("remote URL %s…: credentials in the URL are refused; set them in the object store's standard environment: %w", where, ErrBadURL)
+	}
+	for name := range u.Query() {
+		low := strings.ToLower(name)
+		for _, s := range secretParams {
+			if strings.Contains(low, s) {
+				return fmt.Errorf("remote URL %s…: query parameter %q looks like a credential and is refused; set it in the object store's standard environment: %w", where, name, ErrBadURL)
+			}
+		}
+	}
+	return nil
 }
 
 // fileDir returns the directory of a file:// URL: file:///abs/dir is
