@@ -401,3 +401,30 @@ func TestCanonicalShapeLarge(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildLarge: Build, which splits maps of parallelMin entries or more
+// between two goroutines, gives the map and the shape of inserting one by
+// one, under every hasher (weak ones put many keys in few root slots),
+// with repeated keys keeping their last value.
+func TestBuildLarge(t *testing.T) {
+	for name, h := range testHashers {
+		for _, n := range []int{parallelMin - 1, parallelMin, 30000} {
+			rng := rand.New(rand.NewPCG(uint64(n), 7))
+			keys := make([]uint64, n)
+			for i := range keys {
+				keys[i] = uint64(rng.IntN(n * 3 / 4)) // about a third repeat
+			}
+			m := New[uint64, int](h).Transient()
+			model := map[uint64]int{}
+			for i, k := range keys {
+				m.Set(k, i)
+				model[k] = i
+			}
+			b := Build(h, n, func(i int) (uint64, int) { return keys[i], i })
+			check(t, b, model)
+			if shape(b) != shape(m.Persistent()) {
+				t.Fatalf("%s, n=%d: Build shape differs from inserts", name, n)
+			}
+		}
+	}
+}

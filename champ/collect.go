@@ -1,6 +1,9 @@
 package champ
 
-import "iter"
+import (
+	"iter"
+	"sync"
+)
 
 // Collect builds a Map from the entries of seq in one pass, without the
 // path copies of repeated Set: it partitions the entries by their 5-bit
@@ -14,19 +17,44 @@ func Collect[K comparable, V any](h Hasher[K], sizeHint int, seq iter.Seq2[K, V]
 		panic("champ: Collect with a nil Hasher")
 	}
 	entries := make([]entry[K, V], 0, max(sizeHint, 0))
-	items := make([]item, 0, max(sizeHint, 0))
 	for k, v := range seq {
-		items = append(items, item{hash: h(k), i: len(entries)})
 		entries = append(entries, entry[K, V]{k, v})
 	}
+	return Build(h, len(entries), func(i int) (K, V) { return entries[i].key, entries[i].val })
+}
+
+// Build builds a Map of the n entries at(0), …, at(n-1) the way Collect
+// does, without gathering them first: a caller that holds its entries in a
+// slice (recovery's decoded records) hands them over by index, and each is
+// read twice, once for its hash and once when its node is built. A key at
+// several indexes keeps the value at the last. Large maps are built by two
+// goroutines, each taking half of the root's slots, so at must be safe to
+// call concurrently (reading a slice is). The result has the same shape as
+// inserting the entries one by one.
+func Build[K comparable, V any](h Hasher[K], n int, at func(i int) (K, V)) Map[K, V] {
+	if h == nil {
+		panic("champ: Build with a nil Hasher")
+	}
 	m := Map[K, V]{hash: h}
-	if len(items) == 0 {
+	if n <= 0 {
 		return m
 	}
-	a := &arena[K, V]{entries: make([]entry[K, V], 0, len(items))}
-	m.root, m.n = a.build(items, make([]item, len(items)), entries, 0)
+	items := make([]item, n)
+	for i := range items {
+		k, _ := at(i)
+		items[i] = item{hash: h(k), i: i}
+	}
+	a := &arena[K, V]{at: at, entries: make([]entry[K, V], 0, n)}
+	if n >= parallelMin {
+		m.root, m.n = a.buildRoot(items, make([]item, n))
+	} else {
+		m.root, m.n = a.build(items, make([]item, n), 0)
+	}
 	return m
 }
+
+// parallelMin is the smallest map Build splits between two goroutines.
+const parallelMin = 8192
 
 // arena hands out the nodes and slices of one Collect from a few large
 // allocations instead of one per node. Every slice it returns has its
@@ -35,6 +63,7 @@ func Collect[K comparable, V any](h Hasher[K], sizeHint int, seq iter.Seq2[K, V]
 // owner, so nothing edits them in place. The price: a chunk stays
 // allocated while any node or slice in it is reachable.
 type arena[K comparable, V any] struct {
+	at       func(int) (K, V)
 	entries  []entry[K, V]
 	nodes    []node[K, V]
 	children []*node[K, V]
@@ -77,22 +106,29 @@ type item struct {
 // build makes the node at shift for items (at least one; all agree on the
 // hash bits below shift; in input order) and returns it with the number
 // of distinct keys under it. scratch is as long as items.
-func (a *arena[K, V]) build(items, scratch []item, entries []entry[K, V], shift uint) (*node[K, V], int) {
+func (a *arena[K, V]) build(items, scratch []item, shift uint) (*node[K, V], int) {
 	if shift > maxShift {
-		items = dedupe(items, entries)
+		items = dedupe(items, a.at)
 		n := a.node()
 		n.entries = a.entrySlice(len(items))
 		for _, it := range items {
-			n.entries = append(n.entries, entries[it.i])
+			n.entries = append(n.entries, a.entry(it.i))
 		}
 		return n, len(items)
 	}
 	sortBySlot(items, scratch, shift)
-	// Runs of equal slot, in slot order. A run is an inline entry if it holds
-	// one distinct key: one item, or items of one hash that dedupe to one.
-	type run struct{ start, n int }
-	var runs [32]run
-	nr, data := 0, 0
+	return a.fill(items, scratch, shift)
+}
+
+func (a *arena[K, V]) entry(i int) entry[K, V] {
+	k, v := a.at(i)
+	return entry[K, V]{k, v}
+}
+
+// runs returns the runs of equal slot at shift of items (sorted by that
+// slot), in slot order, each deduplicated if it holds one hash only, and
+// how many of them are single entries.
+func (a *arena[K, V]) runs(items []item, shift uint, runs *[32]run) (nr, data int) {
 	for i := 0; i < len(items); {
 		slot := (items[i].hash >> shift) & 31
 		j := i + 1
@@ -101,7 +137,7 @@ func (a *arena[K, V]) build(items, scratch []item, entries []entry[K, V], shift 
 		}
 		g := items[i:j]
 		if len(g) > 1 && sameHash(g) {
-			g = dedupe(g, entries)
+			g = dedupe(g, a.at)
 		}
 		if len(g) == 1 {
 			data++
@@ -110,24 +146,87 @@ func (a *arena[K, V]) build(items, scratch []item, entries []entry[K, V], shift 
 		nr++
 		i = j
 	}
+	return nr, data
+}
+
+// run is a run of items of one slot: where it starts and how many items
+// (after deduplication) it holds.
+type run struct{ start, n int }
+
+// buildRoot is build at shift 0 for a large map: the sub-nodes of the
+// root's slots are built by two goroutines with an arena each, split where
+// the items are halved.
+func (a *arena[K, V]) buildRoot(items, scratch []item) (*node[K, V], int) {
+	sortBySlot(items, scratch, 0)
+	var rs [32]run
+	nr, data := a.runs(items, 0, &rs)
+	half, acc := nr, 0
+	for i, r := range rs[:nr] {
+		acc += r.n
+		if 2*acc >= len(items) {
+			half = i + 1
+			break
+		}
+	}
+	// The second arena takes the tail of the entries chunk, sized for its
+	// half (every entry ends up in exactly one node).
+	rest := a.entries[len(a.entries):cap(a.entries)]
+	cut := min(acc, len(rest))
+	b := &arena[K, V]{at: a.at, entries: rest[cut:cut:len(rest)]}
+	a.entries = a.entries[: len(a.entries) : len(a.entries)+cut]
+	subs := make([]*node[K, V], nr)
+	counts := make([]int, nr)
+	sub := func(a *arena[K, V], from, to int) {
+		for i := from; i < to; i++ {
+			r := rs[i]
+			if r.n > 1 {
+				subs[i], counts[i] = a.build(items[r.start:r.start+r.n], scratch[r.start:r.start+r.n], bitsPerLevel)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { sub(b, half, nr) })
+	sub(a, 0, half)
+	wg.Wait()
+	return a.assemble(items, scratch, rs[:nr], data, 0, func(i int, _, _ []item) (*node[K, V], int) {
+		return subs[i], counts[i]
+	})
+}
+
+// fill makes the node at shift for items, sorted by their slot at shift.
+func (a *arena[K, V]) fill(items, scratch []item, shift uint) (*node[K, V], int) {
+	// Runs of equal slot, in slot order. A run is an inline entry if it holds
+	// one distinct key: one item, or items of one hash that dedupe to one.
+	var rs [32]run
+	nr, data := a.runs(items, shift, &rs)
+	return a.assemble(items, scratch, rs[:nr], data, shift, func(_ int, g, sc []item) (*node[K, V], int) {
+		return a.build(g, sc, shift+bitsPerLevel)
+	})
+}
+
+// assemble makes the node at shift of the runs rs of items (data of them
+// single entries); child(i, its items, their scratch) gives the sub-node
+// of run i and its count.
+func (a *arena[K, V]) assemble(items, scratch []item, rs []run, data int, shift uint,
+	child func(i int, g, sc []item) (*node[K, V], int)) (*node[K, V], int) {
 	n := a.node()
 	if data > 0 {
 		n.entries = a.entrySlice(data)
 	}
-	if sub := nr - data; sub > 0 {
-		n.children = a.childSlice(sub)
+	if c := len(rs) - data; c > 0 {
+		n.children = a.childSlice(c)
 	}
 	total := 0
-	for _, r := range runs[:nr] {
+	for i, r := range rs {
 		g := items[r.start : r.start+r.n]
 		bit := bitpos(g[0].hash, shift)
 		if r.n == 1 {
 			n.dataMap |= bit
-			n.entries = append(n.entries, entries[g[0].i])
+			n.entries = append(n.entries, a.entry(g[0].i))
 			total++
 		} else {
 			n.nodeMap |= bit
-			c, cn := a.build(g, scratch[r.start:r.start+r.n], entries, shift+bitsPerLevel)
+			c, cn := child(i, g, scratch[r.start:r.start+r.n])
 			n.children = append(n.children, c)
 			total += cn
 		}
@@ -176,12 +275,13 @@ func sameHash(items []item) bool {
 }
 
 // dedupe keeps, among items with equal keys, only the last, in place.
-func dedupe[K comparable, V any](items []item, entries []entry[K, V]) []item {
+func dedupe[K comparable, V any](items []item, at func(int) (K, V)) []item {
 	out := items[:0]
 	for a := range items {
 		later := false
+		ka, _ := at(items[a].i)
 		for b := a + 1; b < len(items); b++ {
-			if entries[items[b].i].key == entries[items[a].i].key {
+			if kb, _ := at(items[b].i); kb == ka {
 				later = true
 				break
 			}
