@@ -25,6 +25,9 @@ const (
 
 	kindAccepted  = 1
 	kindCommitted = 2
+	// kindDelayed is an accepted record with a run-at: the job is not
+	// dispatched before then. Its run-at is never 0 (that is kindAccepted).
+	kindDelayed = 3
 
 	// maxBlockBody bounds a block body. A length field above it is corrupt.
 	maxBlockBody = 1 << 30
@@ -44,17 +47,35 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// rec is one log record: an accepted intent or a committed id.
+// rec is one log record: an accepted intent (kindAccepted, or kindDelayed
+// with a run-at) or a committed id.
 type rec struct {
 	kind    byte
 	id      brand.ID
 	queue   string
 	payload []byte
+	runAt   int64 // Unix milliseconds; kindDelayed only
+}
+
+// acceptedRec returns the record that accepts in.
+func acceptedRec(in Intent) rec {
+	if in.RunAt != 0 {
+		return rec{kind: kindDelayed, id: in.ID, queue: in.Queue, payload: in.Payload, runAt: in.RunAt}
+	}
+	return rec{kind: kindAccepted, id: in.ID, queue: in.Queue, payload: in.Payload}
+}
+
+// intent returns the intent an accepted or delayed record carries.
+func (r rec) intent() Intent {
+	return Intent{ID: r.id, Queue: r.queue, Payload: r.payload, RunAt: r.runAt}
 }
 
 func (r rec) size() int {
-	if r.kind == kindCommitted {
+	switch r.kind {
+	case kindCommitted:
 		return 9
+	case kindDelayed:
+		return 1 + 8 + 8 + 1 + len(r.queue) + 4 + len(r.payload)
 	}
 	return 1 + 8 + 1 + len(r.queue) + 4 + len(r.payload)
 }
@@ -64,6 +85,9 @@ func appendRec(dst []byte, r rec) []byte {
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(r.id))
 	if r.kind == kindCommitted {
 		return dst
+	}
+	if r.kind == kindDelayed {
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(r.runAt))
 	}
 	dst = append(dst, byte(len(r.queue)))
 	dst = append(dst, r.queue...)
@@ -87,6 +111,15 @@ func decodeRec(b []byte, prevQueue string) (rec, []byte, error) {
 	case kindCommitted:
 		return r, b, nil
 	case kindAccepted:
+	case kindDelayed:
+		if len(b) < 8 {
+			return rec{}, nil, fmt.Errorf("record %d: truncated run-at: %w", r.id, ErrCorrupt)
+		}
+		r.runAt = int64(binary.LittleEndian.Uint64(b))
+		if r.runAt <= 0 {
+			return rec{}, nil, fmt.Errorf("record %d: run-at %d, want a positive Unix millisecond: %w", r.id, r.runAt, ErrCorrupt)
+		}
+		b = b[8:]
 	default:
 		return rec{}, nil, fmt.Errorf("record: kind %d: %w", r.kind, ErrCorrupt)
 	}
@@ -193,6 +226,17 @@ func decodeBlockInto(b []byte, recs []rec) (seq uint64, _ []rec, n int, err erro
 	recs = slices.Grow(recs[:0], int(count))
 	queue := ""
 	for i := uint32(0); i < count; i++ {
+		// The common case inline: an accepted record with a non-zero id on
+		// the queue of the record before; anything else takes decodeRec.
+		if q := len(queue); q > 0 && len(body) >= 14+q && body[0] == kindAccepted && int(body[9]) == q {
+			id := brand.ID(binary.LittleEndian.Uint64(body[1:9]))
+			n := binary.LittleEndian.Uint32(body[10+q:])
+			if end := 14 + q + int(n); id != 0 && uint64(n) <= uint64(len(body)-14-q) && string(body[10:10+q]) == queue {
+				recs = append(recs, rec{kind: kindAccepted, id: id, queue: queue, payload: body[14+q : end : end]})
+				body = body[end:]
+				continue
+			}
+		}
 		var r rec
 		r, body, err = decodeRec(body, queue)
 		if err != nil {
@@ -212,7 +256,7 @@ func decodeBlockInto(b []byte, recs []rec) (seq uint64, _ []rec, n int, err erro
 func encodeSnapshot(seq uint64, intents []Intent) []byte {
 	size := snapHeaderLen + snapTrailerLen
 	for _, in := range intents {
-		size += rec{kind: kindAccepted, queue: in.Queue, payload: in.Payload}.size()
+		size += acceptedRec(in).size()
 	}
 	b := make([]byte, 0, size)
 	b = append(b, snapMagic...)
@@ -221,7 +265,7 @@ func encodeSnapshot(seq uint64, intents []Intent) []byte {
 	b = binary.LittleEndian.AppendUint64(b, seq)
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(intents)))
 	for _, in := range intents {
-		b = appendRec(b, rec{kind: kindAccepted, id: in.ID, queue: in.Queue, payload: in.Payload})
+		b = appendRec(b, acceptedRec(in))
 	}
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
@@ -229,6 +273,11 @@ func encodeSnapshot(seq uint64, intents []Intent) []byte {
 // decodeSnapshot decodes a whole snapshot file: the seq it covers and its
 // intents in increasing id order. The payloads alias b, which the intents
 // therefore keep alive. Every failure wraps ErrCorrupt (or ErrVersion).
+//
+// A large file's checksum is computed by another goroutine while the
+// intents are decoded (decoding has no side effect); the result is
+// returned only once the checksum matched, and a mismatch is reported
+// before any other error, as if it had been checked first.
 func decodeSnapshot(b []byte) (uint64, []Intent, error) {
 	if len(b) < snapHeaderLen+snapTrailerLen {
 		return 0, nil, fmt.Errorf("snapshot: %d bytes, want at least %d: %w", len(b), snapHeaderLen+snapTrailerLen, ErrCorrupt)
@@ -237,9 +286,30 @@ func decodeSnapshot(b []byte) (uint64, []Intent, error) {
 		return 0, nil, fmt.Errorf("snapshot: bad magic %q: %w", b[:8], ErrCorrupt)
 	}
 	body, tail := b[:len(b)-snapTrailerLen], b[len(b)-snapTrailerLen:]
-	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(tail) {
-		return 0, nil, fmt.Errorf("snapshot: checksum mismatch: %w", ErrCorrupt)
+	want := binary.LittleEndian.Uint32(tail)
+	if len(body) < parallelCRCMin {
+		if crc32.Checksum(body, castagnoli) != want {
+			return 0, nil, errSnapshotChecksum
+		}
+		return decodeSnapshotBody(b, body)
 	}
+	sum := make(chan uint32, 1)
+	go func() { sum <- crc32.Checksum(body, castagnoli) }()
+	seq, out, err := decodeSnapshotBody(b, body)
+	if <-sum != want {
+		return 0, nil, errSnapshotChecksum
+	}
+	return seq, out, err
+}
+
+// parallelCRCMin is the smallest snapshot body whose checksum is computed
+// beside its decoding.
+const parallelCRCMin = 256 << 10
+
+var errSnapshotChecksum = fmt.Errorf("snapshot: checksum mismatch: %w", ErrCorrupt)
+
+// decodeSnapshotBody is decodeSnapshot after the checksum.
+func decodeSnapshotBody(b, body []byte) (uint64, []Intent, error) {
 	if v := binary.LittleEndian.Uint16(b[8:10]); v != version {
 		return 0, nil, fmt.Errorf("snapshot: version %d, want %d: %w", v, version, ErrVersion)
 	}
@@ -252,22 +322,35 @@ func decodeSnapshot(b []byte) (uint64, []Intent, error) {
 	if count > uint64(len(rest))/9 {
 		return 0, nil, fmt.Errorf("snapshot: %d intents cannot fit in %d bytes: %w", count, len(rest), ErrCorrupt)
 	}
-	out := make([]Intent, 0, count)
+	out := make([]Intent, count)
 	queue := ""
-	for i := uint64(0); i < count; i++ {
+	var prev brand.ID
+	for i := range out {
+		// The common case inline: an accepted record with a non-zero id
+		// above the previous one, on the queue of the record before. Anything
+		// else takes decodeRec, which says what is wrong.
+		if q := len(queue); q > 0 && len(rest) >= 14+q && rest[0] == kindAccepted && int(rest[9]) == q {
+			id := brand.ID(binary.LittleEndian.Uint64(rest[1:9]))
+			n := binary.LittleEndian.Uint32(rest[10+q:])
+			if end := 14 + q + int(n); id > prev && uint64(n) <= uint64(len(rest)-14-q) && string(rest[10:10+q]) == queue {
+				out[i] = Intent{ID: id, Queue: queue, Payload: rest[14+q : end : end]}
+				rest, prev = rest[end:], id
+				continue
+			}
+		}
 		r, next, err := decodeRec(rest, queue)
 		if err != nil {
 			return 0, nil, fmt.Errorf("snapshot intent %d: %w", i, err)
 		}
 		rest = next
-		if r.kind != kindAccepted {
+		if r.kind != kindAccepted && r.kind != kindDelayed {
 			return 0, nil, fmt.Errorf("snapshot intent %d: kind %d: %w", i, r.kind, ErrCorrupt)
 		}
-		if i > 0 && r.id <= out[i-1].ID {
-			return 0, nil, fmt.Errorf("snapshot intent %d: id %d not above %d: %w", i, r.id, out[i-1].ID, ErrCorrupt)
+		if i > 0 && r.id <= prev {
+			return 0, nil, fmt.Errorf("snapshot intent %d: id %d not above %d: %w", i, r.id, prev, ErrCorrupt)
 		}
-		out = append(out, Intent{ID: r.id, Queue: r.queue, Payload: r.payload})
-		queue = r.queue
+		out[i] = r.intent()
+		queue, prev = r.queue, r.id
 	}
 	if len(rest) != 0 {
 		return 0, nil, fmt.Errorf("snapshot: %d bytes after the last intent: %w", len(rest), ErrCorrupt)

@@ -22,6 +22,9 @@ type Intent struct {
 	ID      brand.ID // the job's branded id (JOB), never 0
 	Queue   string   // the queue it was enqueued on; a valid names.Queue
 	Payload []byte   // the job, opaque; at most Options.MaxPayload bytes
+	// RunAt is the Unix millisecond before which the job is not dispatched
+	// to its job stream; 0 means at once. Never negative.
+	RunAt int64
 }
 
 // Options configure an Outbox. The zero value of each field selects its
@@ -208,10 +211,14 @@ func Open(ctx context.Context, dir string, opts Options) (*Outbox, error) {
 // map and in the open block, at in-heap speed, unless K records are
 // already not durable: then it waits (until ctx is done) for the log to
 // catch up. The payload is copied. It fails before any side effect with
-// ErrInvalid (id 0, bad queue name), ErrTooLarge or ErrDuplicate.
+// ErrInvalid (id 0, bad queue name, negative RunAt), ErrTooLarge or
+// ErrDuplicate.
 func (o *Outbox) Record(ctx context.Context, in Intent) error {
 	if in.ID == 0 {
 		return fmt.Errorf("accept: record: id 0: %w", ErrInvalid)
+	}
+	if in.RunAt < 0 {
+		return fmt.Errorf("accept: record %s: run-at %d: %w", brand.JOB.Format(in.ID), in.RunAt, ErrInvalid)
 	}
 	if err := names.Check(names.Queue, in.Queue); err != nil {
 		return fmt.Errorf("accept: record %s: %w: %w", brand.JOB.Format(in.ID), ErrInvalid, err)
@@ -233,7 +240,7 @@ func (o *Outbox) Record(ctx context.Context, in Intent) error {
 		o.intents = make([]Intent, 0, intentChunk)
 	}
 	p := &o.intents[:len(o.intents)+1][len(o.intents)]
-	*p = Intent{ID: in.ID, Queue: in.Queue, Payload: o.copyPayload(in.Payload)}
+	*p = Intent{ID: in.ID, Queue: in.Queue, Payload: o.copyPayload(in.Payload), RunAt: in.RunAt}
 	if !o.tr.Insert(in.ID, p) {
 		*p = Intent{}
 		return fmt.Errorf("accept: record %s: %w", brand.JOB.Format(in.ID), ErrDuplicate)
@@ -242,7 +249,7 @@ func (o *Outbox) Record(ctx context.Context, in Intent) error {
 	if len(p.Payload) <= payloadSmall {
 		o.payloads = o.payloads[:len(o.payloads)+len(p.Payload)]
 	}
-	o.add(rec{kind: kindAccepted, id: in.ID, queue: in.Queue, payload: p.Payload})
+	o.add(acceptedRec(*p))
 	return nil
 }
 

@@ -129,12 +129,8 @@ func loadSnapshot(dir string, seq uint64) (champ.Map[brand.ID, *Intent], error) 
 	if got != seq {
 		return m, fmt.Errorf("snapshot file %d says it covers block %d: %w", seq, got, ErrCorrupt)
 	}
-	return champ.Collect(champ.Uint64[brand.ID], len(intents), func(yield func(brand.ID, *Intent) bool) {
-		for i := range intents {
-			if !yield(intents[i].ID, &intents[i]) {
-				return
-			}
-		}
+	return champ.Build(champ.Uint64[brand.ID], len(intents), func(i int) (brand.ID, *Intent) {
+		return intents[i].ID, &intents[i]
 	}), nil
 }
 
@@ -285,12 +281,12 @@ func (rp *replayer) apply(recs []rec) error {
 	if rp.ov == nil {
 		fast := rp.base.Len() == 0
 		for i := 0; fast && i < len(recs); i++ {
-			fast = recs[i].kind == kindAccepted
+			fast = recs[i].kind != kindCommitted
 		}
 		if fast {
 			chunk := rp.chunk(len(recs))
 			for _, r := range recs {
-				chunk = append(chunk, Intent{ID: r.id, Queue: r.queue, Payload: r.payload})
+				chunk = append(chunk, r.intent())
 			}
 			rp.chunks[len(rp.chunks)-1] = chunk
 			rp.n += len(recs)
@@ -332,15 +328,21 @@ func (rp *replayer) merge() (champ.Map[brand.ID, *Intent], error) {
 	if rp.n == 0 {
 		return rp.base, nil
 	}
-	m := champ.Collect(champ.Uint64[brand.ID], rp.n, func(yield func(brand.ID, *Intent) bool) {
-		for _, c := range rp.chunks {
-			for i := range c {
-				if !yield(c[i].ID, &c[i]) {
-					return
+	var m champ.Map[brand.ID, *Intent]
+	if len(rp.chunks) == 1 {
+		c := rp.chunks[0]
+		m = champ.Build(champ.Uint64[brand.ID], len(c), func(i int) (brand.ID, *Intent) { return c[i].ID, &c[i] })
+	} else {
+		m = champ.Collect(champ.Uint64[brand.ID], rp.n, func(yield func(brand.ID, *Intent) bool) {
+			for _, c := range rp.chunks {
+				for i := range c {
+					if !yield(c[i].ID, &c[i]) {
+						return
+					}
 				}
 			}
-		}
-	})
+		})
+	}
 	if m.Len() != rp.n {
 		return m, fmt.Errorf("%d ids accepted twice: %w", rp.n-m.Len(), ErrCorrupt)
 	}
@@ -359,13 +361,13 @@ func (ov overlay) apply(base champ.Map[brand.ID, *Intent], recs []rec) error {
 	slab := make([]Intent, 0, len(recs))
 	for _, r := range recs {
 		switch r.kind {
-		case kindAccepted:
+		case kindAccepted, kindDelayed:
 			p, inLog := ov[r.id]
 			_, inBase := base.Get(r.id)
 			if p != nil || !inLog && inBase {
 				return fmt.Errorf("id %d accepted twice: %w", r.id, ErrCorrupt)
 			}
-			slab = append(slab, Intent{ID: r.id, Queue: r.queue, Payload: r.payload})
+			slab = append(slab, r.intent())
 			ov[r.id] = &slab[len(slab)-1]
 		case kindCommitted:
 			ov[r.id] = nil

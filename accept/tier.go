@@ -67,10 +67,11 @@ type Dispatcher interface {
 // volume; metadata metaNext holds the count of jobs, metaSafe the index below
 // which every job is known to be marked committed durably in the outbox.
 const (
-	pageVersion  = 1
-	pageOverhead = 1 + 8 + 4 + 4
-	metaNext     = "accept.next"
-	metaSafe     = "accept.safe"
+	pageVersion        = 1 // a job due at once
+	pageVersionDelayed = 2 // a job with a run-at
+	pageOverhead       = 1 + 8 + 4 + 4
+	metaNext           = "accept.next"
+	metaSafe           = "accept.safe"
 	// PayloadField is the field name under which a dispatched job carries
 	// its payload in the job stream.
 	PayloadField = "payload"
@@ -84,34 +85,74 @@ const (
 	DefaultAsyncInterval = 100 * time.Millisecond
 )
 
-// EncodeJobPage returns the page bytes of one job.
+// Job is one job on a page of the accept volume.
+type Job struct {
+	ID      brand.ID // the job's branded id (JOB), never 0
+	Payload []byte   // the payload, UTF-8, as enqueued
+	RunAt   int64    // Unix milliseconds before which it is not dispatched; 0: at once
+}
+
+// EncodeJobPage returns the page bytes of one job due at once (version 1).
 func EncodeJobPage(id brand.ID, payload []byte) []byte {
-	b := make([]byte, 0, pageOverhead+len(payload))
-	b = append(b, pageVersion)
-	b = binary.LittleEndian.AppendUint64(b, uint64(id))
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
-	b = append(b, payload...)
+	return EncodeJob(Job{ID: id, Payload: payload})
+}
+
+// EncodeJob returns the page bytes of one job: version 1 if it is due at
+// once, version 2 (with its run-at) otherwise.
+func EncodeJob(j Job) []byte {
+	b := make([]byte, 0, pageOverhead+8+len(j.Payload))
+	if j.RunAt != 0 {
+		b = append(b, pageVersionDelayed)
+		b = binary.LittleEndian.AppendUint64(b, uint64(j.ID))
+		b = binary.LittleEndian.AppendUint64(b, uint64(j.RunAt))
+	} else {
+		b = append(b, pageVersion)
+		b = binary.LittleEndian.AppendUint64(b, uint64(j.ID))
+	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(j.Payload)))
+	b = append(b, j.Payload...)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// DecodeJobPage decodes a page of the accept volume; any other bytes give an
-// error wrapping ErrCorrupt (or ErrVersion).
+// DecodeJobPage decodes a page of the accept volume into its job's id and
+// payload (see DecodeJob for the run-at); any other bytes give an error
+// wrapping ErrCorrupt (or ErrVersion).
 func DecodeJobPage(b []byte) (brand.ID, []byte, error) {
+	j, err := DecodeJob(b)
+	return j.ID, j.Payload, err
+}
+
+// DecodeJob decodes a page of the accept volume, version 1 or 2; any other
+// bytes give an error wrapping ErrCorrupt (or ErrVersion). The payload is
+// a copy.
+func DecodeJob(b []byte) (Job, error) {
 	if len(b) < pageOverhead {
-		return 0, nil, fmt.Errorf("%w: job page of %d bytes", ErrCorrupt, len(b))
+		return Job{}, fmt.Errorf("%w: job page of %d bytes", ErrCorrupt, len(b))
 	}
 	if crc32.Checksum(b[:len(b)-4], castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
-		return 0, nil, fmt.Errorf("%w: job page checksum", ErrCorrupt)
+		return Job{}, fmt.Errorf("%w: job page checksum", ErrCorrupt)
 	}
-	if b[0] != pageVersion {
-		return 0, nil, fmt.Errorf("%w: job page version %d", ErrVersion, b[0])
+	j := Job{ID: brand.ID(binary.LittleEndian.Uint64(b[1:]))}
+	body := b[9 : len(b)-4]
+	switch b[0] {
+	case pageVersion:
+	case pageVersionDelayed:
+		if len(body) < 8+4 {
+			return Job{}, fmt.Errorf("%w: job page structure", ErrCorrupt)
+		}
+		if j.RunAt = int64(binary.LittleEndian.Uint64(body)); j.RunAt <= 0 {
+			return Job{}, fmt.Errorf("%w: job page run-at %d", ErrCorrupt, j.RunAt)
+		}
+		body = body[8:]
+	default:
+		return Job{}, fmt.Errorf("%w: job page version %d", ErrVersion, b[0])
 	}
-	id := brand.ID(binary.LittleEndian.Uint64(b[1:]))
-	n := binary.LittleEndian.Uint32(b[9:])
-	if uint64(n) != uint64(len(b)-pageOverhead) || id == 0 {
-		return 0, nil, fmt.Errorf("%w: job page structure", ErrCorrupt)
+	n := binary.LittleEndian.Uint32(body)
+	if uint64(n) != uint64(len(body)-4) || j.ID == 0 {
+		return Job{}, fmt.Errorf("%w: job page structure", ErrCorrupt)
 	}
-	return id, bytes.Clone(b[13 : 13+n]), nil
+	j.Payload = bytes.Clone(body[4 : 4+n])
+	return j, nil
 }
 
 // TierOptions configure a Tier. Zero fields take their defaults.
@@ -196,8 +237,36 @@ type tierQueue struct {
 	carry    []item // (under mu) found on the volume by recovery, not pushed yet
 
 	safeMu  sync.Mutex
-	newSafe uint64   // safe index for the next commit
-	ends    []uint64 // page index after each batch sent to the dispatcher
+	newSafe uint64     // safe index for the next commit
+	ends    []uint64   // page index after each batch sent to the dispatcher
+	marked  []safeMark // dispatched and marked, waiting for the marks to be durable
+}
+
+// safeMark is a safe index the dispatcher reached: every job below end is
+// dispatched and marked committed in the outbox, durably once the outbox's
+// durable count reaches durable.
+type safeMark struct {
+	durable uint64 // the outbox's appended count after the marks
+	end     uint64
+}
+
+// safeIndex returns the safe index for the next commit: the end of the
+// newest dispatched batch whose marks the outbox has made durable. The
+// dispatcher does not force a flush for this: the outbox's own flushes (K
+// records, FlushInterval, or any Flush) make the marks durable, and the
+// safe index follows at the next commit.
+func (q *tierQueue) safeIndex(out *Outbox) uint64 {
+	q.safeMu.Lock()
+	defer q.safeMu.Unlock()
+	if len(q.marked) > 0 {
+		durable := out.Stats().Durable
+		i := 0
+		for ; i < len(q.marked) && q.marked[i].durable <= durable; i++ {
+			q.newSafe = max(q.newSafe, q.marked[i].end)
+		}
+		q.marked = q.marked[i:]
+	}
+	return q.newSafe
 }
 
 // NewTier starts the tier over an open outbox, a graft store, a replicator
@@ -326,12 +395,12 @@ func (q *tierQueue) committedJobs(ctx context.Context) ([]item, error) {
 	var jobs []item
 	it := snap.Scan(ctx, q.safe, q.next-1)
 	for it.Next() {
-		id, payload, err := DecodeJobPage(it.Value())
+		j, err := DecodeJob(it.Value())
 		if err != nil {
 			it.Close()
 			return nil, fmt.Errorf("accept: volume %s page %d: %w", q.vol.Name(), it.Index(), err)
 		}
-		jobs = append(jobs, item{in: Intent{ID: id, Queue: q.name, Payload: payload}})
+		jobs = append(jobs, item{in: Intent{ID: j.ID, Queue: q.name, Payload: j.Payload, RunAt: j.RunAt}})
 	}
 	if err := it.Close(); err != nil {
 		return nil, err
@@ -413,13 +482,30 @@ func (q *tierQueue) poke() {
 // it is committed and dispatched later, at least once; the Receipt returned
 // with such an error carries the job's ID (and no LSN).
 func (t *Tier) Enqueue(ctx context.Context, q string, id brand.ID, payload []byte, mode Mode) (Receipt, error) {
+	return t.EnqueueAt(ctx, q, id, payload, mode, time.Time{})
+}
+
+// EnqueueAt is Enqueue of a job that is not due before runAt (the zero
+// time: at once). The run-at travels with the job through the outbox and
+// the accept volume, so that it survives a crash; the job is dispatched
+// after its commit is pushed, as any other, and mq keeps it in the queue's
+// delayed set until runAt: it is not on the job stream, and not claimed,
+// before then (by the clock of the Dispatcher; run-ats are kept to the
+// millisecond). A runAt before 1970 is ErrInvalid.
+func (t *Tier) EnqueueAt(ctx context.Context, q string, id brand.ID, payload []byte, mode Mode, runAt time.Time) (Receipt, error) {
 	if mode != Async && mode != Sync {
 		return Receipt{}, fmt.Errorf("%w: mode %d", ErrInvalid, mode)
+	}
+	var at int64
+	if !runAt.IsZero() {
+		if at = runAt.UnixMilli(); at <= 0 {
+			return Receipt{}, fmt.Errorf("%w: run-at %s is not after 1970", ErrInvalid, runAt.Format(time.RFC3339Nano))
+		}
 	}
 	if !utf8.Valid(payload) {
 		return Receipt{}, fmt.Errorf("%w: payload is not valid UTF-8", ErrInvalid)
 	}
-	if len(payload)+pageOverhead > graft.DefaultMaxPageSize {
+	if len(EncodeJob(Job{ID: 1, RunAt: at}))+len(payload) > graft.DefaultMaxPageSize {
 		return Receipt{}, fmt.Errorf("%w: payload of %d bytes", ErrTooLarge, len(payload))
 	}
 	tq, err := t.queue(ctx, q)
@@ -431,7 +517,7 @@ func (t *Tier) Enqueue(ctx context.Context, q string, id brand.ID, payload []byt
 			return Receipt{}, fmt.Errorf("accept: mint: %w", err)
 		}
 	}
-	in := Intent{ID: id, Queue: q, Payload: payload}
+	in := Intent{ID: id, Queue: q, Payload: payload, RunAt: at}
 	if err := t.out.Record(ctx, in); err != nil {
 		return Receipt{}, err
 	}
@@ -638,13 +724,11 @@ func (q *tierQueue) take(o TierOptions) (batch []item, drains []chan error, more
 // sync callers with the remote LSN and hands the batch to the dispatcher.
 func (t *Tier) commit(q *tierQueue, batch []item) error {
 	ctx := t.ctx
-	q.safeMu.Lock()
-	safe := q.newSafe
-	q.safeMu.Unlock()
+	safe := q.safeIndex(t.out)
 	txn := q.vol.Begin()
 	var err error
 	for i, it := range batch {
-		if err = txn.Put(q.next+uint64(i), EncodeJobPage(it.in.ID, it.in.Payload)); err != nil {
+		if err = txn.Put(q.next+uint64(i), EncodeJob(Job{ID: it.in.ID, Payload: it.in.Payload, RunAt: it.in.RunAt})); err != nil {
 			break
 		}
 	}
@@ -658,7 +742,12 @@ func (t *Tier) commit(q *tierQueue, batch []item) error {
 	if err != nil {
 		txn.Discard()
 	} else {
-		_, err = txn.Commit(ctx, graft.Synced)
+		// Unsynced: the push that follows records its pending remote commit
+		// with a synced write, which makes this commit durable before the
+		// remote sees it (one write-ahead log, in order). A crash before
+		// that loses a commit nobody was told about: its intents are still
+		// in the outbox (or were never acknowledged) and are committed again.
+		_, err = txn.Commit(ctx, graft.Unsynced)
 	}
 	if err != nil {
 		// Nothing landed: the intents go back to the front, as async.
@@ -727,11 +816,12 @@ func (t *Tier) failWaiters(q *tierQueue, err error) {
 	q.drains, q.nsync, q.stopped = nil, 0, true
 }
 
-// dispatcher puts committed batches on the job stream, marks them committed
-// in the outbox, flushes, and then advances the safe index to the batches'
-// end. Batches that queued up while it worked go together, with one flush.
-// After a batch it could not finish it stops advancing the safe index, so
-// that a restart looks at every page since.
+// dispatcher puts committed batches on the job stream and marks them
+// committed in the outbox; once those marks are durable (by the outbox's
+// own flushes: the dispatcher forces none) the safe index may move to the
+// batches' end (safeIndex). Batches that queued up while it worked go
+// together. After a batch it could not finish it stops advancing the safe
+// index, so that a restart looks at every page since.
 func (t *Tier) dispatcher(q *tierQueue) {
 	defer t.wg.Done()
 	stuck := false
@@ -758,12 +848,9 @@ func (t *Tier) dispatcher(q *tierQueue) {
 			stuck = true
 			continue
 		}
-		if err := t.out.Flush(t.ctx); err != nil {
-			stuck = true
-			continue
-		}
+		durable := t.out.Stats().Appended
 		q.safeMu.Lock()
-		q.newSafe = max(q.newSafe, end)
+		q.marked = append(q.marked, safeMark{durable: durable, end: end})
 		q.safeMu.Unlock()
 	}
 }
@@ -785,6 +872,9 @@ func (t *Tier) dispatch(ctx context.Context, q *tierQueue, batch []item) bool {
 			defer wg.Done()
 			defer func() { <-sem }()
 			job := mq.Job{ID: it.in.ID, Fields: []mq.Field{{Name: PayloadField, Value: string(it.in.Payload)}}}
+			if it.in.RunAt != 0 {
+				job.RunAt = time.UnixMilli(it.in.RunAt)
+			}
 			backoff := 10 * time.Millisecond
 			for {
 				_, err := t.disp.Enqueue(ctx, q.name, job)

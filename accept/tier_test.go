@@ -37,6 +37,20 @@ type rig struct {
 }
 
 func openRig(ctx context.Context, dir, remoteURL, redisURL string, k int, topts TierOptions) (*rig, error) {
+	mqc, err := mq.Connect(ctx, mq.Options{URL: redisURL})
+	if err != nil {
+		return nil, err
+	}
+	r, err := openRigOn(ctx, dir, remoteURL, mqc, k, topts)
+	if r != nil {
+		r.mqc = mqc
+	}
+	return r, err
+}
+
+// openRigOn opens a rig whose tier dispatches to disp; the rig does not own
+// disp (its mqc is nil).
+func openRigOn(ctx context.Context, dir, remoteURL string, disp Dispatcher, k int, topts TierOptions) (*rig, error) {
 	r := &rig{}
 	var err error
 	if r.out, err = Open(ctx, filepath.Join(dir, "outbox"), Options{K: k}); err != nil {
@@ -50,10 +64,7 @@ func openRig(ctx context.Context, dir, remoteURL, redisURL string, k int, topts 
 		return nil, err
 	}
 	r.rep = VolumePusher{}
-	if r.mqc, err = mq.Connect(ctx, mq.Options{URL: redisURL}); err != nil {
-		return nil, err
-	}
-	if r.tier, err = NewTier(ctx, r.out, r.gs, r.rep, r.mqc, topts); err != nil {
+	if r.tier, err = NewTier(ctx, r.out, r.gs, r.rep, disp, topts); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -61,7 +72,9 @@ func openRig(ctx context.Context, dir, remoteURL, redisURL string, k int, topts 
 
 func (r *rig) close(ctx context.Context) error {
 	r.tier.Close(ctx)
-	r.mqc.Close()
+	if r.mqc != nil {
+		r.mqc.Close()
+	}
 	return errors.Join(r.out.Close(ctx), r.gs.Close())
 }
 
