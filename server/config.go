@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/names"
 )
@@ -83,6 +84,10 @@ type Config struct {
 	Queues []QueueConfig `yaml:"queues"`
 	// MaxBody bounds a request body in bytes (default DefaultMaxBody).
 	MaxBody int64 `yaml:"max_body"`
+	// CheckpointEvery is how often serve checkpoints the accept outbox's
+	// records not yet durable (default accept.DefaultFlushInterval): with
+	// the K records of a block, the bound of what a crash can lose.
+	CheckpointEvery time.Duration `yaml:"checkpoint_every"`
 	// Discover adopts the archived streams registered in Redis (the sets
 	// emq:{Q}:archived) that are neither declared nor used through the API,
 	// on the first beat and then at most every DiscoverEvery (nil: true).
@@ -133,6 +138,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Beat < 0 {
 		return c, fmt.Errorf("%w: beat %v: want a positive duration", ErrConfig, c.Beat)
+	}
+	if c.CheckpointEvery == 0 {
+		c.CheckpointEvery = accept.DefaultFlushInterval
+	}
+	if c.CheckpointEvery < 0 {
+		return c, fmt.Errorf("%w: checkpoint_every %v: want a positive duration", ErrConfig, c.CheckpointEvery)
 	}
 	if c.MaxBody <= 0 {
 		c.MaxBody = DefaultMaxBody

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/echostore/echostore/mq"
 )
@@ -10,8 +11,7 @@ import (
 // TestDiscover: serve cycles an archived stream registered in Redis that it
 // neither declared nor met through the API, with the defaults' window; one
 // whose seam cache says it is folded elsewhere (no volume here) is left
-// alone. TestCheckpointMetric rides along: the beat's checkpoint histogram
-// is exposed.
+// alone.
 func TestDiscover(t *testing.T) {
 	on := true
 	e := start(t, Config{Discover: &on, Defaults: StreamConfig{Keep: 2}})
@@ -56,7 +56,23 @@ func TestDiscover(t *testing.T) {
 	if n, err := c.Len(t.Context(), q, "elsewhere"); err != nil || n != 7 {
 		t.Fatalf("the other node's stream: %d entries (%v), want 7 untouched", n, err)
 	}
-	if got := metric(t, e, "echostore_accept_checkpoint_seconds_count"); got == "" {
-		t.Fatal("no echostore_accept_checkpoint_seconds histogram in /metrics")
+}
+
+// TestCheckpointMetric: an async job is not durable until serve's
+// checkpointer runs; each checkpoint is one sample of
+// echostore_accept_checkpoint_seconds.
+func TestCheckpointMetric(t *testing.T) {
+	e := start(t, Config{CheckpointEvery: time.Hour}) // the test checkpoints by hand
+	q := queueName(t)
+	if got := metric(t, e, "echostore_accept_checkpoint_seconds_count"); got != "0" {
+		t.Fatalf("checkpoints before any job: %q", got)
+	}
+	e.must("POST", "/v1/queues/"+q+"/jobs?mode=async", `{"payload":{"n":1}}`)
+	if st := e.srv.out.Stats(); st.Appended == st.Durable {
+		t.Fatalf("the async job is durable before serve's checkpoint: %+v", st)
+	}
+	e.srv.checkpoint(t.Context())
+	if got := metric(t, e, "echostore_accept_checkpoint_seconds_count"); got != "1" {
+		t.Fatalf("checkpoints after one: %q", got)
 	}
 }

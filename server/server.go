@@ -147,7 +147,10 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}
 	s.ret = s.mq.NewRetention(nil)
-	s.out, err = accept.Open(ctx, filepath.Join(cfg.Data, "accept", "outbox"), accept.Options{K: accept.DefaultK, Logger: cfg.Logger})
+	// The outbox cuts a block every K records; the time bound is serve's
+	// checkpointer (checkpointLoop), which times each checkpoint.
+	s.out, err = accept.Open(ctx, filepath.Join(cfg.Data, "accept", "outbox"),
+		accept.Options{K: accept.DefaultK, FlushInterval: -1, Logger: cfg.Logger})
 	if errors.Is(err, accept.ErrBusy) {
 		return nil, fmt.Errorf("%w (%s): %w", ErrDataLocked, cfg.Data, err)
 	}
@@ -289,6 +292,11 @@ func (s *Server) Run(ctx context.Context) error {
 	for _, st := range archived {
 		s.watchVolume(runCtx, st)
 	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.checkpointLoop(runCtx)
+	}()
 
 	httpErr := make(chan error, 2)
 	go func() { httpErr <- s.http.Serve(s.ln) }()
@@ -393,7 +401,7 @@ func (s *Server) beatLoop(ctx context.Context) {
 
 // Beat runs one cycle of the archive drivers and of retention over every
 // declared stream (first adopting the archived streams discovered in Redis),
-// checkpoints the accept outbox, and refreshes the volume metrics. A stream
+// and refreshes the volume metrics. A stream
 // with an armed fault runs its cycle through the faulty archiver instead.
 func (s *Server) Beat(ctx context.Context) {
 	s.discover(ctx)
@@ -414,7 +422,6 @@ func (s *Server) Beat(ctx context.Context) {
 			s.log.Error("serve: stream not declared again after its fault", "queue", st.q, "stream", st.s, "err", derr)
 		}
 	}
-	s.checkpoint(ctx)
 	trs, _ := s.ret.Cycle(ctx)
 	for _, r := range trs {
 		s.reportTrim(ctx, r)
@@ -422,17 +429,31 @@ func (s *Server) Beat(ctx context.Context) {
 	s.refreshVolumes(ctx)
 }
 
+// checkpointLoop checkpoints the accept outbox every cfg.CheckpointEvery
+// until ctx ends: the time bound of its loss window, which serve keeps
+// instead of the outbox (accept.Options.FlushInterval) so that it can time
+// each checkpoint. The outbox still cuts a block by itself every K records.
+func (s *Server) checkpointLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.CheckpointEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.checkpoint(ctx)
+		}
+	}
+}
+
 // checkpoint makes the accept outbox's records durable now if some are not
-// (a block and an fsync), and observes how long that took. The outbox also
-// cuts blocks by itself (every K records, or once its oldest waited
-// accept.Options.FlushInterval); this is the checkpoint serve itself asks
-// for, and the one it can time.
+// (a block and an fsync), and observes how long that took.
 func (s *Server) checkpoint(ctx context.Context) {
 	if st := s.out.Stats(); st.Appended == st.Durable {
 		return
 	}
 	start := time.Now()
-	if err := s.out.Flush(ctx); err != nil {
+	if err := s.out.Flush(context.WithoutCancel(ctx)); err != nil {
 		s.log.Warn("serve: checkpoint the accept outbox", "err", err)
 		return
 	}
