@@ -387,14 +387,20 @@ func (s *Server) closeAll() error {
 // beatLoop runs a beat every cfg.Beat until ctx ends. A beat that has begun
 // runs to its end.
 func (s *Server) beatLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.Beat)
+	every(ctx, s.cfg.Beat, func() { s.Beat(context.WithoutCancel(ctx)) })
+}
+
+// every calls f every d until ctx ends; a call that has begun runs to its
+// end.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.Beat(context.WithoutCancel(ctx))
+			f()
 		}
 	}
 }
@@ -434,16 +440,7 @@ func (s *Server) Beat(ctx context.Context) {
 // instead of the outbox (accept.Options.FlushInterval) so that it can time
 // each checkpoint. The outbox still cuts a block by itself every K records.
 func (s *Server) checkpointLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.CheckpointEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.checkpoint(ctx)
-		}
-	}
+	every(ctx, s.cfg.CheckpointEvery, func() { s.checkpoint(ctx) })
 }
 
 // checkpoint makes the accept outbox's records durable now if some are not
