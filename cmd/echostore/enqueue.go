@@ -116,9 +116,10 @@ func waitLock[T any](ctx context.Context, open func() (T, error), busy error) (T
 
 // newEnqueueCmd is `echostore enqueue Q --payload JSON --mode async|sync`.
 func newEnqueueCmd(g *globals) *cobra.Command {
-	var payload, mode, id string
+	var payload, mode, id, runAtText string
+	var delay time.Duration
 	cmd := &cobra.Command{
-		Use:   "enqueue Q --payload JSON [--mode async|sync]",
+		Use:   "enqueue Q --payload JSON [--mode async|sync] [--run-at RFC3339 | --delay D]",
 		Short: "Enqueue a job through the accept tier (async: loss ≤ K; sync: replicated before the ack)",
 		Long: `Enqueue one job on queue Q through the two-tier accept path.
 
@@ -132,6 +133,11 @@ loop (serve, or any enqueue) does.
 accept volume pushed to the remote; "lsn" is the remote LSN that made it
 durable. The job then goes to the queue's job stream (emq:{Q}:jobs) with the
 payload in the field "payload"; delivery is at least once, keyed by the id.
+
+--run-at (RFC 3339, e.g. 2030-01-02T03:04:05Z) or --delay (e.g. 90s, 2h) makes
+the job due later: it is committed and pushed as any other, and waits in the
+queue's delayed set (emq:{Q}:jobs:delayed) until then; it is not on the job
+stream, nor claimed, before. The run-at is kept to the millisecond.
 
 Prints {"id":…,"mode":…,"lsn":…,"volume":…}.`,
 		Args: cobra.ExactArgs(1),
@@ -155,8 +161,16 @@ Prints {"id":…,"mode":…,"lsn":…,"volume":…}.`,
 				}
 				jobID = b.ID
 			}
+			runAt, err := parseRunAt(runAtText, delay, cmd.Flags().Changed("delay"), time.Now())
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
-			if done, err := enqueueViaServe(ctx, g, q, jobID, []byte(payload), m); done {
+			if !runAt.IsZero() {
+				if _, served, _ := viaServe(ctx, g.data); served {
+					return fmt.Errorf("--run-at and --delay are not served by echostore serve yet, and serve holds %s: stop it, or enqueue without them", g.data)
+				}
+			} else if done, err := enqueueViaServe(ctx, g, q, jobID, []byte(payload), m); done {
 				return err
 			}
 			a, err := openAcceptTier(ctx, g)
@@ -164,7 +178,7 @@ Prints {"id":…,"mode":…,"lsn":…,"volume":…}.`,
 				return err
 			}
 			defer a.stop()
-			r, err := a.tier.Enqueue(ctx, q, jobID, []byte(payload), m)
+			r, err := a.tier.EnqueueAt(ctx, q, jobID, []byte(payload), m, runAt)
 			if err != nil {
 				return fmt.Errorf("enqueue on %s: %w", q, err)
 			}
@@ -190,8 +204,32 @@ Prints {"id":…,"mode":…,"lsn":…,"volume":…}.`,
 	f.StringVar(&payload, "payload", "", "the job, a JSON value")
 	f.StringVar(&mode, "mode", "async", "async (loss ≤ K) or sync (replicated before the ack)")
 	f.StringVar(&id, "id", "", "the job's id (JOB_…), to retry an enqueue idempotently; default a new one")
+	f.StringVar(&runAtText, "run-at", "", "not due before this time (RFC 3339); default at once")
+	f.DurationVar(&delay, "delay", 0, "not due before this long from now (e.g. 90s, 2h); default at once")
+	cmd.MarkFlagsMutuallyExclusive("run-at", "delay")
 	_ = cmd.MarkFlagRequired("payload")
 	return cmd
+}
+
+// parseRunAt returns the run-at that --run-at or --delay (set says it was
+// given) ask for, relative to now; the zero time for neither.
+func parseRunAt(runAt string, delay time.Duration, set bool, now time.Time) (time.Time, error) {
+	switch {
+	case runAt != "":
+		t, err := time.Parse(time.RFC3339Nano, runAt)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("--run-at %q: want an RFC 3339 time such as 2030-01-02T03:04:05Z", runAt)
+		}
+		if t.UnixMilli() <= 0 {
+			return time.Time{}, fmt.Errorf("--run-at %q: want a time after 1970", runAt)
+		}
+		return t, nil
+	case set && delay < 0:
+		return time.Time{}, fmt.Errorf("--delay %s: want a duration of zero or more", delay)
+	case set && delay > 0:
+		return now.Add(delay), nil
+	}
+	return time.Time{}, nil
 }
 
 func printReceipt(g *globals, r accept.Receipt) error {
