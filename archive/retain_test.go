@@ -1,9 +1,12 @@
 package archive
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -240,3 +243,126 @@ func TestRetentionSnapshotGCAndFollower(t *testing.T) {
 
 // testRedisURL is the package's redis-server.
 func testRedisURL(t *testing.T) string { return servers.Redis(t).URL }
+
+// firstRetained returns the id of the first retained archived record of
+// e's stream (0 with no archive; W+1 when retention dropped every page).
+func (e *env) firstRetained(ctx context.Context) brand.ID {
+	e.t.Helper()
+	v := e.volume(ctx)
+	if v == nil {
+		return 0
+	}
+	snap, err := v.Snapshot(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer snap.Close()
+	st, err := stateAt(ctx, snap)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	switch {
+	case st.Empty():
+		return 0
+	case st.Retained() == 0:
+		return st.W + 1
+	}
+	id, err := pageID(ctx, snap, st.Low)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return id
+}
+
+// TestRaceRetentionReads: appends, cycles with a retention horizon by
+// count, and merge-reads of the whole stream (forward and reverse, several
+// page sizes) run together. Every read is strictly ordered, returns only
+// appended ids, never one that was dropped before it began, and has no gap
+// above the first record retained when it ended.
+func TestRaceRetentionReads(t *testing.T) {
+	ctx := testCtx(t)
+	e := newEnv(t, testRedisURL(t), Options{Chunk: 13, Retain: Retention{Count: 150}})
+	var (
+		mu       sync.Mutex
+		appended []brand.ID
+	)
+	snapshot := func() []brand.ID { mu.Lock(); defer mu.Unlock(); return slices.Clone(appended) }
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for i := 0; len(snapshot()) < 2500; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			got := e.append(ctx, 1+i%9)
+			mu.Lock()
+			appended = append(appended, got...)
+			mu.Unlock()
+		}
+	}()
+	var cycles atomic.Int64
+	go func() {
+		defer wg.Done()
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: int64(3 + n%11)}); err != nil {
+				t.Error(err)
+				return
+			}
+			cycles.Add(1)
+		}
+	}()
+	reads := 0
+	for ; reads < 120 || cycles.Load() < 40; reads++ {
+		before := e.firstRetained(ctx)
+		r := Range{To: brand.Max, PageSize: 1 + reads%7*9, Reverse: reads%2 == 1}
+		got := ids(t, MergeRead(ctx, e.source(ctx), r))
+		after := e.firstRetained(ctx)
+		if r.Reverse {
+			slices.Reverse(got)
+		}
+		all := snapshot()
+		fail := func(format string, args ...any) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("read %d %+v: "+format, append([]any{reads, r}, args...)...)
+		}
+		for k, id := range got {
+			if k > 0 && id <= got[k-1] {
+				fail("out of order at %d", k)
+			}
+			if id < before {
+				fail("returned %s, dropped before the read began (first retained %s)", brand.EVT.Format(id), brand.EVT.Format(before))
+			}
+			// Ids above the last recorded one were appended by a batch
+			// whose reply the appender has not recorded yet.
+			if _, ok := slices.BinarySearch(all, id); !ok && (len(all) == 0 || id < all[len(all)-1]) {
+				fail("returned %s, never appended", brand.EVT.Format(id))
+			}
+		}
+		if len(all) > 0 {
+			n, _ := slices.BinarySearch(got, all[len(all)-1]+1)
+			got = got[:n]
+		}
+		if len(got) == 0 {
+			continue
+		}
+		i, _ := slices.BinarySearch(all, after)
+		j, _ := slices.BinarySearch(all, got[len(got)-1])
+		k, _ := slices.BinarySearch(got, after)
+		if want := all[i : j+1]; !slices.Equal(got[k:], want) {
+			fail("%d ids above the first retained one at the end, want %d: a gap", len(got)-k, len(want))
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d reads beside %d cycles with retention over %d records", reads, cycles.Load(), len(snapshot()))
+}

@@ -3,6 +3,7 @@ package graft
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,6 +31,16 @@ type graftMachine struct {
 	floor    uint64
 	keepFrom uint64
 	snaps    []*Snapshot
+
+	low     uint64                 // the archive floor at the head (DropArchiveBelow)
+	dropped map[uint64]droppedPage // dropped pages GC has not reclaimed yet
+}
+
+// droppedPage is a page dropped below the archive floor at LSN lsn, still
+// stored (and counted in Info) until GC passes lsn.
+type droppedPage struct {
+	lsn uint64
+	len int
 }
 
 // Small index domain so that commits overwrite each other often, with both
@@ -49,6 +60,7 @@ func (m *graftMachine) commit(t *rapid.T) {
 	prev := m.states[m.head()]
 	next := modelState{pages: maps.Clone(prev.pages), meta: maps.Clone(prev.meta)}
 	idx := rapid.SliceOfDistinct(rapid.SampledFrom(modelPages), rapid.ID[uint64]).Draw(t, "pages")
+	idx = slices.DeleteFunc(idx, m.belowFloor) // refused: see Drop
 	for _, i := range idx {
 		data := rapid.SliceOfN(rapid.Byte(), 0, 48).Draw(t, "data")
 		var err error
@@ -117,6 +129,48 @@ func (m *graftMachine) Conflict(t *rapid.T) {
 
 func (m *graftMachine) Commit(t *rapid.T) { m.commit(t) }
 
+// belowFloor reports whether page i is an archive page below the floor.
+func (m *graftMachine) belowFloor(i uint64) bool { return i >= ArchiveBase && i-ArchiveBase < m.low }
+
+// Drop raises the archive floor (or tries to lower it, or to write below
+// it, which must fail and write nothing).
+func (m *graftMachine) Drop(t *rapid.T) {
+	ctx := context.Background()
+	n := rapid.SampledFrom([]uint64{0, 1, 2, MaxArchiveOffset, MaxArchiveOffset + 1}).Draw(t, "drop below")
+	txn := m.v.Begin()
+	defer txn.Discard()
+	if err := txn.DropArchiveBelow(n); err != nil {
+		t.Fatal(err)
+	}
+	writeBelow := n > 0 && rapid.Bool().Draw(t, "write below the new floor")
+	if writeBelow {
+		if err := txn.PutArchive(n-1, []byte("below")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n < m.low || writeBelow {
+		if _, err := txn.Commit(ctx, Synced); !errors.Is(err, ErrPageDropped) {
+			t.Fatalf("drop below %d (floor %d, write below %v): %v, want ErrPageDropped", n, m.low, writeBelow, err)
+		}
+		return
+	}
+	lsn, err := txn.Commit(ctx, Synced)
+	if err != nil || lsn != m.head()+1 {
+		t.Fatalf("drop below %d: LSN %d, %v", n, lsn, err)
+	}
+	prev := m.states[m.head()]
+	next := modelState{pages: maps.Clone(prev.pages), meta: maps.Clone(prev.meta)}
+	m.low = n
+	for i, p := range next.pages {
+		if m.belowFloor(i) {
+			m.dropped[i] = droppedPage{lsn: lsn, len: len(p)}
+			delete(next.pages, i)
+		}
+	}
+	next.meta[MetaArchiveLow] = binary.BigEndian.AppendUint64(nil, n)
+	m.states = append(m.states, next)
+}
+
 func (m *graftMachine) OpenSnapshot(t *rapid.T) {
 	lsn := rapid.Uint64Range(0, m.head()).Draw(t, "lsn")
 	snap, err := m.v.SnapshotAt(context.Background(), lsn)
@@ -178,6 +232,16 @@ func (m *graftMachine) GC(t *rapid.T) {
 		t.Fatalf("GC horizon %d, want %d", st.Horizon, want)
 	}
 	m.floor = want
+	reclaimed := 0
+	for i, d := range m.dropped {
+		if d.lsn <= want {
+			delete(m.dropped, i)
+			reclaimed++
+		}
+	}
+	if st.DroppedPages != reclaimed {
+		t.Fatalf("GC reclaimed %d dropped pages, want %d", st.DroppedPages, reclaimed)
+	}
 }
 
 func (m *graftMachine) Reopen(t *rapid.T) {
@@ -211,8 +275,11 @@ func (m *graftMachine) Check(t *rapid.T) {
 	for _, p := range m.states[head].pages {
 		bytesAt += uint64(len(p))
 	}
-	if info.Pages != uint64(len(m.states[head].pages)) || info.Bytes != bytesAt || info.Horizon != m.floor {
-		t.Fatalf("Info %+v, model pages %d bytes %d horizon %d", info, len(m.states[head].pages), bytesAt, m.floor)
+	for _, d := range m.dropped { // stored until GC reclaims them
+		bytesAt += uint64(d.len)
+	}
+	if stored := uint64(len(m.states[head].pages) + len(m.dropped)); info.Pages != stored || info.Bytes != bytesAt || info.Horizon != m.floor {
+		t.Fatalf("Info %+v, model pages %d bytes %d horizon %d", info, stored, bytesAt, m.floor)
 	}
 	for _, s := range m.snaps {
 		checkSnapshot(t, s, m.states[s.LSN()])
@@ -286,7 +353,7 @@ func checkSnapshot(t *rapid.T, snap *Snapshot, want modelState) {
 		w, ok := want.pages[i]
 		checkRead(t, fmt.Sprintf("Get(%d) at %d", i, snap.LSN()), got, err, w, ok)
 	}
-	for _, k := range modelMetaKeys {
+	for _, k := range append([]string{MetaArchiveLow}, modelMetaKeys...) {
 		got, err := snap.Meta(ctx, k)
 		w, ok := want.meta[k]
 		checkRead(t, fmt.Sprintf("Meta(%q) at %d", k, snap.LSN()), got, err, w, ok)
@@ -327,8 +394,8 @@ func checkSnapshot(t *rapid.T, snap *Snapshot, want modelState) {
 
 // TestModel checks invariant 7 (a read at LSN L returns the same bytes until
 // GC removes L, and then fails typed) and the GC rule against a model, over
-// random sequences of commits, conflicts, snapshots, keep-from settings, GC
-// and reopening.
+// random sequences of commits, conflicts, archive page drops, snapshots,
+// keep-from settings, GC and reopening.
 func TestModel(t *testing.T) {
 	if raceEnabled && !flagSet("rapid.checks") {
 		// The model test is sequential: the race detector adds nothing but
@@ -345,7 +412,7 @@ func TestModel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := &graftMachine{fs: fs, s: s, v: v, keepFrom: Unpinned,
+		m := &graftMachine{fs: fs, s: s, v: v, keepFrom: Unpinned, dropped: map[uint64]droppedPage{},
 			states: []modelState{{pages: map[uint64][]byte{}, meta: map[string][]byte{}}}}
 		defer func() {
 			for _, s := range m.snaps {
