@@ -51,8 +51,8 @@ is kept byte for byte, and a file without them gets them before its first
 section), --out/bench/report.json and three SVG plots in --out/bench.
 
 Redis: the one at --redis if it answers, else a private redis-server started
-for the run. The documented run is the default (about ten minutes on a
-2-core machine); --quick is a smoke run of about two minutes. Progress shows
+for the run. The documented run is the default (about three minutes on a
+loaded 2-core machine); --quick is a smoke run of under a minute. Progress shows
 on a terminal only.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -85,7 +85,7 @@ on a terminal only.`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&quick, "quick", false, "a smoke run of about two minutes: smaller sizes, fewer repeats")
+	f.BoolVar(&quick, "quick", false, "a smoke run of under a minute: smaller sizes, fewer repeats")
 	f.BoolVar(&tiny, "tiny", false, "the smallest run that exercises every suite, for tests (no meaningful figures)")
 	_ = f.MarkHidden("tiny")
 	f.BoolVar(&asJSON, "json", false, "print the JSON report instead of the tables")

@@ -88,7 +88,13 @@ func startEnv(ctx context.Context, cfg Config, scratch string) (*env, error) {
 			}
 		}
 		bucket := fmt.Sprintf("bench-%08x", rand.Uint32())
-		if err := m.CreateBucket(ctx, bucket); err != nil {
+		// A MinIO that answers may still be initialising: retry, bounded.
+		err = m.CreateBucket(ctx, bucket)
+		for deadline := time.Now().Add(30 * time.Second); err != nil && time.Now().Before(deadline) && ctx.Err() == nil; {
+			time.Sleep(200 * time.Millisecond)
+			err = m.CreateBucket(ctx, bucket)
+		}
+		if err != nil {
 			e.close()
 			return nil, fmt.Errorf("bench all: MinIO bucket: %w", err)
 		}

@@ -103,8 +103,8 @@ func (r *Report) Markdown() string {
 	if a := r.Accept; a != nil {
 		res := a.Results
 		w("### accept: the outbox against the seed\n\n")
-		w("N = %s records of %d-byte payloads per run, medians of %d runs. Raw fsync (4 KiB append + fsync) in the same run: %s/s. ",
-			bench.FormatValue(float64(res.N)), a.Options.PayloadSize, res.Runs, bench.FormatValue(res.FsyncPerSec))
+		w("N = %s records of %d-byte payloads per run, medians of %s. Raw fsync (4 KiB append + fsync) in the same run: %s/s. ",
+			n(res.N), a.Options.PayloadSize, runs(res.Runs), bench.FormatValue(res.FsyncPerSec))
 		w("The seed's algorithm (the whole map written as a snapshot every K records) runs in the same process; the seed's published table stands beside both.\n\n")
 		w("| K | outbox rec/s | seed's algorithm, this run, rec/s | outbox ÷ seed's algorithm | seed's table rec/s | outbox ÷ seed's table | fsyncs per run | MB written by the seed's algorithm |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, t := range res.Throughput {
@@ -112,8 +112,8 @@ func (r *Report) Markdown() string {
 			if t.SeedRecPerSec > 0 {
 				seed, vs = bench.FormatValue(t.SeedRecPerSec), fmt.Sprintf("%.1f×", t.VsSeed)
 			}
-			w("| %s | %s | %s | %.1f× | %s | %s | %s | %.1f |\n", bench.FormatValue(float64(t.K)), bench.FormatValue(t.RecPerSec),
-				bench.FormatValue(t.WholeSnapPerSec), t.VsWholeSnapshot, seed, vs, bench.FormatValue(t.BlocksPerRun), t.WholeSnapMBPerRun)
+			w("| %s | %s | %s | %.1f× | %s | %s | %s | %.1f |\n", n(t.K), bench.FormatValue(t.RecPerSec),
+				bench.FormatValue(t.WholeSnapPerSec), t.VsWholeSnapshot, seed, vs, n(t.BlocksPerRun), t.WholeSnapMBPerRun)
 		}
 		w("\n| intents | recovery from a snapshot, ms | from the log alone, ms | seed's table, ms | seed ÷ ours |\n|---:|---:|---:|---:|---:|\n")
 		for _, rr := range res.Recovery {
@@ -121,10 +121,10 @@ func (r *Report) Markdown() string {
 			if rr.HaveSeedData {
 				seed, vs = fmt.Sprintf("%.2f", rr.SeedMs), fmt.Sprintf("%.1f×", rr.VsSeed)
 			}
-			w("| %s | %.2f | %.2f | %s | %s |\n", bench.FormatValue(float64(rr.Intents)), rr.SnapshotMs, rr.LogMs, seed, vs)
+			w("| %s | %.2f | %.2f | %s | %s |\n", n(rr.Intents), rr.SnapshotMs, rr.LogMs, seed, vs)
 		}
 		w("\nReplay: %s log records/s over %s intents (seed's table %s/s, %.1f×).\n\n",
-			bench.FormatValue(res.ReplayPerSec), bench.FormatValue(float64(res.ReplayIntents)), bench.FormatValue(res.SeedReplay), res.ReplayVsSeed)
+			bench.FormatValue(res.ReplayPerSec), n(res.ReplayIntents), bench.FormatValue(res.SeedReplay), res.ReplayVsSeed)
 	}
 
 	if s := r.Sync; s != nil {
@@ -137,7 +137,7 @@ func (r *Report) Markdown() string {
 			for k, lv := range rem.Levels {
 				name, put := "", ""
 				if k == 0 {
-					name, put = fmt.Sprintf("%s (%s)", rem.Name, rem.Note), fmt.Sprintf("%.2f / %.2f", rem.PutP50, rem.PutP99)
+					name, put = fmt.Sprintf("%s: %s", rem.Name, rem.Note), fmt.Sprintf("%.2f / %.2f", rem.PutP50, rem.PutP99)
 				}
 				vs := "–"
 				if rem.PutP50 > 0 {
@@ -155,10 +155,10 @@ func (r *Report) Markdown() string {
 	if a := r.Archive; a != nil {
 		w("### archive: fold and merge-read against history depth\n\n")
 		w("Records of %s. For each depth N, one stream gets N records and one fold-then-trim cycle keeping N/100 live; another stream gets the same N records and keeps them all. ", a.Fields)
-		w("Merge-read reads the first (archive + live tail); the anchor reads the second with XRANGE pages of 512 (`mq` Read, decoded), interleaved, medians of %d reads.\n\n", a.Runs)
+		w("Merge-read reads the first (archive + live tail); the anchor reads the second with XRANGE pages of 512 (`mq` Read, decoded), interleaved, medians of %s.\n\n", runs(a.Runs))
 		w("| history N | live | append rec/s | fold-then-trim rec/s | merge-read rec/s | XRANGE rec/s | merge ÷ XRANGE |\n|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, d := range a.Depths {
-			w("| %s | %s | %s | %s | %s | %s | %.2f× |\n", bench.FormatValue(float64(d.Records)), bench.FormatValue(float64(d.Live)),
+			w("| %s | %s | %s | %s | %s | %s | %.2f× |\n", n(d.Records), n(d.Live),
 				bench.FormatValue(d.AppendPS), bench.FormatValue(d.FoldPS), bench.FormatValue(d.MergePS), bench.FormatValue(d.XrangePS), d.Ratio)
 		}
 		w("\n")
@@ -166,10 +166,10 @@ func (r *Report) Markdown() string {
 
 	if m := r.RedisMemory; m != nil && len(m.Samples) > 0 {
 		w("### Redis memory while the history grows\n\n")
-		w("%d rounds of: append %s records, one cycle keeping %s live. `used_memory` (the whole server):\n\n", m.Rounds, bench.FormatValue(float64(m.Window)), bench.FormatValue(float64(m.Window)))
+		w("%d rounds of: append %s records, one cycle keeping %s live. `used_memory` (the whole server):\n\n", m.Rounds, n(m.Window), n(m.Window))
 		w("| after round 1 | after round 2 | after round %d | max from round 2 | records archived | archive on disk | the same history kept live: used_memory added |\n|---:|---:|---:|---:|---:|---:|---:|\n", m.Rounds)
-		w("| %s B | %s B | %s B | %s B | %s | %s B | %s B |\n\n", bench.FormatValue(float64(m.Samples[0])), bench.FormatValue(float64(m.Round2)),
-			bench.FormatValue(float64(m.Last)), bench.FormatValue(float64(m.MaxFrom2)), bench.FormatValue(float64(m.Archived)), bench.FormatValue(float64(m.GraftBytes)), bench.FormatValue(float64(m.LiveHistory)))
+		w("| %s B | %s B | %s B | %s B | %s | %s B | %s B |\n\n", n(m.Samples[0]), n(m.Round2),
+			n(m.Last), n(m.MaxFrom2), n(m.Archived), n(m.GraftBytes), n(m.LiveHistory))
 	}
 
 	if h := r.HeadLookup; h != nil {
@@ -178,7 +178,7 @@ func (r *Report) Markdown() string {
 		w("The anchor is the probing lookup (GET LSN+1, LSN+2, … until a 404), counted on the same log.\n\n")
 		w("| LSNs | fresh follower | probing from LSN 1 | quiet follower | probing from the head |\n|---:|---|---:|---|---:|\n")
 		for _, s := range h.Sizes {
-			w("| %s | %d (%s) | %s | %d (%s) | %d |\n", bench.FormatValue(float64(s.LSNs)), s.FreshTotal, countsText(s.Fresh), bench.FormatValue(float64(s.ProbeFresh)), s.QuietTotal, countsText(s.Quiet), s.ProbeQuiet)
+			w("| %s | %d (%s) | %s | %d (%s) | %d |\n", n(s.LSNs), s.FreshTotal, countsText(s.Fresh), n(s.ProbeFresh), s.QuietTotal, countsText(s.Quiet), s.ProbeQuiet)
 		}
 		w("\n")
 	}
@@ -206,4 +206,20 @@ func orNA(s string) string {
 		return "n/a"
 	}
 	return s
+}
+
+// n prints a count: 7, 1,000, 20,000.
+func n[T int | int64 | uint64 | float64](v T) string {
+	if f := float64(v); f >= 100 || f <= -100 || f != float64(int64(f)) {
+		return bench.FormatValue(f)
+	}
+	return fmt.Sprint(int64(v))
+}
+
+// runs says how many runs a median is of.
+func runs(k int) string {
+	if k == 1 {
+		return "1 run (no median)"
+	}
+	return fmt.Sprintf("%d runs", k)
 }

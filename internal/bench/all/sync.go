@@ -51,9 +51,15 @@ func runSync(ctx context.Context, e *env, dir string, cfg Config, p *bench.Progr
 	r := &SyncReport{PayloadBytes: len(syncPayload), WindowMs: float64(cfg.SyncWindow.Microseconds()) / 1e3}
 	for k, rem := range e.remotes {
 		p.Step(rem.Name + ": conditional PUTs")
-		sr, err := syncRemote(ctx, e, filepath.Join(dir, rem.Name), fmt.Sprintf("%s-%d", e.queue, k), rem, cfg, p)
+		queue := fmt.Sprintf("%s-%d", e.queue, k)
+		sr, err := syncRemote(ctx, e, filepath.Join(dir, rem.Name), queue, rem, cfg, p)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", rem.Name, err)
+		}
+		// The dispatched jobs leave Redis, so that later suites measure
+		// a server holding only their own keys.
+		if err := e.deleteKeys(ctx, "emq:{"+queue+"}*"); err != nil {
+			return nil, err
 		}
 		r.Remotes = append(r.Remotes, sr)
 	}
