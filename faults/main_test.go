@@ -76,18 +76,27 @@ type nodeConf struct {
 	Dir, Remote, Redis string
 	K                  int // the accept tier's loss window
 	Hook               string
+	HookSkip           int  // calls of Hook's point that pass before it stops the process
 	Tier               bool // open the accept tier
 	Chunk              int  // records per fold commit (0: the default)
+
+	// In-process nodes only (not passed to a child):
+	hooks remote.Hooks                    // replace the named Hook
+	wrap  func(remote.Store) remote.Store // wraps the remote (a failing store)
 }
 
-// hookFunc returns the push's fault hooks: the one named stops the process
-// there (it reports "H name" and blocks until killed).
-func hooks(name string) remote.Hooks {
+// hooks returns the push's fault hooks: the one named lets skip calls pass,
+// then stops the process there (it reports "H name" and blocks until killed).
+func hooks(name string, skip int) remote.Hooks {
+	var calls atomic.Int64
 	stop := func(n string) func() {
 		if n != name {
 			return nil
 		}
 		return func() {
+			if calls.Add(1) <= int64(skip) {
+				return
+			}
 			crashtest.Report("H %s", n)
 			select {}
 		}
@@ -110,7 +119,14 @@ func openNode(ctx context.Context, c nodeConf) (n *node, err error) {
 	if n.rs, err = remote.Open(ctx, c.Remote); err != nil {
 		return n, err
 	}
-	if n.gs, err = graft.Open(ctx, filepath.Join(c.Dir, "graft"), graft.Options{Remote: n.rs, RemoteHooks: hooks(c.Hook)}); err != nil {
+	if c.wrap != nil {
+		n.rs = c.wrap(n.rs)
+	}
+	h := hooks(c.Hook, c.HookSkip)
+	if c.Hook == "" {
+		h = c.hooks
+	}
+	if n.gs, err = graft.Open(ctx, filepath.Join(c.Dir, "graft"), graft.Options{Remote: n.rs, RemoteHooks: h}); err != nil {
 		return n, err
 	}
 	if n.live, err = mq.Connect(ctx, mq.Options{URL: c.Redis, Logger: quietLog(), RetryBackoff: 20 * time.Millisecond}); err != nil {
@@ -521,11 +537,12 @@ func jobAudit(jobs map[brand.ID]uint64, d deliveries, a *acks) (asyncLost int, e
 	return asyncLost, nil
 }
 
-// appendBatch appends n records to q/s; ids come back only when acknowledged.
-func appendBatch(ctx context.Context, c *mq.Client, q, s string, n int) ([]brand.ID, error) {
+// appendBatch appends n records to q/s, each with a value of pad bytes; ids
+// come back only when acknowledged.
+func appendBatch(ctx context.Context, c *mq.Client, q, s string, n, pad int) ([]brand.ID, error) {
 	batch := make([][]mq.Field, n)
 	for i := range batch {
-		batch[i] = []mq.Field{{Name: "i", Value: strconv.Itoa(i)}, {Name: "s", Value: s}}
+		batch[i] = []mq.Field{{Name: "i", Value: strconv.Itoa(i)}, {Name: "s", Value: s}, {Name: "pad", Value: strings.Repeat("x", pad)}}
 	}
 	return c.AppendBatch(ctx, q, s, batch)
 }

@@ -134,7 +134,7 @@ func TestSoak(t *testing.T) {
 		rng := rand.New(rand.NewPCG(2, uint64(time.Now().UnixNano())))
 		for load.Err() == nil {
 			s := streams[rng.IntN(len(streams))]
-			ids, err := appendBatch(load, live, q, s, 1+rng.IntN(50))
+			ids, err := appendBatch(load, live, q, s, 1+rng.IntN(50), 64)
 			var ae *mq.AppendError
 			fig.mu.Lock()
 			switch {
