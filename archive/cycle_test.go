@@ -333,33 +333,10 @@ func TestRedisRestartMidCycle(t *testing.T) {
 func TestRaceAppendsCyclesReads(t *testing.T) {
 	ctx := testCtx(t)
 	e := newEnv(t, servers.Redis(t).URL, Options{Chunk: 17})
-	var (
-		mu       sync.Mutex
-		appended []brand.ID
-	)
-	snapshot := func() []brand.ID { mu.Lock(); defer mu.Unlock(); return slices.Clone(appended) }
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	// One appender keeps appended in id order (appends are sequential).
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if len(snapshot()) >= 3000 {
-				<-stop
-				return
-			}
-			got := e.append(ctx, 1+i%7)
-			mu.Lock()
-			appended = append(appended, got...)
-			mu.Unlock()
-		}
-	}()
+	// One appender keeps its ids in id order (appends are sequential).
+	snapshot := e.startAppender(ctx, 3000, 7, stop, &wg).snapshot
 	cycles := make(chan int, 1)
 	wg.Add(1)
 	go func() {

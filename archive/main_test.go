@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -177,6 +178,41 @@ func (e *env) audit(ctx context.Context, want []brand.ID) {
 	if !slices.Equal(rev, want) {
 		e.t.Fatalf("reverse merge-read: %d ids, want %d; first difference at %d", len(rev), len(want), firstDiff(rev, want))
 	}
+}
+
+// appender records the ids a background goroutine appends, in id order.
+type appender struct {
+	mu  sync.Mutex
+	ids []brand.ID
+}
+
+// snapshot returns the ids appended (and recorded) so far.
+func (a *appender) snapshot() []brand.ID {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.ids)
+}
+
+// startAppender appends batches of 1 to batch records to e's stream, one
+// batch at a time, until n are appended or stop is closed.
+func (e *env) startAppender(ctx context.Context, n, batch int, stop <-chan struct{}, wg *sync.WaitGroup) *appender {
+	a := &appender{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; len(a.snapshot()) < n; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			got := e.append(ctx, 1+i%batch)
+			a.mu.Lock()
+			a.ids = append(a.ids, got...)
+			a.mu.Unlock()
+		}
+	}()
+	return a
 }
 
 func firstDiff(a, b []brand.ID) int {

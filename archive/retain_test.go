@@ -282,29 +282,11 @@ func (e *env) firstRetained(ctx context.Context) brand.ID {
 func TestRaceRetentionReads(t *testing.T) {
 	ctx := testCtx(t)
 	e := newEnv(t, testRedisURL(t), Options{Chunk: 13, Retain: Retention{Count: 150}})
-	var (
-		mu       sync.Mutex
-		appended []brand.ID
-	)
-	snapshot := func() []brand.ID { mu.Lock(); defer mu.Unlock(); return slices.Clone(appended) }
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for i := 0; len(snapshot()) < 2500; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			got := e.append(ctx, 1+i%9)
-			mu.Lock()
-			appended = append(appended, got...)
-			mu.Unlock()
-		}
-	}()
+	snapshot := e.startAppender(ctx, 2500, 9, stop, &wg).snapshot
 	var cycles atomic.Int64
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for n := 0; ; n++ {
