@@ -524,7 +524,11 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"folded": res.Folded, "trimmed": res.Trimmed, "watermark": watermark(res.State)})
+	out := map[string]any{"folded": res.Folded, "trimmed": res.Trimmed, "watermark": watermark(res.State)}
+	if res.Dropped != 0 {
+		out["dropped"] = res.Dropped
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -554,8 +558,11 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"watermark": watermark(state), "archived": state.Pages,
-		"live": n, "volume": name, "lsn": state.LSN})
+	out := map[string]any{"watermark": watermark(state), "archived": state.Pages, "live": n, "volume": name, "lsn": state.LSN}
+	if state.Low != 0 { // archive retention dropped the oldest pages
+		out["low"], out["retained"] = state.Low, state.Retained()
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

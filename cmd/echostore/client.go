@@ -202,13 +202,16 @@ type (
 		Folded    int64 `json:"folded"`
 		Trimmed   int64 `json:"trimmed"`
 		Watermark any   `json:"watermark"`
+		Dropped   int64 `json:"dropped,omitempty"`
 	}
 	statusOut struct {
-		Watermark any    `json:"watermark"`
-		Archived  uint64 `json:"archived"`
-		Live      int64  `json:"live"`
-		Volume    string `json:"volume"`
-		LSN       uint64 `json:"lsn"`
+		Watermark any     `json:"watermark"`
+		Archived  uint64  `json:"archived"`
+		Live      int64   `json:"live"`
+		Volume    string  `json:"volume"`
+		LSN       uint64  `json:"lsn"`
+		Low       *uint64 `json:"low,omitempty"`
+		Retained  *uint64 `json:"retained,omitempty"`
 	}
 )
 

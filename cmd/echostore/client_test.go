@@ -75,7 +75,8 @@ func TestCLIThroughServe(t *testing.T) {
 	for i := range 20 {
 		ids = append(ids, strings.TrimSpace(cli("stream", "append", "q", "s", "n="+string(rune('a'+i)))))
 	}
-	cli("archive", "cycle", "q", "s", "--keep", "5", "--trim-after", "remote")
+	// Archive retention drops the 3 oldest: status shows low and retained.
+	cli("archive", "cycle", "q", "s", "--keep", "5", "--trim-after", "remote", "--retain-count", "12")
 	cli("enqueue", "jobs", "--payload", `{"n":0}`, "--mode", "sync")
 
 	// The commands that only read, run directly and through serve.
@@ -94,6 +95,10 @@ func TestCLIThroughServe(t *testing.T) {
 	direct := make([]string, len(reads))
 	for i, args := range reads {
 		direct[i] = cli(args...)
+	}
+
+	if !strings.Contains(direct[4], `"low":3,"retained":12}`) {
+		t.Fatalf("status after retention: %s", direct[4])
 	}
 
 	stop := startServe(t, r.URL, data, remoteURL, "")
