@@ -192,7 +192,9 @@ type CycleResult struct {
 // group's oldest pending or undelivered entry) in one script that checks the
 // lease's fencing token. After each fold the stream's last id is raised to
 // W and the seam cache rewritten. After the folds, Options.Retain drops the
-// archived records below the retention horizon (Retain), before a push.
+// archived records below the retention horizon (Retain), before a push;
+// with retention set, a cycle that succeeded ends with the volume's GC,
+// which reclaims dropped pages no snapshot or unpushed LSN needs.
 //
 // On any error nothing beyond what was folded is trimmed: the stream
 // over-retains. The error is logged and returned.
@@ -234,6 +236,13 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 	vol, err := a.openVolume(ctx, q, s, vname, ok)
 	if err != nil {
 		return res, err
+	}
+	if !a.opts.Retain.IsZero() {
+		defer func() {
+			if err == nil {
+				a.reclaim(ctx, q, s, vol)
+			}
+		}()
 	}
 	st, err := Frontier(ctx, vol)
 	if err != nil {
@@ -345,6 +354,21 @@ func (a *Archiver) retain(ctx context.Context, q, s string, vol *graft.Volume, s
 	res.Dropped += int64(n)
 	a.log.Info("archive retention dropped records", "queue", q, "stream", s, "dropped", n, "low", next.Low, "lsn", next.LSN)
 	return next, a.publish(ctx, q, s, next)
+}
+
+// reclaim runs the volume's GC after a successful cycle with retention, so
+// that dropped pages leave the disk once no snapshot and no unpushed LSN
+// needs them (graft's horizon rule). A failure is logged, not returned: the
+// cycle's work is done, and the next cycle tries again.
+func (a *Archiver) reclaim(ctx context.Context, q, s string, vol *graft.Volume) {
+	st, err := vol.GC(ctx)
+	if err != nil {
+		a.log.Warn("archive GC failed; dropped pages stay on disk until the next cycle", "queue", q, "stream", s, "err", err)
+		return
+	}
+	if st.DroppedPages > 0 {
+		a.log.Info("archive GC reclaimed dropped pages", "queue", q, "stream", s, "pages", st.DroppedPages, "horizon", st.Horizon)
+	}
 }
 
 // slice reads up to one chunk of live records in [from, to].
