@@ -33,6 +33,13 @@
 //   - Reads never block writers and take no lock; Snapshot.Get is one seek.
 //   - Concurrent Synced commits, on one volume or many, share fsyncs: no
 //     lock is held across the sync except the committing volume's own.
+//   - Archive pages can be dropped in order (archivelow.go):
+//     Txn.DropArchiveBelow raises the volume's archive floor (metadata
+//     archive.low, MetaArchiveLow); reads at that commit's LSN and later
+//     find nothing below it, older snapshots still read the pages, no
+//     commit can write below it again, and GC deletes their versions once
+//     its horizon passes the drop. A drop is a metadata commit, so it
+//     replicates in the existing remote format.
 //   - Bad input (oversized pages or metadata, indexes outside the API's
 //     range) is rejected with a typed error before anything is staged;
 //     stored bytes that do not decode give ErrCorrupt, never a panic.
