@@ -5,6 +5,8 @@
 // (braces would break the Redis Cluster hashtag, and a stream named
 // "x:archived" would collide with the seam cache of stream x), never '/'
 // (no path traversal into the data dir or a bucket) and is never "." or "..".
+// A volume name does not start with '.' either: it is a segment of remote
+// object keys, where a leading '.' is reserved for temporaries.
 //
 // Derived names:
 //

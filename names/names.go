@@ -35,6 +35,9 @@ func Check(kind Kind, s string) error {
 	if s == "." || s == ".." {
 		return fmt.Errorf("%s name %q is reserved: %w", kind, s, ErrInvalid)
 	}
+	if kind == Volume && s[0] == '.' {
+		return fmt.Errorf("volume name %q starts with '.', which a remote object key may not (reserved for temporaries): %w", s, ErrInvalid)
+	}
 	for i := 0; i < len(s); i++ {
 		if !allowed(s[i]) {
 			return fmt.Errorf("%s name %q has %q at byte %d; only A-Z a-z 0-9 . _ - are allowed: %w",
