@@ -65,7 +65,7 @@ func TestBrowser(t *testing.T) {
 		for _, at := range []struct {
 			pos  int
 			side string
-		}{{0, "archive"}, {70, "archive"}, {146, "archive"}, {149, "live"}, {120, "archive"}} {
+		}{{0, "archive"}, {70, "archive"}, {147, "archive"}, {148, "live"}, {120, "archive"}} { // 147 is W
 			scrubTo(t, ctx, at.pos, ids[at.pos], at.side)
 		}
 
