@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -208,5 +212,65 @@ func TestCLIThroughServeToken(t *testing.T) {
 	out, _, err := run(t, "", append(g, "volume", "ls")...)
 	if err != nil || !strings.HasPrefix(out, "[") {
 		t.Fatalf("with the token: %q %v", out, err)
+	}
+}
+
+// TestServeCommand runs `echostore serve` itself (the cobra command, its
+// flags) in-process, then the CLI beside it through its socket, then stops
+// it as SIGTERM does: it returns nil, removes its socket and frees the data
+// dir for direct commands.
+func TestServeCommand(t *testing.T) {
+	r := startRedis(t)
+	data := filepath.Join(t.TempDir(), "data")
+	g := []string{"--redis", r.URL, "--data", data}
+	logs, logw := io.Pipe()
+	root := newRootCmd(io.Discard, logw)
+	root.SetArgs(append(append([]string{}, g...), "serve", "--listen", "127.0.0.1:0", "--beat", "1h"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		err := root.ExecuteContext(ctx)
+		logw.Close()
+		done <- err
+	}()
+	sc := bufio.NewScanner(logs)
+	for !strings.Contains(sc.Text(), "serve: listening") {
+		if !sc.Scan() {
+			t.Fatalf("serve ended before it listened: %v", <-done)
+		}
+	}
+	go io.Copy(io.Discard, logs) // the rest of serve's log
+
+	cli := func(args ...string) string {
+		t.Helper()
+		out, stderr, err := run(t, "", append(append([]string{}, g...), args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, stderr)
+		}
+		return out
+	}
+	for i := range 5 {
+		cli("stream", "append", "q", "s", fmt.Sprintf("n=%d", i))
+	}
+	cycled := cli("archive", "cycle", "q", "s", "--keep", "1")
+	viaServe := cli("archive", "status", "q", "s")
+	read := cli("stream", "read", "q", "s")
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve after its context ended (SIGTERM): %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(data, server.SocketName)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("socket after serve stopped: %v", err)
+	}
+	if !strings.HasPrefix(cycled, `{"folded":4,"trimmed":4,`) {
+		t.Fatalf("cycle through serve: %s", cycled)
+	}
+	if got := cli("archive", "status", "q", "s"); got != viaServe {
+		t.Fatalf("status directly\n%s\nthrough serve\n%s", got, viaServe)
+	}
+	if got := cli("stream", "read", "q", "s"); got != read || len(lines(read)) != 5 {
+		t.Fatalf("read directly\n%s\nthrough serve\n%s", got, read)
 	}
 }
