@@ -49,6 +49,19 @@ func startServe(t *testing.T, redisURL, data, remoteURL, token string) func() {
 	return stop
 }
 
+// mustRun returns a function that runs the command line with the global
+// flags g and returns its stdout, failing the test on an error.
+func mustRun(t *testing.T, g []string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		out, stderr, err := run(t, "", append(append([]string{}, g...), args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, stderr)
+		}
+		return out
+	}
+}
+
 // jobIDs and lsns in enqueue receipts, which differ from run to run.
 var (
 	jobIDRe = regexp.MustCompile(`JOB_[0-9A-Z]{13}`)
@@ -66,14 +79,7 @@ func TestCLIThroughServe(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	remoteURL := "file://" + filepath.Join(dir, "remote")
 	g := []string{"--redis", r.URL, "--data", data, "--remote", remoteURL}
-	cli := func(args ...string) string {
-		t.Helper()
-		out, stderr, err := run(t, "", append(append([]string{}, g...), args...)...)
-		if err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, stderr)
-		}
-		return out
-	}
+	cli := mustRun(t, g)
 
 	var ids []string
 	for i := range 20 {
@@ -242,14 +248,7 @@ func TestServeCommand(t *testing.T) {
 	}
 	go io.Copy(io.Discard, logs) // the rest of serve's log
 
-	cli := func(args ...string) string {
-		t.Helper()
-		out, stderr, err := run(t, "", append(append([]string{}, g...), args...)...)
-		if err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, stderr)
-		}
-		return out
-	}
+	cli := mustRun(t, g)
 	for i := range 5 {
 		cli("stream", "append", "q", "s", fmt.Sprintf("n=%d", i))
 	}
