@@ -28,14 +28,17 @@ type Limits struct {
 	// MaxFields is the most fields a record may have (default 1024).
 	MaxFields int
 	// MaxBytes is the most bytes of names and values a record may hold
-	// (default 1 MiB).
+	// (default DefaultMaxBytes).
 	MaxBytes int
 }
 
-// Default limits.
+// Default limits. DefaultMaxBytes is 1 MiB less 16 KiB, so that the largest
+// record accepted (DefaultMaxFields fields, 8 bytes of framing each, plus a
+// 21-byte header) still fits one archive page of 1 MiB: a record the
+// archive could not fold would stop its stream's archiving at it.
 const (
 	DefaultMaxFields = 1024
-	DefaultMaxBytes  = 1 << 20
+	DefaultMaxBytes  = 1<<20 - 16<<10
 )
 
 func (l Limits) withDefaults() Limits {
