@@ -83,6 +83,10 @@ func TestSecurityHTTPNames(t *testing.T) {
 			{"POST", "/v1/queues/" + n + "/claim", `{}`},
 			{"GET", "/v1/queues/" + n + "/dead", ""},
 			{"GET", "/v1/volumes/" + n, ""},
+			{"POST", "/v1/volumes/" + n + "/push", ""},
+			{"POST", "/v1/volumes/" + n + "/pull", ""},
+			{"POST", "/v1/volumes/" + n + "/hydrate", ""},
+			{"POST", "/v1/volumes/" + n + "/reset?to_remote=true", ""},
 		}
 		for _, r := range routes {
 			code, b := e.do(r.method, r.path, "", strings.NewReader(r.body))
