@@ -273,11 +273,6 @@ func encodeSnapshot(seq uint64, intents []Intent) []byte {
 // decodeSnapshot decodes a whole snapshot file: the seq it covers and its
 // intents in increasing id order. The payloads alias b, which the intents
 // therefore keep alive. Every failure wraps ErrCorrupt (or ErrVersion).
-//
-// A large file's checksum is computed by another goroutine while the
-// intents are decoded (decoding has no side effect); the result is
-// returned only once the checksum matched, and a mismatch is reported
-// before any other error, as if it had been checked first.
 func decodeSnapshot(b []byte) (uint64, []Intent, error) {
 	if len(b) < snapHeaderLen+snapTrailerLen {
 		return 0, nil, fmt.Errorf("snapshot: %d bytes, want at least %d: %w", len(b), snapHeaderLen+snapTrailerLen, ErrCorrupt)
@@ -286,27 +281,11 @@ func decodeSnapshot(b []byte) (uint64, []Intent, error) {
 		return 0, nil, fmt.Errorf("snapshot: bad magic %q: %w", b[:8], ErrCorrupt)
 	}
 	body, tail := b[:len(b)-snapTrailerLen], b[len(b)-snapTrailerLen:]
-	want := binary.LittleEndian.Uint32(tail)
-	if len(body) < parallelCRCMin {
-		if crc32.Checksum(body, castagnoli) != want {
-			return 0, nil, errSnapshotChecksum
-		}
-		return decodeSnapshotBody(b, body)
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(tail) {
+		return 0, nil, fmt.Errorf("snapshot: checksum mismatch: %w", ErrCorrupt)
 	}
-	sum := make(chan uint32, 1)
-	go func() { sum <- crc32.Checksum(body, castagnoli) }()
-	seq, out, err := decodeSnapshotBody(b, body)
-	if <-sum != want {
-		return 0, nil, errSnapshotChecksum
-	}
-	return seq, out, err
+	return decodeSnapshotBody(b, body)
 }
-
-// parallelCRCMin is the smallest snapshot body whose checksum is computed
-// beside its decoding.
-const parallelCRCMin = 256 << 10
-
-var errSnapshotChecksum = fmt.Errorf("snapshot: checksum mismatch: %w", ErrCorrupt)
 
 // decodeSnapshotBody is decodeSnapshot after the checksum.
 func decodeSnapshotBody(b, body []byte) (uint64, []Intent, error) {

@@ -1,9 +1,6 @@
 package champ
 
-import (
-	"iter"
-	"sync"
-)
+import "iter"
 
 // Collect builds a Map from the entries of seq in one pass, without the
 // path copies of repeated Set: it partitions the entries by their 5-bit
@@ -27,10 +24,8 @@ func Collect[K comparable, V any](h Hasher[K], sizeHint int, seq iter.Seq2[K, V]
 // does, without gathering them first: a caller that holds its entries in a
 // slice (recovery's decoded records) hands them over by index, and each is
 // read twice, once for its hash and once when its node is built. A key at
-// several indexes keeps the value at the last. Large maps are built by two
-// goroutines, each taking half of the root's slots, so at must be safe to
-// call concurrently (reading a slice is). The result has the same shape as
-// inserting the entries one by one.
+// several indexes keeps the value at the last. The result has the same
+// shape as inserting the entries one by one.
 func Build[K comparable, V any](h Hasher[K], n int, at func(i int) (K, V)) Map[K, V] {
 	if h == nil {
 		panic("champ: Build with a nil Hasher")
@@ -45,16 +40,9 @@ func Build[K comparable, V any](h Hasher[K], n int, at func(i int) (K, V)) Map[K
 		items[i] = item{hash: h(k), i: i}
 	}
 	a := &arena[K, V]{at: at, entries: make([]entry[K, V], 0, n)}
-	if n >= parallelMin {
-		m.root, m.n = a.buildRoot(items, make([]item, n))
-	} else {
-		m.root, m.n = a.build(items, make([]item, n), 0)
-	}
+	m.root, m.n = a.build(items, make([]item, n), 0)
 	return m
 }
-
-// parallelMin is the smallest map Build splits between two goroutines.
-const parallelMin = 8192
 
 // arena hands out the nodes and slices of one Collect from a few large
 // allocations instead of one per node. Every slice it returns has its
@@ -153,71 +141,21 @@ func (a *arena[K, V]) runs(items []item, shift uint, runs *[32]run) (nr, data in
 // (after deduplication) it holds.
 type run struct{ start, n int }
 
-// buildRoot is build at shift 0 for a large map: the sub-nodes of the
-// root's slots are built by two goroutines with an arena each, split where
-// the items are halved.
-func (a *arena[K, V]) buildRoot(items, scratch []item) (*node[K, V], int) {
-	sortBySlot(items, scratch, 0)
-	var rs [32]run
-	nr, data := a.runs(items, 0, &rs)
-	half, acc := nr, 0
-	for i, r := range rs[:nr] {
-		acc += r.n
-		if 2*acc >= len(items) {
-			half = i + 1
-			break
-		}
-	}
-	// The second arena takes the tail of the entries chunk, sized for its
-	// half (every entry ends up in exactly one node).
-	rest := a.entries[len(a.entries):cap(a.entries)]
-	cut := min(acc, len(rest))
-	b := &arena[K, V]{at: a.at, entries: rest[cut:cut:len(rest)]}
-	a.entries = a.entries[: len(a.entries) : len(a.entries)+cut]
-	subs := make([]*node[K, V], nr)
-	counts := make([]int, nr)
-	sub := func(a *arena[K, V], from, to int) {
-		for i := from; i < to; i++ {
-			r := rs[i]
-			if r.n > 1 {
-				subs[i], counts[i] = a.build(items[r.start:r.start+r.n], scratch[r.start:r.start+r.n], bitsPerLevel)
-			}
-		}
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() { sub(b, half, nr) })
-	sub(a, 0, half)
-	wg.Wait()
-	return a.assemble(items, scratch, rs[:nr], data, 0, func(i int, _, _ []item) (*node[K, V], int) {
-		return subs[i], counts[i]
-	})
-}
-
 // fill makes the node at shift for items, sorted by their slot at shift.
 func (a *arena[K, V]) fill(items, scratch []item, shift uint) (*node[K, V], int) {
 	// Runs of equal slot, in slot order. A run is an inline entry if it holds
 	// one distinct key: one item, or items of one hash that dedupe to one.
 	var rs [32]run
 	nr, data := a.runs(items, shift, &rs)
-	return a.assemble(items, scratch, rs[:nr], data, shift, func(_ int, g, sc []item) (*node[K, V], int) {
-		return a.build(g, sc, shift+bitsPerLevel)
-	})
-}
-
-// assemble makes the node at shift of the runs rs of items (data of them
-// single entries); child(i, its items, their scratch) gives the sub-node
-// of run i and its count.
-func (a *arena[K, V]) assemble(items, scratch []item, rs []run, data int, shift uint,
-	child func(i int, g, sc []item) (*node[K, V], int)) (*node[K, V], int) {
 	n := a.node()
 	if data > 0 {
 		n.entries = a.entrySlice(data)
 	}
-	if c := len(rs) - data; c > 0 {
+	if c := nr - data; c > 0 {
 		n.children = a.childSlice(c)
 	}
 	total := 0
-	for i, r := range rs {
+	for _, r := range rs[:nr] {
 		g := items[r.start : r.start+r.n]
 		bit := bitpos(g[0].hash, shift)
 		if r.n == 1 {
@@ -226,7 +164,7 @@ func (a *arena[K, V]) assemble(items, scratch []item, rs []run, data int, shift 
 			total++
 		} else {
 			n.nodeMap |= bit
-			c, cn := child(i, g, scratch[r.start:r.start+r.n])
+			c, cn := a.build(g, scratch[r.start:r.start+r.n], shift+bitsPerLevel)
 			n.children = append(n.children, c)
 			total += cn
 		}
