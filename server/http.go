@@ -204,8 +204,20 @@ func (s *Server) instrument(h http.Handler) http.Handler {
 		if sw.status == 0 {
 			sw.status = http.StatusOK
 		}
-		s.m.http.WithLabelValues(r.Pattern, r.Method, strconv.Itoa(sw.status)).Observe(time.Since(start).Seconds())
+		s.m.http.WithLabelValues(r.Pattern, methodLabel(r.Method), strconv.Itoa(sw.status)).Observe(time.Since(start).Seconds())
 	})
+}
+
+// methodLabel bounds the method label of the latency histogram: a made-up
+// method is "other", so clients cannot grow /metrics by a series each. The
+// route label is bounded already: a mux pattern, "" when none matched.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "other"
 }
 
 // SessionCookie is the name of the cookie that POST /v1/session sets.

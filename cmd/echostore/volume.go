@@ -16,6 +16,8 @@ import (
 	"github.com/echostore/echostore/graft/lane"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/internal/bench"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/server"
 )
 
@@ -63,6 +65,9 @@ retained checkpoint references.`,
 			Use: "info VOLUME", Short: "Show a volume's LSNs, pages and bytes", Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				ctx := cmd.Context()
+				if err := names.Check(names.Volume, args[0]); err != nil {
+					return err
+				}
 				if done, err := volumeViaServe(ctx, g, args[0], "", nil); done {
 					return err
 				}
@@ -139,6 +144,9 @@ func replicaCmd(g *globals, use, short string, create bool, query url.Values,
 		Use: use, Short: short, Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if err := names.Check(names.Volume, args[0]); err != nil {
+				return err
+			}
 			if done, err := volumeViaServe(ctx, g, args[0], op, query); done {
 				return err
 			}
@@ -266,7 +274,7 @@ func laneNotifier(ctx context.Context, g *globals) (graft.Notifier, func()) {
 	defer cancel()
 	c, err := connectMQ(cctx, g)
 	if err != nil {
-		g.log.Info("LSN events not announced: Redis is not reachable", "redis", g.redis, "err", err)
+		g.log.Info("LSN events not announced: Redis is not reachable", "redis", mq.Redact(g.redis), "err", err)
 		return nil, func() {}
 	}
 	return lane.New(c), c.Close
