@@ -3,12 +3,15 @@ package archive
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
@@ -80,7 +83,97 @@ func TestGoldenArchiveVolumeV1(t *testing.T) {
 	ctx := t.Context()
 	src := filepath.Join("testdata", "golden", "datadir.v1")
 	recs := goldenRecords()
+	vol := goldenVolume(t, src, func(vol *graft.Volume) {
+		for _, slice := range [][]mq.Record{recs[:2], recs[2:]} {
+			if _, err := Fold(ctx, vol, slice); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	st, err := Frontier(ctx, vol)
+	if err != nil || st.Pages != 3 || st.W != recs[2].ID || st.LSN != 2 {
+		t.Fatalf("frontier %+v, %v; want 3 pages, W %d, LSN 2", st, err, recs[2].ID)
+	}
+	checkReads(t, vol, recs)
+	if got := readRange(t, vol, 2, 2<<22-1, false); len(got) != 1 || got[0].ID != recs[1].ID {
+		t.Fatalf("range read: %+v", got)
+	}
+}
+
+// TestGoldenRetainedVolumeV1 reads an archive volume whose two oldest
+// records a retention horizon dropped (graft's archive.low = 2), written by
+// the version that introduced the horizon: the frontier keeps W and the
+// page count, and reads start at the floor.
+func TestGoldenRetainedVolumeV1(t *testing.T) {
+	ctx := t.Context()
+	src := filepath.Join("testdata", "golden", "datadir-retained.v1")
+	recs := goldenRecords()
+	vol := goldenVolume(t, src, func(vol *graft.Volume) {
+		if _, err := Fold(ctx, vol, recs); err != nil {
+			t.Fatal(err)
+		}
+		if _, n, err := Retain(ctx, vol, Retention{Count: 1}, time.Now()); err != nil || n != 2 {
+			t.Fatalf("retain: %d, %v", n, err)
+		}
+	})
+	st, err := Frontier(ctx, vol)
+	if err != nil || st.Pages != 3 || st.Low != 2 || st.W != recs[2].ID || st.LSN != 2 {
+		t.Fatalf("frontier %+v, %v; want 3 pages, low 2, W %d, LSN 2", st, err, recs[2].ID)
+	}
+	checkReads(t, vol, recs[2:])
+	// The LSN before the drop still reads every page.
+	snap, err := vol.SnapshotAt(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	for n := range uint64(3) {
+		b, err := snap.Get(ctx, graft.ArchiveBase+n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := DecodeRecordPage(b); err != nil || !reflect.DeepEqual(r, recs[n]) {
+			t.Fatalf("page %d at LSN 1: %+v, %v", n, r, err)
+		}
+	}
+}
+
+// readRange reads [from, to] of the archive in vol.
+func readRange(t *testing.T, vol *graft.Volume, from, to brand.ID, reverse bool) []mq.Record {
+	t.Helper()
+	var got []mq.Record
+	for r, err := range Read(t.Context(), vol, from, to, reverse) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
+	}
+	return got
+}
+
+// checkReads reads the whole archive in vol in both directions and
+// compares it with want (in id order).
+func checkReads(t *testing.T, vol *graft.Volume, want []mq.Record) {
+	t.Helper()
+	if got := readRange(t, vol, 0, brand.Max, false); !reflect.DeepEqual(got, want) {
+		t.Fatalf("read: %+v", got)
+	}
+	rev := slices.Clone(want)
+	slices.Reverse(rev)
+	if got := readRange(t, vol, 0, brand.Max, true); !reflect.DeepEqual(got, rev) {
+		t.Fatalf("reverse read: %+v", got)
+	}
+}
+
+// goldenVolume returns the volume archive.q.s of a fresh, read-only copy
+// of the checked-in data dir src (opening a store writes to its
+// directory). With -update and no src, it first writes src: a store holding the volume archive.q.s, filled by fill.
+// A data dir is written once and never regenerated: Pebble's bytes are not
+// deterministic, and its point is that later binaries read these bytes.
+func goldenVolume(t *testing.T, src string, fill func(*graft.Volume)) *graft.Volume {
+	t.Helper()
 	if _, err := os.Stat(src); os.IsNotExist(err) && *update {
+		ctx := t.Context()
 		s, err := graft.Open(ctx, src, graft.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -89,19 +182,19 @@ func TestGoldenArchiveVolumeV1(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, slice := range [][]mq.Record{recs[:2], recs[2:]} {
-			if _, err := Fold(ctx, vol, slice); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := s.Compact(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Close(); err != nil {
+		fill(vol)
+		if err := errors.Join(s.Compact(ctx), s.Close()); err != nil {
 			t.Fatal(err)
 		}
 		os.Remove(filepath.Join(src, "LOCK"))
 	}
+	return openCopy(t, src)
+}
+
+// openCopy opens a fresh copy of the data dir src read-only and returns its
+// volume archive.q.s.
+func openCopy(t *testing.T, src string) *graft.Volume {
+	t.Helper()
 	ents, err := os.ReadDir(src)
 	if err != nil {
 		t.Fatalf("%v (run with -update to create it)", err)
@@ -116,43 +209,14 @@ func TestGoldenArchiveVolumeV1(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := graft.Open(ctx, dir, graft.Options{ReadOnly: true})
+	s, err := graft.Open(t.Context(), dir, graft.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	vol, err := s.Volume(ctx, "archive.q.s")
+	t.Cleanup(func() { s.Close() })
+	vol, err := s.Volume(t.Context(), "archive.q.s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := Frontier(ctx, vol)
-	if err != nil || st.Pages != 3 || st.W != recs[2].ID || st.LSN != 2 {
-		t.Fatalf("frontier %+v, %v; want 3 pages, W %d, LSN 2", st, err, recs[2].ID)
-	}
-	for _, reverse := range []bool{false, true} {
-		var got []mq.Record
-		for r, err := range Read(ctx, vol, 0, brand.Max, reverse) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, r)
-		}
-		want := goldenRecords()
-		if reverse {
-			want[0], want[2] = want[2], want[0]
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("read (reverse %v): %+v", reverse, got)
-		}
-	}
-	var got []mq.Record
-	for r, err := range Read(ctx, vol, 2, 2<<22-1, false) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, r)
-	}
-	if len(got) != 1 || got[0].ID != recs[1].ID {
-		t.Fatalf("range read: %+v", got)
-	}
+	return vol
 }
