@@ -385,3 +385,48 @@ func TestGoldenDataDirV1(t *testing.T) {
 		}
 	}
 }
+
+// TestGoldenPendingCommitV1: the pending remote commit of a writer (key
+// 06·vid): a version byte, then the commit object's bytes, as SetPending
+// writes it and Pending reads it back.
+func TestGoldenPendingCommitV1(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	v, err := s.CreateVolume(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := v.Begin()
+	if err := tx.Put(0, []byte("p")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Commit(ctx, Synced); err != nil {
+		t.Fatal(err)
+	}
+	commit, err := remote.EncodeCommit(&remote.Commit{Volume: "v", LSN: 1, LocalFrom: 0, LocalTo: 1,
+		Inline: []remote.Page{{Index: 0, Data: []byte("p")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.SetPending(ctx, commit); err != nil {
+		t.Fatal(err)
+	}
+	val, closer, err := s.db.Get(pendingKey(v.id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := bytes.Clone(val)
+	closer.Close()
+	b := golden(t, "pending-commit.v1.bin", true, stored)
+	if b[0] != 1 || !bytes.Equal(b[1:], commit) {
+		t.Fatalf("pending value %x, the spec gives 01 · %x", b, commit)
+	}
+	got, err := v.Pending(ctx)
+	if err != nil || !bytes.Equal(got, commit) {
+		t.Fatalf("Pending: %x, %v", got, err)
+	}
+}
