@@ -21,6 +21,10 @@ import (
 // never silently ratchets a data dir past what an older binary can read.
 const formatMajorVersion = pebble.FormatValueSeparation
 
+// tunePebble, set only by tests, adjusts Pebble's options before Open:
+// TestPebbleTunings compares tunings in one process, run by run.
+var tunePebble func(*pebble.Options)
+
 // Store is one Graft data directory: a Pebble database holding any number of
 // volumes. It is safe for concurrent use.
 type Store struct {
@@ -58,6 +62,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 		FormatMajorVersion: formatMajorVersion,
 		Logger:             pebbleLogger{opts.Logger},
 		ReadOnly:           opts.ReadOnly,
+	}
+	if tunePebble != nil {
+		tunePebble(po)
 	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {

@@ -5,6 +5,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
 
@@ -224,6 +226,29 @@ func Repeat(n int, f func(run int) (float64, error)) ([]float64, error) {
 		runs = append(runs, v)
 	}
 	return runs, nil
+}
+
+// RawFsyncRate appends 4 KiB to a new file in dir and fdatasyncs it, in a
+// loop, for d; it returns syncs per second. The file is removed.
+func RawFsyncRate(ctx context.Context, dir string, d time.Duration) (float64, error) {
+	f, err := os.CreateTemp(dir, "fsync-")
+	if err != nil {
+		return 0, fmt.Errorf("raw fsync: %w", err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, 4096)
+	n, start := 0, time.Now()
+	for time.Since(start) < d && ctx.Err() == nil {
+		if _, err := f.Write(buf); err != nil {
+			return 0, fmt.Errorf("raw fsync: %w", err)
+		}
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			return 0, fmt.Errorf("raw fsync: %w", err)
+		}
+		n++
+	}
+	return float64(n) / time.Since(start).Seconds(), ctx.Err()
 }
 
 // Progress shows how far a suite is. Its methods do nothing when it is not

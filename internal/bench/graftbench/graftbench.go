@@ -15,8 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/internal/bench"
 )
@@ -75,7 +73,7 @@ func Run(ctx context.Context, cfg Config) (*bench.Report, error) {
 	var fsync, single, many, perSync, sync1, syncN, busyN []float64
 	for k := 0; k < cfg.Runs; k++ {
 		step("raw fsync")
-		f, err := rawFsyncRate(ctx, root, cfg.Duration)
+		f, err := bench.RawFsyncRate(ctx, root, cfg.Duration)
 		if err != nil {
 			return nil, err
 		}
@@ -182,28 +180,6 @@ func humanCount(n int) string {
 		return fmt.Sprintf("%dk", n/1000)
 	}
 	return fmt.Sprint(n)
-}
-
-// rawFsyncRate appends 4 KiB and fdatasyncs, in a loop, for d.
-func rawFsyncRate(ctx context.Context, dir string, d time.Duration) (float64, error) {
-	f, err := os.CreateTemp(dir, "fsync-")
-	if err != nil {
-		return 0, fmt.Errorf("bench graft: raw fsync: %w", err)
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	buf := make([]byte, 4096)
-	n, start := 0, time.Now()
-	for time.Since(start) < d && ctx.Err() == nil {
-		if _, err := f.Write(buf); err != nil {
-			return 0, fmt.Errorf("bench graft: raw fsync: %w", err)
-		}
-		if err := unix.Fdatasync(int(f.Fd())); err != nil {
-			return 0, fmt.Errorf("bench graft: raw fsync: %w", err)
-		}
-		n++
-	}
-	return float64(n) / time.Since(start).Seconds(), ctx.Err()
 }
 
 // commitStats is what one timed commit run measured.
