@@ -123,6 +123,7 @@ type Report struct {
 	RedisMemory *MemoryReport     `json:"redis_memory"`
 	HeadLookup  *HeadLookupReport `json:"head_lookup"`
 
+	Goals []Goal   `json:"goals"` // the figures that have a goal, checked
 	Plots []string `json:"plots"` // paths relative to Out
 }
 
@@ -224,6 +225,7 @@ func (r *Report) Write(out string) error {
 	if err := os.MkdirAll(filepath.Join(out, "bench"), 0o755); err != nil {
 		return err
 	}
+	r.Goals = r.goals()
 	plots, err := r.writePlots(out)
 	if err != nil {
 		return fmt.Errorf("bench all: plots: %w", err)

@@ -91,6 +91,24 @@ func (r *Report) Markdown() string {
 	w("JSON: [`%s`](%s). Plots: [accept vs K](%s), [merge-read vs depth](%s), [sync latency vs callers](%s).\n\n",
 		JSONFile, JSONFile, PlotAccept, PlotMerge, PlotSync)
 
+	if len(r.Goals) > 0 {
+		met := 0
+		for _, g := range r.Goals {
+			if g.Met {
+				met++
+			}
+		}
+		w("### Goals\n\n%d of %d goals met in this run.\n\n| suite | figure | value | goal | |\n|---|---|---:|---|---|\n", met, len(r.Goals))
+		for _, g := range r.Goals {
+			mark := "✓"
+			if !g.Met {
+				mark = "**✗ missed**"
+			}
+			w("| %s | %s | %s %s | %s | %s |\n", g.Suite, g.Figure, bench.FormatValue(g.Value), g.Unit, g.Goal, mark)
+		}
+		w("\n")
+	}
+
 	if g := r.Graft; g != nil {
 		w("### graft: local engine\n\n")
 		w("| figure | median | unit | runs | anchor (same run) | ratio | goal |\n|---|---:|---|---:|---|---:|---|\n")

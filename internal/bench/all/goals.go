@@ -1,0 +1,79 @@
+package all
+
+import (
+	"fmt"
+
+	"github.com/echostore/echostore/internal/bench"
+)
+
+// Goal is one goal of the project's issues checked against a figure of the
+// run.
+type Goal struct {
+	Suite  string  `json:"suite"`
+	Figure string  `json:"figure"`
+	Value  float64 `json:"value"`
+	Unit   string  `json:"unit"`
+	Goal   string  `json:"goal"`
+	Met    bool    `json:"met"`
+}
+
+// goals checks the figures that have a goal (issues 4, 7 and 5): the
+// graft rows that carry one, the outbox's rates by K, recovery and replay,
+// sync enqueue's lone caller and 64 callers, merge-read against XRANGE.
+func (r *Report) goals() []Goal {
+	var gs []Goal
+	add := func(suite, figure string, v float64, unit string, limit float64, atMost bool) {
+		g := Goal{Suite: suite, Figure: figure, Value: v, Unit: unit}
+		if atMost {
+			g.Goal, g.Met = "≤ "+bench.FormatValue(limit)+" "+unit, v <= limit
+		} else {
+			g.Goal, g.Met = "≥ "+bench.FormatValue(limit)+" "+unit, v >= limit
+		}
+		gs = append(gs, g)
+	}
+	if r.Graft != nil {
+		for _, row := range r.Graft.Rows {
+			if row.Met == nil {
+				continue
+			}
+			v, unit := row.Value, row.Unit
+			if row.Anchor != "" {
+				v, unit = row.Ratio, "× "+row.Anchor
+			}
+			gs = append(gs, Goal{Suite: "graft", Figure: row.Name, Value: v, Unit: unit, Goal: row.Goal, Met: *row.Met})
+		}
+	}
+	if a := r.Accept; a != nil {
+		want := map[int]float64{100: 150_000, 1000: 1_000_000, 10_000: 1_500_000}
+		for _, t := range a.Results.Throughput {
+			if w, ok := want[t.K]; ok {
+				add("accept", fmt.Sprintf("outbox, K = %s", n(t.K)), t.RecPerSec, "rec/s", w, false)
+			}
+		}
+		for _, rr := range a.Results.Recovery {
+			if rr.Intents == 50_000 {
+				add("accept", "recovery of 50,000 from a snapshot", rr.SnapshotMs, "ms", 10, true)
+			}
+		}
+		add("accept", "replay", a.Results.ReplayPerSec, "intents/s", 5_000_000, false)
+	}
+	if s := r.Sync; s != nil {
+		for _, rem := range s.Remotes {
+			for _, lv := range rem.Levels {
+				switch lv.Callers {
+				case 1:
+					add("sync enqueue", rem.Name+": lone caller p50", lv.P50, "ms", 5, true)
+					add("sync enqueue", rem.Name+": lone caller p99", lv.P99, "ms", 20, true)
+				case 64:
+					add("sync enqueue", rem.Name+": 64 callers", lv.JobsPerSec, "jobs/s", 10_000, false)
+				}
+			}
+		}
+	}
+	if a := r.Archive; a != nil {
+		for _, d := range a.Depths {
+			add("archive", fmt.Sprintf("merge-read of %s records, ÷ XRANGE of the same", n(d.Records)), d.Ratio, "×", 1, false)
+		}
+	}
+	return gs
+}
