@@ -3,7 +3,6 @@ package accept
 import (
 	"bytes"
 	"encoding/binary"
-	"flag"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -11,33 +10,19 @@ import (
 	"testing"
 
 	"github.com/echostore/echostore/brand"
+	goldenfile "github.com/echostore/echostore/internal/golden"
 )
 
 // Golden files of the outbox's files and the accept volume's job page
 // (docs/ACCEPT.md, "File formats"; docs/FORMAT.md, "Upgrades"). `go test
 // ./accept -run Golden -update` rewrites the files of the current version
-// from the encoders.
-var update = flag.Bool("update", false, "rewrite the current version's golden files from the encoders")
+// from the encoders (internal/golden).
 
-// golden returns the checked-in bytes of name; -update rewrites them from
-// enc, and otherwise they must equal enc.
+// golden returns the checked-in bytes of name, which must be what today's
+// encoder writes (golden.Bytes).
 func golden(t *testing.T, name string, enc []byte) []byte {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.WriteFile(path, enc, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	file, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run `go test -run Golden -update` to create it)", err)
-	}
-	if !bytes.Equal(file, enc) {
-		t.Errorf("%s differs from the bytes the encoder writes today:\n file: %x\n  now: %x\n"+
-			"a byte change is a format change: bump the version (docs/FORMAT.md, \"Upgrades\")", name, file, enc)
-	}
-	return file
+	return goldenfile.Bytes(t, name, true, enc)
 }
 
 // The outbox the golden files hold: three jobs accepted, the first
@@ -141,17 +126,7 @@ func TestGoldenSnapshotV1(t *testing.T) {
 // directory through the public API: the snapshot is the base, block 3 is
 // replayed on it.
 func TestGoldenOutboxDirV1(t *testing.T) {
-	src := filepath.Join("testdata", "golden", "dir.v1")
-	dir := t.TempDir()
-	for _, name := range []string{"log-0000000000000001.log", "snap-0000000000000002.snap"} {
-		b, err := os.ReadFile(filepath.Join(src, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := goldenfile.CopyDir(t, goldenfile.Path("dir.v1"))
 	ctx := t.Context()
 	o, err := Open(ctx, dir, Options{FlushInterval: -1})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,32 +14,21 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
+	goldenfile "github.com/echostore/echostore/internal/golden"
 	"github.com/echostore/echostore/mq"
 )
 
 // Golden files of the archive's record page and of a whole archive volume
 // (docs/ARCHIVE.md; docs/FORMAT.md, "Upgrades"). `go test ./archive -run
 // Golden -update` rewrites the record pages (the current version) from the
-// encoder; the data dir is written once, if missing, and never rewritten.
-var update = flag.Bool("update", false, "rewrite the current version's golden files from the encoders")
+// encoder; the data dirs are written once, if missing, and never rewritten
+// (internal/golden).
 
+// goldenFile returns the checked-in bytes of name, which must be what
+// today's encoder writes.
 func goldenFile(t *testing.T, name string, enc []byte) []byte {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.WriteFile(path, enc, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	file, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run `go test -run Golden -update` to create it)", err)
-	}
-	if !bytes.Equal(file, enc) {
-		t.Errorf("%s differs from the bytes the encoder writes today:\n file: %x\n  now: %x\n"+
-			"a byte change is a format change: bump the version (docs/FORMAT.md, \"Upgrades\")", name, file, enc)
-	}
-	return file
+	return goldenfile.Bytes(t, name, true, enc)
 }
 
 // goldenRecords are the records of the golden pages and volume: fields in
@@ -81,7 +69,7 @@ func TestGoldenRecordPageV1(t *testing.T) {
 // directions, as the merge-read's archive part sees them.
 func TestGoldenArchiveVolumeV1(t *testing.T) {
 	ctx := t.Context()
-	src := filepath.Join("testdata", "golden", "datadir.v1")
+	src := goldenfile.Path("datadir.v1")
 	recs := goldenRecords()
 	vol := goldenVolume(t, src, func(vol *graft.Volume) {
 		for _, slice := range [][]mq.Record{recs[:2], recs[2:]} {
@@ -106,7 +94,7 @@ func TestGoldenArchiveVolumeV1(t *testing.T) {
 // page count, and reads start at the floor.
 func TestGoldenRetainedVolumeV1(t *testing.T) {
 	ctx := t.Context()
-	src := filepath.Join("testdata", "golden", "datadir-retained.v1")
+	src := goldenfile.Path("datadir-retained.v1")
 	recs := goldenRecords()
 	vol := goldenVolume(t, src, func(vol *graft.Volume) {
 		if _, err := Fold(ctx, vol, recs); err != nil {
@@ -172,7 +160,7 @@ func checkReads(t *testing.T, vol *graft.Volume, want []mq.Record) {
 // deterministic, and its point is that later binaries read these bytes.
 func goldenVolume(t *testing.T, src string, fill func(*graft.Volume)) *graft.Volume {
 	t.Helper()
-	if _, err := os.Stat(src); os.IsNotExist(err) && *update {
+	if _, err := os.Stat(src); os.IsNotExist(err) && goldenfile.Updating() {
 		ctx := t.Context()
 		s, err := graft.Open(ctx, src, graft.Options{})
 		if err != nil {
@@ -195,20 +183,7 @@ func goldenVolume(t *testing.T, src string, fill func(*graft.Volume)) *graft.Vol
 // volume archive.q.s.
 func openCopy(t *testing.T, src string) *graft.Volume {
 	t.Helper()
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	dir := t.TempDir()
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := goldenfile.CopyDir(t, src)
 	s, err := graft.Open(t.Context(), dir, graft.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)

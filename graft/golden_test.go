@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -18,38 +17,19 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/echostore/echostore/graft/remote"
+	goldenfile "github.com/echostore/echostore/internal/golden"
 )
 
 // Golden files of graft's Pebble keys and values (docs/GRAFT.md, "On-disk
 // format"; docs/FORMAT.md, "Upgrades"). `go test ./graft -run Golden
 // -update` rewrites the files of the current versions from the encoders;
 // a file of an older version is written once, from the hand-built bytes of
-// the test, and never rewritten.
-var update = flag.Bool("update", false, "rewrite the current version's golden files from the encoders")
+// the test, and never rewritten (internal/golden).
 
-// golden returns the checked-in bytes of name. For a current version
-// (current true), enc is what today's encoder writes: -update rewrites the
-// file with it, and otherwise the file must hold exactly enc. For an older
-// version, enc is the test's hand-built bytes; the file is written only if
-// missing and must equal them.
+// golden returns the checked-in bytes of name (golden.Bytes).
 func golden(t *testing.T, name string, current bool, enc []byte) []byte {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	_, statErr := os.Stat(path)
-	if *update && (current || os.IsNotExist(statErr)) {
-		if err := os.WriteFile(path, enc, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	file, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run `go test -run Golden -update` to create it)", err)
-	}
-	if !bytes.Equal(file, enc) {
-		t.Errorf("%s differs from the bytes the encoder writes today:\n file: %x\n  now: %x\n"+
-			"a byte change is a format change: bump the version (docs/FORMAT.md, \"Upgrades\")", path, file, enc)
-	}
-	return file
+	return goldenfile.Bytes(t, name, current, enc)
 }
 
 func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
@@ -301,29 +281,16 @@ func makeGoldenDataDir(t *testing.T, dir string) {
 // and writable, and reads both volumes at both LSNs; then a commit on the
 // version-1 volume rewrites its record as version 2.
 func TestGoldenDataDirV1(t *testing.T) {
-	src := filepath.Join("testdata", "golden", goldenDataDir)
-	if _, err := os.Stat(src); os.IsNotExist(err) && *update {
+	src := goldenfile.Path(goldenDataDir)
+	if _, err := os.Stat(src); os.IsNotExist(err) && goldenfile.Updating() {
 		if err := os.MkdirAll(src, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		makeGoldenDataDir(t, src)
 	}
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
 	ctx := t.Context()
 	for _, readOnly := range []bool{true, false} {
-		dir := t.TempDir()
-		for _, e := range ents {
-			b, err := os.ReadFile(filepath.Join(src, e.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		dir := goldenfile.CopyDir(t, src)
 		s, err := Open(ctx, dir, Options{ReadOnly: readOnly})
 		if err != nil {
 			t.Fatalf("open the golden data dir (read-only %v): %v", readOnly, err)

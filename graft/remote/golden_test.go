@@ -3,13 +3,12 @@ package remote
 import (
 	"bytes"
 	"encoding/binary"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	goldenfile "github.com/echostore/echostore/internal/golden"
 )
 
 // Golden files of every remote object version (docs/REMOTE.md; docs/FORMAT.md,
@@ -17,30 +16,12 @@ import (
 // files of the current version from the encoders. The segment golden is
 // written once and never rewritten: its zstd bytes depend on the zstd
 // library, so the re-encode check compares its structure, and every later
-// reader must still read the old bytes.
-var update = flag.Bool("update", false, "rewrite the current version's golden files from the encoders")
+// reader must still read the old bytes (internal/golden).
 
-func goldenPath(name string) string { return filepath.Join("testdata", "golden", name) }
-
-// golden returns the checked-in bytes of name; with current, -update
-// rewrites them from enc and otherwise they must equal enc.
+// golden returns the checked-in bytes of name (golden.Bytes).
 func golden(t *testing.T, name string, current bool, enc []byte) []byte {
 	t.Helper()
-	_, statErr := os.Stat(goldenPath(name))
-	if *update && (current || os.IsNotExist(statErr)) {
-		if err := os.WriteFile(goldenPath(name), enc, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	file, err := os.ReadFile(goldenPath(name))
-	if err != nil {
-		t.Fatalf("%v (run `go test -run Golden -update` to create it)", err)
-	}
-	if current && !bytes.Equal(file, enc) {
-		t.Errorf("%s differs from the bytes the encoder writes today:\n file: %x\n  now: %x\n"+
-			"a byte change is a format change: bump the version (docs/FORMAT.md, \"Upgrades\")", name, file, enc)
-	}
-	return file
+	return goldenfile.Bytes(t, name, current, enc)
 }
 
 // header is the hand-built start of every object: magic, u16 version, u16 flags.
