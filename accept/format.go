@@ -47,6 +47,13 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// errBlockBody marks a block whose length and checksum are intact but whose
+// body does not decode: not a torn write (a crash tears only what was being
+// written, which the checksum catches) but another format, such as a record
+// kind a newer version writes. Recovery refuses it instead of dropping it
+// as a torn tail. It wraps ErrCorrupt.
+var errBlockBody = fmt.Errorf("an intact block that does not decode (written by a newer version?): %w", ErrCorrupt)
+
 // rec is one log record: an accepted intent (kindAccepted, or kindDelayed
 // with a run-at) or a committed id.
 type rec struct {
@@ -221,7 +228,7 @@ func decodeBlockInto(b []byte, recs []rec) (seq uint64, _ []rec, n int, err erro
 	count := binary.LittleEndian.Uint32(body[8:])
 	body = body[blockFixedLen:]
 	if uint64(count) > uint64(len(body))/9 {
-		return 0, nil, 0, fmt.Errorf("block %d: %d records cannot fit in %d bytes: %w", seq, count, len(body), ErrCorrupt)
+		return 0, nil, 0, fmt.Errorf("block %d: %d records cannot fit in %d bytes: %w", seq, count, len(body), errBlockBody)
 	}
 	recs = slices.Grow(recs[:0], int(count))
 	queue := ""
@@ -240,13 +247,13 @@ func decodeBlockInto(b []byte, recs []rec) (seq uint64, _ []rec, n int, err erro
 		var r rec
 		r, body, err = decodeRec(body, queue)
 		if err != nil {
-			return 0, nil, 0, fmt.Errorf("block %d: %w", seq, err)
+			return 0, nil, 0, fmt.Errorf("block %d: %w: %w", seq, err, errBlockBody)
 		}
 		recs = append(recs, r)
 		queue = r.queue
 	}
 	if len(body) != 0 {
-		return 0, nil, 0, fmt.Errorf("block %d: %d bytes after the last record: %w", seq, len(body), ErrCorrupt)
+		return 0, nil, 0, fmt.Errorf("block %d: %d bytes after the last record: %w", seq, len(body), errBlockBody)
 	}
 	return seq, recs, n, nil
 }

@@ -181,7 +181,10 @@ func (st *recovered) replay(dir string, log *slog.Logger) error {
 		for off < len(data) {
 			seq, recs, n, err := decodeBlockInto(data[off:], rp.recs)
 			if err != nil {
-				if !last {
+				// Only a frame that fails its length or checksum can be a torn
+				// write; an intact block that does not decode is refused, in any
+				// segment, and the file left as it is.
+				if !last || errors.Is(err, errBlockBody) {
 					return fmt.Errorf("segment %s, offset %d: %w", name, off, err)
 				}
 				// A crash tears only the end. An intact next block after the
