@@ -149,8 +149,8 @@ func (r *Report) Markdown() string {
 		w("### sync enqueue: latency against concurrent callers\n\n")
 		w("Each level runs its callers for %.1f s, each calling `Enqueue(…, Sync)` in a loop (%d-byte payloads; one Graft commit of the accept volume and one push per batch; Redis for the dispatch: %s). ",
 			s.WindowMs/1e3, s.PayloadBytes, orNA(r.RedisNote))
-		w("The anchor is one conditional 8 KiB PUT to the same remote, timed in the same run.\n\n")
-		w("| remote | conditional PUT p50 / p99, ms | callers | jobs/s | p50, ms | p99, ms | p50 ÷ PUT p50 | jobs per commit |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
+		w("The anchor is one conditional 8 KiB PUT to the same remote, timed in the same run; a push is what a batch waits for after its local commit (the pending-commit record, the conditional PUT, the sync point).\n\n")
+		w("| remote | conditional PUT p50 / p99, ms | callers | jobs/s | p50, ms | p99, ms | p50 ÷ PUT p50 | jobs per commit | push p50, ms |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, rem := range s.Remotes {
 			for k, lv := range rem.Levels {
 				name, put := "", ""
@@ -161,7 +161,7 @@ func (r *Report) Markdown() string {
 				if rem.PutP50 > 0 {
 					vs = fmt.Sprintf("%.1f×", lv.P50/rem.PutP50)
 				}
-				w("| %s | %s | %d | %s | %.2f | %.2f | %s | %.1f |\n", name, put, lv.Callers, bench.FormatValue(lv.JobsPerSec), lv.P50, lv.P99, vs, lv.JobsPerCommit)
+				w("| %s | %s | %d | %s | %.2f | %.2f | %s | %.1f | %.2f |\n", name, put, lv.Callers, bench.FormatValue(lv.JobsPerSec), lv.P50, lv.P99, vs, lv.JobsPerCommit, lv.PushP50)
 			}
 		}
 		if len(s.Remotes) < 2 {

@@ -43,6 +43,34 @@ type SyncLevel struct {
 	P99           float64 `json:"p99_ms"`
 	Commits       uint64  `json:"commits"`
 	JobsPerCommit float64 `json:"jobs_per_commit"`
+	PushP50       float64 `json:"push_p50_ms"` // one push of the level's commits
+	Pushes        int     `json:"pushes"`
+}
+
+// timedPusher times every push of the tier.
+type timedPusher struct {
+	accept.VolumePusher
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (p *timedPusher) Push(ctx context.Context, vol *graft.Volume) (uint64, error) {
+	t0 := time.Now()
+	lsn, err := p.VolumePusher.Push(ctx, vol)
+	p.mu.Lock()
+	p.d = append(p.d, time.Since(t0))
+	p.mu.Unlock()
+	return lsn, err
+}
+
+// take returns the pushes timed since the last take, sorted.
+func (p *timedPusher) take() []time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.d
+	p.d = nil
+	slices.Sort(d)
+	return d
 }
 
 var syncPayload = []byte(`{"bench":"sync enqueue","pad":"0123456789012345678901234567890123456789012345678901234567890123"}`)
@@ -103,7 +131,8 @@ func syncRemote(ctx context.Context, e *env, dir, queue string, rem remoteSpec, 
 		return sr, err
 	}
 	defer mqc.Close()
-	tier, err := accept.NewTier(ctx, out, gs, accept.VolumePusher{}, mqc, accept.TierOptions{})
+	pusher := &timedPusher{}
+	tier, err := accept.NewTier(ctx, out, gs, pusher, mqc, accept.TierOptions{})
 	if err != nil {
 		return sr, err
 	}
@@ -119,10 +148,13 @@ func syncRemote(ctx context.Context, e *env, dir, queue string, rem remoteSpec, 
 	}
 	for _, c := range cfg.SyncCallers {
 		p.Step(fmt.Sprintf("%s: %d callers", rem.Name, c))
+		pusher.take()
 		lv, err := syncLevel(ctx, tier, vol, queue, c, cfg.SyncWindow)
 		if err != nil {
 			return sr, err
 		}
+		pushes := pusher.take()
+		lv.Pushes, lv.PushP50 = len(pushes), ms(bench.Percentile(pushes, 50))
 		sr.Levels = append(sr.Levels, lv)
 	}
 	if err := tier.Drain(ctx); err != nil {
