@@ -171,6 +171,19 @@ func volumeName(q, s string) string {
 	return v
 }
 
+// checkLocalOwner refuses, with an *OwnerError, a volume vname in the
+// store that records an owner other than o. No volume passes.
+func (a *Archiver) checkLocalOwner(ctx context.Context, vname string, o Owner) error {
+	vol, err := a.opts.Store.Volume(ctx, vname)
+	if errors.Is(err, graft.ErrVolumeNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", o, err)
+	}
+	return CheckOwner(ctx, vol, o.Queue, o.Stream)
+}
+
 // CycleResult says what one cycle did.
 type CycleResult struct {
 	Folded   int64  // records folded by this cycle
@@ -196,6 +209,12 @@ type CycleResult struct {
 // with retention set, a cycle that succeeded ends with the volume's GC,
 // which reclaims dropped pages no snapshot or unpushed LSN needs.
 //
+// The volume records its owner, q/s (MetaOwner), in the commit of its
+// first fold. A volume that belongs to another stream (names with '.'
+// share volume names) is refused with an *OwnerError (ErrVolumeOwner)
+// before the lease is taken, the stream registered, anything folded,
+// dropped or trimmed.
+//
 // On any error nothing beyond what was folded is trimmed: the stream
 // over-retains. The error is logged and returned.
 func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleResult, err error) {
@@ -215,6 +234,13 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 	if a.opts.TrimAfter == TrimAfterRemote && a.opts.Pusher == nil {
 		return res, fmt.Errorf("archive cycle %s/%s: %w; pass --trim-after local or configure the remote", q, s, ErrNoRemote)
 	}
+	owner := Owner{Queue: q, Stream: s}
+	// A volume of another stream (names with '.' share volume names) is
+	// refused before the lease is taken; again once the volume is open
+	// (a takeover may have pulled it), and by every fold and drop.
+	if err := a.checkLocalOwner(ctx, vname, owner); err != nil {
+		return res, err
+	}
 	live := a.opts.Live
 	token, err := a.acquire(ctx, q, s)
 	if err != nil {
@@ -226,15 +252,18 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 			a.log.Warn("archive lease not released; it expires by itself", "queue", q, "stream", s, "err", rerr)
 		}
 	}()
-	if err := live.RegisterArchived(ctx, q, s); err != nil {
-		return res, err
-	}
 	seam, ok, err := live.GetArchived(ctx, q, s)
 	if err != nil {
 		return res, err
 	}
 	vol, err := a.openVolume(ctx, q, s, vname, ok)
 	if err != nil {
+		return res, err
+	}
+	if err := CheckOwner(ctx, vol, q, s); err != nil {
+		return res, err
+	}
+	if err := live.RegisterArchived(ctx, q, s); err != nil {
 		return res, err
 	}
 	if !a.opts.Retain.IsZero() {
@@ -287,7 +316,7 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 		if len(slice) == 0 {
 			break
 		}
-		if st, err = Fold(ctx, vol, slice); err != nil {
+		if st, err = foldAs(ctx, vol, slice, &owner); err != nil {
 			return res, err
 		}
 		res.Folded += int64(len(slice))
@@ -343,7 +372,7 @@ func (a *Archiver) retain(ctx context.Context, q, s string, vol *graft.Volume, s
 	if _, err := a.opts.Live.TakeLease(ctx, q, s, res.Token, a.opts.LeaseTTL); err != nil {
 		return st, err
 	}
-	next, n, err := Retain(ctx, vol, a.opts.Retain, a.opts.Clock())
+	next, n, err := retainAs(ctx, vol, a.opts.Retain, a.opts.Clock(), &Owner{Queue: q, Stream: s})
 	if err != nil {
 		return st, err
 	}

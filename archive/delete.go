@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/names"
 )
 
@@ -41,12 +42,21 @@ type DeleteResult struct {
 // attached the remote log is kept (a later cycle with that remote refuses to
 // start a new volume over it: ErrRemoteLogExists); other nodes' local
 // copies are not deleted.
+//
+// A local volume that belongs to another stream (MetaOwner; names with '.'
+// share volume names), or with a remote attached and no owned local copy
+// the remote log's, is refused with an *OwnerError before anything is
+// deleted.
 func (a *Archiver) Delete(ctx context.Context, q, s string) (res DeleteResult, err error) {
 	vname, err := names.ArchiveVolume(q, s)
 	if err != nil {
 		return res, err
 	}
 	res.Volume = vname
+	owner := Owner{Queue: q, Stream: s}
+	if err := a.checkLocalOwner(ctx, vname, owner); err != nil {
+		return res, err
+	}
 	live := a.opts.Live
 	token, err := a.acquire(ctx, q, s)
 	if err != nil {
@@ -62,6 +72,17 @@ func (a *Archiver) Delete(ctx context.Context, q, s string) (res DeleteResult, e
 			a.log.Warn("archive lease not released; it expires by itself", "queue", q, "stream", s, "err", rerr)
 		}
 	}()
+	// Again under the lease: a cycle of the other stream may have folded
+	// first in between. A data dir without an owned copy asks the remote
+	// log, which this delete would otherwise remove.
+	if err := a.checkLocalOwner(ctx, vname, owner); err != nil {
+		return res, err
+	}
+	if rs := a.opts.Store.Remote(); rs != nil {
+		if err := a.checkRemoteOwner(ctx, rs, vname, owner); err != nil {
+			return res, err
+		}
+	}
 	switch err := a.opts.Store.DropVolume(ctx, vname); {
 	case err == nil:
 		res.VolumeDropped = true
@@ -92,4 +113,25 @@ func (a *Archiver) Delete(ctx context.Context, q, s string) (res DeleteResult, e
 	a.log.Info("archived stream deleted", "queue", q, "stream", s, "volume", vname,
 		"volume_dropped", res.VolumeDropped, "remote_objects", res.RemoteObjects, "remote_deleted", res.RemoteDeleted, "live_entries", n)
 	return res, nil
+}
+
+// checkRemoteOwner refuses, with an *OwnerError, a delete of want when
+// the store holds no copy of vname that records an owner and the remote
+// log of vname records another owner.
+func (a *Archiver) checkRemoteOwner(ctx context.Context, rs remote.Store, vname string, want Owner) error {
+	if vol, err := a.opts.Store.Volume(ctx, vname); err == nil {
+		if _, ok, err := VolumeOwner(ctx, vol); err != nil || ok {
+			return err // an owner here was checked by checkLocalOwner
+		}
+	} else if !errors.Is(err, graft.ErrVolumeNotFound) {
+		return fmt.Errorf("archive %s: %w", want, err)
+	}
+	o, ok, err := remoteOwner(ctx, rs, vname)
+	if err != nil {
+		return fmt.Errorf("archive delete %s: %w; nothing was deleted", want, err)
+	}
+	if ok && o != want {
+		return &OwnerError{Queue: want.Queue, Stream: want.Stream, Volume: vname, Owner: o}
+	}
+	return nil
 }

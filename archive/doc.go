@@ -38,6 +38,13 @@
 // without a pull, or when it fails, the read fails with ErrNoVolume (or
 // ErrVolumeBehind) rather than serving the live tail alone.
 //
+// One volume, one stream (kept in owner.go): names may hold '.', so two
+// streams can map to one volume name (a.b/c and a/b.c: archive.a.b.c).
+// The first fold through an Archiver records the owner (MetaOwner); every
+// entry point that takes a queue and a stream (Cycle and its fold and
+// drop, MergeRead, StreamFrontier, Delete) refuses a volume of another
+// stream with an *OwnerError (ErrVolumeOwner) before any side effect.
+//
 // Pages are id-ordered along the page axis (ArchiveBase + n in fold order,
 // folds strictly increasing and above W), so ranges are found by bisection
 // over the axis: there is no second index.

@@ -156,7 +156,18 @@ func checkSlice(slice []mq.Record) error {
 // *SliceError (ErrBadSlice). A commit that fails returns graft's error
 // wrapped (errors.Is finds graft.ErrConflict and the others); then nothing
 // was folded, and the caller must not trim.
+//
+// Fold knows only the volume: it neither checks nor records the volume's
+// owner (MetaOwner). The Archiver's cycles fold through foldAs, which does.
 func Fold(ctx context.Context, vol *graft.Volume, slice []mq.Record) (State, error) {
+	return foldAs(ctx, vol, slice, nil)
+}
+
+// foldAs is Fold on behalf of owner (nil: anyone). At the commit's base it
+// refuses a volume that records another owner (*OwnerError, nothing
+// written), and it records owner in the commit when the volume has none
+// yet: the first fold, or the first after an upgrade.
+func foldAs(ctx context.Context, vol *graft.Volume, slice []mq.Record, owner *Owner) (State, error) {
 	if err := checkSlice(slice); err != nil {
 		return State{}, err
 	}
@@ -167,6 +178,15 @@ func Fold(ctx context.Context, vol *graft.Volume, slice []mq.Record) (State, err
 		return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
 	}
 	st, err := stateAt(ctx, snap)
+	adopt := false
+	if err == nil && owner != nil {
+		var o Owner
+		var has bool
+		if o, has, err = ownerAt(ctx, snap); err == nil && has && o != *owner {
+			err = &OwnerError{Queue: owner.Queue, Stream: owner.Stream, Volume: vol.Name(), Owner: o}
+		}
+		adopt = !has
+	}
 	snap.Close()
 	if err != nil {
 		return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
@@ -194,6 +214,11 @@ func Fold(ctx context.Context, vol *graft.Volume, slice []mq.Record) (State, err
 	}
 	if err := txn.SetMeta(MetaW, binary.BigEndian.AppendUint64(nil, uint64(next.W))); err != nil {
 		return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
+	}
+	if adopt {
+		if err := txn.SetMeta(MetaOwner, owner.encode()); err != nil {
+			return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
+		}
 	}
 	lsn, err := txn.Commit(ctx, graft.Synced)
 	if err != nil {

@@ -66,7 +66,9 @@ type Source struct {
 // directions).
 //
 // A live entry that is not a branded record yields a *mq.EntryError; the
-// iteration goes on if the loop does. Any other error ends it.
+// iteration goes on if the loop does. Any other error ends it. A volume
+// that belongs to another stream (MetaOwner) fails the read with an
+// *OwnerError before anything is served or pulled.
 func MergeRead(ctx context.Context, src Source, r Range) iter.Seq2[mq.Record, error] {
 	return func(yield func(mq.Record, error) bool) {
 		if r.PageSize <= 0 {
@@ -103,14 +105,14 @@ func MergeRead(ctx context.Context, src Source, r Range) iter.Seq2[mq.Record, er
 // volume returns the archive volume to read, nil if the stream has none,
 // after checking it against the seam cache.
 func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
-	if src.Live == nil {
-		return src.Volume, nil
+	vol, err := src.checkOwner(ctx, src.Volume)
+	if err != nil || src.Live == nil {
+		return vol, err
 	}
 	seam, ok, err := src.Live.GetArchived(ctx, src.Queue, src.Stream)
 	if err != nil {
 		return nil, fmt.Errorf("merge-read %s/%s: %w", src.Queue, src.Stream, err)
 	}
-	vol := src.Volume
 	if !ok {
 		return vol, nil
 	}
@@ -125,6 +127,9 @@ func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
 			return nil, fmt.Errorf("merge-read %s/%s: the archive ends at %s, but %s is missing here and the pull failed: %w",
 				src.Queue, src.Stream, brand.EVT.Format(seam.W), name, typed(err, ErrNoVolume))
 		}
+		if vol, err = src.checkOwner(ctx, vol); err != nil {
+			return nil, err
+		}
 		pulled = true
 	}
 	st, err := Frontier(ctx, vol)
@@ -137,6 +142,9 @@ func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
 			return nil, fmt.Errorf("merge-read %s/%s: %s ends at %s but the seam cache at %s, and the pull failed: %w",
 				src.Queue, src.Stream, name, formatW(st), brand.EVT.Format(seam.W), typed(err, ErrVolumeBehind))
 		}
+		if vol, err = src.checkOwner(ctx, vol); err != nil {
+			return nil, err
+		}
 		if st, err = Frontier(ctx, vol); err != nil {
 			return nil, err
 		}
@@ -144,6 +152,18 @@ func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
 	if !st.Covers(seam.W) {
 		return nil, fmt.Errorf("merge-read %s/%s: %s ends at %s but the seam cache at %s (LSN %d); pull the volume: %w",
 			src.Queue, src.Stream, vol.Name(), formatW(st), brand.EVT.Format(seam.W), seam.LSN, ErrVolumeBehind)
+	}
+	return vol, nil
+}
+
+// checkOwner returns vol, or an *OwnerError if vol records an owner other
+// than the source's stream. A nil vol passes.
+func (src Source) checkOwner(ctx context.Context, vol *graft.Volume) (*graft.Volume, error) {
+	if vol == nil {
+		return nil, nil
+	}
+	if err := CheckOwner(ctx, vol, src.Queue, src.Stream); err != nil {
+		return nil, fmt.Errorf("merge-read %s/%s: %w", src.Queue, src.Stream, err)
 	}
 	return vol, nil
 }

@@ -44,6 +44,13 @@ func (r Retention) Validate() error {
 // stream's lease); a concurrent commit fails the drop with graft's
 // ErrConflict.
 func Retain(ctx context.Context, vol *graft.Volume, r Retention, now time.Time) (State, uint64, error) {
+	return retainAs(ctx, vol, r, now, nil)
+}
+
+// retainAs is Retain on behalf of owner (nil: anyone): at the commit's base
+// it refuses a volume that records another owner (*OwnerError, nothing
+// dropped).
+func retainAs(ctx context.Context, vol *graft.Volume, r Retention, now time.Time, owner *Owner) (State, uint64, error) {
 	if err := r.Validate(); err != nil {
 		return State{}, 0, err
 	}
@@ -54,6 +61,11 @@ func Retain(ctx context.Context, vol *graft.Volume, r Retention, now time.Time) 
 		return State{}, 0, fmt.Errorf("archive retention of %s: %w", vol.Name(), err)
 	}
 	defer snap.Close()
+	if owner != nil {
+		if err := checkOwnerAt(ctx, snap, *owner); err != nil {
+			return State{}, 0, err
+		}
+	}
 	st, err := stateAt(ctx, snap)
 	if err != nil || st.Empty() || r.IsZero() {
 		return st, 0, err

@@ -59,6 +59,13 @@ func allowed(c byte) bool {
 
 // ArchiveVolume returns the name of the archive volume of stream s of queue q:
 // "archive.q.s". It checks both names first.
+//
+// The mapping is the contract (a fresh data dir knows which volume to pull
+// from the names alone), and it is not one-to-one: names may hold '.', so
+// a.b/c and a/b.c both map to "archive.a.b.c". The archive package keeps
+// the collision harmless: a volume records the stream it belongs to and
+// refuses every other (archive.MetaOwner, archive.ErrVolumeOwner), and
+// serve refuses a configuration archiving two streams of one volume name.
 func ArchiveVolume(q, s string) (string, error) {
 	if err := Check(Queue, q); err != nil {
 		return "", err

@@ -176,18 +176,32 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("defaults: %w", err)
 	}
 	seen := map[[2]string]bool{}
+	// Names may hold '.', so two streams can map to one archive volume
+	// (a.b/c and a/b.c: archive.a.b.c); archiving both is refused here, and
+	// by the volume's recorded owner at run time.
+	volumes := map[string][2]string{}
 	for _, q := range c.Queues {
 		if err := names.Check(names.Queue, q.Name); err != nil {
 			return c, fmt.Errorf("%w: queue: %w", ErrConfig, err)
 		}
 		for _, s := range q.Streams {
-			if _, err := c.resolve(q.Name, s.Name, s); err != nil {
+			st, err := c.resolve(q.Name, s.Name, s)
+			if err != nil {
 				return c, err
 			}
 			if seen[[2]string{q.Name, s.Name}] {
 				return c, fmt.Errorf("%w: stream %s/%s declared twice", ErrConfig, q.Name, s.Name)
 			}
 			seen[[2]string{q.Name, s.Name}] = true
+			if !st.archived {
+				continue
+			}
+			v, _ := names.ArchiveVolume(q.Name, s.Name) // checked by resolve
+			if o, ok := volumes[v]; ok {
+				return c, fmt.Errorf("%w: archived streams %s/%s and %s/%s share the archive volume %s; archive one of them under another name",
+					ErrConfig, o[0], o[1], q.Name, s.Name, v)
+			}
+			volumes[v] = [2]string{q.Name, s.Name}
 		}
 	}
 	return c, nil

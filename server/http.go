@@ -76,7 +76,7 @@ func classify(err error) (int, string) {
 	case errors.Is(err, graft.ErrVolumeNotFound), errors.Is(err, mq.ErrNoJob):
 		return http.StatusNotFound, CodeNotFound
 	case errors.Is(err, mq.ErrFenced), errors.Is(err, archive.ErrVolumeBehind), errors.Is(err, archive.ErrNoVolume),
-		errors.Is(err, accept.ErrDuplicate):
+		errors.Is(err, archive.ErrVolumeOwner), errors.Is(err, accept.ErrDuplicate):
 		return http.StatusConflict, CodeConflict
 	}
 	return http.StatusInternalServerError, CodeInternal
@@ -557,7 +557,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
 	}
 	var state archive.State
 	if vol != nil {
-		if state, err = archive.Frontier(ctx, vol); err != nil {
+		if state, err = archive.StreamFrontier(ctx, vol, q, st); err != nil {
 			return err
 		}
 	} else if seam, ok, err := s.mq.GetArchived(ctx, q, st); err != nil {

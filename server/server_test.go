@@ -681,6 +681,28 @@ queues:
 	}
 }
 
+// TestConfigSharedArchiveVolume: two archived streams whose names map to
+// one archive volume (a.b/c and a/b.c: archive.a.b.c) are refused, naming
+// both; one of them not archived is accepted.
+func TestConfigSharedArchiveVolume(t *testing.T) {
+	parse := func(y string) error {
+		c, err := ParseConfig([]byte(y))
+		if err == nil {
+			c.Data, c.Redis = "d", "r"
+			_, err = c.withDefaults()
+		}
+		return err
+	}
+	err := parse("queues: [{name: a.b, streams: [{name: c}]}, {name: a, streams: [{name: b.c}]}]")
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "a.b/c") ||
+		!strings.Contains(err.Error(), "a/b.c") || !strings.Contains(err.Error(), "archive.a.b.c") {
+		t.Fatalf("shared volume: %v, want ErrConfig naming a.b/c, a/b.c and archive.a.b.c", err)
+	}
+	if err := parse("queues: [{name: a.b, streams: [{name: c}]}, {name: a, streams: [{name: b.c, archived: false}]}]"); err != nil {
+		t.Fatalf("one of the two not archived: %v", err)
+	}
+}
+
 // TestEnqueue: jobs enqueued through the accept tier over HTTP, async and
 // sync, reach the job stream and are claimed there; a sync receipt names the
 // remote LSN of the accept volume.

@@ -389,7 +389,7 @@ are left out (low 0, retained = archived).`,
 			}
 			var state archive.State
 			if vol != nil {
-				if state, err = archive.Frontier(ctx, vol); err != nil {
+				if state, err = archive.StreamFrontier(ctx, vol, q, s); err != nil {
 					return err
 				}
 			}
@@ -399,7 +399,7 @@ are left out (low 0, retained = archived).`,
 					return fmt.Errorf("%s/%s is archived up to %s but %s is not in --data %s: %w; give --remote, or run status on the node that folds it",
 						q, s, brand.EVT.Format(seam.W), name, g.data, err)
 				}
-				if state, err = archive.Frontier(ctx, vol); err != nil {
+				if state, err = archive.StreamFrontier(ctx, vol, q, s); err != nil {
 					return err
 				}
 			}

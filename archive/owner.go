@@ -1,0 +1,183 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/names"
+)
+
+// MetaOwner is the metadata key of the stream an archive volume belongs
+// to: the queue name, '/', the stream name (names never hold a '/'). The
+// Archiver writes it in the commit of the volume's first fold, or of the
+// first fold after an upgrade for a volume that predates the key
+// (docs/ARCHIVE.md, "Volume owner"). Absent: the volume has no owner yet.
+const MetaOwner = "archive.owner"
+
+// ErrVolumeOwner: the archive volume belongs to another stream. Names may
+// hold '.', so "archive.Q.S" is the volume of more than one (queue,
+// stream) pair (a.b/c and a/b.c); the first to fold owns it and the others
+// are refused before anything is done.
+var ErrVolumeOwner = errors.New("archive: the archive volume belongs to another stream")
+
+// Owner is the stream an archive volume belongs to.
+type Owner struct {
+	Queue, Stream string
+}
+
+// String returns "Q/S".
+func (o Owner) String() string { return o.Queue + "/" + o.Stream }
+
+// encode returns the value of MetaOwner.
+func (o Owner) encode() []byte { return []byte(o.Queue + "/" + o.Stream) }
+
+// decodeOwner parses a value of MetaOwner.
+func decodeOwner(b []byte) (Owner, error) {
+	q, s, ok := strings.Cut(string(b), "/")
+	if !ok || names.Check(names.Queue, q) != nil || names.Check(names.Stream, s) != nil {
+		return Owner{}, fmt.Errorf("%s %q is not queue/stream: %w", MetaOwner, b, ErrCorrupt)
+	}
+	return Owner{Queue: q, Stream: s}, nil
+}
+
+// OwnerError is a request of stream Queue/Stream refused because its
+// archive volume belongs to Owner. Nothing was done.
+type OwnerError struct {
+	Queue, Stream string // the stream the request was for
+	Volume        string // the shared volume name
+	Owner         Owner  // the stream the volume belongs to
+}
+
+// Error names both streams and the volume.
+func (e *OwnerError) Error() string {
+	return fmt.Sprintf("archive: %s is the archive volume of %s, not of %s/%s (both names map to it): refused, nothing was done; archive one of the two streams under another name",
+		e.Volume, e.Owner, e.Queue, e.Stream)
+}
+
+// Unwrap returns ErrVolumeOwner.
+func (e *OwnerError) Unwrap() error { return ErrVolumeOwner }
+
+// ownerAt reads the owner recorded at snap; ok is false when the volume
+// has none (nothing folded yet, or folded before owners were recorded).
+func ownerAt(ctx context.Context, snap *graft.Snapshot) (o Owner, ok bool, err error) {
+	b, err := snap.Meta(ctx, MetaOwner)
+	if errors.Is(err, graft.ErrNotFound) {
+		return Owner{}, false, nil
+	}
+	if err != nil {
+		return Owner{}, false, fmt.Errorf("archive owner of %s at LSN %d: %w", snap.Volume().Name(), snap.LSN(), err)
+	}
+	if o, err = decodeOwner(b); err != nil {
+		return Owner{}, false, fmt.Errorf("archive owner of %s at LSN %d: %w", snap.Volume().Name(), snap.LSN(), err)
+	}
+	return o, true, nil
+}
+
+// checkOwnerAt returns an *OwnerError if snap records an owner other than
+// want; nil if it records want or none.
+func checkOwnerAt(ctx context.Context, snap *graft.Snapshot, want Owner) error {
+	o, ok, err := ownerAt(ctx, snap)
+	if err != nil {
+		return err
+	}
+	if ok && o != want {
+		return &OwnerError{Queue: want.Queue, Stream: want.Stream, Volume: snap.Volume().Name(), Owner: o}
+	}
+	return nil
+}
+
+// VolumeOwner returns the stream the archive volume vol belongs to, at its
+// head; ok is false when the volume records none.
+func VolumeOwner(ctx context.Context, vol *graft.Volume) (o Owner, ok bool, err error) {
+	snap, err := vol.Snapshot(ctx)
+	if err != nil {
+		return Owner{}, false, fmt.Errorf("archive owner of %s: %w", vol.Name(), err)
+	}
+	defer snap.Close()
+	return ownerAt(ctx, snap)
+}
+
+// CheckOwner returns an *OwnerError (ErrVolumeOwner) when the archive
+// volume vol records an owner other than stream s of queue q. A volume
+// that records none passes: it was never folded, or was folded before
+// owners were recorded, and its next fold by an Archiver records one.
+func CheckOwner(ctx context.Context, vol *graft.Volume, q, s string) error {
+	snap, err := vol.Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("archive owner of %s: %w", vol.Name(), err)
+	}
+	defer snap.Close()
+	return checkOwnerAt(ctx, snap, Owner{Queue: q, Stream: s})
+}
+
+// StreamFrontier is Frontier for stream s of queue q: it reads the state
+// and the owner at one snapshot of vol's head and refuses a volume that
+// belongs to another stream (*OwnerError).
+func StreamFrontier(ctx context.Context, vol *graft.Volume, q, s string) (State, error) {
+	snap, err := vol.Snapshot(ctx)
+	if err != nil {
+		return State{}, fmt.Errorf("archive frontier of %s: %w", vol.Name(), err)
+	}
+	defer snap.Close()
+	if err := checkOwnerAt(ctx, snap, Owner{Queue: q, Stream: s}); err != nil {
+		return State{}, err
+	}
+	return stateAt(ctx, snap)
+}
+
+// remoteOwner reads the owner of volume vname from its remote log: the
+// newest checkpoint holds every metadata key, and the commits after it
+// only those they change, so it reads the checkpoint, then the commits
+// after it oldest first until one sets MetaOwner (an owner, once set, is
+// never changed). ok is false when the log records none (or is empty, or
+// was partly deleted by an earlier delete).
+func remoteOwner(ctx context.Context, rs remote.Store, vname string) (o Owner, ok bool, err error) {
+	l, err := remote.NewLog(rs, vname)
+	if err != nil {
+		return Owner{}, false, err
+	}
+	from := func(meta map[string][]byte) (Owner, bool, error) {
+		b, has := meta[MetaOwner]
+		if !has {
+			return Owner{}, false, nil
+		}
+		o, err := decodeOwner(b)
+		if err != nil {
+			return Owner{}, false, fmt.Errorf("remote log of %s: %w", vname, err)
+		}
+		return o, true, nil
+	}
+	var after uint64
+	var afterHash remote.Hash
+	// A log a delete removed in part (commits newest first, then the
+	// checkpoint markers) is read from its oldest commit, and a commit
+	// missing in it ends the scan: that delete found the owner it checked.
+	gone := func(err error) bool { return errors.Is(err, remote.ErrNotFound) || errors.Is(err, remote.ErrTrimmed) }
+	cp, err := l.LatestCheckpoint(ctx)
+	switch {
+	case errors.Is(err, remote.ErrNoCheckpoint), gone(err):
+	case err != nil:
+		return Owner{}, false, fmt.Errorf("archive owner of %s in the remote: %w", vname, err)
+	default:
+		if o, ok, err := from(cp.Commit.Meta); ok || err != nil {
+			return o, ok, err
+		}
+		after, afterHash = cp.LSN(), cp.Hash
+	}
+	for e, err := range l.Since(ctx, after, afterHash) {
+		if gone(err) {
+			break
+		}
+		if err != nil {
+			return Owner{}, false, fmt.Errorf("archive owner of %s in the remote: %w", vname, err)
+		}
+		if o, ok, err := from(e.Commit.Meta); ok || err != nil {
+			return o, ok, err
+		}
+	}
+	return Owner{}, false, nil
+}
