@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,10 +52,12 @@ func killRounds(t *testing.T, point string, rounds int) {
 		c.Hook, c.HookSkip = point, rng.IntN(4)
 		p := startWorker(t, c)
 		limit := 1 + rng.IntN(400)
+		cycles := a.cycles
+		line := ""
 		for i := 0; ; i++ {
-			if i%4 == 0 {
-				// Records of 4 KiB: most of a cycle's pushes are over the
-				// inline limit, so they upload a segment.
+			if i%32 == 0 || strings.HasPrefix(line, "C ") {
+				// After each cycle, records of 4 KiB: most of the cycles'
+				// pushes are over the inline limit, so they upload a segment.
 				s := streams[rng.IntN(len(streams))]
 				ids, err := appendBatch(ctx, live, q, s, 1+rng.IntN(40), 4096)
 				if err != nil {
@@ -62,8 +65,8 @@ func killRounds(t *testing.T, point string, rounds int) {
 				}
 				acked[s] = append(acked[s], ids...)
 			}
-			line, err := p.Next()
-			if err != nil {
+			var err error
+			if line, err = p.Next(); err != nil {
 				t.Fatalf("round %d: %v", round, err)
 			}
 			if err := a.add(line); err != nil {
@@ -72,8 +75,8 @@ func killRounds(t *testing.T, point string, rounds int) {
 			if point == "" && i >= limit || a.hook != "" {
 				break
 			}
-			if i > 20000 {
-				t.Fatalf("round %d: no push reached %s", round, point)
+			if a.cycles-cycles > 500 {
+				t.Fatalf("round %d: %d cycles, and no push reached %s", round, a.cycles-cycles, point)
 			}
 		}
 		if err := p.Kill(); err != nil {
@@ -97,7 +100,7 @@ func killRounds(t *testing.T, point string, rounds int) {
 // K per kill.
 func audit(t *testing.T, ctx context.Context, c workerConf, acked, unknown map[string][]brand.ID, a *acks, kills int) {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	sctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
 	c.Hook, c.hooks, c.wrap = "", remote.Hooks{}, nil
 	n, err := openNode(sctx, c.nodeConf)

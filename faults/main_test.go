@@ -60,6 +60,26 @@ func connect(t testing.TB, url string) *mq.Client {
 	return c
 }
 
+// ownMinIO starts a MinIO of the test's own (one it may kill and restart),
+// sets the environment its S3 clients read, and creates bucket; it returns
+// the server and the bucket's remote URL.
+func ownMinIO(t *testing.T, bucket string) (*testserver.MinIO, string) {
+	t.Helper()
+	mi, err := testserver.StartMinIO(t.Context())
+	if err != nil {
+		testserver.Unavailable(t, err)
+	}
+	t.Cleanup(func() { mi.Stop() })
+	for _, kv := range mi.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	if err := mi.CreateBucket(t.Context(), bucket); err != nil {
+		t.Fatal(err)
+	}
+	return mi, mi.URL(bucket)
+}
+
 // node is one echostore node over a data dir: the graft store replicating to
 // a remote, the live tier, the archiver (trim after remote) and the accept
 // tier. It is what `echostore serve` runs, built from the public packages.

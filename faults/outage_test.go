@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -130,21 +129,10 @@ func (o outageRun) run(t *testing.T) {
 func TestMinIOKilledMidPush(t *testing.T) {
 	for _, point := range pushPoints {
 		t.Run(point, func(t *testing.T) {
-			mi, err := testserver.StartMinIO(t.Context())
-			if err != nil {
-				testserver.Unavailable(t, err)
-			}
-			t.Cleanup(func() { mi.Stop() })
-			for _, kv := range mi.Env() {
-				k, v, _ := strings.Cut(kv, "=")
-				t.Setenv(k, v)
-			}
-			if err := mi.CreateBucket(t.Context(), "outage"); err != nil {
-				t.Fatal(err)
-			}
+			mi, url := ownMinIO(t, "outage")
 			var armed atomic.Bool
 			o := outageRun{armed: &armed}
-			o.conf = workerConf{nodeConf: nodeConf{Dir: t.TempDir(), Remote: mi.URL("outage"), Redis: servers.Redis(t).URL, K: 16, Tier: true, Chunk: 64,
+			o.conf = workerConf{nodeConf: nodeConf{Dir: t.TempDir(), Remote: url, Redis: servers.Redis(t).URL, K: 16, Tier: true, Chunk: 64,
 				hooks: at(point, &armed, func() {
 					if err := mi.Kill(); err != nil {
 						t.Error(err)

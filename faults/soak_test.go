@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,19 +58,7 @@ func TestSoak(t *testing.T) {
 		testserver.Unavailable(t, err)
 	}
 	t.Cleanup(func() { red.Stop() })
-	mi, err := testserver.StartMinIO(ctx)
-	if err != nil {
-		testserver.Unavailable(t, err)
-	}
-	t.Cleanup(func() { mi.Stop() })
-	for _, kv := range mi.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
-	if err := mi.CreateBucket(ctx, "soak"); err != nil {
-		t.Fatal(err)
-	}
-	remoteURL := mi.URL("soak")
+	mi, remoteURL := ownMinIO(t, "soak")
 	dir := t.TempDir()
 	const q = "soak"
 	streams := []string{"events", "audit"}
