@@ -48,6 +48,14 @@ type StreamConfig struct {
 	Archived *bool `yaml:"archived"`
 	// TrimAfter is "local" or "remote" ("": the default's).
 	TrimAfter string `yaml:"trim_after"`
+	// RetainCount keeps at most the newest RetainCount archived records,
+	// dropping older ones on every cycle (archive.Retention.Count; 0: no
+	// limit). With RetainAge, the stream's retention horizon; a stream
+	// that gives neither has the default's.
+	RetainCount uint64 `yaml:"retain_count"`
+	// RetainAge drops archived records minted longer ago than RetainAge on
+	// every cycle (archive.Retention.MaxAge; 0: no limit).
+	RetainAge time.Duration `yaml:"retain_age"`
 }
 
 // QueueConfig declares a queue and its streams.
@@ -126,7 +134,11 @@ type stream struct {
 	window    archive.Window
 	archived  bool
 	trimAfter archive.TrimAfter
+	retain    archive.Retention // the archive's retention horizon, every cycle
 }
+
+// key is the archiver that cycles the stream.
+func (st stream) key() driverKey { return driverKey{st.trimAfter, st.retain} }
 
 // withDefaults fills the zero fields of c and checks it.
 func (c Config) withDefaults() (Config, error) {
@@ -235,5 +247,35 @@ func (c Config) resolve(q, s string, sc StreamConfig) (stream, error) {
 		return stream{}, fmt.Errorf("%w: stream %s/%s: %w", ErrConfig, q, s, err)
 	}
 	st.trimAfter = t
+	st.retain = archive.Retention{Count: sc.RetainCount, MaxAge: sc.RetainAge}
+	if st.retain == (archive.Retention{}) && q != "" {
+		st.retain = archive.Retention{Count: c.Defaults.RetainCount, MaxAge: c.Defaults.RetainAge}
+	}
+	if err := st.retain.Validate(); err != nil {
+		return stream{}, fmt.Errorf("%w: stream %s/%s: retain_age: %w", ErrConfig, q, s, err)
+	}
+	if !st.archived && !st.retain.IsZero() && (sc.RetainCount != 0 || sc.RetainAge != 0) {
+		return stream{}, fmt.Errorf("%w: stream %s/%s: retain_count and retain_age bound an archive, and the stream is archived: false", ErrConfig, q, s)
+	}
+	if !st.archived {
+		st.retain = archive.Retention{}
+	}
 	return st, nil
+}
+
+// declared returns the configuration of q/s if the configuration declares
+// it, with its defaults filled.
+func (c Config) declared(q, s string) (stream, bool) {
+	for _, qc := range c.Queues {
+		if qc.Name != q {
+			continue
+		}
+		for _, sc := range qc.Streams {
+			if sc.Name == s {
+				st, err := c.resolve(q, s, sc)
+				return st, err == nil
+			}
+		}
+	}
+	return stream{}, false
 }

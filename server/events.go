@@ -110,6 +110,14 @@ func (h *hub) subscribe() (<-chan Event, func()) {
 	}
 }
 
+// forget drops the newest event of key: a new subscriber is not told of
+// it (a deleted stream).
+func (h *hub) forget(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.last, key)
+}
+
 // closeAll ends every subscription (shutdown).
 func (h *hub) closeAll() {
 	h.mu.Lock()

@@ -29,6 +29,21 @@ import (
 	"github.com/echostore/echostore/server/web"
 )
 
+// DeleteConfirm is the value of the confirm parameter that DELETE
+// /v1/streams/{q}/{s} insists on (the CLI's --yes-delete-history).
+const DeleteConfirm = "yes-delete-history"
+
+// DeleteOut is the answer of DELETE /v1/streams/{q}/{s}, field for field
+// what `echostore archive delete` prints.
+type DeleteOut struct {
+	Deleted       bool   `json:"deleted"`
+	Volume        string `json:"volume"`
+	VolumeDropped bool   `json:"volume_dropped"`
+	LiveEntries   int64  `json:"live_entries"`
+	RemoteKept    bool   `json:"remote_log_kept"`
+	RemoteObjects int    `json:"remote_objects"`
+}
+
 // Error codes of the JSON error body {"error":{"code":…,"message":…}}.
 const (
 	CodeBadRequest   = "bad_request"   // 400: a malformed parameter or body
@@ -119,6 +134,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	api("POST /v1/streams/{q}/{s}", s.handleAppend)
 	api("GET /v1/streams/{q}/{s}", s.handleRead)
+	api("DELETE /v1/streams/{q}/{s}", s.handleDelete)
 	api("POST /v1/streams/{q}/{s}/cycle", s.handleCycle)
 	api("GET /v1/streams/{q}/{s}/archive", s.handleStatus)
 	api("GET /v1/queues/{q}", s.handleQueueStatus)
@@ -532,6 +548,20 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 	if win.Keep == 0 && win.MaxAge == 0 && qv.Get("keep") == "" {
 		return badRequest("give keep=N (the records to leave live) and/or max_age=D")
 	}
+	if rc, ra := qv.Get("retain_count"), qv.Get("retain_age"); rc != "" || ra != "" {
+		// Either one gives this cycle's retention: the other is then none.
+		cfg.retain = archive.Retention{}
+		if rc != "" {
+			if cfg.retain.Count, err = strconv.ParseUint(rc, 10, 64); err != nil {
+				return badRequest("retain_count %q: want 0 (no limit) or more", rc)
+			}
+		}
+		if ra != "" {
+			if cfg.retain.MaxAge, err = time.ParseDuration(ra); err != nil || cfg.retain.MaxAge < 0 {
+				return badRequest("retain_age %q: want a duration such as 720h (0: no limit)", ra)
+			}
+		}
+	}
 	res, err := s.cycle(r.Context(), cfg, win)
 	if err != nil {
 		return err
@@ -541,6 +571,31 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 		out["dropped"] = res.Dropped
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// handleDelete deletes an archived stream and its archive (Archiver.Delete
+// with serve's store and remote) once confirm=DeleteConfirm: serve stops
+// cycling the stream first, so no beat re-creates its volume. A failed
+// delete declares the stream again as it was.
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) error {
+	q, st, err := streamPath(r)
+	if err != nil {
+		return err
+	}
+	name, err := names.ArchiveVolume(q, st)
+	if err != nil {
+		return err
+	}
+	if c := r.URL.Query().Get("confirm"); c != DeleteConfirm {
+		return badRequest("deleting %s/%s deletes the stream and its whole archived history (%s); nothing was deleted: add confirm=%s",
+			q, st, name, DeleteConfirm)
+	}
+	res, err := s.deleteStream(r.Context(), q, st)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, DeleteOut{true, res.Volume, res.VolumeDropped, res.LiveEntries, !res.RemoteDeleted, res.RemoteObjects})
 	return nil
 }
 
@@ -649,6 +704,8 @@ type jobBody struct {
 	Payload json.RawMessage `json:"payload"`
 	// ID is the job's id (JOB_…) to retry an enqueue idempotently; "" mints.
 	ID string `json:"id"`
+	// RunAt (RFC 3339) makes the job due no earlier; "" is at once.
+	RunAt string `json:"run_at"`
 }
 
 // handleEnqueue is the two-tier enqueue: mode=async (the default) answers
@@ -680,7 +737,13 @@ func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) error {
 		}
 		id = bid.ID
 	}
-	rc, err := s.tier.Enqueue(r.Context(), q, id, b.Payload, mode)
+	var runAt time.Time
+	if b.RunAt != "" {
+		if runAt, err = time.Parse(time.RFC3339Nano, b.RunAt); err != nil || runAt.UnixMilli() <= 0 {
+			return badRequest("run_at %q: want an RFC 3339 time after 1970, such as 2030-01-02T03:04:05Z", b.RunAt)
+		}
+	}
+	rc, err := s.tier.EnqueueAt(r.Context(), q, id, b.Payload, mode, runAt)
 	if err != nil {
 		return fmt.Errorf("enqueue on %s: %w", q, err)
 	}

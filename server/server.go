@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,8 +11,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
@@ -49,8 +53,12 @@ type Server struct {
 	mq    *mq.Client
 	store *graft.Store
 	rs    remote.Store
-	arch  map[archive.TrimAfter]*archive.Archiver
-	drv   map[archive.TrimAfter]*archive.Driver
+	// arch and drv are the archivers and drivers of the declared streams,
+	// one per trim_after and retention (driverKey), made on first use
+	// (archiver); amu guards them.
+	amu  sync.Mutex
+	arch map[driverKey]*archive.Archiver
+	drv  map[driverKey]*archive.Driver
 	// faulty runs the next cycle of a stream with an armed fault (fault.go).
 	faulty *archive.Archiver
 	disc   *discoverer // archived streams registered in Redis; nil if off
@@ -63,9 +71,13 @@ type Server struct {
 	sock   net.Listener // <data>/SocketName, nil if it could not be made
 	http   *http.Server
 
-	done    chan struct{} // closed when shutdown starts: SSE streams end
+	done chan struct{} // closed when shutdown starts: SSE streams end
+	// beatMu orders a beat and a delete: a stream deleted is not cycled by
+	// a beat that listed it before.
+	beatMu  sync.Mutex
 	mu      sync.Mutex
 	streams map[[2]string]stream
+	watched map[[2]string]bool // archived streams whose lane has a watcher
 	faults  map[[2]string]bool // armed one-shot faults (fault.go)
 	runCtx  context.Context    // the lane watchers' context, set by Run
 	wg      sync.WaitGroup     // lane watchers
@@ -91,8 +103,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		done:    make(chan struct{}),
 		streams: map[[2]string]stream{},
 		faults:  map[[2]string]bool{},
-		arch:    map[archive.TrimAfter]*archive.Archiver{},
-		drv:     map[archive.TrimAfter]*archive.Driver{},
+		watched: map[[2]string]bool{},
+		arch:    map[driverKey]*archive.Archiver{},
+		drv:     map[driverKey]*archive.Driver{},
 	}
 	defer func() {
 		if err != nil {
@@ -128,15 +141,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	s.store.AttachRemote(s.rs)
 	for _, ta := range []archive.TrimAfter{archive.TrimAfterLocal, archive.TrimAfterRemote} {
-		opts := archive.Options{Store: s.store, Live: s.mq, Logger: cfg.Logger, TrimAfter: ta}
-		if ta == archive.TrimAfterRemote {
-			opts.Pusher = archive.GraftPusher{}
+		if _, _, err := s.archiver(driverKey{ta: ta}); err != nil {
+			return nil, err
 		}
-		a, err := archive.New(opts)
-		if err != nil {
-			return nil, fmt.Errorf("serve: %w", err)
-		}
-		s.arch[ta], s.drv[ta] = a, a.NewDriver()
 	}
 	if s.faulty, err = newFaultyArchiver(archive.Options{Store: s.store, Live: s.mq, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
@@ -226,26 +233,113 @@ func loopback(addr string) bool {
 // Addr is the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// declare adds a stream to the archive driver or to retention.
+// driverKey names one of serve's archivers: what a cycle trims after and
+// the archive's retention horizon it applies.
+type driverKey struct {
+	ta     archive.TrimAfter
+	retain archive.Retention
+}
+
+// newArchiver returns an archiver over serve's store, Redis and remote
+// with k's settings.
+func (s *Server) newArchiver(k driverKey) (*archive.Archiver, error) {
+	opts := archive.Options{Store: s.store, Live: s.mq, Logger: s.log, TrimAfter: k.ta, Retain: k.retain}
+	if k.ta == archive.TrimAfterRemote {
+		opts.Pusher = archive.GraftPusher{}
+	}
+	a, err := archive.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	return a, nil
+}
+
+// archiver returns the archiver of k and its driver, made on first use.
+func (s *Server) archiver(k driverKey) (*archive.Archiver, *archive.Driver, error) {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	if a, ok := s.arch[k]; ok {
+		return a, s.drv[k], nil
+	}
+	a, err := s.newArchiver(k)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.arch[k], s.drv[k] = a, a.NewDriver()
+	return a, s.drv[k], nil
+}
+
+// drivers returns every driver, in a fixed order (trim_after, then
+// retention).
+func (s *Server) drivers() []*archive.Driver {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	keys := make([]driverKey, 0, len(s.drv))
+	for k := range s.drv {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b driverKey) int {
+		return cmp.Or(cmp.Compare(a.ta, b.ta), cmp.Compare(a.retain.Count, b.retain.Count), cmp.Compare(a.retain.MaxAge, b.retain.MaxAge))
+	})
+	out := make([]*archive.Driver, len(keys))
+	for i, k := range keys {
+		out[i] = s.drv[k]
+	}
+	return out
+}
+
+// forgetDrivers stops every driver but keep (nil: all) cycling q/st.
+func (s *Server) forgetDrivers(q, st string, keep *archive.Driver) {
+	for _, d := range s.drivers() {
+		if d != keep {
+			d.Forget(q, st)
+		}
+	}
+}
+
+// declare adds a stream to its archive driver or to retention.
 func (s *Server) declare(st stream) error {
 	var err error
 	if st.archived {
-		err = s.drv[st.trimAfter].Declare(st.q, st.s, st.window)
+		var d *archive.Driver
+		if _, d, err = s.archiver(st.key()); err == nil {
+			if err = d.Declare(st.q, st.s, st.window); err == nil {
+				s.forgetDrivers(st.q, st.s, d) // declared again with other settings
+			}
+		}
 	} else {
 		err = s.ret.Declare(st.q, st.s, st.window)
 	}
 	if err != nil {
 		return fmt.Errorf("serve: declare %s/%s: %w", st.q, st.s, err)
 	}
+	k := [2]string{st.q, st.s}
 	s.mu.Lock()
-	_, again := s.streams[[2]string{st.q, st.s}]
-	s.streams[[2]string{st.q, st.s}] = st
+	s.streams[k] = st
 	ctx := s.runCtx
+	watch := ctx != nil && st.archived && !s.watched[k] // two first appends racing: one watcher
+	if watch {
+		s.watched[k] = true
+	}
 	s.mu.Unlock()
-	if ctx != nil && st.archived && !again { // two first appends racing: one watcher
+	if watch {
 		s.watchVolume(ctx, st)
 	}
 	return nil
+}
+
+// forget stops cycling q/st (archive driver, retention, an armed fault)
+// and returns its settings, if it was declared.
+func (s *Server) forget(q, st string) (stream, bool) {
+	k := [2]string{q, st}
+	s.mu.Lock()
+	prev, ok := s.streams[k]
+	delete(s.streams, k)
+	delete(s.faults, k)
+	s.mu.Unlock()
+	s.forgetDrivers(q, st, nil)
+	s.ret.Forget(q, st)
+	return prev, ok
 }
 
 // touch returns the stream's settings, declaring it with the defaults on
@@ -257,9 +351,12 @@ func (s *Server) touch(q, st string) (stream, error) {
 	if ok {
 		return got, nil
 	}
-	res, err := s.cfg.resolve(q, st, StreamConfig{})
-	if err != nil {
-		return stream{}, err
+	res, ok := s.cfg.declared(q, st) // deleted, then used again
+	if !ok {
+		var err error
+		if res, err = s.cfg.resolve(q, st, StreamConfig{}); err != nil {
+			return stream{}, err
+		}
 	}
 	s.log.Info("serve: stream in use", "queue", q, "stream", st, "archived", res.archived,
 		"keep", res.window.Keep, "max_age", res.window.MaxAge)
@@ -283,9 +380,10 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
 	s.runCtx = runCtx
 	var archived []stream
-	for _, st := range s.streams {
+	for k, st := range s.streams {
 		if st.archived {
 			archived = append(archived, st)
+			s.watched[k] = true
 		}
 	}
 	s.mu.Unlock()
@@ -410,13 +508,15 @@ func every(ctx context.Context, d time.Duration, f func()) {
 // and refreshes the volume metrics. A stream
 // with an armed fault runs its cycle through the faulty archiver instead.
 func (s *Server) Beat(ctx context.Context) {
+	s.beatMu.Lock()
+	defer s.beatMu.Unlock()
 	s.discover(ctx)
 	faulted := s.takeFaults()
 	for _, st := range faulted {
-		s.drv[st.trimAfter].Forget(st.q, st.s)
+		s.forgetDrivers(st.q, st.s, nil)
 	}
-	for _, ta := range []archive.TrimAfter{archive.TrimAfterLocal, archive.TrimAfterRemote} {
-		reps, _ := s.drv[ta].Cycle(ctx) // each report carries its own error
+	for _, d := range s.drivers() {
+		reps, _ := d.Cycle(ctx) // each report carries its own error
 		for _, r := range reps {
 			s.reportCycle(ctx, r.Queue, r.Stream, r.Result, r.Err)
 		}
@@ -424,7 +524,11 @@ func (s *Server) Beat(ctx context.Context) {
 	for _, st := range faulted {
 		res, err := s.faulty.Cycle(ctx, st.q, st.s, st.window)
 		s.reportCycle(ctx, st.q, st.s, res, err)
-		if derr := s.drv[st.trimAfter].Declare(st.q, st.s, st.window); derr != nil {
+		_, d, derr := s.archiver(st.key())
+		if derr == nil {
+			derr = d.Declare(st.q, st.s, st.window)
+		}
+		if derr != nil {
 			s.log.Error("serve: stream not declared again after its fault", "queue", st.q, "stream", st.s, "err", derr)
 		}
 	}
@@ -457,9 +561,19 @@ func (s *Server) checkpoint(ctx context.Context) {
 	s.m.checkpoint.Observe(time.Since(start).Seconds())
 }
 
-// cycle runs one archive cycle of q/s now (the HTTP cycle).
+// cycle runs one archive cycle of q/s now (the HTTP cycle) with the
+// window w and st's trim_after and retention.
 func (s *Server) cycle(ctx context.Context, st stream, w archive.Window) (archive.CycleResult, error) {
-	a := s.arch[st.trimAfter]
+	var a *archive.Archiver
+	var err error
+	if d, declared := s.lookup(st.q, st.s); declared && d.key() == st.key() {
+		a, _, err = s.archiver(st.key())
+	} else {
+		a, err = s.newArchiver(st.key()) // settings of this cycle alone
+	}
+	if err != nil {
+		return archive.CycleResult{}, err
+	}
 	if s.takeFault(st.q, st.s) {
 		a = s.faulty
 	}
@@ -614,4 +728,37 @@ func (s *Server) watchVolume(ctx context.Context, st stream) {
 			s.publishVolume(ctx, name, kind)
 		}
 	}()
+}
+
+// deleteStream deletes the archived stream q/st (archive.Archiver.Delete
+// with serve's store, remote attached, and Redis). It holds the beat back
+// and stops cycling the stream first, so that no cycle re-creates the
+// volume after the delete; a stream the configuration declares is deleted
+// too and cycled again only once used through the API or after a restart.
+// A failed delete declares the stream again as it was.
+func (s *Server) deleteStream(ctx context.Context, q, st string) (archive.DeleteResult, error) {
+	a, _, err := s.archiver(driverKey{ta: archive.TrimAfterLocal})
+	if err != nil {
+		return archive.DeleteResult{}, err
+	}
+	s.beatMu.Lock()
+	defer s.beatMu.Unlock()
+	prev, declared := s.forget(q, st)
+	res, err := a.Delete(ctx, q, st)
+	if err != nil {
+		if declared {
+			if derr := s.declare(prev); derr != nil {
+				s.log.Error("serve: stream not declared again after a failed delete", "queue", q, "stream", st, "err", derr)
+			}
+		}
+		return res, err
+	}
+	// The stream's gauges and newest cycle event go with it.
+	s.hub.forget("cycle/" + q + "/" + st)
+	for _, g := range []*prometheus.GaugeVec{s.m.live, s.m.depth, s.m.wLag} {
+		g.DeleteLabelValues(q, st)
+	}
+	s.log.Info("serve: archived stream deleted; no longer cycled", "queue", q, "stream", st, "volume", res.Volume,
+		"declared", declared)
+	return res, nil
 }

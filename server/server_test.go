@@ -204,6 +204,22 @@ func (e *env) wantError(code int, body []byte, wantStatus int, wantCode string) 
 	}
 }
 
+// stopAndConnect stops the server (its shutdown lets the accept tier
+// finish the dispatch of what it committed) and returns a client of its
+// Redis, closed at the test's end.
+func (e *env) stopAndConnect() *mq.Client {
+	e.t.Helper()
+	if err := e.stop(); err != nil {
+		e.t.Fatal(err)
+	}
+	c, err := mq.Connect(e.t.Context(), mq.Options{URL: e.cfg.Redis, AllowEviction: true})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(c.Close)
+	return c
+}
+
 func appendN(e *env, q, s string, from, n int) []string {
 	e.t.Helper()
 	var in strings.Builder
@@ -742,14 +758,7 @@ func TestEnqueue(t *testing.T) {
 	}
 	// Dispatch to the job stream follows the commit in the background; the
 	// shutdown lets it finish, so the sync job is in the job stream then.
-	if err := e.stop(); err != nil {
-		t.Fatal(err)
-	}
-	c, err := mq.Connect(t.Context(), mq.Options{URL: e.cfg.Redis, AllowEviction: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := e.stopAndConnect()
 	jobs, err := c.Claim(t.Context(), q, "t", 10)
 	if err != nil {
 		t.Fatal(err)

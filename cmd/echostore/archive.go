@@ -17,6 +17,7 @@ import (
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/server"
 	"github.com/spf13/cobra"
 )
 
@@ -292,14 +293,7 @@ deleted stream) it refuses and says how to delete that log.`,
 			if err := retain.Validate(); err != nil {
 				return fmt.Errorf("--retain-age: %w", err)
 			}
-			if !retain.IsZero() {
-				if _, ok, err := viaServe(ctx, g.data); err != nil {
-					return err
-				} else if ok {
-					return errors.New("--retain-count and --retain-age are not passed to a running echostore serve: stop serve, or run the cycle without them")
-				}
-			}
-			if done, err := archiveCycleViaServe(ctx, g, q, s, keep, maxAge, trimAfter); done {
+			if done, err := archiveCycleViaServe(ctx, g, q, s, keep, maxAge, trimAfter, retain); done {
 				return err
 			}
 			c, err := connectMQ(ctx, g)
@@ -449,7 +443,10 @@ volume's log in it is deleted too (its commit objects newest first, then its
 checkpoints and segments); "remote_objects" counts them. Without one the remote
 log is kept ("remote_log_kept": true), and a later cycle with that remote refuses
 to start a new volume archive.Q.S over it until a delete with the remote runs.
-Not deleted: copies of the volume in other nodes' data dirs.`,
+Not deleted: copies of the volume in other nodes' data dirs.
+
+While echostore serve holds --data, the delete goes through it: serve deletes
+with its own remote and stops cycling the stream (docs/SERVE.md).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q, s := args[0], args[1]
@@ -462,6 +459,9 @@ Not deleted: copies of the volume in other nodes' data dirs.`,
 					q, s, name, confirmDeleteFlag)
 			}
 			ctx := cmd.Context()
+			if done, err := archiveDeleteViaServe(ctx, g, q, s); done {
+				return err
+			}
 			c, err := connectMQ(ctx, g)
 			if err != nil {
 				return err
@@ -488,14 +488,8 @@ Not deleted: copies of the volume in other nodes' data dirs.`,
 			if err != nil {
 				return err
 			}
-			return json.NewEncoder(g.stdout).Encode(struct {
-				Deleted       bool   `json:"deleted"`
-				Volume        string `json:"volume"`
-				VolumeDropped bool   `json:"volume_dropped"`
-				LiveEntries   int64  `json:"live_entries"`
-				RemoteKept    bool   `json:"remote_log_kept"`
-				RemoteObjects int    `json:"remote_objects"`
-			}{true, res.Volume, res.VolumeDropped, res.LiveEntries, !res.RemoteDeleted, res.RemoteObjects})
+			return json.NewEncoder(g.stdout).Encode(server.DeleteOut{Deleted: true, Volume: res.Volume, VolumeDropped: res.VolumeDropped,
+				LiveEntries: res.LiveEntries, RemoteKept: !res.RemoteDeleted, RemoteObjects: res.RemoteObjects})
 		},
 	}
 	cmd.Flags().BoolVar(&yes, confirmDeleteFlag, false, "confirm: delete the stream and its archived history")

@@ -217,16 +217,34 @@ type (
 
 // archiveCycleViaServe runs `archive cycle` through the serve that holds
 // --data, if one does: done reports whether it did (and printed, or failed
-// with err). keep, maxAge and trimAfter are the command's flags, checked.
-func archiveCycleViaServe(ctx context.Context, g *globals, q, s string, keep int64, maxAge time.Duration, trimAfter string) (done bool, err error) {
+// with err). keep, maxAge, trimAfter and retain are the command's flags,
+// checked; retain applies to this cycle alone, as run directly (the zero
+// Retention: none, whatever serve's configuration says).
+func archiveCycleViaServe(ctx context.Context, g *globals, q, s string, keep int64, maxAge time.Duration, trimAfter string, retain archive.Retention) (done bool, err error) {
 	c, ok, err := viaServe(ctx, g.data)
 	if !ok || err != nil {
 		return err != nil, err
 	}
-	v := url.Values{"keep": {strconv.FormatInt(keep, 10)}, "max_age": {maxAge.String()}, "trim_after": {trimAfter}}
+	v := url.Values{"keep": {strconv.FormatInt(keep, 10)}, "max_age": {maxAge.String()}, "trim_after": {trimAfter},
+		"retain_count": {strconv.FormatUint(retain.Count, 10)}, "retain_age": {retain.MaxAge.String()}}
 	var out cycleOut
 	if err := c.call(ctx, http.MethodPost, streamPath(q, s, "/cycle"), v, nil, &out); err != nil {
 		return true, fmt.Errorf("%w; nothing unfolded was trimmed: fix the cause and run the cycle again", err)
+	}
+	return true, json.NewEncoder(g.stdout).Encode(out)
+}
+
+// archiveDeleteViaServe runs `archive delete` (confirmed) through the serve
+// that holds --data, if one does (done): serve deletes with its own store
+// and remote, and stops cycling the stream.
+func archiveDeleteViaServe(ctx context.Context, g *globals, q, s string) (done bool, err error) {
+	c, ok, err := viaServe(ctx, g.data)
+	if !ok || err != nil {
+		return err != nil, err
+	}
+	var out server.DeleteOut
+	if err := c.call(ctx, http.MethodDelete, streamPath(q, s, ""), url.Values{"confirm": {server.DeleteConfirm}}, nil, &out); err != nil {
+		return true, err
 	}
 	return true, json.NewEncoder(g.stdout).Encode(out)
 }
@@ -248,7 +266,8 @@ func archiveStatusViaServe(ctx context.Context, g *globals, q, s string) (done b
 // enqueueViaServe runs `enqueue` through the serve that holds --data, if
 // one does (done), and prints the receipt. serve keeps running, so an
 // async job needs no flush before the answer: its accept tier holds it.
-func enqueueViaServe(ctx context.Context, g *globals, q string, id brand.ID, payload []byte, mode accept.Mode) (done bool, err error) {
+// A non-zero runAt makes the job due then (--run-at, or now + --delay).
+func enqueueViaServe(ctx context.Context, g *globals, q string, id brand.ID, payload []byte, mode accept.Mode, runAt time.Time) (done bool, err error) {
 	c, ok, err := viaServe(ctx, g.data)
 	if !ok || err != nil {
 		return err != nil, err
@@ -256,6 +275,9 @@ func enqueueViaServe(ctx context.Context, g *globals, q string, id brand.ID, pay
 	body := map[string]any{"payload": json.RawMessage(payload)}
 	if id != 0 {
 		body["id"] = brand.JOB.Format(id)
+	}
+	if !runAt.IsZero() {
+		body["run_at"] = runAt.Format(time.RFC3339Nano)
 	}
 	b, err := json.Marshal(body)
 	if err != nil {

@@ -27,9 +27,19 @@ import (
 // the test's end stops it too.
 func startServe(t *testing.T, redisURL, data, remoteURL, token string) func() {
 	t.Helper()
+	_, stop := startServeConfig(t, server.Config{Redis: redisURL, Data: data, Remote: remoteURL, Token: token})
+	return stop
+}
+
+// startServeConfig runs serve in-process with cfg (its Listen, Beat,
+// eviction and logger filled in) and returns it and a function that stops
+// it, as startServe does.
+func startServeConfig(t *testing.T, cfg server.Config) (*server.Server, func()) {
+	t.Helper()
+	cfg.Listen, cfg.Beat, cfg.AllowEviction = "127.0.0.1:0", time.Hour, true
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, server.Config{Listen: "127.0.0.1:0", Redis: redisURL, Data: data, Remote: remoteURL,
-		Token: token, Beat: time.Hour, AllowEviction: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatalf("serve: %v", err)
@@ -46,7 +56,7 @@ func startServe(t *testing.T, redisURL, data, remoteURL, token string) func() {
 		})
 	}
 	t.Cleanup(stop)
-	return stop
+	return srv, stop
 }
 
 // mustRun returns a function that runs the command line with the global

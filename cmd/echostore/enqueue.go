@@ -166,11 +166,7 @@ Prints {"id":…,"mode":…,"lsn":…,"volume":…}.`,
 				return err
 			}
 			ctx := cmd.Context()
-			if !runAt.IsZero() {
-				if _, served, _ := viaServe(ctx, g.data); served {
-					return fmt.Errorf("--run-at and --delay are not served by echostore serve yet, and serve holds %s: stop it, or enqueue without them", g.data)
-				}
-			} else if done, err := enqueueViaServe(ctx, g, q, jobID, []byte(payload), m); done {
+			if done, err := enqueueViaServe(ctx, g, q, jobID, []byte(payload), m, runAt); done {
 				return err
 			}
 			a, err := openAcceptTier(ctx, g)
