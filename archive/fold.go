@@ -26,6 +26,9 @@ const (
 	MetaW   = "archive.w"
 	MetaSeq = "archive.seq"
 	MetaLow = graft.MetaArchiveLow
+	// MetaDropped is the id of the newest record retention dropped (8
+	// bytes, big-endian), set in each drop's commit beside archive.low.
+	MetaDropped = "archive.dropped"
 )
 
 // ErrBadSlice: a slice given to Fold is not foldable (an invalid record,

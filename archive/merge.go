@@ -21,6 +21,32 @@ var ErrNoVolume = errors.New("archive: the stream's archive volume is not in thi
 // not have. Pull the volume before reading or cycling.
 var ErrVolumeBehind = errors.New("archive: the local archive volume is behind the seam cache")
 
+// ErrDropped: retention dropped records a forward merge-read had not
+// reached yet, while the read ran; the read resumes at the first retained
+// record. A *DroppedError says which.
+var ErrDropped = errors.New("archive: records not yet read were dropped by retention during the read")
+
+// DroppedError is yielded by a forward merge-read when retention dropped
+// records at or above its cursor between two of its archive parts: the
+// records of [From, Through] are exactly the ones the read skipped, all
+// dropped (Through is the newest dropped record, or the range's To when the
+// drop passed it: then the rest of the range, whatever it held, was
+// dropped), and the read goes on at the first retained record if the loop
+// goes on.
+type DroppedError struct {
+	Queue, Stream string
+	From          brand.ID // the read's cursor: the lowest id it had not decided
+	Through       brand.ID // the newest record retention dropped (at most To)
+}
+
+func (e *DroppedError) Error() string {
+	return fmt.Sprintf("merge-read %s/%s: retention dropped the records of [%s, %s] during the read; it resumes at the first retained record",
+		e.Queue, e.Stream, brand.EVT.Format(e.From), brand.EVT.Format(e.Through))
+}
+
+// Unwrap makes errors.Is(err, ErrDropped) hold.
+func (e *DroppedError) Unwrap() error { return ErrDropped }
+
 // DefaultPageSize is the number of live entries per round trip of a
 // merge-read.
 const DefaultPageSize = 512
@@ -45,6 +71,11 @@ type Source struct {
 	// Volume is the stream's archive volume in this data dir; nil if the data
 	// dir has none.
 	Volume *graft.Volume
+	// Store is the data dir's graft store (optional). When Volume is nil and
+	// the seam cache says the stream has an archive (also when its first
+	// cycle runs during the read), the read opens archive.Q.S from Store
+	// before it calls Pull.
+	Store *graft.Store
 	// Pull fetches the archive volume (archive.Q.S, from the remote into the
 	// data dir) when the seam cache says the stream has an archive and Volume
 	// is nil or behind the cache; it is called at most once per read and
@@ -65,8 +96,22 @@ type Source struct {
 // folded first, so its id is ≤ W′ (docs/ARCHIVE.md has the argument, both
 // directions).
 //
+// While the read has no volume (the stream was not archived when it
+// began), it checks the seam cache after each live page: a stream whose
+// first cycle folded and trimmed during the read is read from the volume
+// the cycle created (Volume, Store or Pull), or the read fails with
+// ErrNoVolume; it never serves the live tail with a gap.
+//
+// Each archive part is read at one snapshot, from the first record
+// retained there. A forward read that finds, at a later archive part, that
+// retention dropped records at or above its cursor yields a *DroppedError
+// (ErrDropped) and resumes at the first retained record; it never returns
+// a dropped record and has no other gap. A range that begins below the
+// first retained record when the read begins starts there, silently.
+//
 // A live entry that is not a branded record yields a *mq.EntryError; the
-// iteration goes on if the loop does. Any other error ends it. A volume
+// iteration goes on if the loop does, and so it does after a
+// *DroppedError. Any other error ends it. A volume
 // that belongs to another stream (MetaOwner) fails the read with an
 // *OwnerError before anything is served or pulled.
 func MergeRead(ctx context.Context, src Source, r Range) iter.Seq2[mq.Record, error] {
@@ -117,6 +162,17 @@ func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
 		return vol, nil
 	}
 	name := volumeName(src.Queue, src.Stream)
+	if vol == nil && src.Store != nil {
+		v, err := src.Store.Volume(ctx, name)
+		switch {
+		case err == nil:
+			if vol, err = src.checkOwner(ctx, v); err != nil {
+				return nil, err
+			}
+		case !errors.Is(err, graft.ErrVolumeNotFound):
+			return nil, fmt.Errorf("merge-read %s/%s: %w", src.Queue, src.Stream, err)
+		}
+	}
 	pulled := false
 	if vol == nil {
 		if src.Pull == nil {
@@ -188,11 +244,25 @@ type merger struct {
 	vol  *graft.Volume
 	r    Range
 	emit func(mq.Record, error) bool
+	// parts counts the archive snapshots the read has taken (catchUp).
+	parts int
 }
 
 // snap returns a snapshot of the archive at its head and the state there;
-// a nil snapshot and the empty state when there is no volume.
+// a nil snapshot and the empty state when there is no volume. While the
+// read has no volume it first checks the seam cache again: the seam cache
+// is written before a cycle's first trim, so a record trimmed before the
+// live page just read is found through the volume resolved here.
 func (m *merger) snap(ctx context.Context) (*graft.Snapshot, State, error) {
+	if m.vol == nil && m.src.Live != nil {
+		src := m.src
+		src.Volume = nil
+		vol, err := src.volume(ctx)
+		if err != nil {
+			return nil, State{}, err
+		}
+		m.vol = vol
+	}
 	if m.vol == nil {
 		return nil, State{}, nil
 	}
@@ -254,19 +324,33 @@ func (m *merger) foreign(p mq.Page) (edge brand.ID, any bool, ok bool) {
 }
 
 // catchUp reads W at a new snapshot and, if W covers *cur, serves
-// [*cur, min(W, To)] from the archive and moves *cur past W. It returns
-// false when the read is over (done, failed, or the consumer stopped).
+// [*cur, min(W, To)] from the archive and moves *cur past W. From the
+// read's second archive part on, records at or above *cur that retention
+// dropped are reported (*DroppedError) before the part is served. It
+// returns false when the read is over (done, failed, or the consumer
+// stopped).
 func (m *merger) catchUp(ctx context.Context, cur *brand.ID) bool {
 	snap, st, err := m.snap(ctx)
 	if err != nil {
 		m.emit(mq.Record{}, err)
 		return false
 	}
+	m.parts++
 	if !st.Covers(*cur) {
 		if snap != nil {
 			snap.Close()
 		}
 		return true
+	}
+	if m.parts > 1 && st.Low > 0 {
+		through, ok, err := droppedThrough(ctx, snap)
+		if err == nil && ok && through >= *cur {
+			err = &DroppedError{Queue: m.src.Queue, Stream: m.src.Stream, From: *cur, Through: min(through, m.r.To)}
+		}
+		if err != nil && (!m.emit(mq.Record{}, err) || !errors.Is(err, ErrDropped)) {
+			snap.Close()
+			return false
+		}
 	}
 	if !m.archive(ctx, snap, st, *cur, m.r.To) || st.W >= m.r.To {
 		return false

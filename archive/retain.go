@@ -2,6 +2,8 @@ package archive
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,7 +39,9 @@ func (r Retention) Validate() error {
 // limit by bisection for the first record minted at or after now − MaxAge)
 // and, if that is above the current first retained page, drops the pages
 // below it in one synced commit (graft's Txn.DropArchiveBelow, which sets
-// archive.low). It returns the new state and the number of records dropped.
+// archive.low; the same commit sets MetaDropped to the id of the newest
+// record dropped, which forward merge-reads compare with their cursor). It
+// returns the new state and the number of records dropped.
 // Snapshots taken before the commit still read the dropped pages; their
 // space is reclaimed by the volume's GC once no snapshot and no unpushed
 // LSN needs them. The caller is the volume's one writer (it holds the
@@ -84,6 +88,16 @@ func retainAs(ctx context.Context, vol *graft.Volume, r Retention, now time.Time
 	if low <= st.Low {
 		return st, 0, nil
 	}
+	// The newest record dropped, read while it is still retained: a forward
+	// merge-read whose cursor is at or below it has lost records to this
+	// drop and says so (DroppedError).
+	through, err := pageID(ctx, snap, low-1)
+	if err != nil {
+		return State{}, 0, fmt.Errorf("archive retention of %s: %w", vol.Name(), err)
+	}
+	if err := txn.SetMeta(MetaDropped, binary.BigEndian.AppendUint64(nil, uint64(through))); err != nil {
+		return State{}, 0, fmt.Errorf("archive retention of %s: %w", vol.Name(), err)
+	}
 	if err := txn.DropArchiveBelow(low); err != nil {
 		return State{}, 0, fmt.Errorf("archive retention of %s: %w", vol.Name(), err)
 	}
@@ -94,4 +108,21 @@ func retainAs(ctx context.Context, vol *graft.Volume, r Retention, now time.Time
 	dropped := low - st.Low
 	st.Low, st.LSN = low, lsn
 	return st, dropped, nil
+}
+
+// droppedThrough returns the id of the newest record retention dropped as
+// of snap (MetaDropped), and false when no drop recorded it (nothing was
+// dropped, or only by a version that did not record it).
+func droppedThrough(ctx context.Context, snap *graft.Snapshot) (brand.ID, bool, error) {
+	b, err := snap.Meta(ctx, MetaDropped)
+	switch {
+	case errors.Is(err, graft.ErrNotFound):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("archive %s at LSN %d: %w", snap.Volume().Name(), snap.LSN(), err)
+	case len(b) != 8:
+		return 0, false, fmt.Errorf("archive %s at LSN %d: %s is %d bytes, want 8: %w",
+			snap.Volume().Name(), snap.LSN(), MetaDropped, len(b), ErrCorrupt)
+	}
+	return brand.ID(binary.BigEndian.Uint64(b)), true, nil
 }

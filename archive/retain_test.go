@@ -2,6 +2,9 @@ package archive
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
 	"pgregory.net/rapid"
@@ -279,14 +283,143 @@ func (e *env) firstRetained(ctx context.Context) brand.ID {
 	return id
 }
 
+// readWithDrops collects a merge-read's ids and the *DroppedError it
+// yields, each with the number of ids returned before it; any other error
+// fails the test.
+func readWithDrops(t tb, seq func(func(mq.Record, error) bool)) ([]brand.ID, []dropAt) {
+	t.Helper()
+	var got []brand.ID
+	var drops []dropAt
+	for r, err := range seq {
+		var de *DroppedError
+		switch {
+		case errors.As(err, &de):
+			drops = append(drops, dropAt{len(got), *de})
+		case err != nil:
+			t.Fatalf("read: %v", err)
+		default:
+			got = append(got, r.ID)
+		}
+	}
+	return got, drops
+}
+
+// dropAt is a *DroppedError and where in the read it came.
+type dropAt struct {
+	at int
+	e  DroppedError
+}
+
+// checkRetentionRead checks one merge-read beside appends, cycles and
+// retention against the rule (docs/ARCHIVE.md, Retention): got (oldest
+// first) is strictly ordered and holds only appended ids, none dropped
+// before the read began (below before); it starts at the first record
+// retained when its first archive part was read, so every appended id below
+// its first is dropped by the end (below after); and between two returned
+// ids every appended id is returned, unless a *DroppedError came between
+// them, whose [From, Through] holds exactly those missing ids, all dropped
+// by the end. Only a forward read reports drops (a reverse read has one
+// archive part). It returns an error message, or "" if the read keeps the
+// rule.
+func checkRetentionRead(got []brand.ID, drops []dropAt, reverse bool, all []brand.ID, before, after brand.ID) string {
+	if reverse && len(drops) > 0 {
+		return fmt.Sprintf("a reverse read reported a drop: %v", drops[0].e.Error())
+	}
+	for k, id := range got {
+		if k > 0 && id <= got[k-1] {
+			return fmt.Sprintf("out of order at %d", k)
+		}
+		if id < before {
+			return fmt.Sprintf("returned %s, dropped before the read began (first retained %s)", brand.EVT.Format(id), brand.EVT.Format(before))
+		}
+		// Ids above the last recorded one were appended by a batch whose
+		// reply the appender has not recorded yet.
+		if _, ok := slices.BinarySearch(all, id); !ok && (len(all) == 0 || id < all[len(all)-1]) {
+			return fmt.Sprintf("returned %s (%d of %d), never appended (%d appended, the last %s)",
+				brand.EVT.Format(id), k, len(got), len(all), brand.EVT.Format(all[len(all)-1]))
+		}
+	}
+	if len(all) == 0 {
+		return ""
+	}
+	// Only what the appender recorded can be checked.
+	top := all[len(all)-1]
+	n, _ := slices.BinarySearch(got, top+1)
+	got = got[:n]
+	d := 0
+	for k := 0; k <= len(got); k++ {
+		lo, hi := brand.ID(0), top+1 // the appended ids in [lo, hi) are missing
+		if k > 0 {
+			lo = got[k-1] + 1
+		}
+		if k < len(got) {
+			hi = got[k]
+		}
+		var report *DroppedError
+		for ; d < len(drops) && drops[d].at <= k; d++ {
+			if report != nil {
+				return fmt.Sprintf("two drops reported before id %d of the read", k)
+			}
+			report = &drops[d].e
+		}
+		if k == len(got) {
+			if report != nil && report.Through < top {
+				hi = report.Through + 1 // a drop reported at the end
+			} else {
+				break // the read ended: later records came after it
+			}
+		}
+		i, _ := slices.BinarySearch(all, lo)
+		j, _ := slices.BinarySearch(all, hi)
+		missing := all[i:j]
+		switch {
+		case report != nil:
+			if report.From != lo || report.Through < report.From {
+				return fmt.Sprintf("drop reported as [%s, %s] after %s", brand.EVT.Format(report.From), brand.EVT.Format(report.Through), brand.EVT.Format(lo-1))
+			}
+			if x, ok := slices.BinarySearch(all, report.Through); report.Through < top && !ok {
+				return fmt.Sprintf("drop reported through %s, never appended", brand.EVT.Format(report.Through))
+			} else if ok && x != j-1 {
+				// The read resumes at the first retained record: the one
+				// after the newest dropped.
+				return fmt.Sprintf("drop reported through %s, but the read went on at %s", brand.EVT.Format(report.Through), brand.EVT.Format(hi))
+			}
+			if len(missing) == 0 || missing[len(missing)-1] >= after {
+				return fmt.Sprintf("drop reported through %s, but %d ids missing before %s and the first retained at the end is %s",
+					brand.EVT.Format(report.Through), len(missing), brand.EVT.Format(hi), brand.EVT.Format(after))
+			}
+		case len(missing) == 0:
+		case k == 0:
+			// The read begins at the first record retained when its first
+			// archive part was read: what it leaves out below is dropped.
+			if missing[len(missing)-1] >= after {
+				return fmt.Sprintf("%d ids missing before the first returned one (%s), the last of them %s not dropped at the end (first retained %s): a gap",
+					len(missing), brand.EVT.Format(hi), brand.EVT.Format(missing[len(missing)-1]), brand.EVT.Format(after))
+			}
+		default:
+			return fmt.Sprintf("%d ids missing between %s and %s (%d ids returned), none reported dropped (first retained at the end %s): a gap",
+				len(missing), brand.EVT.Format(lo-1), brand.EVT.Format(hi), k, brand.EVT.Format(after))
+		}
+	}
+	return ""
+}
+
 // TestRaceRetentionReads: appends, cycles with a retention horizon by
 // count, and merge-reads of the whole stream (forward and reverse, several
-// page sizes) run together. Every read is strictly ordered, returns only
-// appended ids, never one that was dropped before it began, and has no gap
-// above the first record retained when it ended.
+// page sizes) run together, the first reads beginning before the stream's
+// first cycle. Every read keeps the retention rule (checkRetentionRead):
+// ordered, only appended ids, none dropped before it began, and no gap
+// but the drops it reports. A horizon of 150 is rarely passed by a read's
+// cursor; one of 4 often is.
 func TestRaceRetentionReads(t *testing.T) {
+	for _, count := range []uint64{150, 4} {
+		t.Run(fmt.Sprintf("count=%d", count), func(t *testing.T) { raceRetentionReads(t, count) })
+	}
+}
+
+func raceRetentionReads(t *testing.T, count uint64) {
 	ctx := testCtx(t)
-	e := newEnv(t, testRedisURL(t), Options{Chunk: 13, Retain: Retention{Count: 150}})
+	e := newEnv(t, testRedisURL(t), Options{Chunk: 13, Retain: Retention{Count: count}})
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	snapshot := e.startAppender(ctx, 2500, 9, stop, &wg).snapshot
@@ -307,49 +440,180 @@ func TestRaceRetentionReads(t *testing.T) {
 			cycles.Add(1)
 		}
 	}()
-	reads := 0
+	reads, reported := 0, 0
 	for ; reads < 120 || cycles.Load() < 40; reads++ {
 		before := e.firstRetained(ctx)
 		r := Range{To: brand.Max, PageSize: 1 + reads%7*9, Reverse: reads%2 == 1}
-		got := ids(t, MergeRead(ctx, e.source(ctx), r))
+		// The volume is opened from the store when the read begins before
+		// the first cycle created it.
+		src := e.source(ctx)
+		src.Store = e.st
+		got, drops := readWithDrops(t, MergeRead(ctx, src, r))
 		after := e.firstRetained(ctx)
 		if r.Reverse {
 			slices.Reverse(got)
 		}
-		all := snapshot()
-		fail := func(format string, args ...any) {
+		reported += len(drops)
+		if msg := checkRetentionRead(got, drops, r.Reverse, snapshot(), before, after); msg != "" {
 			close(stop)
 			wg.Wait()
-			t.Fatalf("read %d %+v: "+format, append([]any{reads, r}, args...)...)
-		}
-		for k, id := range got {
-			if k > 0 && id <= got[k-1] {
-				fail("out of order at %d", k)
-			}
-			if id < before {
-				fail("returned %s, dropped before the read began (first retained %s)", brand.EVT.Format(id), brand.EVT.Format(before))
-			}
-			// Ids above the last recorded one were appended by a batch
-			// whose reply the appender has not recorded yet.
-			if _, ok := slices.BinarySearch(all, id); !ok && (len(all) == 0 || id < all[len(all)-1]) {
-				fail("returned %s, never appended", brand.EVT.Format(id))
-			}
-		}
-		if len(all) > 0 {
-			n, _ := slices.BinarySearch(got, all[len(all)-1]+1)
-			got = got[:n]
-		}
-		if len(got) == 0 {
-			continue
-		}
-		i, _ := slices.BinarySearch(all, after)
-		j, _ := slices.BinarySearch(all, got[len(got)-1])
-		k, _ := slices.BinarySearch(got, after)
-		if want := all[i : j+1]; !slices.Equal(got[k:], want) {
-			fail("%d ids above the first retained one at the end, want %d: a gap", len(got)-k, len(want))
+			t.Fatalf("read %d %+v: %s", reads, r, msg)
 		}
 	}
 	close(stop)
 	wg.Wait()
-	t.Logf("%d reads beside %d cycles with retention over %d records", reads, cycles.Load(), len(snapshot()))
+	t.Logf("%d reads beside %d cycles with retention %d over %d records; %d drops reported during forward reads",
+		reads, cycles.Load(), count, len(snapshot()), reported)
+}
+
+// readStep is one step of a merge-read: an id, a *DroppedError, another
+// error, or the end.
+type readStep struct {
+	id   brand.ID
+	drop *DroppedError
+	err  error
+	done bool
+}
+
+// pullRead drives a merge-read step by step, so that a test changes the
+// stream and the archive between two steps of one read.
+func pullRead(ctx context.Context, src Source, r Range) (func() readStep, func()) {
+	next, stop := iter.Pull2(iter.Seq2[mq.Record, error](MergeRead(ctx, src, r)))
+	return func() readStep {
+		rec, err, ok := next()
+		var de *DroppedError
+		switch {
+		case !ok:
+			return readStep{done: true}
+		case errors.As(err, &de):
+			return readStep{drop: de}
+		case err != nil:
+			return readStep{err: err}
+		}
+		return readStep{id: rec.ID}
+	}, stop
+}
+
+// TestMergeReadDropDuringRead: retention drops records a forward read has
+// not reached while the read is between two steps. The read finishes its
+// current archive part from its snapshot (the dropped pages still read
+// there), then yields one *DroppedError naming its cursor and the newest
+// dropped record, resumes at the first retained record and goes on to the
+// live tail: no dropped record, no other gap. A reverse read begun before
+// the drop reads its archive part at one snapshot and reports nothing.
+func TestMergeReadDropDuringRead(t *testing.T) {
+	ctx := testCtx(t)
+	e := newEnv(t, testRedisURL(t), Options{})
+	all := e.append(ctx, 10)
+	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 5}); err != nil {
+		t.Fatal(err)
+	}
+	next, stop := pullRead(ctx, e.source(ctx), Range{To: brand.Max, PageSize: 1})
+	defer stop()
+	if s := next(); s.id != all[0] {
+		t.Fatalf("first step %+v, want %s", s, brand.EVT.Format(all[0]))
+	}
+	// 10 more, fold all but 2 (W = all[17], pages 0..17), keep the newest
+	// 3 folded: pages 0..14 dropped, all[5..14] above the read's cursor.
+	all = append(all, e.append(ctx, 10)...)
+	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 2}); err != nil {
+		t.Fatal(err)
+	}
+	st, dropped, err := Retain(ctx, e.volume(ctx), Retention{Count: 3}, time.Now())
+	if err != nil || dropped != 15 || st.Low != 15 {
+		t.Fatalf("retain: %+v, %d dropped, %v; want low 15, 15 dropped", st, dropped, err)
+	}
+	var want []readStep
+	for _, id := range all[1:5] {
+		want = append(want, readStep{id: id})
+	}
+	want = append(want, readStep{drop: &DroppedError{Queue: e.q, Stream: e.s, From: all[4] + 1, Through: all[14]}})
+	for _, id := range all[15:] {
+		want = append(want, readStep{id: id})
+	}
+	want = append(want, readStep{done: true})
+	for k, w := range want {
+		s := next()
+		if s.err != nil || s.done != w.done || s.id != w.id || (s.drop == nil) != (w.drop == nil) || s.drop != nil && *s.drop != *w.drop {
+			t.Fatalf("step %d: %+v (drop %v), want %+v (drop %v)", k+1, s, s.drop, w, w.drop)
+		}
+	}
+	if !errors.Is(want[4].drop, ErrDropped) {
+		t.Fatal("a *DroppedError is not ErrDropped")
+	}
+
+	// Reverse, begun before a drop: its archive part is one snapshot.
+	next, stop = pullRead(ctx, e.source(ctx), Range{To: brand.Max, PageSize: 1, Reverse: true})
+	defer stop()
+	if s := next(); s.id != all[19] {
+		t.Fatalf("first reverse step %+v, want %s", s, brand.EVT.Format(all[19]))
+	}
+	if s := next(); s.id != all[18] {
+		t.Fatalf("second reverse step %+v, want %s", s, brand.EVT.Format(all[18]))
+	}
+	if s := next(); s.id != all[17] { // the archive part's snapshot is taken here
+		t.Fatalf("third reverse step %+v, want %s", s, brand.EVT.Format(all[17]))
+	}
+	if _, dropped, err := Retain(ctx, e.volume(ctx), Retention{Count: 1}, time.Now()); err != nil || dropped != 2 {
+		t.Fatalf("retain: %d dropped, %v; want 2", dropped, err)
+	}
+	for _, id := range []brand.ID{all[16], all[15]} {
+		if s := next(); s.id != id {
+			t.Fatalf("reverse step %+v, want %s", s, brand.EVT.Format(id))
+		}
+	}
+	if s := next(); !s.done {
+		t.Fatalf("reverse read goes on: %+v", s)
+	}
+}
+
+// TestMergeReadFirstCycleDuringRead: a read that begins before the
+// stream's first cycle has no volume; the cycle creates it, folds and trims
+// while the read is between two steps. The read finds the archive through
+// the seam cache (from Source.Store, or Pull) and returns every record
+// once, in order; with neither it fails with ErrNoVolume instead of
+// serving the live tail with a gap.
+func TestMergeReadFirstCycleDuringRead(t *testing.T) {
+	for _, how := range []string{"store", "pull", "neither"} {
+		t.Run(how, func(t *testing.T) {
+			ctx := testCtx(t)
+			e := newEnv(t, testRedisURL(t), Options{})
+			all := e.append(ctx, 10)
+			src := e.source(ctx)
+			if src.Volume != nil {
+				t.Fatal("a volume before the first cycle")
+			}
+			switch how {
+			case "store":
+				src.Store = e.st
+			case "pull":
+				src.Pull = func(ctx context.Context, _ string) (*graft.Volume, error) { return e.volume(ctx), nil }
+			}
+			next, stop := pullRead(ctx, src, Range{To: brand.Max, PageSize: 1})
+			defer stop()
+			if s := next(); s.id != all[0] {
+				t.Fatalf("first step %+v, want %s", s, brand.EVT.Format(all[0]))
+			}
+			if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 3}); err != nil {
+				t.Fatal(err)
+			}
+			if how == "neither" {
+				if s := next(); !errors.Is(s.err, ErrNoVolume) {
+					t.Fatalf("second step %+v, want ErrNoVolume", s)
+				}
+				if s := next(); !s.done {
+					t.Fatalf("the read goes on after ErrNoVolume: %+v", s)
+				}
+				return
+			}
+			for _, id := range all[1:] {
+				if s := next(); s.id != id {
+					t.Fatalf("step %+v, want %s", s, brand.EVT.Format(id))
+				}
+			}
+			if s := next(); !s.done {
+				t.Fatalf("read goes on: %+v", s)
+			}
+		})
+	}
 }
