@@ -15,7 +15,14 @@ import (
 const (
 	segMagic  = "ECHOACLG" // a log segment file
 	snapMagic = "ECHOACSN" // a snapshot file
-	version   = 1
+	// version is the format version of the segments and snapshots written
+	// today: version 1 plus record kind 3. Writers always write it (a
+	// segment's header is written before its records are known), so a
+	// binary that reads only version 1 refuses every file that may hold
+	// kind 3 by its version. Readers also read version 1 (minVersion), in
+	// which kind 3 is corruption (docs/FORMAT.md, "Upgrades").
+	version    = 2
+	minVersion = 1
 
 	segHeaderLen   = 24 // magic 8, version 2, reserved 2, first seq 8, crc 4
 	blockHeaderLen = 8  // body length 4, crc 4
@@ -105,7 +112,9 @@ func appendRec(dst []byte, r rec) []byte {
 // decodeRec decodes one record from the front of b and returns it with the
 // rest of b. The payload aliases b (its capacity clipped); the queue is a
 // new string unless it equals prevQueue, which is then reused.
-func decodeRec(b []byte, prevQueue string) (rec, []byte, error) {
+// ver is the version of the file that holds it: kind 3 is corruption in
+// version 1.
+func decodeRec(b []byte, prevQueue string, ver uint16) (rec, []byte, error) {
 	if len(b) < 9 {
 		return rec{}, nil, fmt.Errorf("record: %d bytes, want at least 9: %w", len(b), ErrCorrupt)
 	}
@@ -119,6 +128,9 @@ func decodeRec(b []byte, prevQueue string) (rec, []byte, error) {
 		return r, b, nil
 	case kindAccepted:
 	case kindDelayed:
+		if ver < 2 {
+			return rec{}, nil, fmt.Errorf("record %d: kind 3 in a file of version %d: %w", r.id, ver, ErrCorrupt)
+		}
 		if len(b) < 8 {
 			return rec{}, nil, fmt.Errorf("record %d: truncated run-at: %w", r.id, ErrCorrupt)
 		}
@@ -153,33 +165,40 @@ func decodeRec(b []byte, prevQueue string) (rec, []byte, error) {
 	return r, b[n:], nil
 }
 
+// appendSegHeader appends the header of a segment of today's version.
 func appendSegHeader(dst []byte, first uint64) []byte {
+	return appendSegHeaderVersion(dst, version, first)
+}
+
+func appendSegHeaderVersion(dst []byte, ver uint16, first uint64) []byte {
 	start := len(dst)
 	dst = append(dst, segMagic...)
-	dst = binary.LittleEndian.AppendUint16(dst, version)
+	dst = binary.LittleEndian.AppendUint16(dst, ver)
 	dst = binary.LittleEndian.AppendUint16(dst, 0)
 	dst = binary.LittleEndian.AppendUint64(dst, first)
 	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
-// decodeSegHeader checks a segment header and returns its first seq.
-func decodeSegHeader(b []byte) (uint64, error) {
+// decodeSegHeader checks a segment header and returns its first seq and
+// its version (minVersion..version; another is ErrVersion).
+func decodeSegHeader(b []byte) (first uint64, ver uint16, err error) {
 	if len(b) < segHeaderLen {
-		return 0, fmt.Errorf("segment header: %d bytes, want %d: %w", len(b), segHeaderLen, ErrCorrupt)
+		return 0, 0, fmt.Errorf("segment header: %d bytes, want %d: %w", len(b), segHeaderLen, ErrCorrupt)
 	}
 	if string(b[:8]) != segMagic {
-		return 0, fmt.Errorf("segment header: bad magic %q: %w", b[:8], ErrCorrupt)
+		return 0, 0, fmt.Errorf("segment header: bad magic %q: %w", b[:8], ErrCorrupt)
 	}
 	if crc32.Checksum(b[:20], castagnoli) != binary.LittleEndian.Uint32(b[20:24]) {
-		return 0, fmt.Errorf("segment header: checksum mismatch: %w", ErrCorrupt)
+		return 0, 0, fmt.Errorf("segment header: checksum mismatch: %w", ErrCorrupt)
 	}
-	if v := binary.LittleEndian.Uint16(b[8:10]); v != version {
-		return 0, fmt.Errorf("segment header: version %d, want %d: %w", v, version, ErrVersion)
+	ver = binary.LittleEndian.Uint16(b[8:10])
+	if ver < minVersion || ver > version {
+		return 0, 0, fmt.Errorf("segment header: version %d, want %d..%d: %w", ver, minVersion, version, ErrVersion)
 	}
 	if r := binary.LittleEndian.Uint16(b[10:12]); r != 0 {
-		return 0, fmt.Errorf("segment header: reserved field %d, want 0: %w", r, ErrCorrupt)
+		return 0, 0, fmt.Errorf("segment header: reserved field %d, want 0: %w", r, ErrCorrupt)
 	}
-	return binary.LittleEndian.Uint64(b[12:20]), nil
+	return binary.LittleEndian.Uint64(b[12:20]), ver, nil
 }
 
 // appendBlock appends the framed block seq holding recs to dst.
@@ -198,17 +217,19 @@ func appendBlock(dst []byte, seq uint64, recs []rec) []byte {
 	return dst
 }
 
-// decodeBlock decodes the block at the front of b. It returns the block's
-// seq, its records, and its framed length. The payloads alias b (their
-// capacity clipped), which the records therefore keep alive. Every failure
-// wraps ErrCorrupt, a short b included (a torn tail).
+// decodeBlock decodes the block at the front of b, from a segment of
+// today's version. It returns the block's seq, its records, and its framed
+// length. The payloads alias b (their capacity clipped), which the records
+// therefore keep alive. Every failure wraps ErrCorrupt, a short b included
+// (a torn tail).
 func decodeBlock(b []byte) (seq uint64, recs []rec, n int, err error) {
-	return decodeBlockInto(b, nil)
+	return decodeBlockInto(b, nil, version)
 }
 
-// decodeBlockInto is decodeBlock appending the records to recs[:0], so
-// that a caller replaying many blocks reuses one slice.
-func decodeBlockInto(b []byte, recs []rec) (seq uint64, _ []rec, n int, err error) {
+// decodeBlockInto is decodeBlock for a segment of version ver, appending
+// the records to recs[:0], so that a caller replaying many blocks reuses
+// one slice.
+func decodeBlockInto(b []byte, recs []rec, ver uint16) (seq uint64, _ []rec, n int, err error) {
 	if len(b) < blockHeaderLen {
 		return 0, nil, 0, fmt.Errorf("block header: %d bytes, want %d: %w", len(b), blockHeaderLen, ErrCorrupt)
 	}
@@ -245,7 +266,7 @@ func decodeBlockInto(b []byte, recs []rec) (seq uint64, _ []rec, n int, err erro
 			}
 		}
 		var r rec
-		r, body, err = decodeRec(body, queue)
+		r, body, err = decodeRec(body, queue, ver)
 		if err != nil {
 			return 0, nil, 0, fmt.Errorf("block %d: %w: %w", seq, err, errBlockBody)
 		}
@@ -258,16 +279,23 @@ func decodeBlockInto(b []byte, recs []rec) (seq uint64, _ []rec, n int, err erro
 	return seq, recs, n, nil
 }
 
-// encodeSnapshot returns the snapshot file covering blocks up to seq and
-// holding intents, which must be in strictly increasing id order.
+// encodeSnapshot returns the snapshot file (today's version) covering
+// blocks up to seq and holding intents, which must be in strictly
+// increasing id order.
 func encodeSnapshot(seq uint64, intents []Intent) []byte {
+	return encodeSnapshotVersion(version, seq, intents)
+}
+
+// encodeSnapshotVersion is encodeSnapshot writing version ver; intents
+// with a run-at need version 2.
+func encodeSnapshotVersion(ver uint16, seq uint64, intents []Intent) []byte {
 	size := snapHeaderLen + snapTrailerLen
 	for _, in := range intents {
 		size += acceptedRec(in).size()
 	}
 	b := make([]byte, 0, size)
 	b = append(b, snapMagic...)
-	b = binary.LittleEndian.AppendUint16(b, version)
+	b = binary.LittleEndian.AppendUint16(b, ver)
 	b = binary.LittleEndian.AppendUint16(b, 0)
 	b = binary.LittleEndian.AppendUint64(b, seq)
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(intents)))
@@ -296,8 +324,9 @@ func decodeSnapshot(b []byte) (uint64, []Intent, error) {
 
 // decodeSnapshotBody is decodeSnapshot after the checksum.
 func decodeSnapshotBody(b, body []byte) (uint64, []Intent, error) {
-	if v := binary.LittleEndian.Uint16(b[8:10]); v != version {
-		return 0, nil, fmt.Errorf("snapshot: version %d, want %d: %w", v, version, ErrVersion)
+	ver := binary.LittleEndian.Uint16(b[8:10])
+	if ver < minVersion || ver > version {
+		return 0, nil, fmt.Errorf("snapshot: version %d, want %d..%d: %w", ver, minVersion, version, ErrVersion)
 	}
 	if r := binary.LittleEndian.Uint16(b[10:12]); r != 0 {
 		return 0, nil, fmt.Errorf("snapshot: reserved field %d, want 0: %w", r, ErrCorrupt)
@@ -324,7 +353,7 @@ func decodeSnapshotBody(b, body []byte) (uint64, []Intent, error) {
 				continue
 			}
 		}
-		r, next, err := decodeRec(rest, queue)
+		r, next, err := decodeRec(rest, queue, ver)
 		if err != nil {
 			return 0, nil, fmt.Errorf("snapshot intent %d: %w", i, err)
 		}

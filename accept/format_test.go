@@ -49,7 +49,7 @@ func TestDecodersTotal(t *testing.T) {
 	}{
 		{"block", blk, func(b []byte) error { _, _, _, err := decodeBlock(b); return err }},
 		{"snapshot", snap, func(b []byte) error { _, _, err := decodeSnapshot(b); return err }},
-		{"segment header", appendSegHeader(nil, 7), func(b []byte) error { _, err := decodeSegHeader(b); return err }},
+		{"segment header", appendSegHeader(nil, 7), func(b []byte) error { _, _, err := decodeSegHeader(b); return err }},
 	} {
 		if err := c.decode(c.data); err != nil {
 			t.Fatalf("%s: intact bytes fail: %v", c.name, err)
@@ -177,6 +177,7 @@ func TestTornTail(t *testing.T) {
 func FuzzDecodeBlock(f *testing.F) {
 	f.Add(appendBlock(nil, 1, sampleRecs(3)))
 	f.Add(appendBlock(nil, 7, nil))
+	f.Add(appendBlock(nil, 1, goldenBlocksV2()[0])) // kind 3
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// As given, and framed with a valid length and checksum so that the
@@ -201,6 +202,8 @@ func FuzzDecodeBlock(f *testing.F) {
 func FuzzDecodeSnapshot(f *testing.F) {
 	f.Add(encodeSnapshot(3, []Intent{intent(1), intent(2), intent(10)}))
 	f.Add(encodeSnapshot(1, nil))
+	f.Add(encodeSnapshot(2, goldenIntentsV2()))                        // kind 3
+	f.Add(encodeSnapshotVersion(1, 3, []Intent{intent(1), intent(2)})) // version 1
 	f.Add([]byte("ECHOACSN"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// As given, and with a valid checksum appended so that the fuzzer
@@ -214,7 +217,10 @@ func FuzzDecodeSnapshot(f *testing.F) {
 				}
 				continue
 			}
-			if again := encodeSnapshot(seq, intents); !bytes.Equal(again, in) {
+			// A decoded snapshot is of a version the reader reads: re-encoded
+			// in that version, it gives the same bytes.
+			ver := binary.LittleEndian.Uint16(in[8:10])
+			if again := encodeSnapshotVersion(ver, seq, intents); !bytes.Equal(again, in) {
 				t.Fatalf("decoded snapshot does not re-encode to its bytes")
 			}
 		}
@@ -258,6 +264,8 @@ func FuzzRecoverSegment(f *testing.F) {
 	f.Add(seg)
 	f.Add(seg[:len(seg)-5])
 	f.Add(appendSegHeader(nil, 1))
+	f.Add(goldenSegment(1, goldenBlocks()))   // version 1: the next block starts a new segment
+	f.Add(goldenSegment(2, goldenBlocksV2())) // kind 3
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ctx := context.Background()
 		dir := t.TempDir()

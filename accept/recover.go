@@ -79,6 +79,10 @@ func (st *recovered) chooseBase(dir string, log *slog.Logger) error {
 			continue
 		}
 		m, err := loadSnapshot(dir, seq)
+		if errors.Is(err, ErrVersion) {
+			// A newer version wrote it: refuse, and set nothing aside.
+			return err
+		}
 		if err != nil {
 			log.Warn("accept: snapshot unreadable; trying an older one", "dir", dir, "seq", seq, "err", err)
 			errs = append(errs, err)
@@ -154,7 +158,7 @@ func (st *recovered) replay(dir string, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("segment %s: %w", name, err)
 		}
-		first, err := decodeSegHeader(data)
+		first, ver, err := decodeSegHeader(data)
 		if err == nil && first != st.segs[i] {
 			err = fmt.Errorf("segment %s says its first block is %d: %w", name, first, ErrCorrupt)
 		}
@@ -179,7 +183,7 @@ func (st *recovered) replay(dir string, log *slog.Logger) error {
 		}
 		off, fresh := segHeaderLen, true
 		for off < len(data) {
-			seq, recs, n, err := decodeBlockInto(data[off:], rp.recs)
+			seq, recs, n, err := decodeBlockInto(data[off:], rp.recs, ver)
 			if err != nil {
 				// Only a frame that fails its length or checksum can be a torn
 				// write; an intact block that does not decode is refused, in any
@@ -189,7 +193,7 @@ func (st *recovered) replay(dir string, log *slog.Logger) error {
 				}
 				// A crash tears only the end. An intact next block after the
 				// damage means durable records would be dropped: refuse.
-				if at := findBlock(data[off+1:], next+1); at >= 0 {
+				if at := findBlock(data[off+1:], next+1, ver); at >= 0 {
 					return fmt.Errorf("segment %s: the block at offset %d is damaged (%v) but block %d at offset %d is intact; "+
 						"recovering would drop durable records (truncate the file at offset %d to accept that): %w",
 						name, off, err, next+1, off+1+at, off, ErrCorrupt)
@@ -236,6 +240,20 @@ func (st *recovered) replay(dir string, log *slog.Logger) error {
 				if err != nil {
 					f.Close()
 					return fmt.Errorf("segment %s: truncating a torn tail: %w", name, err)
+				}
+			}
+			if ver != version {
+				// Blocks are never appended to a segment of an older version:
+				// the next block starts a segment of today's. A segment that
+				// holds no block from next on is rewritten in place.
+				if err := f.Close(); err != nil {
+					return fmt.Errorf("segment %s: %w", name, err)
+				}
+				if f, err = createSegment(dir, next); err != nil {
+					return fmt.Errorf("segment %s: %w", segName(next), err)
+				}
+				if first != next {
+					st.segs = append(st.segs, next)
 				}
 			}
 			st.seg = f
@@ -404,9 +422,10 @@ func (ov overlay) merge(base champ.Map[brand.ID, *Intent]) champ.Map[brand.ID, *
 	return t.Persistent()
 }
 
-// findBlock returns the offset in b of an intact block with the given seq,
-// or -1. It looks only where the seq's bytes occur.
-func findBlock(b []byte, seq uint64) int {
+// findBlock returns the offset in b, a segment of version ver, of an
+// intact block with the given seq, or -1. It looks only where the seq's
+// bytes occur.
+func findBlock(b []byte, seq uint64, ver uint16) int {
 	pat := binary.LittleEndian.AppendUint64(nil, seq)
 	for from := 0; ; {
 		i := bytes.Index(b[from:], pat)
@@ -415,7 +434,7 @@ func findBlock(b []byte, seq uint64) int {
 		}
 		at := from + i - blockHeaderLen
 		if at >= 0 {
-			if got, _, _, err := decodeBlock(b[at:]); err == nil && got == seq {
+			if got, _, _, err := decodeBlockInto(b[at:], nil, ver); err == nil && got == seq {
 				return at
 			}
 		}
