@@ -499,8 +499,10 @@ func pullRead(ctx context.Context, src Source, r Range) (func() readStep, func()
 // current archive part from its snapshot (the dropped pages still read
 // there), then yields one *DroppedError naming its cursor and the newest
 // dropped record, resumes at the first retained record and goes on to the
-// live tail: no dropped record, no other gap. A reverse read begun before
-// the drop reads its archive part at one snapshot and reports nothing.
+// live tail: no dropped record, no other gap. A bounded range whose rest
+// was dropped gets a report that ends at its To, and ends. A reverse read
+// begun before the drop reads its archive part at one snapshot and reports
+// nothing.
 func TestMergeReadDropDuringRead(t *testing.T) {
 	ctx := testCtx(t)
 	e := newEnv(t, testRedisURL(t), Options{})
@@ -540,6 +542,38 @@ func TestMergeReadDropDuringRead(t *testing.T) {
 	}
 	if !errors.Is(want[4].drop, ErrDropped) {
 		t.Fatal("a *DroppedError is not ErrDropped")
+	}
+
+	// A bounded range whose rest the drop passed: the report ends at To and
+	// so does the read.
+	b := newEnv(t, testRedisURL(t), Options{})
+	ball := b.append(ctx, 10)
+	if _, err := b.a.Cycle(ctx, b.q, b.s, Window{Keep: 5}); err != nil {
+		t.Fatal(err)
+	}
+	bnext, bstop := pullRead(ctx, b.source(ctx), Range{To: ball[7], PageSize: 1})
+	defer bstop()
+	if s := bnext(); s.id != ball[0] {
+		t.Fatalf("bounded: first step %+v, want %s", s, brand.EVT.Format(ball[0]))
+	}
+	ball = append(ball, b.append(ctx, 10)...)
+	if _, err := b.a.Cycle(ctx, b.q, b.s, Window{Keep: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, dropped, err := Retain(ctx, b.volume(ctx), Retention{Count: 3}, time.Now()); err != nil || dropped != 15 {
+		t.Fatalf("bounded: retain: %d dropped, %v; want 15", dropped, err)
+	}
+	for _, id := range ball[1:5] {
+		if s := bnext(); s.id != id {
+			t.Fatalf("bounded: step %+v, want %s", s, brand.EVT.Format(id))
+		}
+	}
+	wantDrop := DroppedError{Queue: b.q, Stream: b.s, From: ball[4] + 1, Through: ball[7]}
+	if s := bnext(); s.drop == nil || *s.drop != wantDrop {
+		t.Fatalf("bounded: step %+v (drop %v), want the drop %v", s, s.drop, &wantDrop)
+	}
+	if s := bnext(); !s.done {
+		t.Fatalf("bounded: the read goes on past To: %+v", s)
 	}
 
 	// Reverse, begun before a drop: its archive part is one snapshot.
