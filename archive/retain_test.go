@@ -494,6 +494,45 @@ func pullRead(ctx context.Context, src Source, r Range) (func() readStep, func()
 	}, stop
 }
 
+// dropDuringRead begins a forward read of r (page size 1) over 10 records,
+// 5 of them folded, and takes its first step; then 10 more are appended,
+// all but 2 folded (W = all[17], pages 0..17) and the newest 3 folded kept:
+// pages 0..14 dropped, all[5..14] above the read's cursor. It returns the
+// env, the 20 ids and the read's next step.
+func dropDuringRead(t *testing.T, ctx context.Context, r func([]brand.ID) Range) (*env, []brand.ID, func() readStep) {
+	t.Helper()
+	e := newEnv(t, testRedisURL(t), Options{})
+	all := e.append(ctx, 10)
+	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 5}); err != nil {
+		t.Fatal(err)
+	}
+	next, stop := pullRead(ctx, e.source(ctx), r(all))
+	t.Cleanup(stop)
+	if s := next(); s.id != all[0] {
+		t.Fatalf("first step %+v, want %s", s, brand.EVT.Format(all[0]))
+	}
+	all = append(all, e.append(ctx, 10)...)
+	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 2}); err != nil {
+		t.Fatal(err)
+	}
+	st, dropped, err := Retain(ctx, e.volume(ctx), Retention{Count: 3}, time.Now())
+	if err != nil || dropped != 15 || st.Low != 15 {
+		t.Fatalf("retain: %+v, %d dropped, %v; want low 15, 15 dropped", st, dropped, err)
+	}
+	return e, all, next
+}
+
+// expectSteps fails t unless next yields want, in order.
+func expectSteps(t *testing.T, next func() readStep, want []readStep) {
+	t.Helper()
+	for k, w := range want {
+		s := next()
+		if s.err != nil || s.done != w.done || s.id != w.id || (s.drop == nil) != (w.drop == nil) || s.drop != nil && *s.drop != *w.drop {
+			t.Fatalf("step %d: %+v (drop %v), want %+v (drop %v)", k+1, s, s.drop, w, w.drop)
+		}
+	}
+}
+
 // TestMergeReadDropDuringRead: retention drops records a forward read has
 // not reached while the read is between two steps. The read finishes its
 // current archive part from its snapshot (the dropped pages still read
@@ -505,26 +544,7 @@ func pullRead(ctx context.Context, src Source, r Range) (func() readStep, func()
 // nothing.
 func TestMergeReadDropDuringRead(t *testing.T) {
 	ctx := testCtx(t)
-	e := newEnv(t, testRedisURL(t), Options{})
-	all := e.append(ctx, 10)
-	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 5}); err != nil {
-		t.Fatal(err)
-	}
-	next, stop := pullRead(ctx, e.source(ctx), Range{To: brand.Max, PageSize: 1})
-	defer stop()
-	if s := next(); s.id != all[0] {
-		t.Fatalf("first step %+v, want %s", s, brand.EVT.Format(all[0]))
-	}
-	// 10 more, fold all but 2 (W = all[17], pages 0..17), keep the newest
-	// 3 folded: pages 0..14 dropped, all[5..14] above the read's cursor.
-	all = append(all, e.append(ctx, 10)...)
-	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 2}); err != nil {
-		t.Fatal(err)
-	}
-	st, dropped, err := Retain(ctx, e.volume(ctx), Retention{Count: 3}, time.Now())
-	if err != nil || dropped != 15 || st.Low != 15 {
-		t.Fatalf("retain: %+v, %d dropped, %v; want low 15, 15 dropped", st, dropped, err)
-	}
+	e, all, next := dropDuringRead(t, ctx, func([]brand.ID) Range { return Range{To: brand.Max, PageSize: 1} })
 	var want []readStep
 	for _, id := range all[1:5] {
 		want = append(want, readStep{id: id})
@@ -533,51 +553,23 @@ func TestMergeReadDropDuringRead(t *testing.T) {
 	for _, id := range all[15:] {
 		want = append(want, readStep{id: id})
 	}
-	want = append(want, readStep{done: true})
-	for k, w := range want {
-		s := next()
-		if s.err != nil || s.done != w.done || s.id != w.id || (s.drop == nil) != (w.drop == nil) || s.drop != nil && *s.drop != *w.drop {
-			t.Fatalf("step %d: %+v (drop %v), want %+v (drop %v)", k+1, s, s.drop, w, w.drop)
-		}
-	}
+	expectSteps(t, next, append(want, readStep{done: true}))
 	if !errors.Is(want[4].drop, ErrDropped) {
 		t.Fatal("a *DroppedError is not ErrDropped")
 	}
 
 	// A bounded range whose rest the drop passed: the report ends at To and
 	// so does the read.
-	b := newEnv(t, testRedisURL(t), Options{})
-	ball := b.append(ctx, 10)
-	if _, err := b.a.Cycle(ctx, b.q, b.s, Window{Keep: 5}); err != nil {
-		t.Fatal(err)
-	}
-	bnext, bstop := pullRead(ctx, b.source(ctx), Range{To: ball[7], PageSize: 1})
-	defer bstop()
-	if s := bnext(); s.id != ball[0] {
-		t.Fatalf("bounded: first step %+v, want %s", s, brand.EVT.Format(ball[0]))
-	}
-	ball = append(ball, b.append(ctx, 10)...)
-	if _, err := b.a.Cycle(ctx, b.q, b.s, Window{Keep: 2}); err != nil {
-		t.Fatal(err)
-	}
-	if _, dropped, err := Retain(ctx, b.volume(ctx), Retention{Count: 3}, time.Now()); err != nil || dropped != 15 {
-		t.Fatalf("bounded: retain: %d dropped, %v; want 15", dropped, err)
-	}
+	b, ball, bnext := dropDuringRead(t, ctx, func(all []brand.ID) Range { return Range{To: all[7], PageSize: 1} })
+	want = want[:0]
 	for _, id := range ball[1:5] {
-		if s := bnext(); s.id != id {
-			t.Fatalf("bounded: step %+v, want %s", s, brand.EVT.Format(id))
-		}
+		want = append(want, readStep{id: id})
 	}
-	wantDrop := DroppedError{Queue: b.q, Stream: b.s, From: ball[4] + 1, Through: ball[7]}
-	if s := bnext(); s.drop == nil || *s.drop != wantDrop {
-		t.Fatalf("bounded: step %+v (drop %v), want the drop %v", s, s.drop, &wantDrop)
-	}
-	if s := bnext(); !s.done {
-		t.Fatalf("bounded: the read goes on past To: %+v", s)
-	}
+	want = append(want, readStep{drop: &DroppedError{Queue: b.q, Stream: b.s, From: ball[4] + 1, Through: ball[7]}}, readStep{done: true})
+	expectSteps(t, bnext, want)
 
 	// Reverse, begun before a drop: its archive part is one snapshot.
-	next, stop = pullRead(ctx, e.source(ctx), Range{To: brand.Max, PageSize: 1, Reverse: true})
+	next, stop := pullRead(ctx, e.source(ctx), Range{To: brand.Max, PageSize: 1, Reverse: true})
 	defer stop()
 	if s := next(); s.id != all[19] {
 		t.Fatalf("first reverse step %+v, want %s", s, brand.EVT.Format(all[19]))
