@@ -457,7 +457,7 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		src := archive.Source{Queue: q, Stream: st, Live: s.mq, Volume: vol}
+		src := archive.Source{Queue: q, Stream: st, Live: s.mq, Volume: vol, Store: s.store}
 		if archiveOnly {
 			if vol == nil {
 				name, _ := names.ArchiveVolume(q, st)
