@@ -36,7 +36,7 @@ func parseName(name, prefix, suffix string) (uint64, bool) {
 // lockDir takes an exclusive flock on dir/LOCK; the kernel releases it when
 // the process dies.
 func lockDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("accept: open %s: %w", dir, err)
 	}
@@ -50,7 +50,7 @@ func lockDir(dir string) (*os.File, error) {
 // createSegment creates the segment file whose first block is first,
 // writes and fsyncs its header, and fsyncs the directory.
 func createSegment(dir string, first uint64) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, segName(first)), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, segName(first)), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +73,7 @@ func createSegment(dir string, first uint64) (*os.File, error) {
 // fsync, rename, fsync the directory.
 func writeFileAtomic(dir, name string, data []byte) error {
 	tmp := filepath.Join(dir, name+tmpSuffix)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}

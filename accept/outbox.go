@@ -174,7 +174,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Outbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("accept: open %s: %w", dir, err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("accept: open %s: %w", dir, err)
 	}
 	lock, err := lockDir(dir)

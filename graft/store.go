@@ -52,7 +52,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 		if _, err := opts.FS.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("graft: open %s read-only: %w", dir, ErrNoStore)
 		}
-	} else if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
+	} else if err := opts.FS.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("graft: open %s: %w", dir, err)
 	}
 	po := &pebble.Options{

@@ -27,6 +27,8 @@ const (
 	DefaultKeep = 10000
 	// DefaultMaxBody bounds a request body (bytes).
 	DefaultMaxBody = 8 << 20
+	// DefaultBodyTimeout bounds how long a request's body may take to arrive.
+	DefaultBodyTimeout = 30 * time.Second
 	// DefaultMaxReadLimit bounds the records one GET of a stream returns
 	// when the request gives no limit.
 	DefaultMaxReadLimit = 10000
@@ -92,6 +94,10 @@ type Config struct {
 	Queues []QueueConfig `yaml:"queues"`
 	// MaxBody bounds a request body in bytes (default DefaultMaxBody).
 	MaxBody int64 `yaml:"max_body"`
+	// BodyTimeout bounds how long a request's body may take to arrive once
+	// its headers are in (default DefaultBodyTimeout): a client that trickles
+	// a body is cut off instead of holding a handler.
+	BodyTimeout time.Duration `yaml:"body_timeout"`
 	// CheckpointEvery is how often serve checkpoints the accept outbox's
 	// records not yet durable (default accept.DefaultFlushInterval): with
 	// the K records of a block, the bound of what a crash can lose.
@@ -159,6 +165,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxBody <= 0 {
 		c.MaxBody = DefaultMaxBody
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = DefaultBodyTimeout
 	}
 	if c.Data == "" {
 		return c, fmt.Errorf("%w: no data directory", ErrConfig)

@@ -127,6 +127,12 @@ func (s *Server) Handler() http.Handler {
 	api := func(pattern string, h handlerFunc) {
 		mux.Handle(pattern, s.instrument(s.auth(func(w http.ResponseWriter, r *http.Request) {
 			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+			if r.ContentLength != 0 {
+				// A body must arrive within Config.BodyTimeout: a client
+				// cannot hold a handler by trickling it. (Not a server-wide
+				// ReadTimeout: that would also end the event stream.)
+				_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+			}
 			if err := h(w, r); err != nil {
 				writeError(w, err)
 			}

@@ -1,10 +1,13 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/internal/testserver"
 )
 
@@ -181,5 +185,83 @@ func TestSecurityNoSecretsInLogsOrMetrics(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "serve: listening") {
 		t.Fatalf("no logs were captured:\n%s", logs.String())
+	}
+}
+
+// TestSecurityTrickledBodyCutOff: a client that sends a request's headers
+// and then trickles (here: withholds) its body does not hold the handler: the
+// request ends once Config.BodyTimeout has passed, with an error and nothing
+// appended. The event stream, which reads no body, is not cut (the deadline
+// is per request with a body, not the server's ReadTimeout).
+func TestSecurityTrickledBodyCutOff(t *testing.T) {
+	q := queueName(t)
+	e := start(t, Config{BodyTimeout: 200 * time.Millisecond})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Guard only: the test fails, rather than hangs, if the server never
+	// ends the request.
+	conn.SetDeadline(time.Now().Add(time.Minute))
+	fmt.Fprintf(conn, "POST /v1/streams/%s/s HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"fields\":", q)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatal("the server still waits for the withheld body")
+		}
+		// The server closed the connection: cut off, as wanted.
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode < 400 {
+			t.Fatalf("a withheld body got %s", resp.Status)
+		}
+	}
+	n := 0
+	for _, err := range e.srv.mq.Read(t.Context(), q, "s", 0, brand.Max, 0, false) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n != 0 {
+		t.Fatalf("%d records appended from a withheld body", n)
+	}
+}
+
+// TestSecurityDataDirPrivate: a data dir serve creates, and what graft and
+// the accept outbox create in it, are its owner's only (0700 directories,
+// 0600 outbox files): records and job payloads are not for other users.
+func TestSecurityDataDirPrivate(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	e := start(t, Config{Data: data})
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{data, filepath.Join(data, "graft"), filepath.Join(data, "accept"), filepath.Join(data, "accept", "outbox")} {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := fi.Mode().Perm(); m&0o077 != 0 {
+			t.Errorf("%s has mode %v: readable by others", dir, m)
+		}
+	}
+	ents, err := os.ReadDir(filepath.Join(data, "accept", "outbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) == 0 {
+		t.Fatal("the outbox dir is empty")
+	}
+	for _, de := range ents {
+		fi, err := de.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := fi.Mode().Perm(); m&0o077 != 0 {
+			t.Errorf("outbox file %s has mode %v: readable by others", de.Name(), m)
+		}
 	}
 }

@@ -116,6 +116,11 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: redis: %w", err)
 	}
+	// The data dir holds every record and job payload: its owner only
+	// (an existing dir keeps its mode; docs/SECURITY.md).
+	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
+		return nil, fmt.Errorf("serve: create data dir %s: %w", cfg.Data, err)
+	}
 	s.store, err = graft.Open(ctx, filepath.Join(cfg.Data, "graft"), graft.Options{
 		Logger: cfg.Logger,
 		// Every local commit and push is announced on its volume's lane.

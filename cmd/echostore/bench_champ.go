@@ -56,7 +56,7 @@ are medians of --runs runs.`,
 			if opts.N < 1 || opts.Runs < 1 {
 				return fmt.Errorf("bench champ: --n and --runs must be positive")
 			}
-			if err := os.MkdirAll(g.data, 0o755); err != nil {
+			if err := os.MkdirAll(g.data, 0o700); err != nil {
 				return fmt.Errorf("bench champ: --data %q: %w", g.data, err)
 			}
 			steps := 1 + 2*len(opts.Ks)*opts.Runs + len(opts.RecoverySizes) + 1
