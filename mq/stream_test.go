@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/names"
 )
 
@@ -285,17 +286,17 @@ func TestChunkRetryIsIdempotent(t *testing.T) {
 // landed: one copy in the stream.
 func TestLostReplyRetriedOnce(t *testing.T) {
 	r := servers.Redis(t)
-	proxy := startDropProxy(t, r.Addr)
+	proxy := testserver.StartScriptProxy(t, r.Addr)
 	c := connect(t, "redis://"+proxy.Addr+"/0", Options{RetryBackoff: time.Millisecond})
 	ctx := testCtx(t)
 	q := queueName(t)
-	proxy.drops.Store(1)
+	proxy.DropReplies(1)
 	ids, err := c.AppendBatch(ctx, q, "s", [][]Field{fields("a", "1"), fields("a", "2")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if proxy.dropped.Load() != 1 || c.Stats().Retries != 1 {
-		t.Fatalf("dropped %d replies, client retried %d times; want 1 and 1", proxy.dropped.Load(), c.Stats().Retries)
+	if proxy.Dropped() != 1 || c.Stats().Retries != 1 {
+		t.Fatalf("dropped %d replies, client retried %d times; want 1 and 1", proxy.Dropped(), c.Stats().Retries)
 	}
 	recs := readAll(t, c, q, "s", 0, brand.Max, 0, false)
 	if len(recs) != 2 || recs[0].ID != ids[0] || recs[1].ID != ids[1] {
@@ -307,11 +308,11 @@ func TestLostReplyRetriedOnce(t *testing.T) {
 // names the ids under which the chunk is (or is not) in the stream.
 func TestOutcomeUnknown(t *testing.T) {
 	r := servers.Redis(t)
-	proxy := startDropProxy(t, r.Addr)
+	proxy := testserver.StartScriptProxy(t, r.Addr)
 	c := connect(t, "redis://"+proxy.Addr+"/0", Options{RetryBackoff: time.Millisecond, AppendRetries: 2})
 	ctx := testCtx(t)
 	q := queueName(t)
-	proxy.drops.Store(1 << 30)
+	proxy.DropReplies(1 << 30)
 	_, err := c.Append(ctx, q, "s", fields("a", "1")...)
 	var ae *AppendError
 	if !errors.Is(err, ErrOutcomeUnknown) || !errors.As(err, &ae) || len(ae.Unknown) != 1 {

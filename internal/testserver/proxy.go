@@ -1,0 +1,147 @@
+package testserver
+
+import (
+	"bytes"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// ScriptProxy stands between a Redis client and a redis-server and plays
+// faults at script calls (any command holding "EVAL": EVAL and EVALSHA):
+//
+//   - DropReplies(n): the next n script calls reach the server and run, but
+//     their replies are lost and the client's connection is closed, as when
+//     the server or the network dies right after executing them;
+//   - AnswerLoading(n): once no drop is pending, the next n script calls are
+//     answered "-LOADING …" without reaching the server, as a restarted
+//     server still loading its AOF answers.
+//
+// Everything else is forwarded unchanged. It is an in-memory fake of those
+// two faults on top of a real server, for unit-level fault injection.
+type ScriptProxy struct {
+	// Addr is the proxy's loopback address (host:port).
+	Addr    string
+	target  string
+	ln      net.Listener
+	drops   atomic.Int64
+	loading atomic.Int64
+	dropped atomic.Int64
+	wg      sync.WaitGroup
+}
+
+// StartScriptProxy listens on a free loopback port and forwards each
+// connection to target; the test's cleanup stops it.
+func StartScriptProxy(t testing.TB, target string) *ScriptProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &ScriptProxy{Addr: ln.Addr().String(), target: target, ln: ln}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() {
+		ln.Close()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// DropReplies makes the next n script calls lose their replies.
+func (p *ScriptProxy) DropReplies(n int64) { p.drops.Store(n) }
+
+// AnswerLoading makes the next n script calls after the pending drops be
+// answered with LOADING.
+func (p *ScriptProxy) AnswerLoading(n int64) { p.loading.Store(n) }
+
+// Dropped returns how many replies were lost so far.
+func (p *ScriptProxy) Dropped() int64 { return p.dropped.Load() }
+
+// Pending returns the drops and LOADING answers not yet played.
+func (p *ScriptProxy) Pending() (drops, loading int64) { return p.drops.Load(), p.loading.Load() }
+
+// take decrements c if it is positive and reports whether it did.
+func take(c *atomic.Int64) bool {
+	for {
+		n := c.Load()
+		if n <= 0 {
+			return false
+		}
+		if c.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+func (p *ScriptProxy) serve() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		var dropReply atomic.Bool
+		var mu sync.Mutex // one writer to the client at a time
+		closeBoth := func() { client.Close(); server.Close() }
+		p.wg.Add(2)
+		go func() { // client → server
+			defer p.wg.Done()
+			defer closeBoth()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := client.Read(buf)
+				if n > 0 {
+					script := bytes.Contains(buf[:n], []byte("EVAL"))
+					if script && !dropReply.Load() && p.drops.Load() <= 0 && take(&p.loading) {
+						mu.Lock()
+						_, werr := client.Write([]byte("-LOADING Redis is loading the dataset in memory\r\n"))
+						mu.Unlock()
+						if werr != nil {
+							return
+						}
+						continue
+					}
+					if script && take(&p.drops) {
+						dropReply.Store(true)
+					}
+					if _, werr := server.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		go func() { // server → client
+			defer p.wg.Done()
+			defer closeBoth()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := server.Read(buf)
+				if n > 0 && dropReply.Load() {
+					p.dropped.Add(1)
+					return // the reply is lost with the connection
+				}
+				if n > 0 {
+					mu.Lock()
+					_, werr := client.Write(buf[:n])
+					mu.Unlock()
+					if werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
