@@ -93,44 +93,14 @@ func (r *rig) settle(t *testing.T, ctx context.Context) {
 	}
 }
 
-// remoteJobs reads the remote log of volume as a follower does, from the
-// remote alone: every job id it holds, with the remote LSN that holds it.
-// A job on two pages (committed twice) is an error.
+// remoteJobs opens the remote at url and returns RemoteJobs of volume.
 func remoteJobs(ctx context.Context, url, volume string) (map[brand.ID]uint64, error) {
 	st, err := remote.Open(ctx, url)
 	if err != nil {
 		return nil, err
 	}
-	l, err := remote.NewLog(st, volume)
-	if err != nil {
-		return nil, err
-	}
-	head, err := l.Head(ctx)
-	if err != nil {
-		return nil, err
-	}
-	jobs := map[brand.ID]uint64{}
-	for lsn := uint64(1); lsn <= head; lsn++ {
-		e, err := l.Read(ctx, lsn)
-		if err != nil {
-			return nil, err
-		}
-		for _, ref := range e.Commit.Pages() {
-			b, err := l.FetchPage(ctx, ref)
-			if err != nil {
-				return nil, err
-			}
-			id, _, err := DecodeJobPage(b)
-			if err != nil {
-				return nil, err
-			}
-			if at, ok := jobs[id]; ok {
-				return nil, fmt.Errorf("job %s on two pages, at remote LSNs %d and %d", brand.JOB.Format(id), at, lsn)
-			}
-			jobs[id] = lsn
-		}
-	}
-	return jobs, nil
+	defer st.Close()
+	return RemoteJobs(ctx, st, volume)
 }
 
 // claimAll claims every job of q and counts deliveries per id.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft/remote"
@@ -140,7 +141,7 @@ func audit(t *testing.T, ctx context.Context, c workerConf, acked, unknown map[s
 		t.Fatal(err)
 	}
 	defer rs.Close()
-	jobs, err := remoteJobs(sctx, rs, "accept."+c.Queue+".0")
+	jobs, err := accept.RemoteJobs(sctx, rs, "accept."+c.Queue+".0")
 	if err != nil {
 		t.Fatal(err)
 	}

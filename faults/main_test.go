@@ -447,42 +447,6 @@ func checkIDs(got, acked, unknown []brand.ID) error {
 	return nil
 }
 
-// remoteJobs reads the accept volume's remote log as a follower does: every
-// job it holds, with the remote LSN that holds it. A job on two pages is an
-// error (a job is committed exactly once).
-func remoteJobs(ctx context.Context, rs remote.Store, volume string) (map[brand.ID]uint64, error) {
-	l, err := remote.NewLog(rs, volume)
-	if err != nil {
-		return nil, err
-	}
-	head, err := l.Head(ctx)
-	if err != nil {
-		return nil, err
-	}
-	jobs := map[brand.ID]uint64{}
-	for lsn := uint64(1); lsn <= head; lsn++ {
-		e, err := l.Read(ctx, lsn)
-		if err != nil {
-			return nil, err
-		}
-		for _, ref := range e.Commit.Pages() {
-			b, err := l.FetchPage(ctx, ref)
-			if err != nil {
-				return nil, err
-			}
-			id, _, err := accept.DecodeJobPage(b)
-			if err != nil {
-				return nil, err
-			}
-			if at, ok := jobs[id]; ok {
-				return nil, fmt.Errorf("job %s on two pages, at remote LSNs %d and %d", brand.JOB.Format(id), at, lsn)
-			}
-			jobs[id] = lsn
-		}
-	}
-	return jobs, nil
-}
-
 // deliveries counts, per job, the distinct job-stream entries it was
 // delivered from: more than one is a job dispatched twice.
 type deliveries map[brand.ID]map[string]bool

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
@@ -262,7 +263,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rs.Close()
-	jobs, err := remoteJobs(sctx, rs, "accept."+q+".0")
+	jobs, err := accept.RemoteJobs(sctx, rs, "accept."+q+".0")
 	if err != nil {
 		t.Fatal(err)
 	}
