@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/internal/testserver"
 )
 
 // testCtx returns a context that ends with the test.
@@ -61,8 +62,21 @@ func cluster(t testing.TB, opts Options) *Client {
 
 // eachServer runs f against the plain server and the cluster.
 func eachServer(t *testing.T, opts Options, f func(t *testing.T, c *Client)) {
-	t.Run("redis", func(t *testing.T) { f(t, plain(t, opts)) })
-	t.Run("cluster", func(t *testing.T) { f(t, cluster(t, opts)) })
+	eachServerConn(t, func(t *testing.T, conn func(testing.TB, Options) *Client) { f(t, conn(t, opts)) })
+}
+
+// eachServerConn runs f against the plain server and the cluster, giving it
+// the function that connects to the one at hand (plain or cluster).
+func eachServerConn(t *testing.T, f func(t *testing.T, conn func(testing.TB, Options) *Client)) {
+	t.Run("redis", func(t *testing.T) { f(t, plain) })
+	t.Run("cluster", func(t *testing.T) { f(t, cluster) })
+}
+
+// proxied connects with opts through a ScriptProxy in front of the plain
+// server, which the test then tells which script replies to lose.
+func proxied(t testing.TB, opts Options) (*Client, *testserver.ScriptProxy) {
+	proxy := testserver.StartScriptProxy(t, servers.Redis(t).Addr)
+	return connect(t, "redis://"+proxy.Addr+"/0", opts), proxy
 }
 
 // fixedMinter returns a minter whose clock stands still at t0, so that

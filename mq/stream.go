@@ -97,7 +97,7 @@ func (c *Client) AppendBatch(ctx context.Context, q, s string, records [][]Field
 	slot := c.slot(key)
 	ids := make([]brand.ID, 0, len(records))
 	for start := 0; start < len(records); {
-		end := c.chunkEnd(records, start)
+		end := c.chunkEnd(len(records), start, func(i int) []Field { return records[i] })
 		if err := slot.acquire(ctx); err != nil {
 			return ids, appendError(q, s, ids, err)
 		}
@@ -112,17 +112,21 @@ func (c *Client) AppendBatch(ctx context.Context, q, s string, records [][]Field
 	return ids, nil
 }
 
-// chunkEnd returns the end of the chunk that starts at records[start].
-func (c *Client) chunkEnd(records [][]Field, start int) int {
+// chunkEnd returns the end of the chunk of items 0..n-1 (records or jobs,
+// item i holding fields(i)) that starts at item start: at most
+// Options.ChunkRecords items and ChunkBytes bytes, counting 16 bytes of
+// framing per field, and at least one item.
+func (c *Client) chunkEnd(n, start int, fields func(i int) []Field) int {
 	bytes := 0
-	for i := start; i < len(records); i++ {
-		n := size(records[i]) + 16*len(records[i])
-		if i > start && (i-start >= c.opts.ChunkRecords || bytes+n > c.opts.ChunkBytes) {
+	for i := start; i < n; i++ {
+		fs := fields(i)
+		b := size(fs) + 16*len(fs)
+		if i > start && (i-start >= c.opts.ChunkRecords || bytes+b > c.opts.ChunkBytes) {
 			return i
 		}
-		bytes += n
+		bytes += b
 	}
-	return len(records)
+	return n
 }
 
 // unknownOutcome is the cause of an ErrOutcomeUnknown append error.
@@ -148,31 +152,13 @@ func (c *Client) appendChunk(ctx context.Context, key string, recs [][]Field) ([
 	if err := c.mint(ids, 0); err != nil {
 		return nil, err
 	}
-	retry, lost, remints := false, 0, 0
+	remints := 0
 	for {
-		res := c.lua.append.Exec(ctx, c.rdb, []string{key}, appendArgs(retry, ids, recs))
-		reply, err := res.AsStrSlice()
-		switch {
-		case err == nil:
-		case isServerError(err):
-			if lost > 0 { // an earlier attempt may have landed (e.g. LOADING after a restart)
-				return nil, &unknownOutcome{ids: ids, cause: err}
-			}
-			return nil, fmt.Errorf("append script: %w", err)
-		default:
-			// No reply: the chunk may or may not have landed. Send it again
-			// with the same ids; the script tells which.
-			lost++
-			if ctx.Err() != nil || lost > c.opts.AppendRetries {
-				return nil, &unknownOutcome{ids: ids, cause: err}
-			}
-			c.stats.retries.Add(1)
-			c.log.Warn("append reply lost; retrying with the same ids", "key", key, "attempt", lost, "err", err)
-			if err := sleep(ctx, c.opts.RetryBackoff<<(lost-1)); err != nil {
-				return nil, &unknownOutcome{ids: ids, cause: err}
-			}
-			retry = true
-			continue
+		reply, err := c.execChunk(ctx, "append", key, ids, func(retry bool) rueidis.RedisResult {
+			return c.lua.append.Exec(ctx, c.rdb, []string{key}, appendArgs(retry, ids, recs))
+		})
+		if err != nil {
+			return nil, err
 		}
 		switch {
 		case len(reply) >= 1 && (reply[0] == "OK" || reply[0] == "LANDED"):
@@ -192,9 +178,39 @@ func (c *Client) appendChunk(ctx context.Context, key string, recs [][]Field) ([
 			if err := c.mint(ids, top); err != nil {
 				return nil, err
 			}
-			retry = false
 		default:
 			return nil, fmt.Errorf("append script: unexpected reply %q", reply)
+		}
+	}
+}
+
+// execChunk runs the script call of a chunk whose jobs or records have ids
+// and returns its reply. A call that gets no reply (the chunk may or may
+// not have run) is made again, with retry set, up to Options.AppendRetries
+// times after a pause of RetryBackoff doubling each time: the script must
+// tell (or make harmless) a chunk that had run. Once a reply was lost, a
+// failure (retries spent, ctx ended, or an error reply such as LOADING
+// from a restarted server) is an *unknownOutcome naming ids.
+func (c *Client) execChunk(ctx context.Context, what, key string, ids []brand.ID, call func(retry bool) rueidis.RedisResult) ([]string, error) {
+	for lost := 0; ; {
+		reply, err := call(lost > 0).AsStrSlice()
+		switch {
+		case err == nil:
+			return reply, nil
+		case isServerError(err):
+			if lost > 0 { // an earlier attempt may have landed
+				return nil, &unknownOutcome{ids: ids, cause: err}
+			}
+			return nil, fmt.Errorf("%s script: %w", what, err)
+		}
+		lost++
+		if ctx.Err() != nil || lost > c.opts.AppendRetries {
+			return nil, &unknownOutcome{ids: ids, cause: err}
+		}
+		c.stats.retries.Add(1)
+		c.log.Warn(what+" reply lost; retrying with the same ids", "key", key, "attempt", lost, "err", err)
+		if err := sleep(ctx, c.opts.RetryBackoff<<(lost-1)); err != nil {
+			return nil, &unknownOutcome{ids: ids, cause: err}
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/brand"
-	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/names"
 )
 
@@ -285,9 +284,7 @@ func TestChunkRetryIsIdempotent(t *testing.T) {
 // back. The client sends the chunk again with the same ids and counts it as
 // landed: one copy in the stream.
 func TestLostReplyRetriedOnce(t *testing.T) {
-	r := servers.Redis(t)
-	proxy := testserver.StartScriptProxy(t, r.Addr)
-	c := connect(t, "redis://"+proxy.Addr+"/0", Options{RetryBackoff: time.Millisecond})
+	c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond})
 	ctx := testCtx(t)
 	q := queueName(t)
 	proxy.DropReplies(1)
@@ -307,9 +304,7 @@ func TestLostReplyRetriedOnce(t *testing.T) {
 // When every reply is lost, the append fails with ErrOutcomeUnknown and
 // names the ids under which the chunk is (or is not) in the stream.
 func TestOutcomeUnknown(t *testing.T) {
-	r := servers.Redis(t)
-	proxy := testserver.StartScriptProxy(t, r.Addr)
-	c := connect(t, "redis://"+proxy.Addr+"/0", Options{RetryBackoff: time.Millisecond, AppendRetries: 2})
+	c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond, AppendRetries: 2})
 	ctx := testCtx(t)
 	q := queueName(t)
 	proxy.DropReplies(1 << 30)
