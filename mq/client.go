@@ -33,12 +33,14 @@ type Options struct {
 	AllowEviction bool
 	// Limits bound a record (defaults: DefaultMaxFields, DefaultMaxBytes).
 	Limits Limits
-	// ChunkRecords and ChunkBytes bound one append script call (defaults
-	// 256 records, 1 MiB; a record larger than ChunkBytes goes alone).
-	ChunkRecords int // records per chunk
+	// ChunkRecords and ChunkBytes bound one append or enqueue script call
+	// (defaults 256 records or jobs, 1 MiB; a record or job larger than
+	// ChunkBytes goes alone).
+	ChunkRecords int // records (or jobs) per chunk
 	ChunkBytes   int // bytes of names and values per chunk
-	// AppendRetries is how often a chunk whose reply was lost is sent again
-	// with the same ids before its outcome is reported unknown (default 5).
+	// AppendRetries is how often an append or enqueue chunk whose reply was
+	// lost is sent again with the same ids before its outcome is reported
+	// unknown (default 5).
 	AppendRetries int
 	// RetryBackoff is the first pause before such a retry; it doubles on
 	// each one (default 50ms).
@@ -116,7 +118,8 @@ type Stats struct {
 	// Remints counts chunks rejected as not above the stream's top and
 	// re-minted above it (another producer appended first).
 	Remints int64
-	// Retries counts chunks sent again after their reply was lost.
+	// Retries counts chunks (appends and enqueues) sent again after their
+	// reply was lost.
 	Retries int64
 }
 

@@ -37,6 +37,15 @@
 // {"id":"EVT_…","fields":{…}} is rendered in exactly one place
 // (AppendJSON), so a record prints the same bytes wherever it comes from.
 //
+// Jobs. A job id enqueued within the dedup window is enqueued once; a later
+// enqueue of it is a no-op reported as Duplicate. EnqueueBatch sends a
+// batch of jobs in chunks, each through one script, with the same outcome
+// for each job as one Enqueue after another (Enqueue is a batch of one).
+// Every job is checked and every missing id minted before the first chunk
+// goes, so bad input enqueues nothing; a chunk whose reply was lost is sent
+// again with the same ids, and the jobs of it that had landed come back
+// Duplicate instead of being enqueued twice.
+//
 // # Connecting
 //
 // Connect takes a URL: redis://[user[:password]@]host[:port][,host[:port]…][/db]

@@ -41,11 +41,12 @@ var (
 	// driver (which folds before it trims) may trim it.
 	ErrArchived = errors.New("stream is archived: only the archive driver may trim it")
 
-	// ErrOutcomeUnknown: an append was sent but its reply was lost and the
-	// retries ran out (or the context ended) before its outcome was known.
-	// The records may or may not be in the stream, under the ids reported
-	// in the *AppendError.
-	ErrOutcomeUnknown = errors.New("append outcome unknown")
+	// ErrOutcomeUnknown: an append or enqueue was sent but its reply was
+	// lost and the retries ran out (or the context ended) before its
+	// outcome was known. The records may or may not be in the stream, under
+	// the ids reported in the *AppendError; the jobs may or may not be
+	// enqueued, under the ids reported in the *EnqueueError.
+	ErrOutcomeUnknown = errors.New("outcome unknown: the reply was lost")
 
 	// ErrLaneGap: a lane follower fell behind by more than the lane's cap;
 	// the entries between its last seen id and the oldest kept one are gone.

@@ -92,7 +92,7 @@ type Job struct {
 	RunAt time.Time
 }
 
-// EnqueueResult says what Enqueue did.
+// EnqueueResult says what Enqueue (or EnqueueBatch, for one job) did.
 type EnqueueResult struct {
 	ID brand.ID // the job's id (minted if the job had none)
 	// EntryID is the job's entry in the job stream ("" unless queued now).
@@ -103,6 +103,33 @@ type EnqueueResult struct {
 	// nothing was done.
 	Duplicate bool
 }
+
+// EnqueueError reports an EnqueueBatch that did not complete. Done holds
+// the results of the jobs of the batch that were sent and answered (a
+// prefix of the batch, in order); Unknown the ids of the chunk whose
+// outcome is not known (with ErrOutcomeUnknown): those jobs are enqueued
+// under exactly these ids, or not at all, and enqueueing them again under
+// these ids is safe (one that had landed comes back Duplicate). The jobs
+// after them were not sent.
+type EnqueueError struct {
+	Queue   string          // the queue
+	Done    []EnqueueResult // results of the jobs that were enqueued
+	Unknown []brand.ID      // ids of the chunk whose outcome is unknown
+	Err     error           // the cause
+}
+
+func (e *EnqueueError) Error() string {
+	msg := fmt.Sprintf("enqueue on %s: %v", e.Queue, e.Err)
+	if len(e.Done) > 0 {
+		msg += fmt.Sprintf(" (%d jobs of the batch were enqueued before)", len(e.Done))
+	}
+	if len(e.Unknown) > 0 {
+		msg += fmt.Sprintf(" (enqueue %s… again to be sure)", brand.JOB.Format(e.Unknown[0]))
+	}
+	return msg
+}
+
+func (e *EnqueueError) Unwrap() error { return e.Err }
 
 // Delivery is a claimed job.
 type Delivery struct {
@@ -152,48 +179,122 @@ func checkJob(lim Limits, fields []Field) error {
 
 // Enqueue adds a job to queue q, at once or, with job.RunAt in the future,
 // to the delayed set. A job id already enqueued within the dedup window is
-// a no-op (Duplicate), so a producer may retry an enqueue safely.
+// a no-op (Duplicate), so a producer may retry an enqueue safely. It is
+// EnqueueBatch of one job: see there for what happens to a lost reply.
 func (c *Client) Enqueue(ctx context.Context, q string, job Job) (EnqueueResult, error) {
-	if err := checkQ(q); err != nil {
+	res, err := c.EnqueueBatch(ctx, q, []Job{job})
+	if err != nil {
 		return EnqueueResult{}, err
 	}
-	if err := checkJob(c.opts.Limits, job.Fields); err != nil {
-		return EnqueueResult{}, fmt.Errorf("enqueue on %s: %w", q, err)
+	return res[0], nil
+}
+
+// EnqueueBatch enqueues jobs on queue q in one round trip per chunk and
+// returns their results in input order. Each job fares exactly as it would
+// through Enqueue, in the order given: a job whose id was enqueued within
+// JobOptions.DedupWindow (also earlier in the same batch) is Duplicate and
+// nothing is done for it; a job whose RunAt is after now is Delayed; any
+// other is queued at once under its EntryID. A job with ID 0 gets a minted
+// id.
+//
+// Every job is checked (reserved field names, Limits) and every missing id
+// minted before anything is sent: one invalid job fails the batch with a
+// *RecordError whose Index is the job's position, and nothing is enqueued.
+// The batch goes in chunks bounded by Options.ChunkRecords jobs and
+// Options.ChunkBytes bytes of field names and values (defaults 256 jobs,
+// 1 MiB; a job larger than ChunkBytes goes alone), each chunk one
+// server-side script call. A chunk whose reply was lost is sent again with
+// the same ids (Options.AppendRetries, RetryBackoff): the jobs of it that
+// had landed then come back Duplicate, which a caller may take for success,
+// and none is enqueued twice. If a chunk fails, the error is an
+// *EnqueueError: the results of the chunks before it are returned (and are
+// in its Done), and if the chunk's outcome is unknown (ErrOutcomeUnknown),
+// its Unknown lists the ids under which its jobs are enqueued or not at
+// all: enqueueing them again under those ids is safe.
+func (c *Client) EnqueueBatch(ctx context.Context, q string, jobs []Job) ([]EnqueueResult, error) {
+	if err := checkQ(q); err != nil {
+		return nil, err
 	}
-	if job.ID == 0 {
-		id, err := c.minter.Mint()
-		if err != nil {
-			return EnqueueResult{}, fmt.Errorf("enqueue on %s: mint: %w", q, err)
+	for i, job := range jobs {
+		if err := checkJob(c.opts.Limits, job.Fields); err != nil {
+			var re *RecordError
+			if errors.As(err, &re) {
+				re.Index = i
+			}
+			return nil, fmt.Errorf("enqueue on %s: %w", q, err)
 		}
-		job.ID = id
 	}
-	now := c.now()
-	due := "0"
-	if job.RunAt.After(now) {
-		due = ms(job.RunAt)
-	}
-	args := []string{brand.JOB.Format(job.ID), ms(now), strconv.FormatInt(c.opts.Jobs.DedupWindow.Milliseconds(), 10),
-		due, c.opts.Jobs.Group}
-	for _, f := range job.Fields {
-		args = append(args, f.Name, f.Value)
+	ids := make([]brand.ID, len(jobs))
+	for i, job := range jobs {
+		ids[i] = job.ID
+		if ids[i] == 0 {
+			var err error
+			if ids[i], err = c.minter.Mint(); err != nil {
+				return nil, fmt.Errorf("enqueue on %s: mint: %w", q, err)
+			}
+		}
 	}
 	keys := []string{JobsKey(q), DelayedKey(q), JobIDsKey(q)}
-	reply, err := c.lua.enqueue.Exec(ctx, c.rdb, keys, args).AsStrSlice()
+	out := make([]EnqueueResult, 0, len(jobs))
+	for start := 0; start < len(jobs); {
+		end := c.chunkEnd(len(jobs), start, func(i int) []Field { return jobs[i].Fields })
+		got, err := c.enqueueChunk(ctx, keys, jobs[start:end], ids[start:end])
+		if err != nil {
+			ee := &EnqueueError{Queue: q, Done: out, Err: err}
+			var unknown *unknownOutcome
+			if errors.As(err, &unknown) {
+				ee.Unknown = unknown.ids
+			}
+			return out, ee
+		}
+		out = append(out, got...)
+		start = end
+	}
+	return out, nil
+}
+
+// enqueueChunk enqueues one chunk of jobs under ids through scriptEnqueue.
+func (c *Client) enqueueChunk(ctx context.Context, keys []string, jobs []Job, ids []brand.ID) ([]EnqueueResult, error) {
+	now := c.now()
+	n := 4
+	for _, job := range jobs {
+		n += 3 + 2*len(job.Fields)
+	}
+	args := make([]string, 0, n)
+	args = append(args, ms(now), strconv.FormatInt(c.opts.Jobs.DedupWindow.Milliseconds(), 10),
+		c.opts.Jobs.Group, strconv.Itoa(len(jobs)))
+	for i, job := range jobs {
+		due := "0"
+		if job.RunAt.After(now) {
+			due = ms(job.RunAt)
+		}
+		args = append(args, brand.JOB.Format(ids[i]), due, strconv.Itoa(len(job.Fields)))
+		for _, f := range job.Fields {
+			args = append(args, f.Name, f.Value)
+		}
+	}
+	reply, err := c.execChunk(ctx, "enqueue", keys[0], ids, func(bool) rueidis.RedisResult {
+		return c.lua.enqueue.Exec(ctx, c.rdb, keys, args)
+	})
 	if err != nil {
-		return EnqueueResult{}, fmt.Errorf("enqueue %s on %s: %w", brand.JOB.Format(job.ID), q, err)
+		return nil, err
 	}
-	res := EnqueueResult{ID: job.ID}
-	switch {
-	case len(reply) == 2 && reply[0] == "QUEUED":
-		res.EntryID = reply[1]
-	case len(reply) == 1 && reply[0] == "DELAYED":
-		res.Delayed = true
-	case len(reply) == 1 && reply[0] == "DUP":
-		res.Duplicate = true
-	default:
-		return EnqueueResult{}, fmt.Errorf("enqueue on %s: unexpected reply %q", q, reply)
+	if err := errShape(len(reply), len(jobs)); err != nil {
+		return nil, fmt.Errorf("enqueue script: %w", err)
 	}
-	return res, nil
+	out := make([]EnqueueResult, len(jobs))
+	for i, r := range reply {
+		out[i].ID = ids[i]
+		switch r {
+		case "DUP":
+			out[i].Duplicate = true
+		case "DELAYED":
+			out[i].Delayed = true
+		default:
+			out[i].EntryID = r
+		}
+	}
+	return out, nil
 }
 
 // Promote moves the delayed jobs of q that are due to the job stream and

@@ -48,26 +48,61 @@ local function ensuregroup(jobs, group)
 end
 `
 
-// scriptEnqueue adds a job unless its id was enqueued within the dedup
-// window.
+// scriptEnqueue enqueues a chunk of jobs, in order, each unless its id was
+// enqueued within the dedup window (an id twice in one chunk: the second is
+// a duplicate).
 //
 //	KEYS  jobs, delayed, ids
-//	ARGV  job id, now (ms), dedup window (ms), due (ms; ≤ now: at once),
-//	      group, then the job's name/value pairs
+//	ARGV  now (ms), dedup window (ms), group, n (the number of jobs),
+//	      then per job: its id, due (ms; ≤ now: at once), its number of
+//	      fields f, and f name/value pairs
 //
-// Replies {"QUEUED", xid}, {"DELAYED"} or {"DUP"}.
+// Replies one element per job, in order: the job stream entry id of a job
+// queued now, "DELAYED" or "DUP". Malformed arguments are refused before
+// anything is written. A chunk sent again after its reply was lost is
+// harmless: each job that had landed is then a "DUP".
 const scriptEnqueue = "#!lua\n" + luaJobs + `
-local now = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-if redis.call('ZSCORE', KEYS[3], ARGV[1]) then return {'DUP'} end
-redis.call('ZADD', KEYS[3], now + tonumber(ARGV[3]), ARGV[1])
-ensuregroup(KEYS[1], ARGV[5])
-local fields = tail(ARGV, 6, {'job', ARGV[1], 'attempt', '1'})
-if tonumber(ARGV[4]) > now then
-  redis.call('ZADD', KEYS[2], ARGV[4], cjson.encode(fields))
-  return {'DELAYED'}
+local now, n = tonumber(ARGV[1]), tonumber(ARGV[4])
+local js = {}
+local p = 5
+local ok = now and n and n >= 1
+if ok then
+  for i = 1, n do
+    local nf = tonumber(ARGV[p + 2])
+    if not nf or nf < 0 or not tonumber(ARGV[p + 1]) then break end
+    js[i] = {p, nf}
+    p = p + 3 + 2 * nf
+  end
 end
-return {'QUEUED', redis.call('XADD', KEYS[1], '*', unpack(fields))}
+if not ok or #js ~= n or p - 1 ~= #ARGV then
+  return redis.error_reply('ERR emq enqueue: malformed arguments')
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+local expiry = now + tonumber(ARGV[2])
+local grouped = false
+local out = {}
+for i = 1, n do
+  local at, nf = js[i][1], js[i][2]
+  local id = ARGV[at]
+  if redis.call('ZSCORE', KEYS[3], id) then
+    out[i] = 'DUP'
+  else
+    redis.call('ZADD', KEYS[3], expiry, id)
+    if not grouped then
+      ensuregroup(KEYS[1], ARGV[3])
+      grouped = true
+    end
+    local fields = {'job', id, 'attempt', '1'}
+    for j = at + 3, at + 2 + 2 * nf do fields[#fields + 1] = ARGV[j] end
+    if tonumber(ARGV[at + 1]) > now then
+      redis.call('ZADD', KEYS[2], ARGV[at + 1], cjson.encode(fields))
+      out[i] = 'DELAYED'
+    else
+      out[i] = redis.call('XADD', KEYS[1], '*', unpack(fields))
+    end
+  end
+end
+return out
 `
 
 // scriptPromote moves due delayed jobs to the job stream.
