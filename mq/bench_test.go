@@ -5,12 +5,16 @@ package mq
 //
 //	go test -run='^$' -bench='Append|Read' -benchmem -count=5 ./mq/
 //
-// Every op is one record, so ns/op compare across rows.
+// Every op is one record, so ns/op compare across rows. BenchmarkEnqueue's
+// op is one job.
 
 import (
 	"context"
 	"fmt"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/echostore/echostore/brand"
 	"github.com/redis/rueidis"
@@ -170,4 +174,67 @@ func BenchmarkRead(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkEnqueue: a batch of 64 jobs, as the accept tier dispatches a
+// committed batch, through one EnqueueBatch (one script call), through 64
+// concurrent Enqueue calls (a goroutine each; the client pipelines them),
+// or through 64 Enqueue calls one after another. Every op is one job;
+// cpu-ns/op is the CPU time (user and system) of this process, the client,
+// per job: what a batch costs the rest of a node, redis-server aside.
+//
+//	go test -run='^$' -bench=Enqueue -benchmem -count=5 ./mq/
+func BenchmarkEnqueue(b *testing.B) {
+	c := mqBenchClient(b)
+	ctx := context.Background()
+	batch := make([]Job, 64)
+	for i := range batch {
+		batch[i] = Job{Fields: benchFields()}
+	}
+	run := func(b *testing.B, send func(q string, jobs []Job)) {
+		q := fmt.Sprintf("bench.%d", benchKeySeq.Add(1))
+		cpu := cpuTime()
+		for done := 0; done < b.N; done += len(batch) {
+			send(q, batch[:min(len(batch), b.N-done)])
+		}
+		b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+	}
+	b.Run("batch64/enqueue-batch", func(b *testing.B) {
+		run(b, func(q string, jobs []Job) {
+			if _, err := c.EnqueueBatch(ctx, q, jobs); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("batch64/enqueue-concurrent", func(b *testing.B) {
+		run(b, func(q string, jobs []Job) {
+			var wg sync.WaitGroup
+			for _, job := range jobs {
+				wg.Go(func() {
+					if _, err := c.Enqueue(ctx, q, job); err != nil {
+						b.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+		})
+	})
+	b.Run("batch64/enqueue-sequential", func(b *testing.B) {
+		run(b, func(q string, jobs []Job) {
+			for _, job := range jobs {
+				if _, err := c.Enqueue(ctx, q, job); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+}
+
+// cpuTime returns the CPU time (user and system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
