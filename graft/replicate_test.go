@@ -160,7 +160,7 @@ func TestReplicateFollow(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if fsp.Remote != sp.Remote || fsp.Hash != sp.Hash {
+				if fsp.Remote != sp.Remote || fsp.Hash != sp.Hash || fsp.Local != fv.Head() {
 					t.Fatalf("follower at %+v, writer at %+v", fsp, sp)
 				}
 				points = append(points, point{sp.Local, fv.Head()})

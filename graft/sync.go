@@ -127,7 +127,9 @@ func (v *Volume) Pull(ctx context.Context, progress func(done, total int)) (remo
 		}
 		return sp, fmt.Errorf("graft: pull volume %q: %w", v.name, err)
 	}
-	return sp, nil
+	// remote.Pull's Local is the pushing writer's local LSN; this volume's
+	// own sync point covers its own head.
+	return v.SyncPoint(ctx)
 }
 
 // progressSink counts the commits a pull applies.
