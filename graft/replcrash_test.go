@@ -32,25 +32,9 @@ func TestPushCrashPoints(t *testing.T) {
 		t.Run(point, func(t *testing.T) {
 			dir := t.TempDir()
 			for round := 1; round <= 2; round++ {
-				p := crashtest.Start(t, "TestPushCrashPoints", point+"|"+dir)
-				for _, want := range []string{"committed", "at " + point} {
-					line, err := p.Next()
-					if err != nil || line != want {
-						t.Fatalf("round %d: child said %q (%v), want %q", round, line, err, want)
-					}
-				}
-				if err := p.Kill(); err != nil {
-					t.Fatal(err)
-				}
+				killPushChild(t, "TestPushCrashPoints", point, dir, round)
 				rs := openRemote(t, "file://"+filepath.Join(dir, "remote"))
-				s, err := Open(ctx, filepath.Join(dir, "graft"), Options{Remote: rs})
-				if err != nil {
-					t.Fatal(err)
-				}
-				v, err := s.Volume(ctx, "crash")
-				if err != nil {
-					t.Fatal(err)
-				}
+				s, v := openCrashed(t, dir, rs)
 				pend, _ := v.Pending(ctx)
 				if (pend != nil) != (point != "BeforeSegmentUpload") {
 					t.Fatalf("round %d: pending commit recorded: %v", round, pend != nil)
@@ -80,8 +64,39 @@ func TestPushCrashPoints(t *testing.T) {
 	}
 }
 
+// killPushChild runs pushCrashChild in a child process started by test,
+// waits until it reports reaching point, and kills it with SIGKILL.
+func killPushChild(t *testing.T, test, point, dir string, round int) {
+	t.Helper()
+	p := crashtest.Start(t, test, point+"|"+dir)
+	for _, want := range []string{"committed", "at " + point} {
+		line, err := p.Next()
+		if err != nil || line != want {
+			t.Fatalf("round %d: child said %q (%v), want %q", round, line, err, want)
+		}
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openCrashed opens the store pushCrashChild left in dir, and its volume.
+func openCrashed(t *testing.T, dir string, rs remote.Store) (*Store, *Volume) {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(dir, "graft"), Options{Remote: rs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.Volume(context.Background(), "crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, v
+}
+
 // pushCrashChild commits a large and a small commit (synced), then pushes
-// with a hook that reports reaching the point and waits to be killed.
+// with a hook that reports reaching the point and waits to be killed (at
+// "AfterPush", once the push returned).
 func pushCrashChild(t *testing.T, arg string) {
 	point, dir, _ := strings.Cut(arg, "|")
 	ctx := context.Background()
@@ -98,6 +113,7 @@ func pushCrashChild(t *testing.T, arg string) {
 		h.BetweenUploadAndCommit = stop
 	case "AfterCommitBeforeLocalRecord":
 		h.AfterCommitBeforeLocalRecord = stop
+	case "AfterPush": // killed once the push returned: its sync point is not fsynced
 	default:
 		t.Fatalf("unknown point %q", point)
 	}
@@ -132,5 +148,8 @@ func pushCrashChild(t *testing.T, arg string) {
 	}
 	crashtest.Report("committed")
 	_, err = v.Push(ctx)
+	if point == "AfterPush" && err == nil {
+		stop()
+	}
 	t.Fatalf("push returned (%v) without reaching %s", err, point)
 }

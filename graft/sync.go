@@ -89,9 +89,16 @@ func (v *Volume) Push(ctx context.Context) (remote.SyncPoint, error) {
 // volume as its Sink) and returns its sync point. Pages arrive as remote
 // references and are fetched on first read (or by Hydrate). A fresh volume
 // starts from the newest checkpoint. progress, if not nil, is called after
-// each applied commit with the commits done and the total. A volume with
-// unpushed local commits (or a pending push) cannot pull once the remote
-// moved: *DivergedError.
+// each applied commit with the commits done and the total.
+//
+// A pending push is settled first when the remote moved (settlePending):
+// if the remote holds exactly its bytes at its LSN, it is this volume's
+// own push whose sync point a crash lost (SetSyncPoint is not fsynced), so
+// Pull records that sync point and goes on. Pull never publishes: a
+// pending commit that has not landed stays recorded for the next Push.
+// A volume with unpushed local commits, or with a pending push that did
+// not land (another commit holds its LSN, or the remote cannot tell), cannot
+// pull once the remote moved: *DivergedError.
 func (v *Volume) Pull(ctx context.Context, progress func(done, total int)) (remote.SyncPoint, error) {
 	l, err := v.needLog("pull")
 	if err != nil {
@@ -108,12 +115,17 @@ func (v *Volume) Pull(ctx context.Context, progress func(done, total int)) (remo
 	if head == st.RemoteLSN {
 		return sp, nil // quiet: one LIST
 	}
-	pend, err := v.Pending(ctx)
+	pend, lost, err := v.settlePending(ctx, l)
 	if err != nil {
-		return sp, err
+		return sp, fmt.Errorf("graft: pull volume %q: %w", v.name, err)
+	}
+	st = v.state.Load()
+	sp = remote.SyncPoint{Remote: st.RemoteLSN, Hash: st.RemoteHash, Local: st.SyncLocal}
+	if head == st.RemoteLSN {
+		return sp, nil // the pending push was the remote head
 	}
 	if st.Head != st.SyncLocal || pend != nil {
-		return sp, &DivergedError{Volume: v.name, Head: st.Head, SyncLocal: st.SyncLocal, SyncRemote: st.RemoteLSN, RemoteLSN: head}
+		return sp, &DivergedError{Volume: v.name, Head: st.Head, SyncLocal: st.SyncLocal, SyncRemote: st.RemoteLSN, RemoteLSN: head, Err: lost}
 	}
 	var sink remote.Sink = v
 	if progress != nil {
@@ -130,6 +142,57 @@ func (v *Volume) Pull(ctx context.Context, progress func(done, total int)) (remo
 	// remote.Pull's Local is the pushing writer's local LSN; this volume's
 	// own sync point covers its own head.
 	return v.SyncPoint(ctx)
+}
+
+// settlePending resolves a pending remote commit against the remote log,
+// for a caller that holds pushMu (Pull, Reset). A pending record outlives
+// its push when a crash loses the sync point (SetSyncPoint's batch is not
+// fsynced) or strikes between the PUT and SetSyncPoint; it says nothing of
+// whether the PUT landed. One GET of the pending commit's LSN decides:
+//
+//   - the same bytes: the push landed. Its sync point is recorded as
+//     SetSyncPoint would (pend is nil on return), and the remote commits
+//     above it are ordinary ones to pull.
+//   - another commit: another writer won the LSN; pend stays and lost is
+//     the remote's *remote.DivergedError (Pull fails with *DivergedError,
+//     Reset drops the pending commit).
+//   - no commit (never landed), or a trimmed one (remote GC replaced it by a
+//     tombstone, so the bytes cannot be compared): pend stays, as before.
+//     Only Push may publish it; a free LSN below a remote head that moved
+//     past it is no log the pending commit can join.
+//
+// A pending commit that does not follow the recorded sync point is left
+// alone (nothing writes one; Push reports what is wrong with it).
+func (v *Volume) settlePending(ctx context.Context, l *remote.Log) (pend []byte, lost, err error) {
+	if pend, err = v.Pending(ctx); err != nil || pend == nil {
+		return pend, nil, err
+	}
+	c, err := remote.DecodeCommit(pend)
+	if err != nil {
+		return pend, nil, fmt.Errorf("pending remote commit: %w", err)
+	}
+	st := v.state.Load()
+	if c.LSN != st.RemoteLSN+1 || c.Prev != st.RemoteHash || c.LocalFrom != st.SyncLocal || c.LocalTo > st.Head {
+		return pend, nil, nil
+	}
+	want := remote.HashOf(pend)
+	e, err := l.Read(ctx, c.LSN)
+	switch {
+	case errors.Is(err, remote.ErrNotFound), errors.Is(err, remote.ErrTrimmed):
+		return pend, nil, nil
+	case err != nil:
+		return pend, nil, fmt.Errorf("settle the pending remote commit: %w", err)
+	case e.Hash != want:
+		return pend, &remote.DivergedError{Volume: v.name, LSN: c.LSN, Want: want, Got: e.Hash,
+			Reason: "another commit holds the lsn of the pending push"}, nil
+	}
+	sp := remote.SyncPoint{Remote: c.LSN, Hash: want, Local: c.LocalTo}
+	if err := v.SetSyncPoint(ctx, sp); err != nil {
+		return pend, nil, err
+	}
+	v.s.log.Info("graft: pending push found landed; sync point recorded", "volume", v.name,
+		"remote_lsn", sp.Remote, "sync_lsn", sp.Local)
+	return nil, nil, nil
 }
 
 // progressSink counts the commits a pull applies.
@@ -169,7 +232,8 @@ func (p *progressSink) Restart(ctx context.Context, cp remote.Entry) error {
 }
 
 // Reset drops the local commits above the sync point that were never
-// pushed (and a pending push), so the volume is again at the state of its
+// pushed (and a pending push that did not land: a landed one is settled
+// first, see settlePending), so the volume is again at the state of its
 // last push or pull, and then, with toRemote, pulls from the remote. It is
 // the way out of a *DivergedError. Like GC it removes readable LSNs
 // explicitly: reads above the sync point after a reset return the remote's
@@ -182,11 +246,19 @@ func (v *Volume) Reset(ctx context.Context, toRemote bool) (dropped uint64, err 
 	if !toRemote {
 		return 0, fmt.Errorf("graft: reset volume %q: only a reset to the remote is supported (--to-remote): %w", v.name, remote.ErrInvalid)
 	}
-	if _, err := v.needLog("reset"); err != nil {
+	l, err := v.needLog("reset")
+	if err != nil {
 		return 0, err
 	}
 	v.pushMu.Lock()
-	dropped, err = v.dropUnpushed(ctx)
+	// A pending push that landed is not unpushed: settle it first, so that
+	// the commits it covers are kept (only another writer's commit at its
+	// LSN, or a remote that cannot tell, makes it one to drop).
+	if _, _, err = v.settlePending(ctx, l); err != nil {
+		err = fmt.Errorf("graft: reset volume %q: %w", v.name, err)
+	} else {
+		dropped, err = v.dropUnpushed(ctx)
+	}
 	v.pushMu.Unlock()
 	if err != nil {
 		return 0, err
@@ -267,6 +339,8 @@ func (v *Volume) dropUnpushed(ctx context.Context) (uint64, error) {
 		}
 		rec.Head = keep
 	}
+	// Synced: once the reset returns, the dropped commits and the pending
+	// record stay gone (a lazy sync point before it becomes durable too).
 	if err := errors.Join(
 		b.Delete(pendingKey(v.id), nil),
 		b.Set(v.key, encodeVolumeRecord(rec), nil),

@@ -16,7 +16,8 @@ type SyncPoint struct {
 }
 
 // Source is what Push needs from the local engine of the volume's writer.
-// Every method that records something must be durable when it returns.
+// SetPending must be durable when it returns; SetSyncPoint may be lazy
+// (see there).
 type Source interface {
 	// SyncPoint returns the recorded sync point (zero for a volume never
 	// pushed).
@@ -33,7 +34,10 @@ type Source interface {
 	// SetPending records a pending remote commit before it is published.
 	SetPending(ctx context.Context, commit []byte) error
 	// SetSyncPoint records a new sync point and clears the pending commit,
-	// in one atomic step.
+	// in one atomic step. It need not be durable when it returns, provided
+	// a crash loses it only together with whatever was recorded after it:
+	// the pending commit then stays recorded, and the next Push publishes
+	// it again (the same bytes at its LSN: it had landed).
 	SetSyncPoint(ctx context.Context, sp SyncPoint) error
 }
 
