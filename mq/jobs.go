@@ -99,8 +99,9 @@ type EnqueueResult struct {
 	EntryID string
 	// Delayed: the job waits in the delayed set until RunAt.
 	Delayed bool
-	// Duplicate: the id was enqueued before, within the dedup window;
-	// nothing was done.
+	// Duplicate: the id was enqueued before, within the dedup window
+	// (perhaps by this very call, by an attempt whose reply was lost, or
+	// earlier in its batch); nothing more was done.
 	Duplicate bool
 }
 
