@@ -236,26 +236,25 @@ func (c *Client) EnqueueBatch(ctx context.Context, q string, jobs []Job) ([]Enqu
 		}
 	}
 	keys := []string{JobsKey(q), DelayedKey(q), JobIDsKey(q)}
-	out := make([]EnqueueResult, 0, len(jobs))
+	out := make([]EnqueueResult, len(jobs))
 	for start := 0; start < len(jobs); {
 		end := c.chunkEnd(len(jobs), start, func(i int) []Field { return jobs[i].Fields })
-		got, err := c.enqueueChunk(ctx, keys, jobs[start:end], ids[start:end])
-		if err != nil {
-			ee := &EnqueueError{Queue: q, Done: out, Err: err}
+		if err := c.enqueueChunk(ctx, keys, jobs[start:end], ids[start:end], out[start:end]); err != nil {
+			ee := &EnqueueError{Queue: q, Done: out[:start], Err: err}
 			var unknown *unknownOutcome
 			if errors.As(err, &unknown) {
 				ee.Unknown = unknown.ids
 			}
-			return out, ee
+			return ee.Done, ee
 		}
-		out = append(out, got...)
 		start = end
 	}
 	return out, nil
 }
 
-// enqueueChunk enqueues one chunk of jobs under ids through scriptEnqueue.
-func (c *Client) enqueueChunk(ctx context.Context, keys []string, jobs []Job, ids []brand.ID) ([]EnqueueResult, error) {
+// enqueueChunk enqueues one chunk of jobs under ids through scriptEnqueue
+// and puts their results in out.
+func (c *Client) enqueueChunk(ctx context.Context, keys []string, jobs []Job, ids []brand.ID, out []EnqueueResult) error {
 	now := c.now()
 	n := 4
 	for _, job := range jobs {
@@ -278,14 +277,13 @@ func (c *Client) enqueueChunk(ctx context.Context, keys []string, jobs []Job, id
 		return c.lua.enqueue.Exec(ctx, c.rdb, keys, args)
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := errShape(len(reply), len(jobs)); err != nil {
-		return nil, fmt.Errorf("enqueue script: %w", err)
+		return fmt.Errorf("enqueue script: %w", err)
 	}
-	out := make([]EnqueueResult, len(jobs))
 	for i, r := range reply {
-		out[i].ID = ids[i]
+		out[i] = EnqueueResult{ID: ids[i]}
 		switch r {
 		case "DUP":
 			out[i].Duplicate = true
@@ -295,7 +293,7 @@ func (c *Client) enqueueChunk(ctx context.Context, keys []string, jobs []Job, id
 			out[i].EntryID = r
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // Promote moves the delayed jobs of q that are due to the job stream and
