@@ -91,8 +91,8 @@ func TestJobPageRunAt(t *testing.T) {
 // volume, for the next tier to dispatch.
 type stuckDispatcher struct{}
 
-func (stuckDispatcher) Enqueue(context.Context, string, mq.Job) (mq.EnqueueResult, error) {
-	return mq.EnqueueResult{}, errors.New("job stream down")
+func (stuckDispatcher) EnqueueBatch(context.Context, string, []mq.Job) ([]mq.EnqueueResult, error) {
+	return nil, errors.New("job stream down")
 }
 
 // TestDispatchRunAt: a job with a future run-at is dispatched (after its

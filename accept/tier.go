@@ -59,7 +59,11 @@ func ParseMode(s string) (Mode, error) {
 // implements it; the job's id is the idempotency key, so dispatching a job
 // twice enqueues it once.
 type Dispatcher interface {
-	Enqueue(ctx context.Context, q string, job mq.Job) (mq.EnqueueResult, error)
+	// EnqueueBatch puts jobs on queue q's job stream, each once: a job
+	// whose id it has seen is a duplicate and a no-op, so a batch may be
+	// sent again after an error. *mq.Client implements it, one script call
+	// per chunk of jobs.
+	EnqueueBatch(ctx context.Context, q string, jobs []mq.Job) ([]mq.EnqueueResult, error)
 }
 
 // Page layout of the accept volume (docs/ACCEPT.md, "The accept volume"):
@@ -83,6 +87,10 @@ const (
 	DefaultAsyncEvery = 1000
 	// DefaultAsyncInterval is the time bound of async commits.
 	DefaultAsyncInterval = 100 * time.Millisecond
+	// DefaultGroupWait is the default bound of the group commit's wait for
+	// siblings (TierOptions.GroupWait); by default the wait is also never
+	// longer than half the duration of the push before it.
+	DefaultGroupWait = 2 * time.Millisecond
 )
 
 // Job is one job on a page of the accept volume.
@@ -170,6 +178,16 @@ type TierOptions struct {
 	// comes first. Sync intents are committed at once.
 	AsyncEvery    int
 	AsyncInterval time.Duration
+	// GroupWait bounds the group commit's wait for siblings: after a push
+	// that acknowledged several sync callers, the committer waits up to
+	// this long for as many sync jobs as were waiting then (the callers
+	// just acknowledged, enqueueing again, and those already pending) before
+	// it takes the next batch, so that they share one push instead of
+	// splitting over two. A lone sync caller never waits, nor does a batch
+	// once that many jobs are pending. Zero means DefaultGroupWait or half
+	// the last push's duration, whichever is shorter; negative, never wait
+	// (take what is pending at once).
+	GroupWait time.Duration
 	// Logger receives warnings (a failed commit, push or dispatch). Default:
 	// discard.
 	Logger *slog.Logger
@@ -225,13 +243,21 @@ type tierQueue struct {
 	mu      sync.Mutex
 	pending []item
 	nsync   int
+	// Group commit: want is how many sync jobs the committer waits for
+	// before its next take (0: none); Enqueue signals full when nsync
+	// reaches it.
+	want    int
+	full    chan struct{}
+	waits   int       // how many times the committer waited for siblings
 	oldest  time.Time // when the oldest pending async item arrived
 	drains  []chan error
 	stopped bool // the committer has stopped: no more waiters
 
 	// committer-only state
-	next     uint64 // the next page index
-	safe     uint64 // page index below which marks are durable
+	siblings int           // sync callers active at the last push's end, to wait for
+	lastPush time.Duration // how long the last push took
+	next     uint64        // the next page index
+	safe     uint64        // page index below which marks are durable
 	dispatch chan []item
 	unpushed []item // committed locally, push failed: dispatched after the next push
 	carry    []item // (under mu) found on the volume by recovery, not pushed yet
@@ -427,7 +453,7 @@ func (t *Tier) queue(ctx context.Context, qn string) (*tierQueue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("accept: volume %s: %w", vn, err)
 	}
-	q := &tierQueue{name: qn, vol: vol, kick: make(chan struct{}, 1), dispatch: make(chan []item, 64)}
+	q := &tierQueue{name: qn, vol: vol, kick: make(chan struct{}, 1), full: make(chan struct{}, 1), dispatch: make(chan []item, 64)}
 	if vol.Head() > 0 {
 		snap, err := vol.Snapshot(ctx)
 		if err != nil {
@@ -542,6 +568,13 @@ func (t *Tier) EnqueueAt(ctx context.Context, q string, id brand.ID, payload []b
 	kick := mode == Sync || len(tq.pending) >= t.opts.AsyncEvery
 	if mode == Sync {
 		tq.nsync++
+		if tq.want > 0 && tq.nsync >= tq.want {
+			tq.want = 0
+			select {
+			case tq.full <- struct{}{}:
+			default:
+			}
+		}
 	}
 	tq.mu.Unlock()
 	if kick {
@@ -635,7 +668,7 @@ func (t *Tier) committer(q *tierQueue) {
 		case <-timer.C:
 		}
 		for t.ctx.Err() == nil {
-			q.settle()
+			q.gather(t.opts.GroupWait, t.stop)
 			batch, drains, due := q.take(t.opts)
 			if len(batch) > 0 {
 				err := t.commit(q, batch)
@@ -669,11 +702,57 @@ func (t *Tier) committer(q *tierQueue) {
 	}
 }
 
+// gather is the group commit's wait for siblings, before a take. The
+// sync callers the last push acknowledged are typically enqueueing again
+// right now (on a 2-core machine it takes them a few hundred microseconds
+// to be scheduled); a take that comes before them commits a fraction of
+// them and leaves the rest to the next push, which halves what one push
+// carries. So after a push that found s > 1 sync callers active (those it
+// acknowledged and those pending), the committer waits until s sync jobs
+// are pending, for at most wait (by default DefaultGroupWait and never
+// more than half that push's duration). This is PostgreSQL's commit_delay with
+// commit_siblings, bounded by the push it amortises: the wait can add at
+// most half a push to a caller's latency, and only while others share the
+// push. A lone caller (s = 1) never waits, nor does anyone once s are
+// pending. With wait < 0 it only yields (settle).
+func (q *tierQueue) gather(wait time.Duration, stop <-chan struct{}) {
+	s := q.siblings
+	q.siblings = 0
+	if wait < 0 || s <= 1 {
+		q.settle()
+		return
+	}
+	if wait == 0 {
+		wait = min(DefaultGroupWait, q.lastPush/2)
+	}
+	q.mu.Lock()
+	if q.nsync >= s || wait <= 0 {
+		q.mu.Unlock()
+		return
+	}
+	q.want = s
+	q.waits++
+	q.mu.Unlock()
+	timer := time.NewTimer(wait)
+	select {
+	case <-q.full:
+	case <-timer.C:
+	case <-stop:
+	}
+	timer.Stop()
+	q.mu.Lock()
+	q.want = 0
+	q.mu.Unlock()
+	select { // a signal that raced the timer
+	case <-q.full:
+	default:
+	}
+}
+
 // settle lets the sync callers just woken (on the other core) record their
 // next job before the take: it yields while the pending list still grows
-// across a yield, a few times at most. With closed-loop callers this lifts
-// the jobs per commit from about half of them to most of them. It never
-// waits for a batch to fill: a lone caller costs one yield.
+// across a yield, a few times at most. It never waits for a batch to
+// fill: a lone caller costs one yield.
 func (q *tierQueue) settle() {
 	n := q.len()
 	for range 8 {
@@ -764,7 +843,9 @@ func (t *Tier) commit(q *tierQueue, batch []item) error {
 		return err
 	}
 	q.next, q.safe = next, safe
+	pushStart := time.Now()
 	lsn, err := t.rep.Push(ctx, q.vol)
+	q.lastPush = time.Since(pushStart)
 	if err != nil {
 		// The commit is local; the next push publishes it, and only then is
 		// it dispatched (a restart finds it on the volume).
@@ -774,7 +855,14 @@ func (t *Tier) commit(q *tierQueue, batch []item) error {
 		wake(batch, commitResult{err: err})
 		return err
 	}
-	wake(batch, commitResult{lsn: lsn})
+	// The siblings to wait for: the callers woken now and those already
+	// waiting (counted before the wake, so a woken caller that enqueues
+	// again at once is not counted twice).
+	q.mu.Lock()
+	waiting := q.nsync
+	q.mu.Unlock()
+	woken := wake(batch, commitResult{lsn: lsn})
+	q.siblings = min(woken+waiting, t.opts.CommitBatch)
 	q.mu.Lock()
 	carry := q.carry
 	q.carry = nil
@@ -793,12 +881,16 @@ func (t *Tier) commit(q *tierQueue, batch []item) error {
 	return nil
 }
 
-func wake(batch []item, r commitResult) {
+// wake sends r to the sync callers of batch and returns how many it woke.
+func wake(batch []item, r commitResult) int {
+	n := 0
 	for _, it := range batch {
 		if it.done != nil {
 			it.done <- r
+			n++
 		}
 	}
+	return n
 }
 
 func (t *Tier) failWaiters(q *tierQueue, err error) {
@@ -855,50 +947,34 @@ func (t *Tier) dispatcher(q *tierQueue) {
 	}
 }
 
-// dispatch enqueues every job of batch on the job stream, retrying until it
-// succeeds or ctx ends, and marks the jobs committed in the outbox. It
-// reports whether all of it was done.
+// dispatch enqueues every job of batch on the job stream, in one
+// EnqueueBatch, retrying the whole batch until it succeeds or ctx ends (the
+// jobs that landed come back as duplicates), and marks the jobs committed
+// in the outbox. It reports whether all of it was done.
 func (t *Tier) dispatch(ctx context.Context, q *tierQueue, batch []item) bool {
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		fail error
-	)
-	sem := make(chan struct{}, 32)
-	for _, it := range batch {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			job := mq.Job{ID: it.in.ID, Fields: []mq.Field{{Name: PayloadField, Value: string(it.in.Payload)}}}
-			if it.in.RunAt != 0 {
-				job.RunAt = time.UnixMilli(it.in.RunAt)
-			}
-			backoff := 10 * time.Millisecond
-			for {
-				_, err := t.disp.Enqueue(ctx, q.name, job)
-				if err == nil {
-					return
-				}
-				if ctx.Err() != nil {
-					mu.Lock()
-					fail = err
-					mu.Unlock()
-					return
-				}
-				t.log.Warn("accept: dispatch", "queue", q.name, "id", brand.JOB.Format(it.in.ID), "err", err)
-				select {
-				case <-time.After(backoff):
-				case <-ctx.Done():
-				}
-				backoff = min(2*backoff, time.Second)
-			}
-		}()
+	jobs := make([]mq.Job, len(batch))
+	for i, it := range batch {
+		jobs[i] = mq.Job{ID: it.in.ID, Fields: []mq.Field{{Name: PayloadField, Value: string(it.in.Payload)}}}
+		if it.in.RunAt != 0 {
+			jobs[i].RunAt = time.UnixMilli(it.in.RunAt)
+		}
 	}
-	wg.Wait()
-	if fail != nil {
-		return false
+	backoff := 10 * time.Millisecond
+	for {
+		_, err := t.disp.EnqueueBatch(ctx, q.name, jobs)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		t.log.Warn("accept: dispatch", "queue", q.name, "jobs", len(jobs), "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return false
+		}
+		backoff = min(2*backoff, time.Second)
 	}
 	ids := make([]brand.ID, len(batch))
 	for i, it := range batch {

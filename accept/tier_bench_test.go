@@ -35,11 +35,6 @@ func TestSyncBenchReport(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
-	const (
-		lone    = 500
-		callers = 64
-		window  = 3 * time.Second
-	)
 	remotes := []struct{ name, url string }{{"file", ""}, {"minio", ""}}
 	for i := range remotes {
 		if remotes[i].name == "file" {
@@ -53,6 +48,28 @@ func TestSyncBenchReport(t *testing.T) {
 		remotes[i].url = m.URL(b)
 	}
 	for _, rem := range remotes {
+		for _, wait := range []time.Duration{-1, 0} {
+			syncBenchRemote(t, ctx, rem.name, rem.url, rd.URL, wait)
+		}
+	}
+}
+
+// syncBenchRemote is one remote's run of TestSyncBenchReport, with
+// TierOptions.GroupWait = wait (-1: the committer never waits for
+// siblings, the baseline of the default group commit).
+func syncBenchRemote(t *testing.T, ctx context.Context, name, url, redisURL string, wait time.Duration) {
+	const (
+		lone    = 500
+		callers = 64
+		window  = 3 * time.Second
+	)
+	rem := struct{ name, url string }{name, url}
+	// A queue (so an accept volume) of its own on the shared remote.
+	queue := "bench"
+	if wait >= 0 {
+		queue = "benchwait"
+	}
+	{
 		// One conditional 8 KiB PUT, the floor of a sync ack.
 		st, err := remote.Open(ctx, rem.url)
 		if err != nil {
@@ -62,7 +79,7 @@ func TestSyncBenchReport(t *testing.T) {
 		var puts []time.Duration
 		for i := range 200 {
 			start := time.Now()
-			if err := st.PutIfAbsent(ctx, fmt.Sprintf("bench/put-%d", i), page); err != nil {
+			if err := st.PutIfAbsent(ctx, fmt.Sprintf("bench/%s/put-%d", queue, i), page); err != nil {
 				t.Fatal(err)
 			}
 			puts = append(puts, time.Since(start))
@@ -71,7 +88,7 @@ func TestSyncBenchReport(t *testing.T) {
 		slices.Sort(puts)
 
 		dir := t.TempDir()
-		r, err := openRig(ctx, dir, rem.url, rd.URL, 1000, TierOptions{})
+		r, err := openRig(ctx, dir, rem.url, redisURL, 1000, TierOptions{GroupWait: wait})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,13 +98,13 @@ func TestSyncBenchReport(t *testing.T) {
 		var lat []time.Duration
 		for range lone {
 			start := time.Now()
-			if _, err := r.tier.Enqueue(ctx, "bench", 0, payload, Sync); err != nil {
+			if _, err := r.tier.Enqueue(ctx, queue, 0, payload, Sync); err != nil {
 				t.Fatal(err)
 			}
 			lat = append(lat, time.Since(start))
 		}
 		slices.Sort(lat)
-		q, _ := r.tier.queue(ctx, "bench")
+		q, _ := r.tier.queue(ctx, queue)
 		head0 := q.vol.Head()
 
 		var acked atomic.Int64
@@ -99,7 +116,7 @@ func TestSyncBenchReport(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for wctx.Err() == nil {
-					if _, err := r.tier.Enqueue(wctx, "bench", 0, payload, Sync); err != nil {
+					if _, err := r.tier.Enqueue(wctx, queue, 0, payload, Sync); err != nil {
 						if wctx.Err() == nil {
 							t.Error(err)
 						}
@@ -113,8 +130,8 @@ func TestSyncBenchReport(t *testing.T) {
 		elapsed := time.Since(start)
 		cancel()
 		commits := q.vol.Head() - head0
-		t.Logf("%s: conditional 8 KiB PUT p50 %s p99 %s | lone sync enqueue p50 %s p99 %s (%d calls) | 64 callers: %.0f acknowledged jobs/s, %d jobs in %d commits (%.1f jobs per commit)",
-			rem.name, bench.Percentile(puts, 50), bench.Percentile(puts, 99),
+		t.Logf("%s, group wait %v: conditional 8 KiB PUT p50 %s p99 %s | lone sync enqueue p50 %s p99 %s (%d calls) | 64 callers: %.0f acknowledged jobs/s, %d jobs in %d commits (%.1f jobs per commit)",
+			rem.name, wait, bench.Percentile(puts, 50), bench.Percentile(puts, 99),
 			bench.Percentile(lat, 50), bench.Percentile(lat, 99), lone,
 			float64(acked.Load())/elapsed.Seconds(), acked.Load(), commits, float64(acked.Load())/float64(max(commits, 1)))
 		t.Logf("%s: push p50 %s over %d pushes", rem.name, tr.p50(), len(tr.d))

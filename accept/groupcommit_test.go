@@ -1,0 +1,171 @@
+package accept
+
+import (
+	"context"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/echostore/echostore/graft"
+)
+
+// gatedPusher holds the next push, once armed, until the test releases it.
+type gatedPusher struct {
+	Replicator
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newGatedPusher(r Replicator) *gatedPusher {
+	return &gatedPusher{Replicator: r, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gatedPusher) Push(ctx context.Context, vol *graft.Volume) (uint64, error) {
+	if g.armed.CompareAndSwap(true, false) {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+	return g.Replicator.Push(ctx, vol)
+}
+
+// groupRig is a tier whose group commit waits as long as it takes (the
+// test decides what arrives), with a gated replicator.
+func groupRig(t *testing.T) (*rig, *gatedPusher) {
+	t.Helper()
+	ctx := t.Context()
+	rd := servers.Redis(t)
+	dir := t.TempDir()
+	r, err := openRig(ctx, dir, fileURL(filepath.Join(dir, "remote")), rd.URL, 1000, TierOptions{GroupWait: 1 << 62})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.close(context.WithoutCancel(ctx)); err != nil {
+			t.Error(err)
+		}
+	})
+	g := newGatedPusher(r.tier.rep) // no queue yet: no committer reads rep
+	r.tier.rep = g
+	return r, g
+}
+
+// waitPending waits until q holds n pending sync jobs (a condition, not a
+// time: the test's deadline bounds it).
+func waitPending(t *testing.T, q *tierQueue, n int) {
+	t.Helper()
+	for {
+		q.mu.Lock()
+		have := q.nsync
+		q.mu.Unlock()
+		if have == n {
+			return
+		}
+		if t.Context().Err() != nil {
+			t.Fatalf("%d sync jobs pending, want %d", have, n)
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestGroupCommitSiblings: after a push that acknowledged one caller while
+// eight others were pending, the committer waits for the acknowledged
+// caller's next job, so that all nine share the next push, instead of
+// taking the eight at once and leaving the ninth a push of its own. The
+// ninth job is enqueued only once the committer waits for it (or, without
+// the wait, once the eight are acknowledged, which fails the test).
+func TestGroupCommitSiblings(t *testing.T) {
+	ctx := t.Context()
+	r, g := groupRig(t)
+	const queue, others = "group", 8
+	payload := []byte(`{"n":1}`)
+
+	g.armed.Store(true)
+	first := make(chan Receipt, 1)
+	go func() {
+		rc, err := r.tier.Enqueue(ctx, queue, 0, payload, Sync)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- rc
+	}()
+	<-g.entered // the first push holds; the others pile up behind it
+	q, err := r.tier.queue(ctx, queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg    sync.WaitGroup
+		acked atomic.Int64
+	)
+	got := make(chan Receipt, others)
+	for range others {
+		wg.Go(func() {
+			rc, err := r.tier.Enqueue(ctx, queue, 0, payload, Sync)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- rc
+			acked.Add(1)
+		})
+	}
+	waitPending(t, q, others)
+	close(g.release)
+	alone := <-first
+	for {
+		q.mu.Lock()
+		want := q.want
+		q.mu.Unlock()
+		if want > 0 || acked.Load() == others {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal(ctx.Err())
+		}
+		runtime.Gosched()
+	}
+	again, err := r.tier.Enqueue(ctx, queue, 0, payload, Sync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(got)
+	if again.LSN != alone.LSN+1 {
+		t.Fatalf("the acknowledged caller's next job went to remote LSN %d, want %d (the push after its own)", again.LSN, alone.LSN+1)
+	}
+	for rc := range got {
+		if rc.LSN != again.LSN {
+			t.Fatalf("a sibling went to remote LSN %d, want %d: the nine jobs did not share one push", rc.LSN, again.LSN)
+		}
+	}
+}
+
+// TestGroupCommitLoneCaller: a lone sync caller never waits for siblings,
+// however long the tier would wait for them.
+func TestGroupCommitLoneCaller(t *testing.T) {
+	ctx := t.Context()
+	r, _ := groupRig(t)
+	var last uint64
+	for i := range 5 {
+		rc, err := r.tier.Enqueue(ctx, "lone", 0, []byte(`{"n":2}`), Sync)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rc.LSN <= last {
+			t.Fatalf("enqueue %d: remote LSN %d after %d", i, rc.LSN, last)
+		}
+		last = rc.LSN
+	}
+	q, err := r.tier.queue(ctx, "lone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.mu.Lock()
+	waits := q.waits
+	q.mu.Unlock()
+	if waits != 0 {
+		t.Fatalf("a lone caller made the committer wait %d times", waits)
+	}
+}
