@@ -149,19 +149,27 @@ func (r *Report) Markdown() string {
 		w("### sync enqueue: latency against concurrent callers\n\n")
 		w("Each level runs its callers for %.1f s, each calling `Enqueue(…, Sync)` in a loop (%d-byte payloads; one Graft commit of the accept volume and one push per batch; Redis for the dispatch: %s). ",
 			s.WindowMs/1e3, s.PayloadBytes, orNA(r.RedisNote))
-		w("The anchor is one conditional 8 KiB PUT to the same remote, timed in the same run; a push is what a batch waits for after its local commit (the pending-commit record, the conditional PUT, the sync point).\n\n")
+		w("The anchor is one conditional 8 KiB PUT to the same remote, timed in the same run; a push is what a batch waits for after its local commit (the pending-commit record, the conditional PUT, the sync point). ")
+		w("The baseline row runs the most callers again on a tier whose committer never waits for siblings (`GroupWait < 0`): it takes what is pending the moment it is free.\n\n")
 		w("| remote | conditional PUT p50 / p99, ms | callers | jobs/s | p50, ms | p99, ms | p50 ÷ PUT p50 | jobs per commit | push p50, ms |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, rem := range s.Remotes {
+			vsPut := func(p50 float64) string {
+				if rem.PutP50 <= 0 {
+					return "–"
+				}
+				return fmt.Sprintf("%.1f×", p50/rem.PutP50)
+			}
 			for k, lv := range rem.Levels {
 				name, put := "", ""
 				if k == 0 {
 					name, put = fmt.Sprintf("%s: %s", rem.Name, rem.Note), fmt.Sprintf("%.2f / %.2f", rem.PutP50, rem.PutP99)
 				}
-				vs := "–"
-				if rem.PutP50 > 0 {
-					vs = fmt.Sprintf("%.1f×", lv.P50/rem.PutP50)
-				}
+				vs := vsPut(lv.P50)
 				w("| %s | %s | %d | %s | %.2f | %.2f | %s | %.1f | %.2f |\n", name, put, lv.Callers, bench.FormatValue(lv.JobsPerSec), lv.P50, lv.P99, vs, lv.JobsPerCommit, lv.PushP50)
+			}
+			if b := rem.NoGroupWait; b != nil {
+				vs := vsPut(b.P50)
+				w("| %s, baseline: no group wait | | %d | %s | %.2f | %.2f | %s | %.1f | %.2f |\n", rem.Name, b.Callers, bench.FormatValue(b.JobsPerSec), b.P50, b.P99, vs, b.JobsPerCommit, b.PushP50)
 			}
 		}
 		if len(s.Remotes) < 2 {

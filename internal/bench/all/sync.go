@@ -32,6 +32,10 @@ type SyncRemote struct {
 	PutP99 float64     `json:"put_p99_ms"`
 	Puts   int         `json:"puts"`
 	Levels []SyncLevel `json:"levels"`
+	// NoGroupWait is the most callers' level again on a tier whose
+	// committer never waits for siblings (accept.TierOptions.GroupWait <
+	// 0): the baseline of the group commit, in the same run.
+	NoGroupWait *SyncLevel `json:"no_group_wait,omitempty"`
 }
 
 // SyncLevel is one level of concurrent callers.
@@ -86,8 +90,10 @@ func runSync(ctx context.Context, e *env, dir string, cfg Config, p *bench.Progr
 		}
 		// The dispatched jobs leave Redis, so that later suites measure
 		// a server holding only their own keys.
-		if err := e.deleteKeys(ctx, "emq:{"+queue+"}*"); err != nil {
-			return nil, err
+		for _, q := range []string{queue, queue + "-nowait"} {
+			if err := e.deleteKeys(ctx, "emq:{"+q+"}*"); err != nil {
+				return nil, err
+			}
 		}
 		r.Remotes = append(r.Remotes, sr)
 	}
@@ -113,54 +119,70 @@ func syncRemote(ctx context.Context, e *env, dir, queue string, rem remoteSpec, 
 	slices.Sort(puts)
 	sr.PutP50, sr.PutP99 = ms(bench.Percentile(puts, 50)), ms(bench.Percentile(puts, 99))
 
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if sr.Levels, err = syncTier(ctx, e, st, dir, queue, accept.TierOptions{}, cfg.SyncCallers, cfg.SyncWindow, rem.Name, p); err != nil {
 		return sr, err
+	}
+	most := slices.Max(cfg.SyncCallers)
+	base, err := syncTier(ctx, e, st, dir+"-nowait", queue+"-nowait", accept.TierOptions{GroupWait: -1}, []int{most}, cfg.SyncWindow, rem.Name+", no group wait", p)
+	if err != nil {
+		return sr, err
+	}
+	sr.NoGroupWait = &base[0]
+	return sr, nil
+}
+
+// syncTier runs the sync enqueue levels (callers) on a tier of its own in
+// dir over remote store st, dispatching to queue.
+func syncTier(ctx context.Context, e *env, st remote.Store, dir, queue string, opts accept.TierOptions, callers []int, window time.Duration, name string, p *bench.Progress) ([]SyncLevel, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
 	}
 	out, err := accept.Open(ctx, filepath.Join(dir, "outbox"), accept.Options{K: 1000})
 	if err != nil {
-		return sr, err
+		return nil, err
 	}
 	defer out.Close(context.WithoutCancel(ctx))
 	gs, err := graft.Open(ctx, filepath.Join(dir, "graft"), graft.Options{Remote: st})
 	if err != nil {
-		return sr, err
+		return nil, err
 	}
 	defer gs.Close()
 	mqc, err := e.connect(ctx)
 	if err != nil {
-		return sr, err
+		return nil, err
 	}
 	defer mqc.Close()
 	pusher := &timedPusher{}
-	tier, err := accept.NewTier(ctx, out, gs, pusher, mqc, accept.TierOptions{})
+	tier, err := accept.NewTier(ctx, out, gs, pusher, mqc, opts)
 	if err != nil {
-		return sr, err
+		return nil, err
 	}
 	defer tier.Close(context.WithoutCancel(ctx))
 	// The first enqueue creates the volume; it is not timed.
 	rc, err := tier.Enqueue(ctx, queue, 0, syncPayload, accept.Sync)
 	if err != nil {
-		return sr, err
+		return nil, err
 	}
 	vol, err := gs.Volume(ctx, rc.Volume)
 	if err != nil {
-		return sr, err
+		return nil, err
 	}
-	for _, c := range cfg.SyncCallers {
-		p.Step(fmt.Sprintf("%s: %d callers", rem.Name, c))
+	var levels []SyncLevel
+	for _, c := range callers {
+		p.Step(fmt.Sprintf("%s: %d callers", name, c))
 		pusher.take()
-		lv, err := syncLevel(ctx, tier, vol, queue, c, cfg.SyncWindow)
+		lv, err := syncLevel(ctx, tier, vol, queue, c, window)
 		if err != nil {
-			return sr, err
+			return nil, err
 		}
 		pushes := pusher.take()
 		lv.Pushes, lv.PushP50 = len(pushes), ms(bench.Percentile(pushes, 50))
-		sr.Levels = append(sr.Levels, lv)
+		levels = append(levels, lv)
 	}
 	if err := tier.Drain(ctx); err != nil {
-		return sr, err
+		return nil, err
 	}
-	return sr, nil
+	return levels, nil
 }
 
 // syncLevel runs callers goroutines enqueueing with Sync for window.
