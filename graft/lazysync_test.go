@@ -16,12 +16,13 @@ import (
 	"github.com/echostore/echostore/internal/crashtest"
 )
 
-// The sync point a push records after its PUT is not fsynced (SetSyncPoint
-// commits with pebble.NoSync); the synced pending record is the truth until
-// a later synced write. These tests lose that batch on purpose and check
-// that the volume recovers: Push publishes the pending commit again, Pull
-// and Reset settle it against the remote, and a real divergence is still
-// one.
+// With Store.lazySyncPoint the sync point a push records after its PUT is
+// not fsynced (SetSyncPoint commits with pebble.NoSync); the synced pending
+// record is the truth until a later synced write. These tests lose that
+// batch on purpose (or crash before it, which leaves the same state) and
+// check that the volume recovers: Push publishes the pending commit again,
+// Pull and Reset settle it against the remote, and a real divergence is
+// still one.
 
 // takeover is another writer of volume name: a fresh store that pulls the
 // remote log, commits one page and one metadata entry, and pushes. It
@@ -66,8 +67,9 @@ func (s *refusingStore) PutIfAbsent(ctx context.Context, key string, data []byte
 	return s.Store.PutIfAbsent(ctx, key, data)
 }
 
-// lazyPushClone pushes twice from a store on Pebble's crashable in-memory
-// filesystem and returns a crash clone of it that keeps only synced data,
+// lazyPushClone pushes twice from a store (lazy sync points) on Pebble's
+// crashable in-memory filesystem and returns a crash clone of it that keeps
+// only synced data,
 // taken after the second push returned ("after push": its PUT landed, its
 // sync point is lost) or before that push's PUT ("before put": the PUT
 // never happens). Either way the clone is at remote LSN 1 with the second
@@ -88,6 +90,7 @@ func lazyPushClone(t *testing.T, rs remote.Store, point string, seed uint64) *vf
 			gate.refuse.Store(true)
 		}
 	}}})
+	s.lazySyncPoint = true
 	v := mustCreate(t, s, "lazy")
 	commitPages(t, v, replPages(seed, 1), map[string]string{"n": "1"})
 	if sp, err := v.Push(ctx); err != nil || sp.Remote != 1 {
@@ -132,9 +135,7 @@ func lazyPushClone(t *testing.T, rs remote.Store, point string, seed uint64) *vf
 //     push and follows.
 //
 // Each case ends with the remote log verified and a fresh follower reading
-// exactly the writer's pages. The clone being at remote LSN 1 after a
-// push that returned is what makes the sync point lazy: with a synced
-// SetSyncPoint that case fails.
+// exactly the writer's pages.
 func TestLazySyncPointStrictFS(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
@@ -246,11 +247,48 @@ func TestLazySyncPointStrictFS(t *testing.T) {
 	}
 }
 
+// TestSyncPointDurability: after a push, a crash clone that keeps only
+// synced data holds the new sync point when SetSyncPoint is synced, and the
+// old one with the push pending when it is lazy (one fsync fewer).
+func TestSyncPointDurability(t *testing.T) {
+	ctx := context.Background()
+	for _, lazy := range []bool{false, true} {
+		rs := openRemote(t, "file://"+t.TempDir())
+		fs := vfs.NewCrashableMem()
+		s := openMem(t, fs, Options{Remote: rs})
+		s.lazySyncPoint = lazy
+		v := mustCreate(t, s, "sp")
+		commitPages(t, v, map[uint64][]byte{1: []byte("one")}, nil)
+		if sp, err := v.Push(ctx); err != nil || sp.Remote != 1 {
+			t.Fatalf("push: %+v, %v", sp, err)
+		}
+		clone := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0, RNG: rand.New(rand.NewPCG(1, 2))})
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		c := openMem(t, clone, Options{Remote: rs})
+		cv, err := c.Volume(ctx, "sp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pend, _ := cv.Pending(ctx)
+		if got := cv.Info().RemoteLSN; (got == 0) != lazy || (pend != nil) != lazy {
+			t.Fatalf("lazy %v: after the crash, remote LSN %d, pending %v", lazy, got, pend != nil)
+		}
+		if sp, err := cv.Push(ctx); err != nil || sp.Remote != 1 {
+			t.Fatalf("lazy %v: push after the crash: %+v, %v", lazy, sp, err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestLazySyncPointKill9 kills a pushing child process with SIGKILL right
 // after its PUT: at AfterCommitBeforeLocalRecord (the sync point is never
-// written) and once Push returned (the sync point was written unsynced, so
-// it is usually lost with the process: Pebble keeps an unsynced record of a
-// partly filled WAL block in memory). Then another node takes the volume
+// written) and once Push returned with a lazy sync point (written unsynced,
+// so it is usually lost with the process: Pebble keeps an unsynced record
+// of a partly filled WAL block in memory). Then another node takes the volume
 // over (pulls, commits, pushes above the landed commit), and the crashed
 // data dir, reopened in the parent as a fresh process would: Pull succeeds
 // (no *DivergedError: the pending commit is its own landed push) and lands

@@ -96,7 +96,7 @@ func openCrashed(t *testing.T, dir string, rs remote.Store) (*Store, *Volume) {
 
 // pushCrashChild commits a large and a small commit (synced), then pushes
 // with a hook that reports reaching the point and waits to be killed (at
-// "AfterPush", once the push returned).
+// "AfterPush", once the push returned, with a lazy sync point).
 func pushCrashChild(t *testing.T, arg string) {
 	point, dir, _ := strings.Cut(arg, "|")
 	ctx := context.Background()
@@ -125,6 +125,7 @@ func pushCrashChild(t *testing.T, arg string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.lazySyncPoint = point == "AfterPush"
 	v, err := s.CreateVolume(ctx, "crash")
 	if err != nil {
 		t.Fatal(err)

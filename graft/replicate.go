@@ -247,19 +247,19 @@ func (v *Volume) SetPending(ctx context.Context, commit []byte) error {
 
 // SetSyncPoint implements remote.Source: it records the new sync point,
 // moves keep-from to the local LSN it covers (GC never passes unpushed
-// history) and clears the pending commit, in one batch.
+// history) and clears the pending commit, in one synced batch.
 //
-// The batch is not fsynced (it saves one fsync per push): the pending
-// record is the truth until a later synced write makes the sync point
-// durable. Pebble's WAL is ordered and replayed as a prefix, so a crash
-// either keeps this batch or loses it together with everything written
-// after it; the next synced batch of any volume (SetPending of the next
-// push, a Synced commit, Apply, Reset) or Store.Close makes it durable.
-// Lost, it leaves the volume as a crash after the PUT did before: the old
-// sync point and the synced pending commit, whose keep-from still guards
-// the range it covers. Push publishes that commit again (the same bytes at
-// its LSN: landed), and Pull and Reset first settle it against the remote
-// (settlePending).
+// With Store.lazySyncPoint the batch is not fsynced (one fsync fewer per
+// push): the pending record is the truth until a later synced write makes
+// the sync point durable. Pebble's WAL is ordered and replayed as a
+// prefix, so a crash either keeps this batch or loses it together with
+// everything written after it; the next synced batch of any volume
+// (SetPending of the next push, a Synced commit, Apply, Reset) or
+// Store.Close makes it durable. Lost, it leaves the volume as a crash
+// between the PUT and this batch does: the old sync point and the synced
+// pending commit, whose keep-from still guards the range it covers. Push
+// publishes that commit again (the same bytes at its LSN: landed), and
+// Pull and Reset first settle it against the remote (settlePending).
 func (v *Volume) SetSyncPoint(ctx context.Context, sp remote.SyncPoint) error {
 	if err := v.s.checkWritable(); err != nil {
 		return fmt.Errorf("graft: volume %q: sync point: %w", v.name, err)
@@ -283,12 +283,16 @@ func (v *Volume) SetSyncPoint(ctx context.Context, sp remote.SyncPoint) error {
 	if sp.Local >= v.floor {
 		rec.KeepFrom = sp.Local
 	}
+	d := pebble.Sync
+	if v.s.lazySyncPoint {
+		d = pebble.NoSync
+	}
 	b := v.s.db.NewBatch()
 	defer b.Close()
 	if err := errors.Join(
 		b.Set(v.key, encodeVolumeRecord(rec), nil),
 		b.Delete(pendingKey(v.id), nil),
-		b.Commit(pebble.NoSync),
+		b.Commit(d),
 	); err != nil {
 		return fmt.Errorf("graft: volume %q: sync point: %w", v.name, err)
 	}
@@ -419,9 +423,9 @@ func (v *Volume) install(ctx context.Context, e remote.Entry, restart bool) erro
 		return fmt.Errorf("graft: volume %q: %w", v.name, corrupt("checkpoint", "remote LSN %d holds nothing", c.LSN))
 	}
 	rec.RemoteLSN, rec.RemoteHash, rec.SyncLocal, rec.KeepFrom = c.LSN, e.Hash, rec.Head, rec.Head
-	// Synced, unlike a push's sync point: a follower has no pending record
-	// to fall back on. It also makes a lazy sync point written before it
-	// durable (Pebble's WAL is ordered).
+	// Synced, even with a lazy push sync point: a follower has no pending
+	// record to fall back on. It also makes a lazy sync point written
+	// before it durable (Pebble's WAL is ordered).
 	if err := errors.Join(b.Set(v.key, encodeVolumeRecord(rec), nil), b.Commit(pebble.Sync)); err != nil {
 		return fmt.Errorf("graft: volume %q: apply remote LSN %d: %w", v.name, c.LSN, err)
 	}

@@ -70,33 +70,39 @@ func BenchmarkPush(b *testing.B) {
 
 // BenchmarkPushSmall: push one local commit of one 100-byte page per op
 // to file:// (an inline commit: one conditional PUT), the shape of a sync
-// enqueue's batch. The local commit is outside the timer; the push is
-// SetPending (synced), the PUT and the sync point.
+// enqueue's batch, with the sync point synced and lazy (one fsync fewer).
+// The local commit is outside the timer; the push is SetPending (synced),
+// the PUT and the sync point.
 func BenchmarkPushSmall(b *testing.B) {
-	ctx := context.Background()
-	rs := openRemote(b, "file://"+b.TempDir())
-	st, err := Open(ctx, b.TempDir(), Options{Remote: rs})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	v := mustCreate(b, st, "push")
-	page := make([]byte, 100)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		txn := v.Begin()
-		page[0] = byte(i)
-		if err := txn.Put(uint64(i%64), page); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := txn.Commit(ctx, Unsynced); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		if _, err := v.Push(ctx); err != nil {
-			b.Fatal(err)
-		}
+	for _, mode := range []string{"synced", "lazy"} {
+		b.Run(mode, func(b *testing.B) {
+			ctx := context.Background()
+			rs := openRemote(b, "file://"+b.TempDir())
+			st, err := Open(ctx, b.TempDir(), Options{Remote: rs})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			st.lazySyncPoint = mode == "lazy"
+			v := mustCreate(b, st, "push")
+			page := make([]byte, 100)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				txn := v.Begin()
+				page[0] = byte(i)
+				if err := txn.Put(uint64(i%64), page); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := txn.Commit(ctx, Unsynced); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if _, err := v.Push(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -37,6 +37,14 @@ type Store struct {
 	mu     sync.Mutex // guards vols and nextID (volume creation)
 	vols   map[string]*Volume
 	nextID uint64
+
+	// lazySyncPoint makes SetSyncPoint commit without an fsync (see
+	// there). It is off: the archive's takeover (archive.openVolume) does
+	// not pull a volume that has a pending push, so a node that takes a
+	// stream back after a crash that lost its sync point would refuse to
+	// cycle (faults.TestTwoNodesOneStream). Once it pulls (Pull settles
+	// the pending push), Open can set it.
+	lazySyncPoint bool
 }
 
 // Open opens (creating if needed) the store in dir, e.g. "<data>/graft".

@@ -93,8 +93,9 @@ func (v *Volume) Push(ctx context.Context) (remote.SyncPoint, error) {
 //
 // A pending push is settled first when the remote moved (settlePending):
 // if the remote holds exactly its bytes at its LSN, it is this volume's
-// own push whose sync point a crash lost (SetSyncPoint is not fsynced), so
-// Pull records that sync point and goes on. Pull never publishes: a
+// own push whose sync point a crash lost (between the PUT and
+// SetSyncPoint, or after a lazy SetSyncPoint), so Pull records that sync
+// point and goes on. Pull never publishes: a
 // pending commit that has not landed stays recorded for the next Push.
 // A volume with unpushed local commits, or with a pending push that did
 // not land (another commit holds its LSN, or the remote cannot tell), cannot
@@ -146,9 +147,9 @@ func (v *Volume) Pull(ctx context.Context, progress func(done, total int)) (remo
 
 // settlePending resolves a pending remote commit against the remote log,
 // for a caller that holds pushMu (Pull, Reset). A pending record outlives
-// its push when a crash loses the sync point (SetSyncPoint's batch is not
-// fsynced) or strikes between the PUT and SetSyncPoint; it says nothing of
-// whether the PUT landed. One GET of the pending commit's LSN decides:
+// its push when a crash strikes between the PUT and SetSyncPoint, or loses
+// a lazy SetSyncPoint (Store.lazySyncPoint); it says nothing of whether
+// the PUT landed. One GET of the pending commit's LSN decides:
 //
 //   - the same bytes: the push landed. Its sync point is recorded as
 //     SetSyncPoint would (pend is nil on return), and the remote commits
