@@ -216,11 +216,11 @@ func (c *Client) checkServers(ctx context.Context, allowEviction bool) error {
 	}
 	for addr, n := range nodes {
 		res := n.DoMulti(ctx, n.B().Role().Build(), n.B().Info().Section("server").Build(), n.B().Info().Section("memory").Build())
-		role, err := res[0].ToArray()
+		master, err := isMaster(res[0])
 		if err != nil {
 			return fmt.Errorf("ROLE on %s: %w", addr, err)
 		}
-		if r, _ := role[0].ToString(); r != "master" {
+		if !master {
 			continue // replicas follow their master and do not evict on their own
 		}
 		server, err := res[1].ToString()

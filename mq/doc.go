@@ -73,4 +73,6 @@
 //	emq:{vol.V}:lane:lsn        LSN lane of volume V
 //
 // The seam cache is a cache: the archive volume holds the truth.
+// ArchivedStreams lists the streams registered in the emq:{Q}:archived
+// sets of every master, with SCAN and SSCAN in bounded steps.
 package mq

@@ -2,60 +2,25 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/echostore/echostore/mq"
-	"github.com/echostore/echostore/names"
 )
 
 // DiscoverEvery is the least time between two discoveries of archived
 // streams: each one SCANs the keyspace of every master.
 const DiscoverEvery = time.Minute
 
-// discoverer finds the archived streams registered in Redis: the members of
-// every set emq:{Q}:archived (mq.ArchivedSetKey). The mq client has no
-// listing of queues, so it keeps a connection of its own for SCAN.
+// discoverer paces the discovery of the archived streams registered in
+// Redis (mq.Client.ArchivedStreams) and remembers the streams it left alone.
 type discoverer struct {
-	rdb  rueidis.Client
 	mu   sync.Mutex
-	last time.Time          // the last discovery
-	seen map[[2]string]bool // streams found and left alone (logged once)
+	last time.Time             // the last discovery
+	seen map[mq.StreamRef]bool // streams found and left alone (logged once)
 }
 
-// newDiscoverer connects to the Redis of url (an mq URL).
-func newDiscoverer(url string) (*discoverer, error) {
-	ep, err := mq.ParseURL(url)
-	if err != nil {
-		return nil, err
-	}
-	tc, err := ep.TLSConfig()
-	if err != nil {
-		return nil, err
-	}
-	rdb, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress:      ep.Addrs,
-		Username:         ep.Username,
-		Password:         ep.Password,
-		SelectDB:         ep.DB,
-		ClientName:       ep.ClientName,
-		TLSConfig:        tc,
-		Dialer:           net.Dialer{Timeout: ep.DialTimeout},
-		ConnWriteTimeout: ep.Timeout,
-		DisableCache:     true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", ep, err)
-	}
-	return &discoverer{rdb: rdb, seen: map[[2]string]bool{}}, nil
-}
-
-func (d *discoverer) close() { d.rdb.Close() }
+func newDiscoverer() *discoverer { return &discoverer{seen: map[mq.StreamRef]bool{}} }
 
 // due reports whether a discovery is due now (the first always is), and
 // if so counts it as done.
@@ -69,40 +34,6 @@ func (d *discoverer) due(now time.Time) bool {
 	return true
 }
 
-// archived returns the archived streams registered in Redis, (queue,
-// stream) pairs with valid names, from every node.
-func (d *discoverer) archived(ctx context.Context) ([][2]string, error) {
-	var out [][2]string
-	for addr, n := range d.rdb.Nodes() {
-		var cursor uint64
-		for {
-			e, err := n.Do(ctx, n.B().Scan().Cursor(cursor).Match("emq:{*}:archived").Count(1000).Type("set").Build()).AsScanEntry()
-			if err != nil {
-				return out, fmt.Errorf("scan %s for archived streams: %w", addr, err)
-			}
-			for _, key := range e.Elements {
-				q, ok := strings.CutPrefix(key, "emq:{")
-				if q, ok = strings.CutSuffix(q, "}:archived"); !ok || mq.ArchivedSetKey(q) != key || names.Check(names.Queue, q) != nil {
-					continue
-				}
-				members, err := d.rdb.Do(ctx, d.rdb.B().Smembers().Key(key).Build()).AsStrSlice()
-				if err != nil {
-					return out, fmt.Errorf("read %s: %w", key, err)
-				}
-				for _, s := range members {
-					if names.Check(names.Stream, s) == nil {
-						out = append(out, [2]string{q, s})
-					}
-				}
-			}
-			if cursor = e.Cursor; cursor == 0 {
-				break
-			}
-		}
-	}
-	return out, nil
-}
-
 // discover adopts the archived streams registered in Redis that this server
 // neither declared nor met through the API: those whose archive volume is in
 // this data dir, and those nothing was folded for yet (no seam cache). A
@@ -113,21 +44,21 @@ func (s *Server) discover(ctx context.Context) {
 	if s.disc == nil || !s.disc.due(time.Now()) {
 		return
 	}
-	found, err := s.disc.archived(ctx)
-	if err != nil {
-		s.log.Warn("serve: discovery of archived streams", "err", err)
-	}
-	for _, k := range found {
-		if _, known := s.lookup(k[0], k[1]); known {
+	for k, err := range s.mq.ArchivedStreams(ctx) {
+		if err != nil {
+			s.log.Warn("serve: discovery of archived streams", "err", err)
+			break
+		}
+		if _, known := s.lookup(k.Queue, k.Stream); known {
 			continue
 		}
-		vol, err := s.archiveVolume(ctx, k[0], k[1])
+		vol, err := s.archiveVolume(ctx, k.Queue, k.Stream)
 		if err != nil {
-			s.log.Warn("serve: discovery", "queue", k[0], "stream", k[1], "err", err)
+			s.log.Warn("serve: discovery", "queue", k.Queue, "stream", k.Stream, "err", err)
 			continue
 		}
 		if vol == nil {
-			_, folded, err := s.mq.GetArchived(ctx, k[0], k[1])
+			_, folded, err := s.mq.GetArchived(ctx, k.Queue, k.Stream)
 			if err != nil || folded {
 				s.disc.mu.Lock()
 				first := !s.disc.seen[k]
@@ -135,12 +66,12 @@ func (s *Server) discover(ctx context.Context) {
 				s.disc.mu.Unlock()
 				if first {
 					s.log.Info("serve: archived stream left alone: its archive volume is not in this data dir (another node folds it)",
-						"queue", k[0], "stream", k[1], "err", err)
+						"queue", k.Queue, "stream", k.Stream, "err", err)
 				}
 				continue
 			}
 		}
-		st, err := s.cfg.resolve(k[0], k[1], StreamConfig{})
+		st, err := s.cfg.resolve(k.Queue, k.Stream, StreamConfig{})
 		if err != nil {
 			continue
 		}

@@ -9,7 +9,9 @@
 //     from New until Run returns; a second process on the same data dir is
 //     refused at once (ErrDataLocked), never left waiting.
 //   - One Redis client (mq.Client) and the remote (graft/remote), attached
-//     to the store so that trim_after: remote can push.
+//     to the store so that trim_after: remote can push. Discovery
+//     (discover.go) lists the archived streams through it
+//     (mq.Client.ArchivedStreams), unless Config.Discover is false.
 //   - Two archive drivers (archive.Driver: trim after local, trim after
 //     remote) and one mq.Retention, cycled together on each beat.
 //   - The accept outbox (<data>/accept/outbox) and the two-tier enqueue
@@ -19,8 +21,6 @@
 //     the data dir go through it while serve runs (DESIGN.md, Processes).
 //   - A faulty archiver (fault.go) that runs a stream's next cycle when an
 //     admin armed a fault: it folds, then fails before the trim.
-//   - A Redis connection of its own (discover.go) that SCANs for the sets
-//     emq:{Q}:archived, unless Config.Discover is false.
 //   - A private prometheus.Registry: nothing is registered globally.
 //
 // # Promises

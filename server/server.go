@@ -154,9 +154,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	if *cfg.Discover {
-		if s.disc, err = newDiscoverer(cfg.Redis); err != nil {
-			return nil, fmt.Errorf("serve: discovery of archived streams: %w", err)
-		}
+		s.disc = newDiscoverer()
 	}
 	s.ret = s.mq.NewRetention(nil)
 	// The outbox cuts a block every K records; the time bound is serve's
@@ -480,9 +478,6 @@ func (s *Server) closeAll() error {
 	}
 	if s.mq != nil {
 		s.mq.Close()
-	}
-	if s.disc != nil {
-		s.disc.close()
 	}
 	return errors.Join(errs...)
 }
