@@ -71,8 +71,10 @@ func DeleteRemoteLog(ctx context.Context, rs remote.Store, volume string) (int, 
 // history; when the local copy is missing or empty and the remote has a log
 // but the stream has no seam cache (hasSeam), it refuses with a
 // *RemoteLogError. A local copy with unpushed commits and a remote that
-// moved on fails the pull with graft's *DivergedError; a copy with a pending
-// remote commit is not pulled (the cycle's push settles it).
+// moved on fails the pull with graft's *DivergedError. A copy whose last
+// push left a pending remote commit (a crash lost the sync point that
+// follows the PUT) is pulled too: the pull settles it first (the remote
+// holding the same bytes at that LSN means it landed).
 func (a *Archiver) openVolume(ctx context.Context, q, s, vname string, hasSeam bool) (*graft.Volume, error) {
 	store := a.opts.Store
 	vol, err := store.Volume(ctx, vname)
@@ -94,17 +96,7 @@ func (a *Archiver) openVolume(ctx context.Context, q, s, vname string, hasSeam b
 		if head > 0 && (vol == nil || vol.Head() == 0) && !hasSeam {
 			return nil, &RemoteLogError{Queue: q, Stream: s, Volume: vname, Head: head}
 		}
-		pending := false
-		if vol != nil {
-			// A push of this volume that may have landed: the next push
-			// settles it (same bytes = landed), a pull must not run first.
-			p, err := vol.Pending(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("archive cycle %s/%s: %w", q, s, err)
-			}
-			pending = p != nil
-		}
-		if head > 0 && !pending && (vol == nil || vol.Info().RemoteLSN < head) {
+		if head > 0 && (vol == nil || vol.Info().RemoteLSN < head) {
 			if vol == nil {
 				if vol, err = store.CreateVolume(ctx, vname); err != nil {
 					return nil, fmt.Errorf("archive cycle %s/%s: %w", q, s, err)

@@ -39,11 +39,8 @@ type Store struct {
 	nextID uint64
 
 	// lazySyncPoint makes SetSyncPoint commit without an fsync (see
-	// there). It is off: the archive's takeover (archive.openVolume) does
-	// not pull a volume that has a pending push, so a node that takes a
-	// stream back after a crash that lost its sync point would refuse to
-	// cycle (faults.TestTwoNodesOneStream). Once it pulls (Pull settles
-	// the pending push), Open can set it.
+	// there); Open sets it. Tests clear it to compare with a synced sync
+	// point.
 	lazySyncPoint bool
 }
 
@@ -84,7 +81,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("graft: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, opts: opts, log: opts.Logger, vols: make(map[string]*Volume)}
+	s := &Store{db: db, opts: opts, log: opts.Logger, vols: make(map[string]*Volume), lazySyncPoint: true}
 	if opts.Remote != nil {
 		s.remote.Store(&remoteHandle{store: opts.Remote, hooks: opts.RemoteHooks})
 	}
