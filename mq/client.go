@@ -39,8 +39,9 @@ type Options struct {
 	ChunkRecords int // records (or jobs) per chunk
 	ChunkBytes   int // bytes of names and values per chunk
 	// AppendRetries is how often an append or enqueue chunk whose reply was
-	// lost is sent again with the same ids before its outcome is reported
-	// unknown (default 5).
+	// lost, or that a server still loading its data refused (LOADING), is
+	// sent again with the same ids before it fails (default 5): with
+	// ErrOutcomeUnknown if a reply was lost, since the chunk may have run.
 	AppendRetries int
 	// RetryBackoff is the first pause before such a retry; it doubles on
 	// each one (default 50ms).
@@ -119,7 +120,7 @@ type Stats struct {
 	// re-minted above it (another producer appended first).
 	Remints int64
 	// Retries counts chunks (appends and enqueues) sent again after their
-	// reply was lost.
+	// reply was lost or a LOADING reply.
 	Retries int64
 }
 
@@ -287,4 +288,12 @@ func atLeast7(version string) bool {
 func isServerError(err error) bool {
 	_, ok := rueidis.IsRedisErr(err)
 	return ok
+}
+
+// isLoading reports whether err is a LOADING error reply: the server is
+// loading its dataset (after a restart) and runs no command until it is
+// done.
+func isLoading(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && re.IsLoading()
 }

@@ -14,6 +14,8 @@
 // processes, even sharing a node number, never lose an append and never
 // break the order. A chunk whose reply was lost is sent again with the same
 // ids and is found in place if it had landed, so it is never appended twice.
+// A chunk that a restarted server refuses with LOADING (it is still loading
+// its data) is sent again the same way, with the same bounded backoff.
 //
 // Trim (invariant 2, the trim side). Nothing here trims by MAXLEN except
 // lanes, which are announcement channels. Streams are trimmed by XTRIM

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/internal/testserver"
 	"pgregory.net/rapid"
 )
 
@@ -287,20 +288,8 @@ func formatIDs(res []EnqueueResult) []string {
 // sends the chunk again with the same ids; its jobs come back Duplicate (a
 // success) and each job is in the queue once.
 func TestEnqueueBatchLostReplyRetried(t *testing.T) {
-	c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond, ChunkRecords: 4})
+	c, proxy, q, warm, jobs := proxiedJobs(t)
 	ctx := testCtx(t)
-	q := queueName(t)
-	warm, err := c.Enqueue(ctx, q, Job{Fields: fields("warm", "1")}) // scripts loaded
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs := make([]Job, 10)
-	for i := range jobs {
-		jobs[i].Fields = fields("n", fmt.Sprint(i))
-		if i%3 == 2 {
-			jobs[i].RunAt = time.Now().Add(time.Hour)
-		}
-	}
 	jobs[5].ID = brand.FirstAt(time.Now().Add(-time.Hour)) // not the minter's
 	proxy.DropReplies(1)
 	res, err := c.EnqueueBatch(ctx, q, jobs)
@@ -354,4 +343,52 @@ func TestEnqueueBatchOutcomeUnknownThenResent(t *testing.T) {
 	if got := jobsInQueue(t, direct, q); !slices.Equal(got, formatIDs(res)) {
 		t.Fatalf("queue holds %v, want %v once each", got, formatIDs(res))
 	}
+}
+
+// proxiedJobs connects through a ScriptProxy with chunks of 4 jobs, loads
+// the scripts with one job enqueued in a fresh queue, and returns that
+// job's result and 10 jobs to enqueue there, every third delayed.
+func proxiedJobs(t *testing.T) (*Client, *testserver.ScriptProxy, string, EnqueueResult, []Job) {
+	t.Helper()
+	c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond, ChunkRecords: 4})
+	q := queueName(t)
+	warm, err := c.Enqueue(testCtx(t), q, Job{Fields: fields("warm", "1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]Job, 10)
+	for i := range jobs {
+		jobs[i].Fields = fields("n", fmt.Sprint(i))
+		if i%3 == 2 {
+			jobs[i].RunAt = time.Now().Add(time.Hour)
+		}
+	}
+	return c, proxy, q, warm, jobs
+}
+
+// An EnqueueBatch chunk that meets LOADING (a restarted server still
+// loading its data), first or on the retry of a chunk whose reply was lost,
+// is sent again with the same ids once the server serves: each job is in the
+// queue once, the jobs of a chunk that had run before its reply was lost
+// reported Duplicate.
+func TestEnqueueBatchRetriesLoading(t *testing.T) {
+	eachLostReplies(t, func(t *testing.T, drops int64) {
+		c, proxy, q, warm, jobs := proxiedJobs(t)
+		proxy.DropReplies(drops)
+		proxy.AnswerLoading(3)
+		res, err := c.EnqueueBatch(testCtx(t), q, jobs)
+		if err != nil {
+			t.Fatalf("EnqueueBatch after LOADING: %v", err)
+		}
+		wantPlayed(t, c, proxy, drops+3)
+		for i, r := range res {
+			if dup := drops > 0 && i < 4; r.Duplicate != dup || !dup && r.Delayed != (i%3 == 2) {
+				t.Fatalf("job %d: %+v", i, r)
+			}
+		}
+		want := formatIDs(append(res, warm))
+		if got := jobsInQueue(t, plain(t, Options{}), q); !slices.Equal(got, want) {
+			t.Fatalf("queue holds %v, want each of %v once", got, want)
+		}
+	})
 }

@@ -79,6 +79,23 @@ func proxied(t testing.TB, opts Options) (*Client, *testserver.ScriptProxy) {
 	return connect(t, "redis://"+proxy.Addr+"/0", opts), proxy
 }
 
+// eachLostReplies runs f with no reply lost before the fault it plays, and
+// with one (the first call runs, its reply is lost).
+func eachLostReplies(t *testing.T, f func(t *testing.T, drops int64)) {
+	for _, drops := range []int64{0, 1} {
+		t.Run(fmt.Sprintf("lost_replies=%d", drops), func(t *testing.T) { f(t, drops) })
+	}
+}
+
+// wantPlayed checks that the proxy played every fault it was given and that
+// the client retried retries times.
+func wantPlayed(t testing.TB, c *Client, proxy *testserver.ScriptProxy, retries int64) {
+	t.Helper()
+	if d, l := proxy.Pending(); d != 0 || l != 0 || c.Stats().Retries != retries {
+		t.Fatalf("pending drops %d, LOADING answers %d; retries %d; want 0, 0, %d", d, l, c.Stats().Retries, retries)
+	}
+}
+
 // fixedMinter returns a minter whose clock stands still at t0, so that
 // minters made alike mint the same ids.
 func fixedMinter(t testing.TB, t0 time.Time) *brand.Minter {

@@ -185,34 +185,48 @@ func (c *Client) appendChunk(ctx context.Context, key string, recs [][]Field) ([
 }
 
 // execChunk runs the script call of a chunk whose jobs or records have ids
-// and returns its reply. A call that gets no reply (the chunk may or may
-// not have run) is made again, with retry set, up to Options.AppendRetries
-// times after a pause of RetryBackoff doubling each time: the script must
-// tell (or make harmless) a chunk that had run. Once a reply was lost, a
-// failure (retries spent, ctx ended, or an error reply such as LOADING
-// from a restarted server) is an *unknownOutcome naming ids.
+// and returns its reply. A call that gets no reply (the chunk may or may not
+// have run), and one that a server still loading its dataset refuses with
+// LOADING (a restarted server: it ran nothing and will serve once loaded),
+// is made again up to Options.AppendRetries times after a pause of
+// RetryBackoff doubling each time; retry is set on the calls after a lost
+// reply, so the script must tell (or make harmless) a chunk that had run.
+// Once a reply was lost, a failure (retries spent, ctx ended, or another
+// error reply) is an *unknownOutcome naming ids; before, nothing ran and the
+// failure is the error itself.
 func (c *Client) execChunk(ctx context.Context, what, key string, ids []brand.ID, call func(retry bool) rueidis.RedisResult) ([]string, error) {
-	for lost := 0; ; {
-		reply, err := call(lost > 0).AsStrSlice()
+	lost := false // a call got no reply: it may have run
+	for tries := 0; ; {
+		reply, err := call(lost).AsStrSlice()
 		switch {
 		case err == nil:
 			return reply, nil
+		case isLoading(err): // nothing ran
 		case isServerError(err):
-			if lost > 0 { // an earlier attempt may have landed
-				return nil, &unknownOutcome{ids: ids, cause: err}
-			}
-			return nil, fmt.Errorf("%s script: %w", what, err)
+			return nil, chunkFailure(what, ids, lost, err)
+		default:
+			lost = true
 		}
-		lost++
-		if ctx.Err() != nil || lost > c.opts.AppendRetries {
-			return nil, &unknownOutcome{ids: ids, cause: err}
+		if tries++; ctx.Err() != nil || tries > c.opts.AppendRetries {
+			return nil, chunkFailure(what, ids, lost, err)
 		}
 		c.stats.retries.Add(1)
-		c.log.Warn(what+" reply lost; retrying with the same ids", "key", key, "attempt", lost, "err", err)
-		if err := sleep(ctx, c.opts.RetryBackoff<<(lost-1)); err != nil {
-			return nil, &unknownOutcome{ids: ids, cause: err}
+		c.log.Warn(what+" not answered (reply lost, or the server is loading its data); retrying with the same ids",
+			"key", key, "attempt", tries, "err", err)
+		if err := sleep(ctx, c.opts.RetryBackoff<<(tries-1)); err != nil {
+			return nil, chunkFailure(what, ids, lost, err)
 		}
 	}
+}
+
+// chunkFailure is the error of a chunk that failed with err: an
+// *unknownOutcome naming ids if an earlier call of it lost its reply (it
+// may have run), else err itself (nothing ran).
+func chunkFailure(what string, ids []brand.ID, lost bool, err error) error {
+	if lost {
+		return &unknownOutcome{ids: ids, cause: err}
+	}
+	return fmt.Errorf("%s script: %w", what, err)
 }
 
 // mint fills ids with new ids above floor, increasing.

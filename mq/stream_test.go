@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -455,4 +456,61 @@ func TestAppendWithEndedContext(t *testing.T) {
 	if n, _ := c.Len(testCtx(t), q, "s"); n != 0 {
 		t.Fatalf("%d records appended with an ended context", n)
 	}
+}
+
+// A restarted server answers LOADING until its data is loaded; it runs
+// nothing meanwhile. An append that meets LOADING, first or on the retry of
+// a chunk whose reply was lost, is sent again with the same ids and lands
+// once it stops: each record once.
+func TestAppendRetriesLoading(t *testing.T) {
+	eachLostReplies(t, func(t *testing.T, drops int64) {
+		c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond})
+		ctx := testCtx(t)
+		q := queueName(t)
+		first, err := c.Append(ctx, q, "s", fields("a", "0")...) // the script is loaded
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy.DropReplies(drops)
+		proxy.AnswerLoading(3)
+		ids, err := c.AppendBatch(ctx, q, "s", [][]Field{fields("a", "1"), fields("a", "2")})
+		if err != nil {
+			t.Fatalf("AppendBatch after LOADING: %v", err)
+		}
+		wantPlayed(t, c, proxy, drops+3)
+		recs := readAll(t, c, q, "s", 0, brand.Max, 0, false)
+		want := append([]brand.ID{first}, ids...)
+		if len(recs) != len(want) {
+			t.Fatalf("stream holds %d records, want %d (each once)", len(recs), len(want))
+		}
+		for i, r := range recs {
+			if r.ID != want[i] {
+				t.Fatalf("record %d is %v, want %v", i, r.ID, want[i])
+			}
+		}
+	})
+}
+
+// LOADING that outlasts the retries fails the append without
+// ErrOutcomeUnknown when no reply was lost (nothing ran), and with it when
+// one was (the lost call may have run).
+func TestAppendLoadingOutlastsRetries(t *testing.T) {
+	eachLostReplies(t, func(t *testing.T, drops int64) {
+		c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond, AppendRetries: 2})
+		ctx := testCtx(t)
+		q := queueName(t)
+		if _, err := c.Append(ctx, q, "s", fields("a", "0")...); err != nil {
+			t.Fatal(err)
+		}
+		proxy.DropReplies(drops)
+		proxy.AnswerLoading(1 << 30)
+		_, err := c.Append(ctx, q, "s", fields("a", "1")...)
+		if err == nil || !strings.Contains(err.Error(), "LOADING") || errors.Is(err, ErrOutcomeUnknown) != (drops > 0) {
+			t.Fatalf("Append under LOADING = %v; want the LOADING error, outcome unknown only after a lost reply", err)
+		}
+		want := int64(1) + drops // the warm-up, and the dropped call that ran
+		if n, err := plain(t, Options{}).Len(ctx, q, "s"); err != nil || n != want {
+			t.Fatalf("stream holds %d entries (%v), want %d", n, err, want)
+		}
+	})
 }
