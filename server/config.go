@@ -32,6 +32,8 @@ const (
 	// DefaultMaxReadLimit bounds the records one GET of a stream returns
 	// when the request gives no limit.
 	DefaultMaxReadLimit = 10000
+	// DefaultMaxStreams bounds the streams a server cycles (Config.MaxStreams).
+	DefaultMaxStreams = 10000
 )
 
 // ErrConfig is wrapped by every error about a configuration.
@@ -102,6 +104,13 @@ type Config struct {
 	// records not yet durable (default accept.DefaultFlushInterval): with
 	// the K records of a block, the bound of what a crash can lose.
 	CheckpointEvery time.Duration `yaml:"checkpoint_every"`
+	// MaxStreams bounds the streams the server cycles: those the
+	// configuration declares, those met through the API and those
+	// discovered in Redis (default DefaultMaxStreams; there is no
+	// unlimited). A stream beyond it is refused (ErrTooManyStreams) before
+	// anything is written for it; a configuration that declares more is
+	// refused at start. Deleting a stream frees its place.
+	MaxStreams int `yaml:"max_streams"`
 	// Discover adopts the archived streams registered in Redis (the sets
 	// emq:{Q}:archived) that are neither declared nor used through the API,
 	// on the first beat and then at most every DiscoverEvery (nil: true).
@@ -169,6 +178,13 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BodyTimeout <= 0 {
 		c.BodyTimeout = DefaultBodyTimeout
 	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = DefaultMaxStreams
+	}
+	if c.MaxStreams < 0 {
+		return c, fmt.Errorf("%w: max_streams %d: want a positive number (default %d; there is no unlimited)",
+			ErrConfig, c.MaxStreams, DefaultMaxStreams)
+	}
 	if c.Data == "" {
 		return c, fmt.Errorf("%w: no data directory", ErrConfig)
 	}
@@ -224,6 +240,10 @@ func (c Config) withDefaults() (Config, error) {
 			}
 			volumes[v] = [2]string{q.Name, s.Name}
 		}
+	}
+	if len(seen) > c.MaxStreams {
+		return c, fmt.Errorf("%w: the configuration declares %d streams, more than max_streams (%d): raise max_streams",
+			ErrConfig, len(seen), c.MaxStreams)
 	}
 	return c, nil
 }

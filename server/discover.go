@@ -60,14 +60,7 @@ func (s *Server) discover(ctx context.Context) {
 		if vol == nil {
 			_, folded, err := s.mq.GetArchived(ctx, k.Queue, k.Stream)
 			if err != nil || folded {
-				s.disc.mu.Lock()
-				first := !s.disc.seen[k]
-				s.disc.seen[k] = true
-				s.disc.mu.Unlock()
-				if first {
-					s.log.Info("serve: archived stream left alone: its archive volume is not in this data dir (another node folds it)",
-						"queue", k.Queue, "stream", k.Stream, "err", err)
-				}
+				s.leftAlone(k, "serve: archived stream left alone: its archive volume is not in this data dir (another node folds it)", err)
 				continue
 			}
 		}
@@ -75,11 +68,27 @@ func (s *Server) discover(ctx context.Context) {
 		if err != nil {
 			continue
 		}
+		if err := s.admit(k.Queue, k.Stream); err != nil {
+			s.leftAlone(k, "serve: archived stream left alone: max_streams reached", err)
+			continue
+		}
 		st.archived = true // registered as archived: retention would refuse it
 		s.log.Info("serve: archived stream discovered in Redis", "queue", st.q, "stream", st.s,
 			"keep", st.window.Keep, "max_age", st.window.MaxAge)
 		if err := s.declare(st); err != nil {
+			s.unadmit(k.Queue, k.Stream)
 			s.log.Warn("serve: discovery", "err", err)
 		}
+	}
+}
+
+// leftAlone logs, once per stream, that discovery leaves k alone and why.
+func (s *Server) leftAlone(k mq.StreamRef, msg string, err error) {
+	s.disc.mu.Lock()
+	first := !s.disc.seen[k]
+	s.disc.seen[k] = true
+	s.disc.mu.Unlock()
+	if first {
+		s.log.Info(msg, "queue", k.Queue, "stream", k.Stream, "err", err)
 	}
 }

@@ -32,6 +32,11 @@
 //     archived streams registered in Redis whose volume is in this data dir
 //     or that were never folded (discovery, on the first beat and at most
 //     every DiscoverEvery).
+//   - Streams are bounded: at most Config.MaxStreams (declared, met through
+//     the API, cycled through it undeclared, or discovered) at a time. A
+//     new stream beyond it is refused with ErrTooManyStreams (HTTP 403,
+//     too_many_streams) before anything is written for it; discovery
+//     leaves it alone. Deleting a stream frees its place.
 //   - An injected fault never loses a record: the faulted cycle's fold is
 //     committed and its trim skipped (ErrInjectedFault), so the stream
 //     over-retains until the next cycle trims.

@@ -53,10 +53,12 @@ const (
 	CodeNotFound     = "not_found"     // 404
 	// CodeMethodNotAllowed: 405, the route exists for other methods.
 	CodeMethodNotAllowed = "method_not_allowed"
-	CodeConflict         = "conflict"    // 409: the lease was lost, the volume is behind
-	CodeTooLarge         = "too_large"   // 413: the body exceeds the server's limit
-	CodeUnavailable      = "unavailable" // 503: shutting down
-	CodeInternal         = "internal"    // 500
+	// CodeTooManyStreams: 403, a new stream beyond the server's max_streams.
+	CodeTooManyStreams = "too_many_streams"
+	CodeConflict       = "conflict"    // 409: the lease was lost, the volume is behind
+	CodeTooLarge       = "too_large"   // 413: the body exceeds the server's limit
+	CodeUnavailable    = "unavailable" // 503: shutting down
+	CodeInternal       = "internal"    // 500
 )
 
 // apiError is an error with its HTTP status and code.
@@ -88,6 +90,8 @@ func classify(err error) (int, string) {
 		return http.StatusBadRequest, CodeInvalidInput
 	case errors.Is(err, accept.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, CodeTooLarge
+	case errors.Is(err, ErrTooManyStreams):
+		return http.StatusForbidden, CodeTooManyStreams
 	case errors.Is(err, graft.ErrVolumeNotFound), errors.Is(err, mq.ErrNoJob):
 		return http.StatusNotFound, CodeNotFound
 	case errors.Is(err, mq.ErrFenced), errors.Is(err, archive.ErrVolumeBehind), errors.Is(err, archive.ErrNoVolume),
@@ -530,6 +534,13 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 	if !cfg.archived {
 		return &apiError{http.StatusConflict, CodeConflict, fmt.Errorf(
 			"%s/%s is declared archived: false (retention trims it, nothing is folded); a cycle would register it as archived", q, st)}
+	}
+	if !known {
+		// Cycled here, undeclared: it gets a volume and a registration,
+		// and discovery adopts it later; it counts from now on.
+		if err := s.admit(q, st); err != nil {
+			return err
+		}
 	}
 	win := cfg.window
 	qv := r.URL.Query()

@@ -33,6 +33,10 @@ var (
 	ErrInsecure = errors.New("serve: a listen address other than loopback needs a token")
 	// ErrDataLocked: another process holds the data directory.
 	ErrDataLocked = errors.New("serve: the data directory is in use by another echostore process")
+	// ErrTooManyStreams: a stream new to the server would exceed
+	// Config.MaxStreams; nothing was written for it (HTTP 403,
+	// CodeTooManyStreams).
+	ErrTooManyStreams = errors.New("serve: too many streams")
 )
 
 // SocketName is the unix socket in the data dir on which a running serve
@@ -77,11 +81,14 @@ type Server struct {
 	beatMu  sync.Mutex
 	mu      sync.Mutex
 	streams map[[2]string]stream
-	watched map[[2]string]bool // archived streams whose lane has a watcher
-	faults  map[[2]string]bool // armed one-shot faults (fault.go)
-	runCtx  context.Context    // the lane watchers' context, set by Run
-	wg      sync.WaitGroup     // lane watchers
-	closed  bool
+	// admitted holds the streams counted against cfg.MaxStreams: those
+	// declared, and those cycled through the API undeclared (admit).
+	admitted map[[2]string]bool
+	watched  map[[2]string]bool // archived streams whose lane has a watcher
+	faults   map[[2]string]bool // armed one-shot faults (fault.go)
+	runCtx   context.Context    // the lane watchers' context, set by Run
+	wg       sync.WaitGroup     // lane watchers
+	closed   bool
 }
 
 // New opens what a Server needs: Redis, the data dir's graft store (which it
@@ -96,16 +103,17 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("%w: --listen %s: give --token (or ECHOSTORE_TOKEN), or listen on 127.0.0.1", ErrInsecure, cfg.Listen)
 	}
 	s := &Server{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		hub:     newHub(),
-		m:       newMetrics(),
-		done:    make(chan struct{}),
-		streams: map[[2]string]stream{},
-		faults:  map[[2]string]bool{},
-		watched: map[[2]string]bool{},
-		arch:    map[driverKey]*archive.Archiver{},
-		drv:     map[driverKey]*archive.Driver{},
+		cfg:      cfg,
+		log:      cfg.Logger,
+		hub:      newHub(),
+		m:        newMetrics(),
+		done:     make(chan struct{}),
+		streams:  map[[2]string]stream{},
+		admitted: map[[2]string]bool{},
+		faults:   map[[2]string]bool{},
+		watched:  map[[2]string]bool{},
+		arch:     map[driverKey]*archive.Archiver{},
+		drv:      map[driverKey]*archive.Driver{},
 	}
 	defer func() {
 		if err != nil {
@@ -319,6 +327,7 @@ func (s *Server) declare(st stream) error {
 	k := [2]string{st.q, st.s}
 	s.mu.Lock()
 	s.streams[k] = st
+	s.admitted[k] = true
 	ctx := s.runCtx
 	watch := ctx != nil && st.archived && !s.watched[k] // two first appends racing: one watcher
 	if watch {
@@ -338,6 +347,7 @@ func (s *Server) forget(q, st string) (stream, bool) {
 	s.mu.Lock()
 	prev, ok := s.streams[k]
 	delete(s.streams, k)
+	delete(s.admitted, k)
 	delete(s.faults, k)
 	s.mu.Unlock()
 	s.forgetDrivers(q, st, nil)
@@ -361,9 +371,46 @@ func (s *Server) touch(q, st string) (stream, error) {
 			return stream{}, err
 		}
 	}
+	if err := s.admit(q, st); err != nil {
+		return stream{}, err
+	}
 	s.log.Info("serve: stream in use", "queue", q, "stream", st, "archived", res.archived,
 		"keep", res.window.Keep, "max_age", res.window.MaxAge)
-	return res, s.declare(res)
+	if err := s.declare(res); err != nil {
+		s.unadmit(q, st)
+		return stream{}, err
+	}
+	return res, nil
+}
+
+// admit counts q/st against cfg.MaxStreams before anything is written for
+// it: a stream already counted passes, a new one beyond the limit fails
+// with ErrTooManyStreams.
+func (s *Server) admit(q, st string) error {
+	k := [2]string{q, st}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.admitted[k] {
+		return nil
+	}
+	if len(s.admitted) >= s.cfg.MaxStreams {
+		return fmt.Errorf("%w: stream %s/%s refused: this server has %d streams, as many as max_streams allows; "+
+			"raise max_streams in serve's configuration file (--config) and restart serve, "+
+			"or delete the streams no longer needed (DELETE /v1/streams/{q}/{s})", ErrTooManyStreams, q, st, len(s.admitted))
+	}
+	s.admitted[k] = true
+	return nil
+}
+
+// unadmit gives back the place admit took for q/st if it was not declared
+// since.
+func (s *Server) unadmit(q, st string) {
+	k := [2]string{q, st}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, declared := s.streams[k]; !declared {
+		delete(s.admitted, k)
+	}
 }
 
 // lookup returns the stream's settings if it is declared.

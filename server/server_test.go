@@ -679,12 +679,17 @@ queues:
 	if def, _ := d.resolve("q", "s", StreamConfig{}); !def.archived || def.window.Keep != DefaultKeep || def.trimAfter != archive.TrimAfterLocal {
 		t.Fatalf("defaults: %+v", def)
 	}
+	if d.MaxStreams != DefaultMaxStreams {
+		t.Fatalf("max_streams by default: %d, want %d", d.MaxStreams, DefaultMaxStreams)
+	}
 	for _, bad := range []string{
 		"unknown: 1",
 		"queues: [{name: 'a:b'}]",
 		"queues: [{name: a, streams: [{name: s, trim_after: later}]}]",
 		"queues: [{name: a, streams: [{name: s}, {name: s}]}]",
 		"queues: [{name: a, streams: [{name: s, keep: -1}]}]",
+		"max_streams: -1",
+		"max_streams: 1\nqueues: [{name: a, streams: [{name: s}, {name: t}]}]",
 	} {
 		c, err := ParseConfig([]byte(bad))
 		if err == nil {
