@@ -535,13 +535,6 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 		return &apiError{http.StatusConflict, CodeConflict, fmt.Errorf(
 			"%s/%s is declared archived: false (retention trims it, nothing is folded); a cycle would register it as archived", q, st)}
 	}
-	if !known {
-		// Cycled here, undeclared: it gets a volume and a registration,
-		// and discovery adopts it later; it counts from now on.
-		if err := s.admit(q, st); err != nil {
-			return err
-		}
-	}
 	win := cfg.window
 	qv := r.URL.Query()
 	if v := qv.Get("keep"); v != "" {
@@ -577,6 +570,13 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 			if cfg.retain.MaxAge, err = time.ParseDuration(ra); err != nil || cfg.retain.MaxAge < 0 {
 				return badRequest("retain_age %q: want a duration such as 720h (0: no limit)", ra)
 			}
+		}
+	}
+	if !known {
+		// Cycled here, undeclared: it gets a volume and a registration,
+		// and discovery adopts it later; it counts from now on.
+		if err := s.admit(q, st); err != nil {
+			return err
 		}
 	}
 	res, err := s.cycle(r.Context(), cfg, win)

@@ -28,6 +28,8 @@ func TestMaxStreams(t *testing.T) {
 	}
 	defer c.Close()
 	appendN(e, q, "a", 0, 3)
+	code, b := e.do("POST", "/v1/streams/"+q+"/z/cycle?keep=x", "", nil) // refused: takes no place
+	e.wantError(code, b, http.StatusBadRequest, CodeBadRequest)
 	e.must("POST", "/v1/streams/"+q+"/b/cycle?keep=1", "") // undeclared, but cycled: it counts
 
 	refused := func(method, path, body string) {
