@@ -20,6 +20,9 @@ var (
 	// ErrDuplicate: an intent with this id is already in the outbox. Nothing
 	// was recorded.
 	ErrDuplicate = errors.New("accept: duplicate id")
+	// ErrTooManyQueues: an enqueue on a queue new to the Tier would exceed
+	// TierOptions.MaxQueues. Nothing was recorded.
+	ErrTooManyQueues = errors.New("accept: too many queues")
 	// ErrClosed: the Outbox is closed.
 	ErrClosed = errors.New("accept: outbox closed")
 	// ErrBusy: another Outbox, in this process or another, has the

@@ -2,11 +2,13 @@ package accept
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/echostore/echostore/graft"
 )
@@ -92,7 +94,7 @@ func TestGroupCommitSiblings(t *testing.T) {
 		first <- rc
 	}()
 	<-g.entered // the first push holds; the others pile up behind it
-	q, err := r.tier.queue(ctx, queue)
+	q, err := r.tier.queue(ctx, queue, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +160,7 @@ func TestGroupCommitLoneCaller(t *testing.T) {
 		}
 		last = rc.LSN
 	}
-	q, err := r.tier.queue(ctx, "lone")
+	q, err := r.tier.queue(ctx, "lone", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,5 +169,53 @@ func TestGroupCommitLoneCaller(t *testing.T) {
 	q.mu.Unlock()
 	if waits != 0 {
 		t.Fatalf("a lone caller made the committer wait %d times", waits)
+	}
+}
+
+// TestMaxQueues: an enqueue on a queue beyond TierOptions.MaxQueues is
+// refused with ErrTooManyQueues before anything is recorded or created;
+// the queues already taken keep working; a restarted tier with a lower
+// limit still recovers every queue it finds work for, and then refuses new
+// ones. A negative limit is ErrInvalid.
+func TestMaxQueues(t *testing.T) {
+	ctx := t.Context()
+	r, _ := newRig(t, 100, TierOptions{MaxQueues: 2, AsyncInterval: time.Hour})
+	for _, q := range []string{"qa", "qb"} {
+		if _, err := r.tier.Enqueue(ctx, q, 0, []byte(`{}`), Async); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := r.out.Stats().Live
+	_, err := r.tier.Enqueue(ctx, "qc", 0, []byte(`{}`), Sync)
+	if !errors.Is(err, ErrTooManyQueues) {
+		t.Fatalf("a third queue with MaxQueues 2: %v", err)
+	}
+	if got := r.out.Stats().Live; got != live {
+		t.Fatalf("the refused enqueue recorded an intent: %d live, want %d", got, live)
+	}
+	if _, err := r.gs.Volume(ctx, "accept.qc.0"); !errors.Is(err, graft.ErrVolumeNotFound) {
+		t.Fatalf("the refused queue's volume: %v", err)
+	}
+	if _, err := r.tier.Enqueue(ctx, "qa", 0, []byte(`{}`), Async); err != nil {
+		t.Fatalf("a queue already taken: %v", err)
+	}
+	if err := r.tier.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewTier(ctx, r.out, r.gs, r.rep, r.mqc, TierOptions{MaxQueues: -1}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("MaxQueues -1: %v", err)
+	}
+	// Both queues have pending work: a tier limited to one takes both.
+	if r.tier, err = NewTier(ctx, r.out, r.gs, r.rep, r.mqc, TierOptions{MaxQueues: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r.settle(t, ctx) // every intent of both queues committed and dispatched
+	for _, q := range []string{"qa", "qb"} {
+		if _, err := r.tier.Enqueue(ctx, q, 0, []byte(`{}`), Sync); err != nil {
+			t.Fatalf("recovered queue %s: %v", q, err)
+		}
+	}
+	if _, err := r.tier.Enqueue(ctx, "qd", 0, []byte(`{}`), Async); !errors.Is(err, ErrTooManyQueues) {
+		t.Fatalf("a new queue after recovery over the limit: %v", err)
 	}
 }

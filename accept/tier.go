@@ -87,6 +87,8 @@ const (
 	DefaultAsyncEvery = 1000
 	// DefaultAsyncInterval is the time bound of async commits.
 	DefaultAsyncInterval = 100 * time.Millisecond
+	// DefaultMaxQueues is the default of TierOptions.MaxQueues.
+	DefaultMaxQueues = 1000
 	// DefaultGroupWait is the default bound of the group commit's wait for
 	// siblings (TierOptions.GroupWait); by default the wait is also never
 	// longer than half the duration of the push before it.
@@ -188,6 +190,12 @@ type TierOptions struct {
 	// the last push's duration, whichever is shorter; negative, never wait
 	// (take what is pending at once).
 	GroupWait time.Duration
+	// MaxQueues bounds the queues the tier commits for: each has an accept
+	// volume, a committer and a dispatcher. An enqueue on a queue new to the
+	// tier beyond it is refused with ErrTooManyQueues before anything is
+	// recorded. Queues that recovery finds work for are always taken, and
+	// count. Zero means DefaultMaxQueues; negative is ErrInvalid.
+	MaxQueues int
 	// Logger receives warnings (a failed commit, push or dispatch). Default:
 	// discard.
 	Logger *slog.Logger
@@ -313,6 +321,12 @@ func NewTier(ctx context.Context, out *Outbox, gs *graft.Store, rep Replicator, 
 	if opts.AsyncInterval <= 0 {
 		opts.AsyncInterval = DefaultAsyncInterval
 	}
+	if opts.MaxQueues < 0 {
+		return nil, fmt.Errorf("%w: MaxQueues %d (0 means the default, %d)", ErrInvalid, opts.MaxQueues, DefaultMaxQueues)
+	}
+	if opts.MaxQueues == 0 {
+		opts.MaxQueues = DefaultMaxQueues
+	}
 	if opts.Minter == nil {
 		m, err := brand.NewMinter(int(opts.Node))
 		if err != nil {
@@ -365,7 +379,7 @@ func (t *Tier) recover(ctx context.Context) error {
 		}
 	}
 	for qn, ins := range byQueue {
-		q, err := t.queue(ctx, qn)
+		q, err := t.queue(ctx, qn, true)
 		if err != nil {
 			return err
 		}
@@ -436,7 +450,7 @@ func (q *tierQueue) committedJobs(ctx context.Context) ([]item, error) {
 
 // queue returns the state of queue qn, opening its volume and starting its
 // committer and dispatcher on first use.
-func (t *Tier) queue(ctx context.Context, qn string) (*tierQueue, error) {
+func (t *Tier) queue(ctx context.Context, qn string, recovering bool) (*tierQueue, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -448,6 +462,10 @@ func (t *Tier) queue(ctx context.Context, qn string) (*tierQueue, error) {
 	vn, err := names.AcceptVolume(qn, t.opts.Node)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if !recovering && len(t.queues) >= t.opts.MaxQueues {
+		return nil, fmt.Errorf("%w: queue %q would be queue %d, and the tier takes at most %d; raise the limit (TierOptions.MaxQueues; serve: max_queues in its config) or use fewer queues",
+			ErrTooManyQueues, qn, len(t.queues)+1, t.opts.MaxQueues)
 	}
 	vol, err := t.gs.CreateVolume(ctx, vn)
 	if err != nil {
@@ -534,7 +552,7 @@ func (t *Tier) EnqueueAt(ctx context.Context, q string, id brand.ID, payload []b
 	if len(EncodeJob(Job{ID: 1, RunAt: at}))+len(payload) > graft.DefaultMaxPageSize {
 		return Receipt{}, fmt.Errorf("%w: payload of %d bytes", ErrTooLarge, len(payload))
 	}
-	tq, err := t.queue(ctx, q)
+	tq, err := t.queue(ctx, q, false)
 	if err != nil {
 		return Receipt{}, err
 	}

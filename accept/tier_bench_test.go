@@ -104,7 +104,7 @@ func syncBenchRemote(t *testing.T, ctx context.Context, name, url, redisURL stri
 			lat = append(lat, time.Since(start))
 		}
 		slices.Sort(lat)
-		q, _ := r.tier.queue(ctx, queue)
+		q, _ := r.tier.queue(ctx, queue, false)
 		head0 := q.vol.Head()
 
 		var acked atomic.Int64

@@ -235,7 +235,7 @@ func TestGroupCommit(t *testing.T) {
 			lsns[i] = rc.LSN
 		}()
 	}
-	q, _ := r.tier.queue(ctx, "grp")
+	q, _ := r.tier.queue(ctx, "grp", false)
 	for { // wait until all 63 are recorded and pending behind the held push
 		q.mu.Lock()
 		k := len(q.pending)

@@ -111,6 +111,12 @@ type Config struct {
 	// anything is written for it; a configuration that declares more is
 	// refused at start. Deleting a stream frees its place.
 	MaxStreams int `yaml:"max_streams"`
+	// MaxQueues bounds the job queues the accept tier takes (each has an
+	// accept volume, a committer and a dispatcher): an enqueue on a queue
+	// new beyond it is refused (accept.ErrTooManyQueues, HTTP 403) before
+	// anything is recorded. Queues with work left from before a restart are
+	// always taken. Default accept.DefaultMaxQueues; there is no unlimited.
+	MaxQueues int `yaml:"max_queues"`
 	// Discover adopts the archived streams registered in Redis (the sets
 	// emq:{Q}:archived) that are neither declared nor used through the API,
 	// on the first beat and then at most every DiscoverEvery (nil: true).
@@ -184,6 +190,13 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxStreams < 0 {
 		return c, fmt.Errorf("%w: max_streams %d: want a positive number (default %d; there is no unlimited)",
 			ErrConfig, c.MaxStreams, DefaultMaxStreams)
+	}
+	if c.MaxQueues == 0 {
+		c.MaxQueues = accept.DefaultMaxQueues
+	}
+	if c.MaxQueues < 0 {
+		return c, fmt.Errorf("%w: max_queues %d: want a positive number (default %d; there is no unlimited)",
+			ErrConfig, c.MaxQueues, accept.DefaultMaxQueues)
 	}
 	if c.Data == "" {
 		return c, fmt.Errorf("%w: no data directory", ErrConfig)

@@ -55,10 +55,12 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	// CodeTooManyStreams: 403, a new stream beyond the server's max_streams.
 	CodeTooManyStreams = "too_many_streams"
-	CodeConflict       = "conflict"    // 409: the lease was lost, the volume is behind
-	CodeTooLarge       = "too_large"   // 413: the body exceeds the server's limit
-	CodeUnavailable    = "unavailable" // 503: shutting down
-	CodeInternal       = "internal"    // 500
+	// CodeTooManyQueues: 403, a new job queue beyond the server's max_queues.
+	CodeTooManyQueues = "too_many_queues"
+	CodeConflict      = "conflict"    // 409: the lease was lost, the volume is behind
+	CodeTooLarge      = "too_large"   // 413: the body exceeds the server's limit
+	CodeUnavailable   = "unavailable" // 503: shutting down
+	CodeInternal      = "internal"    // 500
 )
 
 // apiError is an error with its HTTP status and code.
@@ -92,6 +94,8 @@ func classify(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, CodeTooLarge
 	case errors.Is(err, ErrTooManyStreams):
 		return http.StatusForbidden, CodeTooManyStreams
+	case errors.Is(err, accept.ErrTooManyQueues):
+		return http.StatusForbidden, CodeTooManyQueues
 	case errors.Is(err, graft.ErrVolumeNotFound), errors.Is(err, mq.ErrNoJob):
 		return http.StatusNotFound, CodeNotFound
 	case errors.Is(err, mq.ErrFenced), errors.Is(err, archive.ErrVolumeBehind), errors.Is(err, archive.ErrNoVolume),

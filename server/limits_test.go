@@ -110,3 +110,23 @@ func TestMaxStreamsConcurrent(t *testing.T) {
 		t.Fatalf("%d appended, %d refused (%v); want 5 and 15", ok, refused, codes)
 	}
 }
+
+// TestMaxQueues: a job queue new to the server beyond max_queues is
+// refused with 403 too_many_queues and a message naming max_queues, before
+// anything is recorded; the queues already taken go on.
+func TestMaxQueues(t *testing.T) {
+	q := queueName(t)
+	e := start(t, Config{MaxQueues: 2})
+	e.must("POST", "/v1/queues/"+q+"a/jobs?mode=sync", `{"payload":{"n":1}}`)
+	e.must("POST", "/v1/queues/"+q+"b/jobs?mode=async", `{"payload":{"n":1}}`)
+	live := e.srv.out.Stats().Live
+	code, b := e.do("POST", "/v1/queues/"+q+"c/jobs?mode=sync", "", strings.NewReader(`{"payload":{"n":1}}`))
+	e.wantError(code, b, http.StatusForbidden, CodeTooManyQueues)
+	if !strings.Contains(string(b), "max_queues") {
+		t.Fatalf("%s; want a message naming max_queues", b)
+	}
+	if got := e.srv.out.Stats().Live; got > live {
+		t.Fatalf("the refused job was recorded: %d intents live, had %d", got, live)
+	}
+	e.must("POST", "/v1/queues/"+q+"a/jobs?mode=sync", `{"payload":{"n":2}}`)
+}

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
@@ -679,8 +680,8 @@ queues:
 	if def, _ := d.resolve("q", "s", StreamConfig{}); !def.archived || def.window.Keep != DefaultKeep || def.trimAfter != archive.TrimAfterLocal {
 		t.Fatalf("defaults: %+v", def)
 	}
-	if d.MaxStreams != DefaultMaxStreams {
-		t.Fatalf("max_streams by default: %d, want %d", d.MaxStreams, DefaultMaxStreams)
+	if d.MaxStreams != DefaultMaxStreams || d.MaxQueues != accept.DefaultMaxQueues {
+		t.Fatalf("max_streams / max_queues by default: %d / %d, want %d / %d", d.MaxStreams, d.MaxQueues, DefaultMaxStreams, accept.DefaultMaxQueues)
 	}
 	for _, bad := range []string{
 		"unknown: 1",
@@ -689,6 +690,7 @@ queues:
 		"queues: [{name: a, streams: [{name: s}, {name: s}]}]",
 		"queues: [{name: a, streams: [{name: s, keep: -1}]}]",
 		"max_streams: -1",
+		"max_queues: -1",
 		"max_streams: 1\nqueues: [{name: a, streams: [{name: s}, {name: t}]}]",
 	} {
 		c, err := ParseConfig([]byte(bad))
