@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,9 @@ type env struct {
 	queue     string // a queue name of this run (its keys are deleted at the end)
 	remotes   []remoteSpec
 	stop      []func()
+	// stopMinIO stops the private MinIO once the sync suite is done (nil
+	// while none runs).
+	stopMinIO func()
 }
 
 // remoteSpec is one remote of the sync suite.
@@ -74,36 +78,57 @@ func startEnv(ctx context.Context, cfg Config, scratch string) (*env, error) {
 		if _, err := testserver.MinIOBinary(); err != nil {
 			break
 		}
-		m, err := testserver.StartMinIO(ctx)
-		if err != nil {
-			e.close()
-			return nil, fmt.Errorf("bench all: start MinIO: %w", err)
-		}
-		e.stop = append(e.stop, func() { _ = m.Stop() })
-		for _, kv := range m.Env() {
-			k, v, _ := strings.Cut(kv, "=")
-			if err := os.Setenv(k, v); err != nil {
-				e.close()
-				return nil, err
-			}
-		}
-		bucket := fmt.Sprintf("bench-%08x", rand.Uint32())
-		// A MinIO that answers may still be initialising: retry, bounded.
-		err = m.CreateBucket(ctx, bucket)
-		for deadline := time.Now().Add(30 * time.Second); err != nil && time.Now().Before(deadline) && ctx.Err() == nil; {
-			time.Sleep(200 * time.Millisecond)
-			err = m.CreateBucket(ctx, bucket)
-		}
-		if err != nil {
-			e.close()
-			return nil, fmt.Errorf("bench all: MinIO bucket: %w", err)
-		}
-		e.remotes = append(e.remotes, remoteSpec{Name: "minio", URL: m.URL(bucket), Note: "a private MinIO on loopback"})
+		// Started by the sync suite, the only one that uses it: an idle
+		// MinIO's background work would share the cores the other suites
+		// measure.
+		e.remotes = append(e.remotes, remoteSpec{Name: "minio", Note: "a private MinIO on loopback"})
 	}
 	return e, nil
 }
 
+// startMinIO starts the private MinIO of the sync suite, if the suite has
+// one, and sets its remote's URL; closeMinIO stops it.
+func (e *env) startMinIO(ctx context.Context) error {
+	k := slices.IndexFunc(e.remotes, func(r remoteSpec) bool { return r.Name == "minio" && r.URL == "" })
+	if k < 0 {
+		return nil
+	}
+	m, err := testserver.StartMinIO(ctx)
+	if err != nil {
+		return fmt.Errorf("bench all: start MinIO: %w", err)
+	}
+	e.stopMinIO = func() { _ = m.Stop() }
+	for _, kv := range m.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		if err := os.Setenv(k, v); err != nil {
+			e.closeMinIO()
+			return err
+		}
+	}
+	bucket := fmt.Sprintf("bench-%08x", rand.Uint32())
+	// A MinIO that answers may still be initialising: retry, bounded.
+	err = m.CreateBucket(ctx, bucket)
+	for deadline := time.Now().Add(30 * time.Second); err != nil && time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(200 * time.Millisecond)
+		err = m.CreateBucket(ctx, bucket)
+	}
+	if err != nil {
+		e.closeMinIO()
+		return fmt.Errorf("bench all: MinIO bucket: %w", err)
+	}
+	e.remotes[k].URL = m.URL(bucket)
+	return nil
+}
+
+func (e *env) closeMinIO() {
+	if e.stopMinIO != nil {
+		e.stopMinIO()
+		e.stopMinIO = nil
+	}
+}
+
 func (e *env) close() {
+	e.closeMinIO()
 	if e.raw != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_ = e.deleteKeys(ctx, "emq:{"+e.queue+"}*")

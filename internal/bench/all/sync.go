@@ -81,6 +81,10 @@ var syncPayload = []byte(`{"bench":"sync enqueue","pad":"01234567890123456789012
 
 func runSync(ctx context.Context, e *env, dir string, cfg Config, p *bench.Progress) (*SyncReport, error) {
 	r := &SyncReport{PayloadBytes: len(syncPayload), WindowMs: float64(cfg.SyncWindow.Microseconds()) / 1e3}
+	if err := e.startMinIO(ctx); err != nil {
+		return nil, err
+	}
+	defer e.closeMinIO()
 	for k, rem := range e.remotes {
 		p.Step(rem.Name + ": conditional PUTs")
 		queue := fmt.Sprintf("%s-%d", e.queue, k)
