@@ -75,7 +75,7 @@ func Quick() Config {
 	c := Default()
 	c.Quick = true
 	c.Graft = graftbench.Config{Pages: 100_000, Runs: 2, Duration: time.Second, Committers: 16, Gets: 50_000}
-	c.Accept.Ks, c.Accept.Runs = []int{100, 1000, 10_000}, 1
+	c.Accept.Ks, c.Accept.Runs, c.Accept.OpenRuns = []int{100, 1000, 10_000}, 1, 3
 	c.SyncWindow, c.SyncPuts = 500*time.Millisecond, 50
 	c.ArchiveDepths, c.ArchiveRuns = []int{10_000, 100_000}, 3
 	c.MemoryRounds = 30

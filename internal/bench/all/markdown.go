@@ -133,6 +133,7 @@ func (r *Report) Markdown() string {
 			w("| %s | %s | %s | %.1f× | %s | %s | %s | %.1f |\n", n(t.K), bench.FormatValue(t.RecPerSec),
 				bench.FormatValue(t.WholeSnapPerSec), t.VsWholeSnapshot, seed, vs, n(t.BlocksPerRun), t.WholeSnapMBPerRun)
 		}
+		w("\nRecovery and replay: medians of %s (one Open takes milliseconds).\n", runs(res.OpenRuns))
 		w("\n| intents | recovery from a snapshot, ms | from the log alone, ms | seed's table, ms | seed ÷ ours |\n|---:|---:|---:|---:|---:|\n")
 		for _, rr := range res.Recovery {
 			seed, vs := "–", "–"
