@@ -266,3 +266,33 @@ func TestPebbleTunings(t *testing.T) {
 		t.Logf("%-6s 1 writer %6.0f/s, 16 writers %6.0f/s (medians): %.2f×", n, bench.Median(one[n]), bench.Median(many[n]), bench.Median(many[n])/bench.Median(one[n]))
 	}
 }
+
+// BenchmarkOpenReadOnly is what every CLI read pays: a read-only Open of a
+// closed store with 8 volumes, one volume loaded, Close.
+func BenchmarkOpenReadOnly(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	s, err := Open(ctx, dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 8 {
+		v := mustCreate(b, s, fmt.Sprintf("v%d", i))
+		commitPages(b, v, map[uint64][]byte{1: []byte("x")}, nil)
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		s, err := Open(ctx, dir, Options{ReadOnly: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Volume(ctx, "v0"); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -29,6 +29,7 @@ var tunePebble func(*pebble.Options)
 // volumes. It is safe for concurrent use.
 type Store struct {
 	db     *pebble.DB
+	lock   *pebble.Lock // held across both opens of a read-write Open; nil read-only
 	opts   Options
 	log    *slog.Logger
 	closed atomic.Bool
@@ -46,8 +47,10 @@ type Store struct {
 
 // Open opens (creating if needed) the store in dir, e.g. "<data>/graft".
 // Pebble locks dir: a second Open of the same dir, from this process or
-// another, fails with an error wrapping ErrLocked. Open reads one record
-// besides what Pebble reads; volumes are loaded when first asked for.
+// another, fails with an error wrapping ErrLocked. Open reads the store
+// record and the volume records besides what Pebble reads, and refuses with
+// *MissingCommitsError a state older than those records claim (see
+// checkReplayed); volumes are loaded when first asked for.
 func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("graft: open %s: %w", dir, err)
@@ -60,40 +63,93 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	} else if err := opts.FS.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("graft: open %s: %w", dir, err)
 	}
-	po := &pebble.Options{
-		FS:                 opts.FS,
-		CacheSize:          opts.CacheSize,
-		MemTableSize:       opts.MemTableSize,
-		FormatMajorVersion: formatMajorVersion,
-		Logger:             pebbleLogger{opts.Logger},
-		ReadOnly:           opts.ReadOnly,
+	lock, err := lockDir(dir, opts)
+	if err != nil {
+		return nil, err
 	}
-	if tunePebble != nil {
-		tunePebble(po)
+	pebbleOpts := func(readOnly bool) *pebble.Options {
+		po := &pebble.Options{
+			FS:                 opts.FS,
+			CacheSize:          opts.CacheSize,
+			MemTableSize:       opts.MemTableSize,
+			FormatMajorVersion: formatMajorVersion,
+			Logger:             pebbleLogger{opts.Logger},
+			ReadOnly:           readOnly,
+			Lock:               lock,
+		}
+		if tunePebble != nil {
+			tunePebble(po)
+		}
+		return po
 	}
-	db, err := pebble.Open(dir, po)
+	fail := func(err error) (*Store, error) {
+		if lock != nil {
+			_ = lock.Close()
+		}
+		return nil, fmt.Errorf("graft: open %s: %w", dir, err)
+	}
+	// A read-write open flushes what Pebble replays from its write-ahead
+	// log, after which the replay can no longer be told from the tables:
+	// check it on a read-only open first (under the same lock).
+	if !opts.ReadOnly {
+		db, err := pebble.Open(dir, pebbleOpts(true))
+		switch {
+		case errors.Is(err, pebble.ErrDBDoesNotExist): // a new store
+		case err != nil:
+			return fail(err)
+		default:
+			if err := errors.Join(checkReplayed(ctx, db), db.Close()); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	db, err := pebble.Open(dir, pebbleOpts(opts.ReadOnly))
 	if err != nil {
 		if opts.ReadOnly && errors.Is(err, pebble.ErrDBDoesNotExist) {
 			return nil, fmt.Errorf("graft: open %s read-only: %w", dir, ErrNoStore)
 		}
-		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) || isLockedInProcess(err) {
-			return nil, fmt.Errorf("graft: open %s: %w (%v)", dir, ErrLocked, err)
+		if isLocked(err) {
+			return fail(fmt.Errorf("%w (%v)", ErrLocked, err))
 		}
-		return nil, fmt.Errorf("graft: open %s: %w", dir, err)
+		return fail(err)
 	}
-	s := &Store{db: db, opts: opts, log: opts.Logger, vols: make(map[string]*Volume), lazySyncPoint: true}
+	if opts.ReadOnly {
+		if err := checkReplayed(ctx, db); err != nil {
+			_ = db.Close()
+			return fail(err)
+		}
+	}
+	s := &Store{db: db, lock: lock, opts: opts, log: opts.Logger, vols: make(map[string]*Volume), lazySyncPoint: true}
 	if opts.Remote != nil {
 		s.remote.Store(&remoteHandle{store: opts.Remote, hooks: opts.RemoteHooks})
 	}
 	if err := s.loadStoreRecord(); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("graft: open %s: %w", dir, err)
+		return fail(err)
 	}
 	return s, nil
 }
 
-func isLockedInProcess(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "lock held by current process")
+// lockDir takes the directory lock that a read-write open holds across
+// its two Pebble opens; a read-only open lets Pebble take it (nil).
+func lockDir(dir string, opts Options) (*pebble.Lock, error) {
+	if opts.ReadOnly {
+		return nil, nil
+	}
+	lock, err := pebble.LockDirectory(dir, opts.FS)
+	if err != nil {
+		if isLocked(err) {
+			return nil, fmt.Errorf("graft: open %s: %w (%v)", dir, ErrLocked, err)
+		}
+		return nil, fmt.Errorf("graft: open %s: %w", dir, err)
+	}
+	return lock, nil
+}
+
+// isLocked reports a lock held by another process or by this one.
+func isLocked(err error) bool {
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) ||
+		(err != nil && strings.Contains(err.Error(), "lock held by current process"))
 }
 
 // loadStoreRecord reads the store record, writing it into an empty database.
@@ -142,7 +198,11 @@ func (s *Store) Close() error {
 	if !s.opts.ReadOnly {
 		flushErr = s.db.Flush()
 	}
-	if err := errors.Join(flushErr, s.db.Close()); err != nil {
+	err := errors.Join(flushErr, s.db.Close())
+	if s.lock != nil {
+		err = errors.Join(err, s.lock.Close())
+	}
+	if err != nil {
 		return fmt.Errorf("graft: close: %w", err)
 	}
 	return nil
