@@ -154,12 +154,19 @@ func BenchmarkOpen(b *testing.B) {
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
 	}
+	benchOpens(b, dir, Options{}, "v")
+}
+
+// benchOpens opens the store in dir with opts, loads volume vol and closes
+// it, b.N times.
+func benchOpens(b *testing.B, dir string, opts Options, vol string) {
+	ctx := context.Background()
 	for b.Loop() {
-		s, err := Open(ctx, dir, Options{})
+		s, err := Open(ctx, dir, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Volume(ctx, "v"); err != nil {
+		if _, err := s.Volume(ctx, vol); err != nil {
 			b.Fatal(err)
 		}
 		if err := s.Close(); err != nil {
@@ -283,16 +290,5 @@ func BenchmarkOpenReadOnly(b *testing.B) {
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
 	}
-	for b.Loop() {
-		s, err := Open(ctx, dir, Options{ReadOnly: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := s.Volume(ctx, "v0"); err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Close(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchOpens(b, dir, Options{ReadOnly: true}, "v0")
 }
