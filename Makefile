@@ -8,7 +8,7 @@ SOAK ?= 10m
 SOAKTIMEOUT ?= 40m
 # The crash, fence, outage and corruption tests of the parts that the fault
 # suite runs beside its own (docs/RELIABILITY.md says what each proves).
-FAULTTESTS ?= ^(TestCrashKill9|TestCrashStrictFS|TestFenceAcrossProcesses|TestPushCrashPoints|TestCorruptRemoteRefused|TestCrashDuringAppend|TestTwoWriterProcesses|TestMinIOKilledMidAppend|TestCorruptObjectsInStore|TestCorrupt(Commit|Segment|Marker|Tombstone)|TestCrashCycling|TestRedisRestartMidCycle|TestRedisLostDataCannotHideAppends|TestFencedDriverCannotTrim|TestCrashLossWindow|TestEnqueueCrash|TestRemoteDown|TestTornTail|TestCorruptOnlySnapshot|TestReconnectAfterRestart)$$
+FAULTTESTS ?= ^(TestCrashKill9|TestCrashStrictFS|TestFenceAcrossProcesses|TestPushCrashPoints|TestCorruptRemoteRefused|TestCrashDuringAppend|TestTwoWriterProcesses|TestMinIOKilledMidAppend|TestCorruptObjectsInStore|TestCorrupt(Commit|Segment|Marker|Tombstone)|TestCrashCycling|TestRedisRestartMidCycle|TestRedisLostDataCannotHideAppends|TestFencedDriverCannotTrim|TestCrashLossWindow|TestEnqueueCrash|TestRemoteDown|TestTornTail|TestCorruptOnlySnapshot|TestReconnectAfterRestart|TestCutManifest|TestLazySyncPointKill9|TestLazySyncPointStrictFS|TestSyncPointDurability|TestGroupCommitSiblings)$$
 FUZZPKGS ?= ./brand ./names ./mq ./graft ./graft/remote ./archive ./accept
 
 .PHONY: all build run test test-short lint bench fuzz deps clean faults soak
