@@ -5,12 +5,14 @@ import (
 	"errors"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/mq"
 )
 
 // gatedPusher holds the next push, once armed, until the test releases it.
@@ -217,5 +219,39 @@ func TestMaxQueues(t *testing.T) {
 	}
 	if _, err := r.tier.Enqueue(ctx, "qd", 0, []byte(`{}`), Async); !errors.Is(err, ErrTooManyQueues) {
 		t.Fatalf("a new queue after recovery over the limit: %v", err)
+	}
+}
+
+// TestPayloadBeyondJobStream: a payload that fits an accept page but not a
+// job stream entry (mq's Limits) is refused with ErrTooLarge before
+// anything is recorded, in both modes; before, it was acknowledged (sync:
+// committed and pushed) and then refused by every dispatch, which stopped
+// its queue's dispatch for good. A payload at the job stream's limit is
+// acknowledged and dispatched.
+func TestPayloadBeyondJobStream(t *testing.T) {
+	ctx := t.Context()
+	r, _ := newRig(t, 100, TierOptions{})
+	most := mq.DefaultMaxBytes - len(PayloadField)
+	big := []byte(strings.Repeat("x", most+1))
+	for _, mode := range []Mode{Sync, Async} {
+		live := r.out.Stats().Live
+		if _, err := r.tier.Enqueue(ctx, "big", 0, big, mode); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("%s enqueue of %d bytes: %v, want ErrTooLarge", mode, len(big), err)
+		}
+		if got := r.out.Stats().Live; got != live {
+			t.Fatalf("%s: the refused payload was recorded", mode)
+		}
+	}
+	rc, err := r.tier.Enqueue(ctx, "big", 0, big[:most], Sync)
+	if err != nil {
+		t.Fatalf("a payload at the job stream's limit: %v", err)
+	}
+	r.settle(t, ctx)
+	ds, err := r.mqc.Claim(ctx, "big", "w", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 || ds[0].ID != rc.ID || len(ds[0].Fields[0].Value) != most {
+		t.Fatalf("claimed %d jobs, want the one of %d bytes", len(ds), most)
 	}
 }

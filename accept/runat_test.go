@@ -95,6 +95,8 @@ func (stuckDispatcher) EnqueueBatch(context.Context, string, []mq.Job) ([]mq.Enq
 	return nil, errors.New("job stream down")
 }
 
+func (stuckDispatcher) CheckJob(mq.Job) error { return nil }
+
 // TestDispatchRunAt: a job with a future run-at is dispatched (after its
 // push) but not put on the job stream, nor claimable, before its run-at,
 // by the injected clock of the job queue; at its run-at it is claimed once,

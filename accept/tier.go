@@ -64,6 +64,11 @@ type Dispatcher interface {
 	// sent again after an error. *mq.Client implements it, one script call
 	// per chunk of jobs.
 	EnqueueBatch(ctx context.Context, q string, jobs []mq.Job) ([]mq.EnqueueResult, error)
+	// CheckJob reports whether EnqueueBatch would refuse job for its
+	// fields (*mq.RecordError) without sending anything. Enqueue checks
+	// every job with it before recording: a job acknowledged and then
+	// refused by the job stream would stop its queue's dispatch.
+	CheckJob(job mq.Job) error
 }
 
 // Page layout of the accept volume (docs/ACCEPT.md, "The accept volume"):
@@ -552,6 +557,12 @@ func (t *Tier) EnqueueAt(ctx context.Context, q string, id brand.ID, payload []b
 	if len(EncodeJob(Job{ID: 1, RunAt: at}))+len(payload) > graft.DefaultMaxPageSize {
 		return Receipt{}, fmt.Errorf("%w: payload of %d bytes", ErrTooLarge, len(payload))
 	}
+	if err := t.disp.CheckJob(streamJob(Intent{Payload: payload})); err != nil {
+		if errors.Is(err, mq.ErrTooLarge) {
+			return Receipt{}, fmt.Errorf("%w: payload of %d bytes, more than the job stream takes: %w", ErrTooLarge, len(payload), err)
+		}
+		return Receipt{}, fmt.Errorf("%w: the job stream would refuse it: %w", ErrInvalid, err)
+	}
 	tq, err := t.queue(ctx, q, false)
 	if err != nil {
 		return Receipt{}, err
@@ -900,6 +911,16 @@ func (t *Tier) commit(q *tierQueue, batch []item) error {
 }
 
 // wake sends r to the sync callers of batch and returns how many it woke.
+// streamJob is the job stream's job for intent in: its id, its payload as
+// the field PayloadField, and its run-at.
+func streamJob(in Intent) mq.Job {
+	j := mq.Job{ID: in.ID, Fields: []mq.Field{{Name: PayloadField, Value: string(in.Payload)}}}
+	if in.RunAt != 0 {
+		j.RunAt = time.UnixMilli(in.RunAt)
+	}
+	return j
+}
+
 func wake(batch []item, r commitResult) int {
 	n := 0
 	for _, it := range batch {
@@ -972,10 +993,7 @@ func (t *Tier) dispatcher(q *tierQueue) {
 func (t *Tier) dispatch(ctx context.Context, q *tierQueue, batch []item) bool {
 	jobs := make([]mq.Job, len(batch))
 	for i, it := range batch {
-		jobs[i] = mq.Job{ID: it.in.ID, Fields: []mq.Field{{Name: PayloadField, Value: string(it.in.Payload)}}}
-		if it.in.RunAt != 0 {
-			jobs[i].RunAt = time.UnixMilli(it.in.RunAt)
-		}
+		jobs[i] = streamJob(it.in)
 	}
 	backoff := 10 * time.Millisecond
 	for {

@@ -178,6 +178,15 @@ func checkJob(lim Limits, fields []Field) error {
 	return lim.Check(fields)
 }
 
+// CheckJob reports whether Enqueue would refuse job for its fields
+// (reserved names, the client's Limits) without sending anything: a
+// *RecordError, or nil. A caller that acknowledges a job before it
+// enqueues it (the accept tier) checks it first, so that a job it has
+// acknowledged cannot be refused later.
+func (c *Client) CheckJob(job Job) error {
+	return checkJob(c.opts.Limits, job.Fields)
+}
+
 // Enqueue adds a job to queue q, at once or, with job.RunAt in the future,
 // to the delayed set. A job id already enqueued within the dedup window is
 // a no-op (Duplicate), so a producer may retry an enqueue safely. It is
