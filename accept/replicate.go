@@ -3,6 +3,9 @@ package accept
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
+	"time"
 
 	"github.com/echostore/echostore/graft"
 )
@@ -29,4 +32,34 @@ func (VolumePusher) Push(ctx context.Context, vol *graft.Volume) (uint64, error)
 		return 0, fmt.Errorf("accept: push %s: %w", vol.Name(), err)
 	}
 	return sp.Remote, nil
+}
+
+// TimedReplicator is a Replicator that records how long each Push of the
+// one it wraps takes, for the benchmarks (a sync enqueue waits for one
+// push). Safe for concurrent use.
+type TimedReplicator struct {
+	Replicator
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+// Push pushes through the wrapped Replicator and records how long it took.
+func (r *TimedReplicator) Push(ctx context.Context, vol *graft.Volume) (uint64, error) {
+	start := time.Now()
+	lsn, err := r.Replicator.Push(ctx, vol)
+	r.mu.Lock()
+	r.d = append(r.d, time.Since(start))
+	r.mu.Unlock()
+	return lsn, err
+}
+
+// Take returns the durations of the pushes since the last Take, sorted,
+// and forgets them.
+func (r *TimedReplicator) Take() []time.Duration {
+	r.mu.Lock()
+	d := r.d
+	r.d = nil
+	r.mu.Unlock()
+	slices.Sort(d)
+	return d
 }

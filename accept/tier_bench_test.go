@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/internal/bench"
 )
@@ -92,7 +91,7 @@ func syncBenchRemote(t *testing.T, ctx context.Context, name, url, redisURL stri
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr := &timingReplicator{Replicator: r.tier.rep}
+		tr := &TimedReplicator{Replicator: r.tier.rep}
 		r.tier.rep = tr
 		payload := []byte(`{"bench":"sync enqueue","pad":"0123456789012345678901234567890123456789012345678901234567890123"}`)
 		var lat []time.Duration
@@ -134,34 +133,11 @@ func syncBenchRemote(t *testing.T, ctx context.Context, name, url, redisURL stri
 			rem.name, wait, bench.Percentile(puts, 50), bench.Percentile(puts, 99),
 			bench.Percentile(lat, 50), bench.Percentile(lat, 99), lone,
 			float64(acked.Load())/elapsed.Seconds(), acked.Load(), commits, float64(acked.Load())/float64(max(commits, 1)))
-		t.Logf("%s: push p50 %s over %d pushes", rem.name, tr.p50(), len(tr.d))
+		pushes := tr.Take()
+		t.Logf("%s: push p50 %s over %d pushes", rem.name, bench.Percentile(pushes, 50), len(pushes))
 		r.settle(t, ctx)
 		if err := r.close(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-}
-
-// timingReplicator times every Push.
-type timingReplicator struct {
-	Replicator
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (r *timingReplicator) Push(ctx context.Context, vol *graft.Volume) (uint64, error) {
-	start := time.Now()
-	lsn, err := r.Replicator.Push(ctx, vol)
-	r.mu.Lock()
-	r.d = append(r.d, time.Since(start))
-	r.mu.Unlock()
-	return lsn, err
-}
-
-func (r *timingReplicator) p50() time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	d := slices.Clone(r.d)
-	slices.Sort(d)
-	return bench.Percentile(d, 50)
 }

@@ -51,32 +51,6 @@ type SyncLevel struct {
 	Pushes        int     `json:"pushes"`
 }
 
-// timedPusher times every push of the tier.
-type timedPusher struct {
-	accept.VolumePusher
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (p *timedPusher) Push(ctx context.Context, vol *graft.Volume) (uint64, error) {
-	t0 := time.Now()
-	lsn, err := p.VolumePusher.Push(ctx, vol)
-	p.mu.Lock()
-	p.d = append(p.d, time.Since(t0))
-	p.mu.Unlock()
-	return lsn, err
-}
-
-// take returns the pushes timed since the last take, sorted.
-func (p *timedPusher) take() []time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	d := p.d
-	p.d = nil
-	slices.Sort(d)
-	return d
-}
-
 var syncPayload = []byte(`{"bench":"sync enqueue","pad":"0123456789012345678901234567890123456789012345678901234567890123"}`)
 
 func runSync(ctx context.Context, e *env, dir string, cfg Config, p *bench.Progress) (*SyncReport, error) {
@@ -156,7 +130,7 @@ func syncTier(ctx context.Context, e *env, st remote.Store, dir, queue string, o
 		return nil, err
 	}
 	defer mqc.Close()
-	pusher := &timedPusher{}
+	pusher := &accept.TimedReplicator{Replicator: accept.VolumePusher{}}
 	tier, err := accept.NewTier(ctx, out, gs, pusher, mqc, opts)
 	if err != nil {
 		return nil, err
@@ -174,12 +148,12 @@ func syncTier(ctx context.Context, e *env, st remote.Store, dir, queue string, o
 	var levels []SyncLevel
 	for _, c := range callers {
 		p.Step(fmt.Sprintf("%s: %d callers", name, c))
-		pusher.take()
+		pusher.Take()
 		lv, err := syncLevel(ctx, tier, vol, queue, c, window)
 		if err != nil {
 			return nil, err
 		}
-		pushes := pusher.take()
+		pushes := pusher.Take()
 		lv.Pushes, lv.PushP50 = len(pushes), ms(bench.Percentile(pushes, 50))
 		levels = append(levels, lv)
 	}
