@@ -328,12 +328,7 @@ deleted stream) it refuses and says how to delete that log.`,
 			if err != nil {
 				return fmt.Errorf("%w; nothing unfolded was trimmed: fix the cause and run the cycle again", err)
 			}
-			return json.NewEncoder(g.stdout).Encode(struct {
-				Folded    int64 `json:"folded"`
-				Trimmed   int64 `json:"trimmed"`
-				Watermark any   `json:"watermark"`
-				Dropped   int64 `json:"dropped,omitempty"`
-			}{res.Folded, res.Trimmed, watermark(res.State), res.Dropped})
+			return json.NewEncoder(g.stdout).Encode(cycleOut{res.Folded, res.Trimmed, watermark(res.State), res.Dropped})
 		},
 	}
 	f := cmd.Flags()
@@ -401,15 +396,7 @@ are left out (low 0, retained = archived).`,
 			if err != nil {
 				return err
 			}
-			return json.NewEncoder(g.stdout).Encode(struct {
-				Watermark any     `json:"watermark"`
-				Archived  uint64  `json:"archived"`
-				Live      int64   `json:"live"`
-				Volume    string  `json:"volume"`
-				LSN       uint64  `json:"lsn"`
-				Low       *uint64 `json:"low,omitempty"`
-				Retained  *uint64 `json:"retained,omitempty"`
-			}{watermark(state), state.Pages, n, name, state.LSN, retentionField(state.Low, state), retentionField(state.Retained(), state)})
+			return json.NewEncoder(g.stdout).Encode(statusOut{watermark(state), state.Pages, n, name, state.LSN, retentionField(state.Low, state), retentionField(state.Retained(), state)})
 		},
 	}
 }

@@ -196,7 +196,8 @@ func (c *serveClient) readStream(ctx context.Context, g *globals, q, s string, r
 }
 
 // cycleOut and statusOut are what `archive cycle` and `archive status`
-// print, field for field in their order.
+// print, field for field in their order, whether they run the work
+// themselves or read serve's answer.
 type (
 	cycleOut struct {
 		Folded    int64 `json:"folded"`
