@@ -889,13 +889,11 @@ func (t *Tier) commit(q *tierQueue, batch []item) error {
 	// again at once is not counted twice).
 	q.mu.Lock()
 	waiting := q.nsync
-	q.mu.Unlock()
-	woken := wake(batch, commitResult{lsn: lsn})
-	q.siblings = min(woken+waiting, t.opts.CommitBatch)
-	q.mu.Lock()
 	carry := q.carry
 	q.carry = nil
 	q.mu.Unlock()
+	woken := wake(batch, commitResult{lsn: lsn})
+	q.siblings = min(woken+waiting, t.opts.CommitBatch)
 	if len(carry)+len(q.unpushed) > 0 {
 		batch = append(append(carry, q.unpushed...), batch...)
 		q.unpushed = nil
