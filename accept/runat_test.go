@@ -3,6 +3,8 @@ package accept
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -106,6 +108,9 @@ func (stuckDispatcher) CheckJob(mq.Job) error { return nil }
 // moves it.
 func TestDispatchRunAt(t *testing.T) {
 	ctx := t.Context()
+	// A queue of this run's own: the package's redis-server outlives a run
+	// (go test -count=N).
+	queue := fmt.Sprintf("timed%d", rand.Uint32())
 	rd := servers.Redis(t)
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	var now atomic.Int64
@@ -122,7 +127,7 @@ func TestDispatchRunAt(t *testing.T) {
 	claim := func() map[brand.ID]string {
 		t.Helper()
 		got := map[brand.ID]string{}
-		ds, err := mqc.Claim(ctx, "timed", "w", 100)
+		ds, err := mqc.Claim(ctx, queue, "w", 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +145,7 @@ func TestDispatchRunAt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	late, err := r.tier.EnqueueAt(ctx, "timed", 0, []byte(`{"n":"late"}`), Sync, t0.Add(2*time.Hour))
+	late, err := r.tier.EnqueueAt(ctx, queue, 0, []byte(`{"n":"late"}`), Sync, t0.Add(2*time.Hour))
 	if err != nil || late.LSN != 1 {
 		t.Fatalf("%+v %v", late, err)
 	}
@@ -156,11 +161,11 @@ func TestDispatchRunAt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.close(context.WithoutCancel(ctx))
-	soon, err := r.tier.EnqueueAt(ctx, "timed", 0, []byte(`{"n":"soon"}`), Sync, t0.Add(time.Hour))
+	soon, err := r.tier.EnqueueAt(ctx, queue, 0, []byte(`{"n":"soon"}`), Sync, t0.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	now1, err := r.tier.Enqueue(ctx, "timed", 0, []byte(`{"n":"now"}`), Async)
+	now1, err := r.tier.Enqueue(ctx, queue, 0, []byte(`{"n":"now"}`), Async)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +174,7 @@ func TestDispatchRunAt(t *testing.T) {
 	if got := claim(); len(got) != 1 || got[now1.ID] != `{"n":"now"}` {
 		t.Fatalf("at t0 claimed %v, want only the job due at once", got)
 	}
-	st, err := mqc.Status(ctx, "timed")
+	st, err := mqc.Status(ctx, queue)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +197,7 @@ func TestDispatchRunAt(t *testing.T) {
 	if got := claim(); len(got) != 1 || got[late.ID] != `{"n":"late"}` {
 		t.Fatalf("at the second run-at claimed %v (the job enqueued before the restart)", got)
 	}
-	if _, err := r.tier.EnqueueAt(ctx, "timed", 0, nil, Async, time.Unix(-5, 0)); !errors.Is(err, ErrInvalid) {
+	if _, err := r.tier.EnqueueAt(ctx, queue, 0, nil, Async, time.Unix(-5, 0)); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("run-at before 1970: %v", err)
 	}
 }
