@@ -48,7 +48,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("ScrubAndFault", func(t *testing.T) {
-		e := start(t, Config{Defaults: StreamConfig{Keep: 2}})
+		e := start(t, Config{Faults: true, Defaults: StreamConfig{Keep: 2}})
 		ctx := browser(t)
 		q := queueName(t)
 		key := q + "/s"
@@ -87,7 +87,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("Token", func(t *testing.T) {
-		e := start(t, Config{Token: "tok"})
+		e := start(t, Config{Token: testToken})
 		ctx := browser(t)
 		q := queueName(t)
 		// Without a session the event stream is refused and the page asks
@@ -95,7 +95,7 @@ func TestBrowser(t *testing.T) {
 		mustDo(t, ctx,
 			chromedp.Navigate(e.base+"/"),
 			chromedp.WaitVisible("#token"),
-			chromedp.SendKeys("#token", "tok"),
+			chromedp.SendKeys("#token", testToken),
 			chromedp.Click("#go"),
 		)
 		waitLive(t, ctx)
