@@ -166,13 +166,28 @@ type TokenConfig struct {
 	Value string `yaml:"-"`
 }
 
-// LoadConfig reads a YAML configuration file. Unknown keys are errors.
+// LoadConfig reads a YAML configuration file. Unknown keys are errors. A
+// file that holds a token (token:) must not be readable by every user.
 func LoadConfig(path string) (Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return ParseConfig(b)
+	c, err := ParseConfig(b)
+	if err != nil {
+		return c, err
+	}
+	if c.Token != "" {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		if fi.Mode().Perm()&0o004 != 0 {
+			return Config{}, fmt.Errorf("%w: %s holds a token (token:) and is readable by every user of the machine (mode %v): chmod o-r %s, or move the token to a file of its own (tokens: [{name, scopes, file}])",
+				ErrConfig, path, fi.Mode().Perm(), path)
+		}
+	}
+	return c, nil
 }
 
 // ParseConfig parses a YAML configuration. Unknown keys are errors.

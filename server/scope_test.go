@@ -398,3 +398,25 @@ tokens:
 		t.Fatal("a token value in the YAML was accepted: only file is")
 	}
 }
+
+// TestTokenInConfigFile: a configuration file that holds a token is
+// refused while every user can read it, and read once it is private.
+func TestTokenInConfigFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "serve.yaml")
+	if err := os.WriteFile(p, []byte("token: "+adminToken+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(p, 0o644)
+	if _, err := LoadConfig(p); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "chmod o-r") || strings.Contains(err.Error(), adminToken) {
+		t.Fatalf("a world-readable configuration with a token: %v", err)
+	}
+	os.Chmod(p, 0o640)
+	if c, err := LoadConfig(p); err != nil || c.Token != adminToken {
+		t.Fatalf("a private configuration with a token: %v", err)
+	}
+	os.WriteFile(p, []byte("beat: 1s\n"), 0o644)
+	os.Chmod(p, 0o644)
+	if _, err := LoadConfig(p); err != nil {
+		t.Fatalf("a world-readable configuration without a token: %v", err)
+	}
+}
