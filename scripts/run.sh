@@ -58,15 +58,23 @@ listen=${ECHOSTORE_LISTEN:-127.0.0.1:7070}
 base=http://$listen
 remote=${ECHOSTORE_REMOTE:-file://$(cd "$data" && pwd)/remote}
 command -v curl >/dev/null 2>&1 || { say "curl is missing (the demo producer and consumer use it): install it, e.g. apt-get install -y curl"; exit 1; }
-auth=()
-[[ -n ${ECHOSTORE_TOKEN:-} ]] && auth=(-H "Authorization: Bearer $ECHOSTORE_TOKEN")
+# The demo's calls carry Content-Type: application/json (serve refuses a
+# request that changes state without it) and, if serve has one, the token:
+# from the file $ECHOSTORE_TOKEN_FILE names, else $ECHOSTORE_TOKEN. curl reads
+# the header from a file descriptor, so the token never shows in ps.
+token=${ECHOSTORE_TOKEN:-}
+if [[ -n ${ECHOSTORE_TOKEN_FILE:-} ]]; then
+	token=$(<"$ECHOSTORE_TOKEN_FILE")
+fi
 
 # The demo's configuration keeps 50 records of demo/events live, so the seam
 # moves while you watch; ECHOSTORE_CONFIG=FILE runs your own instead.
 config=${ECHOSTORE_CONFIG:-}
 if [[ -z $config ]]; then
 	config=$data/demo-serve.yaml
-	printf '%s\n' '# written by scripts/run.sh (make run)' 'beat: 2s' \
+	# faults: true registers the fault route, for the dashboard's "inject
+	# fault" control: a demo's, not a production setting.
+	printf '%s\n' '# written by scripts/run.sh (make run)' 'beat: 2s' 'faults: true' \
 		'queues:' '  - name: demo' '    streams:' '      - {name: events, keep: 50, archived: true, trim_after: remote}' >"$config"
 fi
 say "configuration: $config"
@@ -81,7 +89,13 @@ for _ in $(seq 1 100); do
 done
 curl -fsS "$base/healthz" >/dev/null || { say "echostore serve does not answer at $base/healthz"; exit 1; }
 
-api() { curl -fsS "${auth[@]}" "$@"; }
+api() {
+	if [[ -n $token ]]; then
+		curl -fsS -H 'Content-Type: application/json' -H @<(printf 'Authorization: Bearer %s\n' "$token") "$@"
+	else
+		curl -fsS -H 'Content-Type: application/json' "$@"
+	fi
+}
 
 producer() {
 	local i=0

@@ -3,8 +3,13 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,7 +53,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("ScrubAndFault", func(t *testing.T) {
-		e := start(t, Config{Defaults: StreamConfig{Keep: 2}})
+		e := start(t, Config{Faults: true, Defaults: StreamConfig{Keep: 2}})
 		ctx := browser(t)
 		q := queueName(t)
 		key := q + "/s"
@@ -87,7 +92,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("Token", func(t *testing.T) {
-		e := start(t, Config{Token: "tok"})
+		e := start(t, Config{Token: testToken})
 		ctx := browser(t)
 		q := queueName(t)
 		// Without a session the event stream is refused and the page asks
@@ -95,7 +100,7 @@ func TestBrowser(t *testing.T) {
 		mustDo(t, ctx,
 			chromedp.Navigate(e.base+"/"),
 			chromedp.WaitVisible("#token"),
-			chromedp.SendKeys("#token", "tok"),
+			chromedp.SendKeys("#token", testToken),
 			chromedp.Click("#go"),
 		)
 		waitLive(t, ctx)
@@ -103,6 +108,96 @@ func TestBrowser(t *testing.T) {
 		appendN(e, q, "s", 0, 4)
 		e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=2", "")
 		waitRow(t, ctx, q+"/s", "2", "2")
+	})
+
+	t.Run("ReadToken", func(t *testing.T) {
+		// A read token signs the page in and shows the streams; the cycle
+		// control it cannot use says which scope it needs.
+		e := start(t, Config{Token: testToken, Tokens: scopedTokens()})
+		ctx := browser(t)
+		q := queueName(t)
+		appendN(e, q, "s", 0, 4)
+		e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=2", "")
+		mustDo(t, ctx,
+			chromedp.Navigate(e.base+"/"),
+			chromedp.WaitVisible("#token"),
+			chromedp.SendKeys("#token", readToken),
+			chromedp.Click("#go"),
+		)
+		waitLive(t, ctx)
+		waitRow(t, ctx, q+"/s", "2", "2")
+		if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#streams button.fault").length`)); err != nil || n != 0 {
+			t.Fatalf("fault controls without faults: true: %d %v", n, err)
+		}
+		click(t, ctx, q+"/s", "cycle")
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](
+			`document.getElementById("state").textContent.includes("write scope")`,
+			chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(0))); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("CrossSitePage", func(t *testing.T) {
+		// Finding 1 in a browser: a page of another origin sends the
+		// requests a page can send without a preflight (no-cors fetches
+		// and a form, text/plain) and one with application/json (which
+		// needs a preflight) to the reset and a cycle with a retention.
+		// All are refused; the archive keeps every record.
+		q := queueName(t)
+		e := start(t, Config{Queues: []QueueConfig{{Name: q, Streams: []StreamConfig{{Name: "s", Keep: 2, TrimAfter: "local"}}}}})
+		appendN(e, q, "s", 0, 10)
+		e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=2", "")
+		_, want := e.do("GET", "/v1/streams/"+q+"/s", "", nil)
+		vid := "archive." + q + ".s"
+		vol, err := e.srv.store.Volume(t.Context(), vid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := vol.Head()
+		posts := requests(t, e, "POST", "")
+		reset := e.base + "/v1/volumes/" + vid + "/reset?to_remote=true"
+		page := `<!doctype html><html><body>
+<form id="f" method="post" enctype="text/plain" target="sink" action="` + reset + `"><input name="x" value="y"></form>
+<iframe name="sink"></iframe>
+<script>
+Promise.allSettled([
+  fetch(` + "`" + reset + "`" + `, {method: "POST", mode: "no-cors", body: "x"}),
+  fetch(` + "`" + e.base + "/v1/streams/" + q + "/s/cycle?keep=1&retain_count=1" + "`" + `, {method: "POST", mode: "no-cors", body: "x"}),
+  fetch(` + "`" + reset + "`" + `, {method: "POST", headers: {"Content-Type": "application/json"}, body: "{}"}),
+]).then(() => { document.getElementById("f").submit(); document.title = "sent"; });
+</script></body></html>`
+		evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, page)
+		}))
+		defer evil.Close()
+		ctx := browser(t)
+		// The page's origin is another host name: cross-site, not only
+		// cross-origin.
+		mustDo(t, ctx, chromedp.Navigate(strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)))
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.title === "sent"`, chromedp.WithPollingTimeout(0))); err != nil {
+			t.Fatal(err)
+		}
+		// The server saw them: three POSTs (two fetches, the form) and the
+		// JSON fetch's preflight.
+		deadline := time.Now().Add(time.Minute)
+		for requests(t, e, "POST", "") < posts+3 || requests(t, e, "OPTIONS", "") < 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the server saw %d POSTs and %d preflights from the page, want 3 and 1",
+					requests(t, e, "POST", "")-posts, requests(t, e, "OPTIONS", ""))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if vol.Head() != head {
+			t.Fatalf("the volume's head moved from %d to %d", head, vol.Head())
+		}
+		if code, got := e.do("GET", "/v1/streams/"+q+"/s", "", nil); code != 200 || string(got) != string(want) {
+			t.Fatalf("merge-read after the page: %d\n%s\nwant\n%s", code, got, want)
+		}
+		// Each was refused at the boundary (403 for its Origin).
+		if n := requests(t, e, "POST", "403") + requests(t, e, "POST", "415"); n != 3 {
+			t.Fatalf("%d of the page's POSTs refused, want 3", n)
+		}
 	})
 }
 
@@ -222,4 +317,25 @@ func scrubTo(t *testing.T, ctx context.Context, pos int, id, side string) {
 		rows, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("scrub").innerText`))
 		t.Fatalf("scrubbed to %d: want %s… on the %s side; scrubber:\n%s\n%v", pos, id, side, rows, err)
 	}
+}
+
+// requests sums the requests /metrics counts with method and, unless "",
+// status code.
+func requests(t *testing.T, e *env, method, code string) int {
+	t.Helper()
+	_, b := e.do("GET", "/metrics", e.cfg.Token, nil)
+	n := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(l, "echostore_http_request_duration_seconds_count{") || !strings.Contains(l, `method="`+method+`"`) ||
+			(code != "" && !strings.Contains(l, `code="`+code+`"`)) {
+			continue
+		}
+		_, v, _ := strings.Cut(l, "} ")
+		c, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("/metrics: %q: %v", l, err)
+		}
+		n += c
+	}
+	return n
 }

@@ -72,10 +72,29 @@ type QueueConfig struct {
 // Redis means its default; LoadConfig reads one from YAML.
 type Config struct {
 	// Listen is the HTTP address (default DefaultListen). A non-loopback
-	// address needs a Token.
+	// address needs a token (Token or Tokens).
 	Listen string `yaml:"listen"`
-	// Token, if set, is the bearer token every /v1 call must carry.
+	// Token, if set, is a bearer token with the admin scope (at least
+	// MinTokenLen bytes). Tokens, whose values are read from files, keep
+	// them out of the configuration.
 	Token string `yaml:"token"`
+	// Tokens are the bearer tokens the server accepts, each with its
+	// scopes. With Token and Tokens both empty the API is open to every
+	// caller that passes the browser boundary (loopback only).
+	Tokens []TokenConfig `yaml:"tokens"`
+	// AllowedHosts are the Host header values the server answers besides
+	// its listen address ("name" for any port, or "name:port"): the names
+	// a reverse proxy or a DNS name in front of it gives. Any other Host is
+	// 421 Misdirected Request (a DNS-rebinding page reads nothing).
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// MetricsPublic serves /metrics without a token; by default it needs
+	// the read scope once the server has a token (its series name every
+	// queue and stream).
+	MetricsPublic bool `yaml:"metrics_public"`
+	// Faults registers the fault route, POST /v1/streams/{q}/{s}/fault
+	// (admin scope), which makes the next cycle of a stream skip its trim:
+	// for demos and drills only. Without it the route does not exist (404).
+	Faults bool `yaml:"faults"`
 	// Redis is the Redis URL.
 	Redis string `yaml:"redis"`
 	// Data is the data directory; its graft store is Data/graft.
@@ -127,15 +146,48 @@ type Config struct {
 	AllowEviction bool `yaml:"-"`
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger `yaml:"-"`
+
+	// tokens are Token and Tokens with their values, read by withDefaults.
+	tokens []authToken
 }
 
-// LoadConfig reads a YAML configuration file. Unknown keys are errors.
+// TokenConfig is one bearer token of Config.Tokens.
+type TokenConfig struct {
+	// Name names the token in errors and logs (never its value).
+	Name string `yaml:"name"`
+	// Scopes are "read", "write" and/or "admin"; the token may do what the
+	// highest of them allows (admin includes write, write includes read).
+	Scopes []string `yaml:"scopes"`
+	// File holds the token (a trailing newline is trimmed). It must exist,
+	// hold at least MinTokenLen bytes and not be readable by every user.
+	File string `yaml:"file"`
+	// Value is the token itself, for a Config built in code (no YAML key:
+	// a configuration file gives File).
+	Value string `yaml:"-"`
+}
+
+// LoadConfig reads a YAML configuration file. Unknown keys are errors. A
+// file that holds a token (token:) must not be readable by every user.
 func LoadConfig(path string) (Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return ParseConfig(b)
+	c, err := ParseConfig(b)
+	if err != nil {
+		return c, err
+	}
+	if c.Token != "" {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		if fi.Mode().Perm()&0o004 != 0 {
+			return Config{}, fmt.Errorf("%w: %s holds a token (token:) and is readable by every user of the machine (mode %v): chmod o-r %s, or move the token to a file of its own (tokens: [{name, scopes, file}])",
+				ErrConfig, path, fi.Mode().Perm(), path)
+		}
+	}
+	return c, nil
 }
 
 // ParseConfig parses a YAML configuration. Unknown keys are errors.
@@ -206,6 +258,17 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	var err error
+	if c.tokens, err = c.loadTokens(); err != nil {
+		return c, err
+	}
+	if len(c.tokens) == 0 && !loopback(c.Listen) {
+		return c, fmt.Errorf("%w: --listen %s: give a token of at least %d bytes (--token-file, ECHOSTORE_TOKEN or tokens: in the configuration), or listen on 127.0.0.1",
+			ErrInsecure, c.Listen, MinTokenLen)
+	}
+	if c.AllowedHosts, err = checkAllowedHosts(c.AllowedHosts); err != nil {
+		return c, err
 	}
 	if c.Discover == nil {
 		t := true

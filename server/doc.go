@@ -20,7 +20,8 @@
 //     same API answers; removed on shutdown. The CLI's commands that need
 //     the data dir go through it while serve runs (DESIGN.md, Processes).
 //   - A faulty archiver (fault.go) that runs a stream's next cycle when an
-//     admin armed a fault: it folds, then fails before the trim.
+//     admin armed a fault (a route that exists only with Config.Faults): it
+//     folds, then fails before the trim.
 //   - A private prometheus.Registry: nothing is registered globally.
 //
 // # Promises
@@ -43,15 +44,31 @@
 //   - Names are checked (package names) before any side effect; a refused
 //     request declares nothing and writes nothing.
 //   - Every API error is JSON {"error":{"code":…,"message":…}} with a status
-//     that says what kind it is (the Code… constants); bodies are parsed as
-//     JSON whatever the Content-Type says, and bounded by Config.MaxBody.
+//     that says what kind it is (the Code… constants); bodies are bounded
+//     by Config.MaxBody.
+//   - The browser boundary (boundary.go), before any route, token check or
+//     body read: a Host other than the listen address (or
+//     Config.AllowedHosts) is 421 misdirected on every route; on every
+//     route but the dashboard page, an Origin that is not the server's or a
+//     Sec-Fetch-Site other than same-origin or none is 403 cross_site; a
+//     request that can change state (any method but GET, HEAD, OPTIONS)
+//     without Content-Type application/json or application/x-ndjson is 415
+//     unsupported_media_type, an empty body too. No page of another site
+//     can change state: it cannot send that Content-Type without a CORS
+//     preflight, which the server never grants. Every answer carries
+//     Content-Security-Policy frame-ancestors 'none' and X-Frame-Options
+//     DENY.
 //   - Records are rendered by mq.AppendJSON only: a read through the API is
 //     byte-identical to `echostore stream read`, from live and archive alike.
-//   - With Config.Token every /v1 call needs "Authorization: Bearer <token>",
-//     compared in constant time; a listen address other than loopback is
-//     refused without a token (ErrInsecure). GET /v1/events, which a
-//     browser's EventSource reads without headers, also accepts the
-//     HttpOnly, SameSite=Strict session cookie that POST /v1/session sets.
+//   - With a token (Config.Token, Config.Tokens; each at least MinTokenLen
+//     bytes, else refused at start) every /v1 call, and /metrics unless
+//     Config.MetricsPublic, needs "Authorization: Bearer <token>", compared
+//     in constant time, with the Scope its route needs (auth.go,
+//     routeScope): 401 without a known token, 403 forbidden without the
+//     scope. A listen address other than loopback is refused without a
+//     token (ErrInsecure). GET /v1/events, which a browser's EventSource
+//     reads without headers, also accepts the HttpOnly, SameSite=Strict
+//     session cookie that POST /v1/session sets; it carries ScopeRead alone.
 //   - Shutdown (Run's context ends) loses nothing: the beat's cycle in flight
 //     runs to its end, requests in flight finish (bounded by
 //     ShutdownTimeout), event streams end, the store, remote and Redis client

@@ -5,10 +5,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -128,12 +124,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // handlerFunc is a handler that returns its error, written as JSON.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// Handler returns the server's HTTP handler: the API, /metrics, /healthz
-// and the dashboard.
-func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
+// route is one pattern of the server's mux and its handler.
+type route struct {
+	pattern string
+	h       http.Handler
+}
+
+// routes returns every route of the server: the API, behind the token
+// check (auth, with the scope routeScope gives each), /healthz, /metrics
+// and the dashboard. The fault route is there only with Config.Faults.
+func (s *Server) routes() []route {
+	var rs []route
 	api := func(pattern string, h handlerFunc) {
-		mux.Handle(pattern, s.instrument(s.auth(func(w http.ResponseWriter, r *http.Request) {
+		rs = append(rs, route{pattern, s.instrument(s.auth(func(w http.ResponseWriter, r *http.Request) {
 			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
 			if r.ContentLength != 0 {
 				// A body must arrive within Config.BodyTimeout: a client
@@ -144,7 +147,7 @@ func (s *Server) Handler() http.Handler {
 			if err := h(w, r); err != nil {
 				writeError(w, err)
 			}
-		})))
+		}))})
 	}
 	api("POST /v1/streams/{q}/{s}", s.handleAppend)
 	api("GET /v1/streams/{q}/{s}", s.handleRead)
@@ -160,13 +163,30 @@ func (s *Server) Handler() http.Handler {
 	api("GET /v1/volumes", s.handleVolumes)
 	api("GET /v1/volumes/{vid}", s.handleVolume)
 	s.volumeRoutes(api)
-	api("POST /v1/streams/{q}/{s}/fault", s.handleFault)
+	if s.cfg.Faults {
+		api("POST /v1/streams/{q}/{s}/fault", s.handleFault)
+	}
 	api("GET /v1/events", s.handleEvents)
 	api("POST /v1/session", s.handleSession)
-	mux.Handle("GET /healthz", s.instrument(http.HandlerFunc(s.handleHealth)))
-	mux.Handle("GET /metrics", s.instrument(promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{})))
-	mux.Handle("GET /{$}", s.instrument(http.HandlerFunc(s.handleDashboard)))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	metrics := http.Handler(promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
+	if !s.cfg.MetricsPublic {
+		metrics = s.auth(metrics.ServeHTTP)
+	}
+	rs = append(rs,
+		route{"GET /healthz", s.instrument(http.HandlerFunc(s.handleHealth))},
+		route{"GET /metrics", s.instrument(metrics)},
+		route{"GET /{$}", s.instrument(http.HandlerFunc(s.handleDashboard))})
+	return rs
+}
+
+// Handler returns the server's HTTP handler: the routes behind the
+// browser boundary (boundary.go).
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range s.routes() {
+		mux.Handle(rt.pattern, rt.h)
+	}
+	return s.boundary(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := mux.Handler(r); pattern != "" {
 			mux.ServeHTTP(w, r)
 			return
@@ -188,7 +208,7 @@ func (s *Server) Handler() http.Handler {
 			h = s.auth(h)
 		}
 		s.instrument(http.HandlerFunc(h)).ServeHTTP(w, r)
-	})
+	}))
 }
 
 // statusOnly records the status and headers of the mux's answer to a
@@ -248,67 +268,6 @@ func methodLabel(m string) string {
 		return m
 	}
 	return "other"
-}
-
-// SessionCookie is the name of the cookie that POST /v1/session sets.
-const SessionCookie = "echostore_session"
-
-// sessionValue is the session cookie's value for token: an HMAC of a fixed
-// label keyed by the token, so the cookie proves the token was presented
-// without carrying it, and every session ends when the token changes.
-func sessionValue(token string) string {
-	m := hmac.New(sha256.New, []byte(token))
-	m.Write([]byte("echostore session v1"))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// auth checks the bearer token when the server has one. A browser's
-// EventSource cannot send the Authorization header, so GET /v1/events (and
-// only it: it changes nothing, so the cookie opens no door to cross-site
-// requests that write) also accepts the session cookie that POST
-// /v1/session sets after checking the token. Both are compared in constant
-// time.
-func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
-	if s.cfg.Token == "" {
-		return h
-	}
-	want := []byte("Bearer " + s.cfg.Token)
-	session := []byte(sessionValue(s.cfg.Token))
-	return func(w http.ResponseWriter, r *http.Request) {
-		ok := subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) == 1
-		if !ok && r.Pattern == "GET /v1/events" {
-			if c, err := r.Cookie(SessionCookie); err == nil {
-				ok = subtle.ConstantTimeCompare([]byte(c.Value), session) == 1
-			}
-		}
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="echostore"`)
-			writeError(w, &apiError{http.StatusUnauthorized, CodeUnauthorized,
-				errors.New("missing or wrong bearer token: send Authorization: Bearer <token>")})
-			return
-		}
-		h(w, r)
-	}
-}
-
-// handleSession signs a browser in: the request carried the bearer token
-// (auth checked it), and the answer sets an HttpOnly, SameSite=Strict
-// session cookie that GET /v1/events accepts.
-func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) error {
-	if s.cfg.Token == "" {
-		writeJSON(w, http.StatusOK, map[string]any{"session": false, "reason": "this server has no token"})
-		return nil
-	}
-	http.SetCookie(w, &http.Cookie{
-		Name:     SessionCookie,
-		Value:    sessionValue(s.cfg.Token),
-		Path:     "/v1/",
-		HttpOnly: true,
-		SameSite: http.SameSiteStrictMode,
-		Secure:   r.TLS != nil,
-	})
-	writeJSON(w, http.StatusOK, map[string]any{"session": true})
-	return nil
 }
 
 // streamPath validates the {q} and {s} of the path.
@@ -902,8 +861,8 @@ func (s *Server) handleVolume(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
-	w.Write(web.Index)
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "+frameAncestors)
+	w.Write(web.Page(s.cfg.Faults))
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {

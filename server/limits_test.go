@@ -20,7 +20,7 @@ import (
 func TestMaxStreams(t *testing.T) {
 	q := queueName(t)
 	on := true
-	e := start(t, Config{MaxStreams: 3, Discover: &on, Queues: []QueueConfig{{Name: q, Streams: []StreamConfig{{Name: "configured"}}}}})
+	e := start(t, Config{MaxStreams: 3, Faults: true, Discover: &on, Queues: []QueueConfig{{Name: q, Streams: []StreamConfig{{Name: "configured"}}}}})
 	ctx := t.Context()
 	c, err := mq.Connect(ctx, mq.Options{URL: e.cfg.Redis, AllowEviction: true})
 	if err != nil {
@@ -87,6 +87,7 @@ func TestMaxStreamsConcurrent(t *testing.T) {
 		wg.Go(func() {
 			req, _ := http.NewRequestWithContext(t.Context(), "POST", fmt.Sprintf("%s/v1/streams/%s/s%d", e.base, q, i),
 				strings.NewReader(`{"fields":{"n":"1"}}`))
+			req.Header.Set("Content-Type", "application/json")
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Error(err)

@@ -70,7 +70,7 @@ func startLogged(t *testing.T, cfg Config) (*env, *syncBuffer) {
 func TestSecurityHTTPNames(t *testing.T) {
 	parent := t.TempDir()
 	data := filepath.Join(parent, "data")
-	e := start(t, Config{Data: data})
+	e := start(t, Config{Data: data, Faults: true})
 	good := queueName(t)
 	bad := []string{"..%2F..%2Fescape", "%2Fabs", "a%00b", "x%7D", "%7Bx", "x:archived", "%C3%A9", "%D0%B0dmin",
 		"a%E2%80%8Bb", "a%20b", "a%0Ab", "a%5Cb", strings.Repeat("n", 129), "..", "."}
@@ -130,7 +130,7 @@ func TestSecurityMetricsLabelsBounded(t *testing.T) {
 		e.do(fmt.Sprintf("M%03d", i), "/v1/nothing", "", nil)
 		e.do(fmt.Sprintf("X%03d", i), "/healthz", "", nil)
 	}
-	code, b := e.do("GET", "/metrics", "", nil)
+	code, b := e.do("GET", "/metrics", e.cfg.Token, nil)
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
 	}
@@ -172,7 +172,7 @@ func TestSecurityNoSecretsInLogsOrMetrics(t *testing.T) {
 	keep(e.do("POST", "/v1/streams/"+q+"/s", token, strings.NewReader(`not json`)))
 	keep(e.do("POST", "/v1/streams/"+q+"/live/cycle?keep=0", token, nil))
 	keep(e.do("POST", "/v1/session", token, nil))
-	keep(e.do("GET", "/metrics", "", nil))
+	keep(e.do("GET", "/metrics", token, nil))
 	keep(e.do("GET", "/healthz", "", nil))
 	if err := e.stop(); err != nil {
 		t.Logf("Run: %v", err)
@@ -204,7 +204,8 @@ func TestSecurityTrickledBodyCutOff(t *testing.T) {
 	// Guard only: the test fails, rather than hangs, if the server never
 	// ends the request.
 	conn.SetDeadline(time.Now().Add(time.Minute))
-	fmt.Fprintf(conn, "POST /v1/streams/%s/s HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"fields\":", q)
+	fmt.Fprintf(conn, "POST /v1/streams/%s/s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"fields\":",
+		q, strings.TrimPrefix(e.base, "http://"))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		var ne net.Error

@@ -29,7 +29,8 @@ import (
 
 // Sentinel errors of New and Run.
 var (
-	// ErrInsecure: a non-loopback listen address without a token.
+	// ErrInsecure: a non-loopback listen address without a token
+	// (Config.withDefaults checks it).
 	ErrInsecure = errors.New("serve: a listen address other than loopback needs a token")
 	// ErrDataLocked: another process holds the data directory.
 	ErrDataLocked = errors.New("serve: the data directory is in use by another echostore process")
@@ -98,9 +99,6 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return nil, err
-	}
-	if cfg.Token == "" && !loopback(cfg.Listen) {
-		return nil, fmt.Errorf("%w: --listen %s: give --token (or ECHOSTORE_TOKEN), or listen on 127.0.0.1", ErrInsecure, cfg.Listen)
 	}
 	s := &Server{
 		cfg:      cfg,

@@ -132,6 +132,9 @@ func (e *env) do(method, path, token string, body io.Reader) (int, []byte) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	if stateChanging(method) {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatalf("%s %s: %v", method, path, err)
@@ -149,6 +152,7 @@ func (e *env) session(token string) *http.Cookie {
 	e.t.Helper()
 	req, _ := http.NewRequestWithContext(e.t.Context(), "POST", e.base+"/v1/session", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
@@ -373,15 +377,15 @@ func TestErrors(t *testing.T) {
 // TestToken: with a token every /v1 call needs it; /healthz does not; a
 // non-loopback address is refused without one.
 func TestToken(t *testing.T) {
-	e := start(t, Config{Token: "s3cret"})
+	e := start(t, Config{Token: testToken})
 	q := queueName(t)
-	for _, tok := range []string{"", "wrong", "s3cre", "s3cretX"} {
+	for _, tok := range []string{"", "wrong", testToken[:len(testToken)-1], testToken + "X"} {
 		code, b := e.do("GET", "/v1/volumes", tok, nil)
 		e.wantError(code, b, 401, CodeUnauthorized)
 		code, b = e.do("POST", "/v1/streams/"+q+"/s", tok, strings.NewReader(`{"fields":{"a":"b"}}`))
 		e.wantError(code, b, 401, CodeUnauthorized)
 	}
-	if code, b := e.do("GET", "/v1/volumes", "s3cret", nil); code != 200 {
+	if code, b := e.do("GET", "/v1/volumes", testToken, nil); code != 200 {
 		t.Fatalf("with the token: %d %s", code, b)
 	}
 	code, b := e.do("GET", "/v1/nothing", "", nil)
@@ -390,7 +394,7 @@ func TestToken(t *testing.T) {
 		t.Fatalf("healthz: %d", code)
 	}
 	// A token in the URL is not accepted (it would end up in access logs).
-	if code, _ := e.do("GET", "/v1/events?access_token=s3cret", "", nil); code != 401 {
+	if code, _ := e.do("GET", "/v1/events?access_token="+testToken, "", nil); code != 401 {
 		t.Fatalf("events with the token in the URL: %d, want 401", code)
 	}
 	// The session cookie: set only by a signed-in POST /v1/session,
@@ -398,8 +402,8 @@ func TestToken(t *testing.T) {
 	if code, b := e.do("POST", "/v1/session", "", nil); code != 401 {
 		t.Fatalf("session without the token: %d %s", code, b)
 	}
-	cookie := e.session("s3cret")
-	if !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Value == "" || strings.Contains(cookie.Value, "s3cret") {
+	cookie := e.session(testToken)
+	if !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Value == "" || strings.Contains(cookie.Value, testToken) {
 		t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Strict, not carrying the token", cookie)
 	}
 	if code := e.withCookie("GET", "/v1/volumes", cookie); code != 401 {
@@ -450,11 +454,11 @@ func (s sse) next() (string, string, error) {
 // TestEventsCycle: a cycle produces a cycle event and an lsn event on
 // /v1/events over HTTP.
 func TestEventsCycle(t *testing.T) {
-	e := start(t, Config{Token: "tok"})
+	e := start(t, Config{Token: testToken})
 	q := queueName(t)
 	// A browser signs in once and the event stream carries the cookie.
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", e.base+"/v1/events", nil)
-	req.AddCookie(e.session("tok"))
+	req.AddCookie(e.session(testToken))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -534,7 +538,7 @@ func TestBeatAndShutdown(t *testing.T) {
 				default:
 				}
 				body := fmt.Sprintf(`{"fields":{"p":"%d","i":"%d"}}`, p, i)
-				resp, err := http.Post(e.base+"/v1/streams/"+q+"/s", "text/plain", strings.NewReader(body))
+				resp, err := http.Post(e.base+"/v1/streams/"+q+"/s", "application/json", strings.NewReader(body))
 				if err != nil {
 					return // the server has stopped listening
 				}
@@ -877,7 +881,7 @@ func TestSIGTERM(t *testing.T) {
 // TestUnixSocket: the API answers on <data>/serve.sock too, owner-only, and
 // the socket is gone after shutdown.
 func TestUnixSocket(t *testing.T) {
-	e := start(t, Config{Token: "tok"})
+	e := start(t, Config{Token: testToken})
 	q := queueName(t)
 	path := e.srv.SocketPath()
 	fi, err := os.Stat(path)
@@ -892,7 +896,8 @@ func TestUnixSocket(t *testing.T) {
 	}}}
 	req := func(method, target, body string) (int, string) {
 		r, _ := http.NewRequestWithContext(t.Context(), method, "http://serve"+target, strings.NewReader(body))
-		r.Header.Set("Authorization", "Bearer tok")
+		r.Header.Set("Authorization", "Bearer "+testToken)
+		r.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(r)
 		if err != nil {
 			t.Fatalf("%s %s over the socket: %v", method, target, err)

@@ -29,7 +29,8 @@ const serveDialTimeout = 2 * time.Second
 // serveClient talks to the `echostore serve` that holds a data dir, over
 // its unix socket <data>/serve.sock (DESIGN.md, Processes): the same HTTP
 // API as on its TCP address. The token, if serve has one, comes from
-// ECHOSTORE_TOKEN.
+// --token-file (or ECHOSTORE_TOKEN_FILE), else ECHOSTORE_TOKEN: never from
+// a flag's value, which every user would see in ps.
 type serveClient struct {
 	sock  string
 	token string
@@ -42,14 +43,21 @@ type serveClient struct {
 // false: the command opens the data dir itself (and meets its lock, if a
 // serve still holds it). err is non-nil only when the socket answers
 // something other than echostore serve.
-func viaServe(ctx context.Context, dataDir string) (*serveClient, bool, error) {
-	sock := filepath.Join(dataDir, server.SocketName)
+func viaServe(ctx context.Context, g *globals) (*serveClient, bool, error) {
+	sock := filepath.Join(g.data, server.SocketName)
 	if fi, err := os.Stat(sock); err != nil || fi.Mode().Type() != os.ModeSocket {
 		return nil, false, nil
 	}
+	token := os.Getenv("ECHOSTORE_TOKEN")
+	if g.tokenFile != "" {
+		var err error
+		if token, err = server.ReadTokenFile(g.tokenFile); err != nil {
+			return nil, false, fmt.Errorf("--token-file: %w", err)
+		}
+	}
 	c := &serveClient{
 		sock:  sock,
-		token: os.Getenv("ECHOSTORE_TOKEN"),
+		token: token,
 		hc: &http.Client{Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				d := net.Dialer{Timeout: serveDialTimeout}
@@ -93,8 +101,11 @@ type serveError struct {
 }
 
 func (e *serveError) Error() string {
-	if e.status == http.StatusUnauthorized {
-		return fmt.Sprintf("%s (the serve on %s has a token: set ECHOSTORE_TOKEN to it)", e.message, e.sock)
+	switch {
+	case e.status == http.StatusUnauthorized:
+		return fmt.Sprintf("%s (the serve on %s has a token: give its file with --token-file or ECHOSTORE_TOKEN_FILE, or set ECHOSTORE_TOKEN)", e.message, e.sock)
+	case e.code == server.CodeForbidden:
+		return fmt.Sprintf("%s (the serve on %s: use a token with that scope)", e.message, e.sock)
 	}
 	return fmt.Sprintf("%s (through the serve on %s)", e.message, e.sock)
 }
@@ -117,7 +128,9 @@ func (c *serveClient) do(ctx context.Context, method, path string, query url.Val
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	if body != nil {
+	if body != nil || (method != http.MethodGet && method != http.MethodHead) {
+		// serve refuses a request that changes state without it (the
+		// browser boundary), an empty body too.
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.hc.Do(req)
@@ -222,7 +235,7 @@ type (
 // checked; retain applies to this cycle alone, as run directly (the zero
 // Retention: none, whatever serve's configuration says).
 func archiveCycleViaServe(ctx context.Context, g *globals, q, s string, keep int64, maxAge time.Duration, trimAfter string, retain archive.Retention) (done bool, err error) {
-	c, ok, err := viaServe(ctx, g.data)
+	c, ok, err := viaServe(ctx, g)
 	if !ok || err != nil {
 		return err != nil, err
 	}
@@ -239,7 +252,7 @@ func archiveCycleViaServe(ctx context.Context, g *globals, q, s string, keep int
 // that holds --data, if one does (done): serve deletes with its own store
 // and remote, and stops cycling the stream.
 func archiveDeleteViaServe(ctx context.Context, g *globals, q, s string) (done bool, err error) {
-	c, ok, err := viaServe(ctx, g.data)
+	c, ok, err := viaServe(ctx, g)
 	if !ok || err != nil {
 		return err != nil, err
 	}
@@ -253,7 +266,7 @@ func archiveDeleteViaServe(ctx context.Context, g *globals, q, s string) (done b
 // archiveStatusViaServe runs `archive status` through the serve that holds
 // --data, if one does (done).
 func archiveStatusViaServe(ctx context.Context, g *globals, q, s string) (done bool, err error) {
-	c, ok, err := viaServe(ctx, g.data)
+	c, ok, err := viaServe(ctx, g)
 	if !ok || err != nil {
 		return err != nil, err
 	}
@@ -269,7 +282,7 @@ func archiveStatusViaServe(ctx context.Context, g *globals, q, s string) (done b
 // async job needs no flush before the answer: its accept tier holds it.
 // A non-zero runAt makes the job due then (--run-at, or now + --delay).
 func enqueueViaServe(ctx context.Context, g *globals, q string, id brand.ID, payload []byte, mode accept.Mode, runAt time.Time) (done bool, err error) {
-	c, ok, err := viaServe(ctx, g.data)
+	c, ok, err := viaServe(ctx, g)
 	if !ok || err != nil {
 		return err != nil, err
 	}
@@ -314,7 +327,7 @@ func enqueueViaServe(ctx context.Context, g *globals, q string, id brand.ID, pay
 // volumesViaServe prints `volume ls` through the serve that holds --data,
 // if one does (done).
 func volumesViaServe(ctx context.Context, g *globals) (done bool, err error) {
-	c, ok, err := viaServe(ctx, g.data)
+	c, ok, err := viaServe(ctx, g)
 	if !ok || err != nil {
 		return err != nil, err
 	}
@@ -335,7 +348,7 @@ func volumesViaServe(ctx context.Context, g *globals) (done bool, err error) {
 // route POST /v1/volumes/{vid}/{op} with query. It prints the answer, the
 // volume's info and op's fields, as the command does.
 func volumeViaServe(ctx context.Context, g *globals, vid, op string, query url.Values) (done bool, err error) {
-	c, ok, err := viaServe(ctx, g.data)
+	c, ok, err := viaServe(ctx, g)
 	if !ok || err != nil {
 		return err != nil, err
 	}

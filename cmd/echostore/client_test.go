@@ -218,13 +218,13 @@ func TestCLIThroughServeToken(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	g := []string{"--redis", r.URL, "--data", data}
-	startServe(t, r.URL, data, "", "tok")
+	startServe(t, r.URL, data, "", "cli-token-0123456789abcdef")
 	t.Setenv("ECHOSTORE_TOKEN", "")
 	_, _, err := run(t, "", append(g, "volume", "ls")...)
 	if err == nil || !strings.Contains(err.Error(), "ECHOSTORE_TOKEN") {
 		t.Fatalf("without the token: %v", err)
 	}
-	t.Setenv("ECHOSTORE_TOKEN", "tok")
+	t.Setenv("ECHOSTORE_TOKEN", "cli-token-0123456789abcdef")
 	out, _, err := run(t, "", append(g, "volume", "ls")...)
 	if err != nil || !strings.HasPrefix(out, "[") {
 		t.Fatalf("with the token: %q %v", out, err)

@@ -21,6 +21,9 @@ type globals struct {
 	redis  string // --redis, ECHOSTORE_REDIS
 	data   string // --data, ECHOSTORE_DATA
 	remote string // --remote, ECHOSTORE_REMOTE; default file://<data>/remote
+	// tokenFile (--token-file, ECHOSTORE_TOKEN_FILE) holds the bearer
+	// token: serve's admin token, the one the other commands send to it.
+	tokenFile string
 
 	stdout io.Writer
 	stderr io.Writer
@@ -71,6 +74,8 @@ single ordered stream.`,
 		"data directory [$ECHOSTORE_DATA]")
 	pf.StringVar(&g.remote, "remote", envOr("ECHOSTORE_REMOTE", ""),
 		"object-store URL: file://DIR or s3://BUCKET?endpoint=… (default file://<data>/remote) [$ECHOSTORE_REMOTE]")
+	pf.StringVar(&g.tokenFile, "token-file", envOr("ECHOSTORE_TOKEN_FILE", ""),
+		"file holding the bearer token (serve: an admin token; other commands: sent to the serve holding --data); else $ECHOSTORE_TOKEN [$ECHOSTORE_TOKEN_FILE]")
 
 	root.AddCommand(
 		newIDCmd(g),

@@ -16,7 +16,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		beat                  time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "serve [--listen 127.0.0.1:7070] [--config FILE] [--token T] [--beat D]",
+		Use:   "serve [--listen 127.0.0.1:7070] [--config FILE] [--token-file FILE] [--beat D]",
 		Short: "Run the archive driver and retention on a beat, the HTTP API, the dashboard and /metrics",
 		Long: `Serve the data dir: run the archive driver (fold, then trim) and trim-only
 retention over the declared streams every --beat, and the HTTP API (/v1/…),
@@ -27,8 +27,13 @@ the API) and is archived with the window keep=10000. A YAML --config declares
 queues and streams (keep, max_age, archived, trim_after), the remote, the beat;
 flags and environment variables override it. docs/SERVE.md has the details.
 
-A --listen address other than loopback needs --token (or ECHOSTORE_TOKEN):
-every /v1 call then needs "Authorization: Bearer <token>".
+A token (at least 16 bytes) is an admin token given by --token-file FILE or
+ECHOSTORE_TOKEN, or the config's tokens: [{name, scopes: [read|write|admin],
+file}]; every /v1 call then needs "Authorization: Bearer <token>" with the
+scope its route needs. A --listen address other than loopback needs a token.
+Every request that changes state must carry Content-Type: application/json,
+and no request of another site's page, nor a Host other than the listen
+address (or the config's allowed_hosts), is answered.
 SIGTERM or Ctrl-C: the cycle in flight and the requests in flight finish,
 the data dir is closed, and serve exits 0.`,
 		Args: cobra.NoArgs,
@@ -53,7 +58,19 @@ the data dir is closed, and serve exits 0.`,
 				}
 			}
 			pick(&cfg.Listen, "listen", "ECHOSTORE_LISTEN", listen)
-			pick(&cfg.Token, "token", "ECHOSTORE_TOKEN", token)
+			// One admin token from outside the config, replacing its token:
+			// (its tokens: list stays): the deprecated --token if given,
+			// else --token-file, else ECHOSTORE_TOKEN.
+			switch {
+			case given("token", ""):
+				g.log.Warn("serve: --token is deprecated: its value shows in ps; use --token-file or ECHOSTORE_TOKEN")
+				cfg.Token = token
+			case g.tokenFile != "":
+				cfg.Token = ""
+				cfg.Tokens = append(cfg.Tokens, server.TokenConfig{Name: "--token-file", Scopes: []string{"admin"}, File: g.tokenFile})
+			case os.Getenv("ECHOSTORE_TOKEN") != "":
+				cfg.Token = os.Getenv("ECHOSTORE_TOKEN")
+			}
 			pick(&cfg.Redis, "redis", "ECHOSTORE_REDIS", g.redis)
 			pick(&cfg.Data, "data", "ECHOSTORE_DATA", g.data)
 			pick(&cfg.Remote, "remote", "ECHOSTORE_REMOTE", g.remote)
@@ -71,7 +88,7 @@ the data dir is closed, and serve exits 0.`,
 			ctx := cmd.Context()
 			srv, err := server.New(ctx, cfg)
 			switch {
-			case errors.Is(err, server.ErrInsecure):
+			case errors.Is(err, server.ErrInsecure), errors.Is(err, server.ErrConfig):
 				return err
 			case errors.Is(err, server.ErrDataLocked):
 				return fmt.Errorf("%w; stop the other serve, or give this one its own --data", err)
@@ -84,7 +101,8 @@ the data dir is closed, and serve exits 0.`,
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", envOr("ECHOSTORE_LISTEN", server.DefaultListen), "HTTP address [$ECHOSTORE_LISTEN]")
 	f.StringVar(&config, "config", "", "YAML configuration file (flags and environment variables override it)")
-	f.StringVar(&token, "token", envOr("ECHOSTORE_TOKEN", ""), "bearer token every /v1 call must carry [$ECHOSTORE_TOKEN]")
+	f.StringVar(&token, "token", "", "an admin bearer token (deprecated: its value shows in ps)")
+	_ = f.MarkDeprecated("token", "its value shows in ps and the shell's history: put the token in a file (chmod 600) and give --token-file FILE, or set ECHOSTORE_TOKEN")
 	f.DurationVar(&beat, "beat", server.DefaultBeat, "how often the archive driver and retention run")
 	return cmd
 }

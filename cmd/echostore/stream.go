@@ -211,7 +211,7 @@ works with Redis down.`,
 			if !liveOnly {
 				rg := archive.Range{From: lo, To: hi, Limit: limit, Reverse: reverse}
 				// The data dir is needed: a serve holding it reads for us.
-				if c, ok, err := viaServe(ctx, g.data); err != nil {
+				if c, ok, err := viaServe(ctx, g); err != nil {
 					return err
 				} else if ok {
 					return c.readStream(ctx, g, args[0], args[1], rg, false, archiveOnly)
