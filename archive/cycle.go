@@ -282,18 +282,11 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 		return res, fmt.Errorf("archive cycle %s/%s: %s ends at %s, the seam cache at %s: refusing to fold or trim; pull the volume first: %w",
 			q, s, vname, formatW(st), brand.EVT.Format(seam.W), ErrVolumeBehind)
 	}
-	cache := st // what the seam cache should say
-	if a.opts.TrimAfter == TrimAfterRemote {
-		if cache, err = a.remoteState(ctx, vol); err != nil {
-			return res, err
-		}
-	}
-	// The cache only rises (a copy ahead of it rewrites it); with
-	// TrimAfterRemote it may be ahead of what this copy pushed (written
-	// by an earlier version from local folds): it is left alone then.
-	if !st.Empty() && (!ok || cache.W > seam.W || (cache.W == seam.W && seam.LSN != cache.LSN) ||
-		(a.opts.TrimAfter == TrimAfterLocal && seam.W != cache.W)) {
-		if err := a.publish(ctx, q, s, st, cache); err != nil {
+	// With TrimAfterRemote the cache follows the pushes (it is rewritten
+	// after this cycle's push, only ever upwards): here only the stream's
+	// last id is raised to the local W.
+	if !st.Empty() && (!ok || seam.W != st.W || seam.LSN != st.LSN) {
+		if err := a.publish(ctx, q, s, st, a.localCache(st)); err != nil {
 			return res, err
 		}
 	}

@@ -30,14 +30,25 @@ const (
 	CodeRemoteMismatch = "remote_mismatch"
 )
 
-// volumeError maps the errors of the replication routes that have codes of
-// their own to them; others pass unchanged.
-func volumeError(err error) error {
+// volumeCode returns the status and code of the replication errors that
+// have codes of their own (ok false for any other error). classify may
+// call it, so that routes other than the volume routes (a merge-read's
+// pull, a cycle's push) answer them too.
+func volumeCode(err error) (status int, code string, ok bool) {
 	switch {
 	case errors.Is(err, graft.ErrWouldDiscard):
-		return &apiError{http.StatusConflict, CodeWouldDiscard, err}
+		return http.StatusConflict, CodeWouldDiscard, true
 	case errors.Is(err, graft.ErrRemoteMismatch):
-		return &apiError{http.StatusConflict, CodeRemoteMismatch, err}
+		return http.StatusConflict, CodeRemoteMismatch, true
+	}
+	return 0, "", false
+}
+
+// volumeError gives an error of the replication routes its own status and
+// code (volumeCode); others pass unchanged.
+func volumeError(err error) error {
+	if status, code, ok := volumeCode(err); ok {
+		return &apiError{status, code, err}
 	}
 	return err
 }

@@ -112,3 +112,41 @@ func TestCLIRemoteMismatch(t *testing.T) {
 		t.Fatalf("push through serve against B: %v", err)
 	}
 }
+
+// TestCLICheckpointKeepsWriterLocal reproduces the first half of finding
+// 13: after `volume checkpoint` of a writer's own archive volume and its
+// next cycle (which pulled the checkpoint in), its pages had turned into
+// remote references and its `--archive-only` read failed once the remote
+// was gone. Now the cycle adopts the checkpoint and the read works with no
+// remote at all.
+func TestCLICheckpointKeepsWriterLocal(t *testing.T) {
+	r := startRedis(t)
+	dir := t.TempDir()
+	data, rdir := filepath.Join(dir, "data"), filepath.Join(dir, "remote")
+	g := []string{"--redis", r.URL, "--data", data, "--remote", "file://" + rdir}
+	cli := mustRun(t, g)
+	for i := range 300 {
+		cli("stream", "append", "q", "s", fmt.Sprintf("n=%d", i), "pad="+strings.Repeat("x", 200))
+	}
+	cli("archive", "cycle", "q", "s", "--keep", "10", "--trim-after", "remote")
+	want := cli("stream", "read", "q", "s", "--archive-only")
+	if out := cli("volume", "checkpoint", "archive.q.s"); !strings.Contains(out, `"checkpoint_lsn":2`) {
+		t.Fatalf("checkpoint: %s", out)
+	}
+	cli("stream", "append", "q", "s", "n=last")
+	cli("archive", "cycle", "q", "s", "--keep", "10", "--trim-after", "remote")
+	info := cli("volume", "info", "archive.q.s")
+	if !strings.Contains(info, `"unfetched_frames":0`) {
+		t.Fatalf("after the checkpoint the writer has remote pages: %s", info)
+	}
+	if err := os.Rename(rdir, rdir+".away"); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := run(t, "", "--data", data, "stream", "read", "q", "s", "--archive-only")
+	if err != nil {
+		t.Fatalf("archive-only read without the remote: %v (%s)", err, stderr)
+	}
+	if !strings.HasPrefix(out, want) || len(lines(out)) != len(lines(want))+1 {
+		t.Fatalf("archive-only read without the remote: %d lines, want %d", len(lines(out)), len(lines(want))+1)
+	}
+}
