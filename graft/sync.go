@@ -134,17 +134,24 @@ func (v *Volume) Pull(ctx context.Context, progress func(done, total int)) (remo
 		return sp, nil // quiet: one LIST
 	}
 	// Checkpoints written from the log on top of the sync point change
-	// nothing: adopt them (before settling a pending push: one that holds
-	// no LSN of its own lost it to such a checkpoint, and is dropped, its
-	// local commits still to push), then settle, then adopt those above.
-	if _, err := v.adoptCheckpoints(ctx, l); err != nil {
+	// nothing. A volume with nothing unpushed applies them as it pulls
+	// (Apply records them as its sync point); one with unpushed commits or
+	// a pending push adopts them first (before settling the pending push:
+	// one that holds no LSN of its own lost it to such a checkpoint, and is
+	// dropped, its local commits still to push), then settles, then adopts
+	// those above.
+	if cur, err := v.Pending(ctx); err != nil {
 		return sp, fmt.Errorf("graft: pull volume %q: %w", v.name, err)
+	} else if cur != nil || st.Head != st.SyncLocal {
+		if _, err := v.adoptCheckpoints(ctx, l); err != nil {
+			return sp, fmt.Errorf("graft: pull volume %q: %w", v.name, err)
+		}
 	}
 	pend, lost, err := v.settlePending(ctx, l)
 	if err != nil {
 		return sp, fmt.Errorf("graft: pull volume %q: %w", v.name, err)
 	}
-	if pend == nil {
+	if cur := v.state.Load(); pend == nil && cur.Head != cur.SyncLocal {
 		if _, err := v.adoptCheckpoints(ctx, l); err != nil {
 			return sp, fmt.Errorf("graft: pull volume %q: %w", v.name, err)
 		}
