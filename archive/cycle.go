@@ -282,8 +282,11 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 		return res, fmt.Errorf("archive cycle %s/%s: %s ends at %s, the seam cache at %s: refusing to fold or trim; pull the volume first: %w",
 			q, s, vname, formatW(st), brand.EVT.Format(seam.W), ErrVolumeBehind)
 	}
+	// With TrimAfterRemote the cache follows the pushes (it is rewritten
+	// after this cycle's push, only ever upwards): here only the stream's
+	// last id is raised to the local W.
 	if !st.Empty() && (!ok || seam.W != st.W || seam.LSN != st.LSN) {
-		if err := a.publish(ctx, q, s, st); err != nil {
+		if err := a.publish(ctx, q, s, st, a.localCache(st)); err != nil {
 			return res, err
 		}
 	}
@@ -324,7 +327,7 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 		if a.afterFold != nil {
 			a.afterFold()
 		}
-		if err := a.publish(ctx, q, s, st); err != nil {
+		if err := a.publish(ctx, q, s, st, a.localCache(st)); err != nil {
 			return res, err
 		}
 		if len(slice) < a.opts.Chunk {
@@ -338,6 +341,11 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 	if a.opts.TrimAfter == TrimAfterRemote {
 		if bound, err = a.pushed(ctx, vol); err != nil {
 			return res, err
+		}
+		if !ok || bound.W >= seam.W {
+			if err := a.publish(ctx, q, s, st, bound); err != nil {
+				return res, err
+			}
 		}
 	}
 	if bound.Empty() {
@@ -382,7 +390,7 @@ func (a *Archiver) retain(ctx context.Context, q, s string, vol *graft.Volume, s
 	}
 	res.Dropped += int64(n)
 	a.log.Info("archive retention dropped records", "queue", q, "stream", s, "dropped", n, "low", next.Low, "lsn", next.LSN)
-	return next, a.publish(ctx, q, s, next)
+	return next, a.publish(ctx, q, s, next, a.localCache(next))
 }
 
 // reclaim runs the volume's GC after a successful cycle with retention, so
@@ -412,20 +420,40 @@ func (a *Archiver) slice(ctx context.Context, q, s string, from, to brand.ID) ([
 	return out, nil
 }
 
-// publish raises the stream's last id to W and rewrites the seam cache.
-func (a *Archiver) publish(ctx context.Context, q, s string, st State) error {
-	if _, err := a.opts.Live.SetID(ctx, q, s, st.W); err != nil {
+// publish raises the stream's last id to top's W and rewrites the seam
+// cache with cache (unless cache is empty: then the cache is left as is).
+//
+// The seam cache names the W that every copy of the volume a read or a
+// cycle uses must cover, because the stream may be trimmed up to it. With
+// TrimAfterLocal that is the local fold's W (the trim follows the fold);
+// with TrimAfterRemote it is the W the remote holds (the trim follows the
+// push, and only to what it covers), so the cache never names a W that
+// only unpushed local commits hold: a reset to the remote after a failed
+// push, which drops them, leaves the cache covered and the stream readable
+// and trimmable, and a copy behind the cache can always pull what it lacks.
+func (a *Archiver) publish(ctx context.Context, q, s string, top, cache State) error {
+	if _, err := a.opts.Live.SetID(ctx, q, s, top.W); err != nil {
 		return err
 	}
-	return a.opts.Live.PutArchived(ctx, q, s, mq.Seam{W: st.W, LSN: st.LSN})
+	if cache.Empty() {
+		return nil
+	}
+	return a.opts.Live.PutArchived(ctx, q, s, mq.Seam{W: cache.W, LSN: cache.LSN})
 }
 
-// pushed pushes vol and returns the archive state at the newest LSN the
-// remote holds.
-func (a *Archiver) pushed(ctx context.Context, vol *graft.Volume) (State, error) {
-	if err := a.opts.Pusher.Push(ctx, vol); err != nil {
-		return State{}, fmt.Errorf("archive: push %s: %w", vol.Name(), err)
+// localCache is what the seam cache says after a local change of the
+// volume to st: st with TrimAfterLocal; nothing new with TrimAfterRemote
+// (the cache follows the pushes).
+func (a *Archiver) localCache(st State) State {
+	if a.opts.TrimAfter == TrimAfterRemote {
+		return State{}
 	}
+	return st
+}
+
+// remoteState returns the archive state of vol at the newest local LSN the
+// remote holds (empty if none), without pushing.
+func (a *Archiver) remoteState(ctx context.Context, vol *graft.Volume) (State, error) {
 	lsn, err := a.opts.Pusher.Pushed(ctx, vol)
 	if err != nil {
 		return State{}, fmt.Errorf("archive: pushed LSN of %s: %w", vol.Name(), err)
@@ -439,6 +467,15 @@ func (a *Archiver) pushed(ctx context.Context, vol *graft.Volume) (State, error)
 	}
 	defer snap.Close()
 	return stateAt(ctx, snap)
+}
+
+// pushed pushes vol and returns the archive state at the newest LSN the
+// remote holds.
+func (a *Archiver) pushed(ctx context.Context, vol *graft.Volume) (State, error) {
+	if err := a.opts.Pusher.Push(ctx, vol); err != nil {
+		return State{}, fmt.Errorf("archive: push %s: %w", vol.Name(), err)
+	}
+	return a.remoteState(ctx, vol)
 }
 
 // acquire takes the stream's lease, waiting for a held one to expire, at

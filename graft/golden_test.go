@@ -53,19 +53,38 @@ func TestGoldenStoreRecordV1(t *testing.T) {
 
 var goldenHash = [32]byte{0xAA, 1, 2, 3, 31: 0xBB}
 
-// TestGoldenVolumeRecord: version 2 (written today) and version 1 (stores
-// written before replication), which the current reader still reads with
-// the replication fields zero.
+// TestGoldenVolumeRecord: version 3 (written today), version 2 (stores
+// written before remote identities) and version 1 (before replication),
+// which the current reader still reads with the newer fields zero.
 func TestGoldenVolumeRecord(t *testing.T) {
-	v2 := volumeRecord{ID: 2, Head: 9, Horizon: 4, KeepFrom: Unpinned, Pages: 5, Bytes: 4100,
-		Created: 1764460800123456789, RemoteLSN: 3, RemoteHash: goldenHash, SyncLocal: 8}
-	b2 := golden(t, "volume-record.v2.bin", true, encodeVolumeRecord(v2))
-	if len(b2) != 109 || b2[0] != 2 {
-		t.Fatalf("version 2: %d bytes, version %d; the spec gives 109 bytes, version 2", len(b2), b2[0])
+	v3 := volumeRecord{ID: 2, Head: 9, Horizon: 4, KeepFrom: Unpinned, Pages: 5, Bytes: 4100,
+		Created: 1764460800123456789, RemoteLSN: 3, RemoteHash: goldenHash, SyncLocal: 8,
+		RemoteID: RemoteID{0x5E, 1, 2, 15: 0xED}}
+	b3 := golden(t, "volume-record.v3.bin", true, encodeVolumeRecord(v3))
+	if len(b3) != 125 || b3[0] != 3 {
+		t.Fatalf("version 3: %d bytes, version %d; the spec gives 125 bytes, version 3", len(b3), b3[0])
 	}
-	got, err := decodeVolumeRecord(b2)
-	if err != nil || got != v2 {
-		t.Fatalf("version 2 decodes to %+v, %v; want %+v", got, err, v2)
+	got, err := decodeVolumeRecord(b3)
+	if err != nil || got != v3 {
+		t.Fatalf("version 3 decodes to %+v, %v; want %+v", got, err, v3)
+	}
+
+	// Version 2, built by hand from the spec: 109 bytes, CRC at 105.
+	v2 := []byte{2}
+	for _, f := range []uint64{2, 9, 4, Unpinned, 5, 4100, 1764460800123456789, 3} {
+		v2 = append(v2, be64(f)...)
+	}
+	v2 = append(v2, goldenHash[:]...)
+	v2 = crcBE(append(v2, be64(8)...))
+	b2 := golden(t, "volume-record.v2.bin", false, v2)
+	if len(b2) != 109 || !bytes.Equal(b2, v2) {
+		t.Fatalf("version 2: %x, the spec gives %x", b2, v2)
+	}
+	got, err = decodeVolumeRecord(b2)
+	want2 := v3
+	want2.RemoteID = RemoteID{}
+	if err != nil || got != want2 {
+		t.Fatalf("version 2 decodes to %+v, %v; want %+v", got, err, want2)
 	}
 
 	// Version 1, built by hand from the spec: 61 bytes, CRC at 57.
@@ -83,16 +102,16 @@ func TestGoldenVolumeRecord(t *testing.T) {
 	if err != nil || got != want {
 		t.Fatalf("the current reader reads version 1 as %+v, %v; want %+v", got, err, want)
 	}
-	// Re-encoding a version-1 record upgrades it to version 2 with the
-	// replication fields zero, the same numbers otherwise.
+	// Re-encoding an older record upgrades it to version 3 with the new
+	// fields zero, the same numbers otherwise.
 	up := encodeVolumeRecord(got)
-	if up[0] != 2 || len(up) != 109 || !bytes.Equal(up[1:57], b1[1:57]) || !bytes.Equal(up[57:105], make([]byte, 48)) {
+	if up[0] != 3 || len(up) != 125 || !bytes.Equal(up[1:57], b1[1:57]) || !bytes.Equal(up[57:121], make([]byte, 64)) {
 		t.Fatalf("upgraded record %x", up)
 	}
 	// A version this reader does not know is refused, never guessed.
-	v3 := crcBE(append([]byte{3}, b2[1:105]...))
-	if _, err := decodeVolumeRecord(v3); err == nil {
-		t.Fatal("version 3 decoded")
+	v4 := crcBE(append([]byte{4}, b3[1:121]...))
+	if _, err := decodeVolumeRecord(v4); err == nil {
+		t.Fatal("version 4 decoded")
 	}
 }
 
@@ -342,8 +361,8 @@ func TestGoldenDataDirV1(t *testing.T) {
 				t.Fatalf("commit on the version-1 volume: %d, %v", lsn, err)
 			}
 			val, closer, err := s.db.Get(volumeKey("old.v1"))
-			if err != nil || val[0] != 2 || len(val) != 109 {
-				t.Fatalf("after a commit the record is %x, %v; want version 2", val, err)
+			if err != nil || val[0] != 3 || len(val) != 125 {
+				t.Fatalf("after a commit the record is %x, %v; want version 3", val, err)
 			}
 			closer.Close()
 		}

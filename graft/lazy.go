@@ -222,6 +222,9 @@ func (v *Volume) fault(ctx context.Context, i, lsn uint64, seq uint32) ([]byte, 
 	if err != nil || !ref {
 		return data, err
 	}
+	if err := v.checkFaultRemote(ctx); err != nil {
+		return nil, err
+	}
 	pages, err := v.fetchFrame(ctx, l, lsn, seq)
 	if err != nil {
 		return nil, fmt.Errorf("fetch from the remote: %w", err)
@@ -341,6 +344,9 @@ func (v *Volume) Hydrate(ctx context.Context, progress func(done, total int)) er
 	}
 	if l == nil {
 		return fmt.Errorf("graft: hydrate volume %q: %d frames to fetch and the store has no remote (Options.Remote or Store.AttachRemote): %w", v.name, total, ErrNoRemote)
+	}
+	if err := v.checkFaultRemote(ctx); err != nil {
+		return err
 	}
 	for done := 0; ; {
 		lo, hi := volumeSpan(kindFrame, v.id)

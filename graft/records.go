@@ -14,11 +14,13 @@ import (
 const (
 	recordV1       byte = 1
 	recordV2       byte = 2
+	recordV3       byte = 3
 	crcLen              = 4
 	storeMagic          = "GRFT"
 	storeRecLen         = 1 + len(storeMagic) + 8 + crcLen
 	volumeRecV1Len      = 1 + 7*8 + crcLen
 	volumeRecV2Len      = volumeRecV1Len + 8 + 32 + 8
+	volumeRecV3Len      = volumeRecV2Len + 16
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -85,9 +87,10 @@ func decodeStoreRecord(b []byte) (storeRecord, error) {
 // every commit, so head, pages and bytes always describe the same LSN.
 //
 // Version 1 has the first seven fields; version 2 appends the replication
-// fields (remote LSN, its hash, the local LSN it covers). Fields are only
-// ever appended; encoders write version 2 and decoders read version 1 with
-// the new fields zero.
+// fields (remote LSN, its hash, the local LSN it covers); version 3 the
+// identity of the remote they refer to. Fields are only ever appended;
+// encoders write version 3 and decoders read versions 1 and 2 with the new
+// fields zero.
 type volumeRecord struct {
 	ID       uint64 // internal id, the volume's key prefix
 	Head     uint64 // newest committed LSN (0: none yet)
@@ -100,38 +103,47 @@ type volumeRecord struct {
 	RemoteLSN  uint64   // newest remote LSN pushed or applied (0: none)
 	RemoteHash [32]byte // SHA-256 of that remote commit (zero with RemoteLSN 0)
 	SyncLocal  uint64   // the local LSN that remote commit covers (the sync point)
+
+	RemoteID RemoteID // the identity of the remote pushed to or pulled from (zero: none recorded)
 }
 
 func encodeVolumeRecord(r volumeRecord) []byte {
-	b := make([]byte, 0, volumeRecV2Len)
-	b = append(b, recordV2)
+	b := make([]byte, 0, volumeRecV3Len)
+	b = append(b, recordV3)
 	for _, f := range [...]uint64{r.ID, r.Head, r.Horizon, r.KeepFrom, r.Pages, r.Bytes, uint64(r.Created), r.RemoteLSN} {
 		b = binary.BigEndian.AppendUint64(b, f)
 	}
 	b = append(b, r.RemoteHash[:]...)
 	b = binary.BigEndian.AppendUint64(b, r.SyncLocal)
+	b = append(b, r.RemoteID[:]...)
 	return appendCRC(b)
 }
 
 func decodeVolumeRecord(b []byte) (volumeRecord, error) {
 	const what = "volume record"
-	body, err := checkCRCVersions(what, b, recordV2)
+	body, err := checkCRCVersions(what, b, recordV3)
 	if err != nil {
 		return volumeRecord{}, err
 	}
 	want := volumeRecV1Len
-	if body[0] == recordV2 {
+	switch body[0] {
+	case recordV2:
 		want = volumeRecV2Len
+	case recordV3:
+		want = volumeRecV3Len
 	}
 	if len(b) != want {
 		return volumeRecord{}, corrupt(what, "version %d: %d bytes, want %d", body[0], len(b), want)
 	}
 	f := func(n int) uint64 { return binary.BigEndian.Uint64(body[1+8*n:]) }
 	r := volumeRecord{ID: f(0), Head: f(1), Horizon: f(2), KeepFrom: f(3), Pages: f(4), Bytes: f(5), Created: int64(f(6))}
-	if body[0] == recordV2 {
+	if body[0] >= recordV2 {
 		r.RemoteLSN = f(7)
 		copy(r.RemoteHash[:], body[1+8*8:])
 		r.SyncLocal = binary.BigEndian.Uint64(body[1+8*8+32:])
+	}
+	if body[0] >= recordV3 {
+		copy(r.RemoteID[:], body[1+8*8+32+8:])
 	}
 	switch {
 	case r.SyncLocal > r.Head:

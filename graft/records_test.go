@@ -48,9 +48,9 @@ func TestCommitRecordRoundTrip(t *testing.T) {
 
 func TestVolumeRecordRoundTrip(t *testing.T) {
 	r := volumeRecord{ID: 3, Head: 10, Horizon: 4, KeepFrom: Unpinned, Pages: 5, Bytes: 999, Created: 1234,
-		RemoteLSN: 7, RemoteHash: [32]byte{1, 2, 3, 31: 9}, SyncLocal: 9}
+		RemoteLSN: 7, RemoteHash: [32]byte{1, 2, 3, 31: 9}, SyncLocal: 9, RemoteID: RemoteID{0xC0, 15: 0xDE}}
 	b := encodeVolumeRecord(r)
-	if len(b) != volumeRecV2Len || b[0] != 2 {
+	if len(b) != volumeRecV3Len || b[0] != 3 {
 		t.Fatalf("%d bytes, version %d", len(b), b[0])
 	}
 	got, err := decodeVolumeRecord(b)
@@ -71,7 +71,7 @@ func TestVolumeRecordRoundTrip(t *testing.T) {
 	v1 := append([]byte{1}, b[1:57]...)
 	v1 = appendCRC(v1)
 	old := r
-	old.RemoteLSN, old.RemoteHash, old.SyncLocal = 0, [32]byte{}, 0
+	old.RemoteLSN, old.RemoteHash, old.SyncLocal, old.RemoteID = 0, [32]byte{}, 0, RemoteID{}
 	if got, err := decodeVolumeRecord(v1); err != nil || got != old || len(v1) != volumeRecV1Len {
 		t.Fatalf("version 1: %+v, %v", got, err)
 	}

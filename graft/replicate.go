@@ -27,6 +27,7 @@ var (
 type remoteHandle struct {
 	store remote.Store
 	hooks remote.Hooks
+	ident identityCache // the remote's identity (identity.go)
 }
 
 // AttachRemote sets the remote store that Push, Pull, Hydrate and page
@@ -345,6 +346,19 @@ func (v *Volume) install(ctx context.Context, e remote.Entry, restart bool) erro
 		return &remote.DivergedError{Volume: v.name, LSN: c.LSN, Want: st.RemoteHash, Got: c.Prev,
 			Reason: fmt.Sprintf("the follower is at remote LSN %d", st.RemoteLSN)}
 	}
+	if !restart && adoptable(c) {
+		// A checkpoint built from the log on top of this volume's sync
+		// point holds exactly the state the volume has: record it as the
+		// sync point and write no page (the volume keeps its own bytes,
+		// rather than turning them into remote references).
+		rec := *st
+		rec.RemoteLSN, rec.RemoteHash = c.LSN, e.Hash
+		if err := v.s.db.Set(v.key, encodeVolumeRecord(rec), pebble.Sync); err != nil {
+			return fmt.Errorf("graft: volume %q: apply checkpoint at remote LSN %d: %w", v.name, c.LSN, err)
+		}
+		v.state.Store(&rec)
+		return nil
+	}
 	refs := c.Pages()
 	lsn := st.Head + 1
 	rec := *st
@@ -437,6 +451,43 @@ func (v *Volume) install(ctx context.Context, e remote.Entry, restart bool) erro
 	}
 	v.state.Store(&rec)
 	return nil
+}
+
+// adoptable reports whether c is a checkpoint built from the log alone
+// (remote.Log.WriteCheckpoint: it covers no local commit), which holds
+// exactly the state of the commit before it.
+func adoptable(c *remote.Commit) bool {
+	return c.Checkpoint && c.LocalFrom == c.LocalTo
+}
+
+// adoptCheckpoints records as the sync point each checkpoint built from
+// the log that follows it on the remote (`echostore volume checkpoint`
+// run beside the writer), so that neither the writer's next push diverges
+// on it nor a pull turns the volume's pages into remote references. The
+// caller holds pushMu. It returns how many it adopted.
+func (v *Volume) adoptCheckpoints(ctx context.Context, l *remote.Log) (int, error) {
+	n := 0
+	for {
+		st := v.state.Load()
+		if st.RemoteLSN == 0 {
+			return n, nil
+		}
+		e, err := l.Read(ctx, st.RemoteLSN+1)
+		if errors.Is(err, remote.ErrNotFound) || errors.Is(err, remote.ErrTrimmed) {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("read remote LSN %d: %w", st.RemoteLSN+1, err)
+		}
+		if !adoptable(e.Commit) || e.Commit.Prev != remote.Hash(st.RemoteHash) {
+			return n, nil
+		}
+		if err := v.SetSyncPoint(ctx, remote.SyncPoint{Remote: e.LSN(), Hash: e.Hash, Local: st.SyncLocal}); err != nil {
+			return n, err
+		}
+		v.s.log.Info("graft: checkpoint adopted as the sync point; the volume keeps its pages", "volume", v.name, "remote_lsn", e.LSN())
+		n++
+	}
 }
 
 func pageLen(r remote.PageRef) int {

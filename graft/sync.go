@@ -73,7 +73,17 @@ func (v *Volume) Push(ctx context.Context) (remote.SyncPoint, error) {
 	}
 	v.pushMu.Lock()
 	defer v.pushMu.Unlock()
+	if err := v.checkRemote(ctx, l, "push", true); err != nil {
+		return remote.SyncPoint{}, err
+	}
 	sp, err := remote.Push(ctx, l, v)
+	if errors.Is(err, remote.ErrDiverged) {
+		// A checkpoint written from the log beside this writer holds the
+		// next remote LSN: adopt it and push on top of it.
+		if n, aerr := v.adoptCheckpoints(ctx, l); aerr == nil && n > 0 {
+			sp, err = remote.Push(ctx, l, v)
+		}
+	}
 	if errors.Is(err, remote.ErrDiverged) {
 		st := v.state.Load()
 		return sp, &DivergedError{Volume: v.name, Head: st.Head, SyncLocal: st.SyncLocal, SyncRemote: st.RemoteLSN, Err: err}
@@ -109,16 +119,42 @@ func (v *Volume) Pull(ctx context.Context, progress func(done, total int)) (remo
 	defer v.pushMu.Unlock()
 	st := v.state.Load()
 	sp := remote.SyncPoint{Remote: st.RemoteLSN, Hash: st.RemoteHash, Local: st.SyncLocal}
+	if err := v.checkRemote(ctx, l, "pull", false); err != nil {
+		return sp, err
+	}
 	head, err := l.Head(ctx)
 	if err != nil {
 		return sp, fmt.Errorf("graft: pull volume %q: %w", v.name, err)
 	}
+	if head < st.RemoteLSN {
+		return sp, &RemoteMismatchError{Volume: v.name, Op: "pull", Want: st.RemoteID, RemoteLSN: st.RemoteLSN,
+			Reason: fmt.Sprintf("this remote's log of the volume ends at remote LSN %d: it lacks the volume's pushed commits", head)}
+	}
 	if head == st.RemoteLSN {
 		return sp, nil // quiet: one LIST
+	}
+	// Checkpoints written from the log on top of the sync point change
+	// nothing. A volume with nothing unpushed applies them as it pulls
+	// (Apply records them as its sync point); one with unpushed commits or
+	// a pending push adopts them first (before settling the pending push:
+	// one that holds no LSN of its own lost it to such a checkpoint, and is
+	// dropped, its local commits still to push), then settles, then adopts
+	// those above.
+	if cur, err := v.Pending(ctx); err != nil {
+		return sp, fmt.Errorf("graft: pull volume %q: %w", v.name, err)
+	} else if cur != nil || st.Head != st.SyncLocal {
+		if _, err := v.adoptCheckpoints(ctx, l); err != nil {
+			return sp, fmt.Errorf("graft: pull volume %q: %w", v.name, err)
+		}
 	}
 	pend, lost, err := v.settlePending(ctx, l)
 	if err != nil {
 		return sp, fmt.Errorf("graft: pull volume %q: %w", v.name, err)
+	}
+	if cur := v.state.Load(); pend == nil && cur.Head != cur.SyncLocal {
+		if _, err := v.adoptCheckpoints(ctx, l); err != nil {
+			return sp, fmt.Errorf("graft: pull volume %q: %w", v.name, err)
+		}
 	}
 	st = v.state.Load()
 	sp = remote.SyncPoint{Remote: st.RemoteLSN, Hash: st.RemoteHash, Local: st.SyncLocal}
@@ -247,32 +283,56 @@ func (v *Volume) Reset(ctx context.Context, toRemote bool) (dropped uint64, err 
 	if !toRemote {
 		return 0, fmt.Errorf("graft: reset volume %q: only a reset to the remote is supported (--to-remote): %w", v.name, remote.ErrInvalid)
 	}
-	l, err := v.needLog("reset")
-	if err != nil {
+	return v.ResetWith(ctx, ResetOptions{})
+}
+
+// resetLocked is the part of ResetWith under pushMu: settle a pending
+// push, count what would be lost, drop the unpushed commits.
+func (v *Volume) resetLocked(ctx context.Context, l *remote.Log, opts ResetOptions) (uint64, error) {
+	// The remote must be the volume's: a reset against another (or an
+	// empty) remote would drop the unpushed commits and follow nothing.
+	if err := v.checkRemote(ctx, l, "reset", false); err != nil {
 		return 0, err
 	}
-	v.pushMu.Lock()
+	if st := v.state.Load(); st.RemoteLSN > 0 {
+		head, err := l.Head(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("graft: reset volume %q: %w", v.name, err)
+		}
+		if head < st.RemoteLSN {
+			return 0, &RemoteMismatchError{Volume: v.name, Op: "reset", Want: st.RemoteID, RemoteLSN: st.RemoteLSN,
+				Reason: fmt.Sprintf("this remote's log of the volume ends at remote LSN %d: it lacks the volume's pushed commits", head)}
+		}
+	}
 	// A pending push that landed is not unpushed: settle it first, so that
 	// the commits it covers are kept (only another writer's commit at its
 	// LSN, or a remote that cannot tell, makes it one to drop).
-	if _, _, err = v.settlePending(ctx, l); err != nil {
-		err = fmt.Errorf("graft: reset volume %q: %w", v.name, err)
-	} else {
-		dropped, err = v.dropUnpushed(ctx)
+	if _, _, err := v.settlePending(ctx, l); err != nil {
+		return 0, fmt.Errorf("graft: reset volume %q: %w", v.name, err)
 	}
-	v.pushMu.Unlock()
-	if err != nil {
-		return 0, err
+	st := v.state.Load()
+	if opts.Count != nil {
+		u, err := v.unpushed(ctx, st)
+		if err != nil {
+			return 0, fmt.Errorf("graft: reset volume %q: unpushed commits: %w", v.name, err)
+		}
+		n, what, err := opts.Count(ctx, u)
+		if err != nil {
+			return 0, fmt.Errorf("graft: reset volume %q: count what it would discard: %w", v.name, err)
+		}
+		if n != opts.Discard {
+			return 0, &DiscardError{Volume: v.name, Count: n, What: what, Given: opts.Discard, SyncLSN: st.SyncLocal, Head: st.Head}
+		}
+		if n > 0 {
+			v.s.log.Warn("graft: reset discards acknowledged records, as confirmed", "volume", v.name, "discarded", n, "what", what)
+		}
 	}
-	if _, err := v.Pull(ctx, nil); err != nil {
-		return dropped, err
-	}
-	return dropped, nil
+	return v.dropUnpushed(ctx, st)
 }
 
 // dropUnpushed removes local commits above the sync point, in one batch.
-func (v *Volume) dropUnpushed(ctx context.Context) (uint64, error) {
-	st := v.state.Load()
+// It fails with ErrConflict if the volume's state is no longer st.
+func (v *Volume) dropUnpushed(ctx context.Context, st *volumeRecord) (uint64, error) {
 	keep := st.SyncLocal
 	commits, err := v.Commits(ctx, keep+1, st.Head)
 	wipe := errors.Is(err, ErrSnapshotGone) || st.Horizon > keep

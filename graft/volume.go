@@ -45,6 +45,11 @@ type Volume struct {
 	// commit, so that Pending reads nothing in the steady state.
 	noPending atomic.Bool
 
+	// verified is the remote handle the volume's sync point was checked
+	// against (checkRemote), so that a steady-state push or pull costs no
+	// request for it.
+	verified atomic.Pointer[remoteHandle]
+
 	logMu  sync.Mutex // guards rlog, rlogOf
 	rlog   *remote.Log
 	rlogOf *remoteHandle

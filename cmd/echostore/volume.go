@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -87,19 +88,19 @@ retained checkpoint references.`,
 			},
 		},
 		replicaCmd(g, "push VOLUME", "Push the local commits not yet pushed as one remote commit", false, nil,
-			func(ctx context.Context, v *graft.Volume) (map[string]any, error) {
+			func(ctx context.Context, v *graft.Volume, _ *mq.Client) (map[string]any, error) {
 				sp, err := v.Push(ctx)
 				return map[string]any{"hash": sp.Hash.String()}, err
 			}),
 		replicaCmd(g, "pull VOLUME", "Follow the remote: apply its new commits (pages are fetched on first read)", true, nil,
-			func(ctx context.Context, v *graft.Volume) (map[string]any, error) {
+			func(ctx context.Context, v *graft.Volume, _ *mq.Client) (map[string]any, error) {
 				p := newBar(g, "pull")
 				defer p.done()
 				sp, err := v.Pull(ctx, p.set)
 				return map[string]any{"hash": sp.Hash.String()}, err
 			}),
 		replicaCmd(g, "hydrate VOLUME", "Fetch every page of the volume that is not local yet", false, nil,
-			func(ctx context.Context, v *graft.Volume) (map[string]any, error) {
+			func(ctx context.Context, v *graft.Volume, _ *mq.Client) (map[string]any, error) {
 				n, err := v.Unfetched(ctx)
 				if err != nil {
 					return nil, err
@@ -117,12 +118,25 @@ retained checkpoint references.`,
 
 func newVolumeResetCmd(g *globals) *cobra.Command {
 	var toRemote bool
-	cmd := replicaCmd(g, "reset VOLUME --to-remote", "Drop local commits never pushed and follow the remote", false,
-		url.Values{"to_remote": {"true"}},
-		func(ctx context.Context, v *graft.Volume) (map[string]any, error) {
-			n, err := v.Reset(ctx, true)
-			return map[string]any{"dropped": n}, err
+	var discard uint64
+	cmd := replicaCmd(g, "reset VOLUME --to-remote [--discard N]", "Drop local commits never pushed and follow the remote", false,
+		func() url.Values {
+			q := url.Values{"to_remote": {"true"}}
+			if discard > 0 {
+				q.Set("discard", strconv.FormatUint(discard, 10))
+			}
+			return q
+		},
+		func(ctx context.Context, v *graft.Volume, live *mq.Client) (map[string]any, error) {
+			return server.ResetVolume(ctx, v, live, discard)
 		})
+	cmd.Long = `Drop the local commits of VOLUME that were never pushed and follow the remote
+(the way out of a diverged volume). The reset refuses, dropping nothing, when
+those commits hold acknowledged records that exist nowhere else: archived
+records of an archive volume (archive.Q.S) no longer in the live stream, or
+jobs of an accept volume (accept.Q.N), which the remote does not have. The
+error says how many; to discard them for good, repeat that count with
+--discard N (a wrong count refuses again).`
 	cmd.PreRunE = func(_ *cobra.Command, args []string) error {
 		if !toRemote {
 			return fmt.Errorf("volume reset %s: pass --to-remote: the reset drops the local commits that were never pushed and follows the remote", args[0])
@@ -130,6 +144,7 @@ func newVolumeResetCmd(g *globals) *cobra.Command {
 		return nil
 	}
 	cmd.Flags().BoolVar(&toRemote, "to-remote", false, "drop unpushed local commits and follow the remote (required)")
+	cmd.Flags().Uint64Var(&discard, "discard", 0, "the number of acknowledged records a refused reset named: discard them for good")
 	return cmd
 }
 
@@ -137,8 +152,8 @@ func newVolumeResetCmd(g *globals) *cobra.Command {
 // remote attached, runs run and prints the volume's info with run's fields.
 // While a serve holds the data dir, the command is its route POST
 // /v1/volumes/{vid}/<op> with query instead (op: the first word of use).
-func replicaCmd(g *globals, use, short string, create bool, query url.Values,
-	run func(ctx context.Context, v *graft.Volume) (map[string]any, error)) *cobra.Command {
+func replicaCmd(g *globals, use, short string, create bool, query func() url.Values,
+	run func(ctx context.Context, v *graft.Volume, live *mq.Client) (map[string]any, error)) *cobra.Command {
 	op, _, _ := strings.Cut(use, " ")
 	return &cobra.Command{
 		Use: use, Short: short, Args: cobra.ExactArgs(1),
@@ -147,7 +162,11 @@ func replicaCmd(g *globals, use, short string, create bool, query url.Values,
 			if err := names.Check(names.Volume, args[0]); err != nil {
 				return err
 			}
-			if done, err := volumeViaServe(ctx, g, args[0], op, query); done {
+			var q url.Values
+			if query != nil {
+				q = query()
+			}
+			if done, err := volumeViaServe(ctx, g, args[0], op, q); done {
 				return err
 			}
 			rs, err := remote.Open(ctx, g.remoteURL())
@@ -155,7 +174,7 @@ func replicaCmd(g *globals, use, short string, create bool, query url.Values,
 				return fmt.Errorf("remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…)", g.remoteURL(), err)
 			}
 			defer rs.Close()
-			n, closeLane := laneNotifier(ctx, g)
+			n, live, closeLane := laneNotifier(ctx, g)
 			defer closeLane()
 			st, err := openGraft(ctx, g, false, n)
 			if err != nil {
@@ -172,7 +191,7 @@ func replicaCmd(g *globals, use, short string, create bool, query url.Values,
 			if err != nil {
 				return err
 			}
-			extra, err := run(ctx, v)
+			extra, err := run(ctx, v, live)
 			if err != nil {
 				return err
 			}
@@ -269,13 +288,16 @@ func (b *bar) done() {
 // that a push or pull from the CLI is announced on the volume's LSN lane as
 // it is from serve. Without Redis the replication still runs; followers that
 // wait on the lane catch up at the next announcement.
-func laneNotifier(ctx context.Context, g *globals) (graft.Notifier, func()) {
+//
+// The client is returned too (nil without Redis): a reset counts with it
+// the archived records no longer in the live stream.
+func laneNotifier(ctx context.Context, g *globals) (graft.Notifier, *mq.Client, func()) {
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	c, err := connectMQ(cctx, g)
 	if err != nil {
 		g.log.Info("LSN events not announced: Redis is not reachable", "redis", mq.Redact(g.redis), "err", err)
-		return nil, func() {}
+		return nil, nil, func() {}
 	}
-	return lane.New(c), c.Close
+	return lane.New(c), c, c.Close
 }

@@ -1,0 +1,179 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/mq"
+)
+
+// WhatDiscarded names the records DiscardCounter counts, for
+// graft.DiscardError.
+const WhatDiscarded = "archived records no longer in the live stream"
+
+// DiscardCounter returns the graft.DiscardCounter of an archive volume
+// (archive.Q.S): it counts the archived records that the unpushed commits
+// hold and that the live stream no longer has — those whose id is below
+// the stream's first entry (a trim removes every entry below its MINID, so
+// an archived record at or above the first entry is still live). They
+// exist nowhere else: a reset that drops those commits loses them.
+//
+// The records counted are the pages the unpushed commits folded (offsets
+// from archive.seq at the sync point to archive.seq at the head) that are
+// still retained at the head (a record retention dropped there is dropped
+// either way), found by one bisection. The stream is the volume's owner
+// (MetaOwner). With live nil (Redis unreachable), with a volume that
+// records no owner, or with an empty or missing stream, every such record
+// counts: none can be shown to be live.
+func DiscardCounter(live *mq.Client) graft.DiscardCounter {
+	return func(ctx context.Context, u *graft.Unpushed) (uint64, string, error) {
+		if u.Head == u.SyncLSN {
+			return 0, WhatDiscarded, nil
+		}
+		vol := u.Volume
+		snap, err := vol.SnapshotAt(ctx, u.Head)
+		if err != nil {
+			return 0, "", fmt.Errorf("archive %s: %w", vol.Name(), err)
+		}
+		defer snap.Close()
+		head, err := stateAt(ctx, snap)
+		if err != nil || head.Empty() {
+			return 0, WhatDiscarded, err
+		}
+		base := uint64(0) // archive.seq at the sync point
+		if !u.Wiped && u.SyncLSN > 0 {
+			bs, err := vol.SnapshotAt(ctx, u.SyncLSN)
+			if err != nil {
+				return 0, "", fmt.Errorf("archive %s: %w", vol.Name(), err)
+			}
+			st, err := stateAt(ctx, bs)
+			bs.Close()
+			if err != nil {
+				return 0, "", err
+			}
+			base = st.Pages
+		}
+		lo := max(base, head.Low)
+		if lo >= head.Pages {
+			return 0, WhatDiscarded, nil
+		}
+		what := WhatDiscarded
+		first, known, err := liveFirst(ctx, live, snap)
+		if err != nil {
+			return 0, "", err
+		}
+		if !known {
+			what += " (the live stream could not be read: every one counts)"
+			return head.Pages - lo, what, nil
+		}
+		if first == 0 { // an empty or missing stream
+			return head.Pages - lo, what, nil
+		}
+		end, err := lowerBound(ctx, snap, State{Pages: head.Pages, Low: lo, W: head.W, LSN: head.LSN}, first)
+		if err != nil {
+			return 0, "", err
+		}
+		return end - lo, what, nil
+	}
+}
+
+// liveFirst returns the id of the first entry of the live stream that owns
+// the archive volume at snap (0 when the stream is empty or missing);
+// known is false when that cannot be told (no Redis, no owner recorded).
+func liveFirst(ctx context.Context, live *mq.Client, snap *graft.Snapshot) (first brand.ID, known bool, err error) {
+	if live == nil {
+		return 0, false, nil
+	}
+	o, ok, err := ownerAt(ctx, snap)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	in, err := live.Info(ctx, o.Queue, o.Stream)
+	if err != nil {
+		if errors.Is(err, ctx.Err()) && ctx.Err() != nil {
+			return 0, false, err
+		}
+		return 0, false, nil // Redis unreachable: nothing can be shown live
+	}
+	if !in.Exists || in.Length == 0 {
+		return 0, true, nil
+	}
+	return max(in.First, 1), true, nil
+}
+
+// RepairSeam lowers the seam cache of the stream owning the archive volume
+// vol to the volume's state after a reset to the remote dropped folds the
+// cache named, so that the stream stays readable and cycles go on instead
+// of failing with ErrVolumeBehind ("pull the volume first") while the pull
+// has nothing to bring. It does so only when the cache is ahead of the
+// volume and was written from this copy's dropped folds (its W at most
+// before's, the state before the reset), not by another node that pushed
+// further (then a pull is the way). It returns whether it rewrote the
+// cache.
+func RepairSeam(ctx context.Context, live *mq.Client, vol *graft.Volume, before State) (bool, error) {
+	if live == nil {
+		return false, nil
+	}
+	o, ok, err := VolumeOwner(ctx, vol)
+	if err != nil || !ok {
+		return false, err
+	}
+	seam, ok, err := live.GetArchived(ctx, o.Queue, o.Stream)
+	if err != nil || !ok {
+		return false, err
+	}
+	st, err := Frontier(ctx, vol)
+	if err != nil {
+		return false, err
+	}
+	if st.Covers(seam.W) || !before.Covers(seam.W) {
+		return false, nil
+	}
+	if st.Empty() {
+		return false, nil // nothing archived is left: the cache stays, reads refuse
+	}
+	return true, live.PutArchived(ctx, o.Queue, o.Stream, mq.Seam{W: st.W, LSN: st.LSN})
+}
+
+// ResetResult says what ResetVolume did.
+type ResetResult struct {
+	Dropped     uint64 // local commits dropped
+	Discarded   uint64 // archived records discarded (confirmed by the caller)
+	SeamLowered bool   // the seam cache was lowered to the volume (RepairSeam)
+}
+
+// ResetVolume resets the archive volume vol to the remote
+// (graft.Volume.ResetWith) guarded by DiscardCounter(live): it refuses with
+// a *graft.DiscardError (graft.ErrWouldDiscard), dropping nothing, unless
+// discard repeats the count of archived records no longer in the live
+// stream that the unpushed commits hold. After the reset it lowers a seam
+// cache that named the dropped folds (RepairSeam), so that the stream
+// stays readable and trimmable.
+func ResetVolume(ctx context.Context, vol *graft.Volume, live *mq.Client, discard uint64) (ResetResult, error) {
+	var res ResetResult
+	before, err := Frontier(ctx, vol)
+	if err != nil {
+		return res, err
+	}
+	count := DiscardCounter(live)
+	res.Dropped, err = vol.ResetWith(ctx, graft.ResetOptions{Discard: discard,
+		Count: func(ctx context.Context, u *graft.Unpushed) (uint64, string, error) {
+			n, what, err := count(ctx, u)
+			res.Discarded = n
+			return n, what, err
+		}})
+	if err != nil {
+		var de *graft.DiscardError
+		if errors.As(err, &de) {
+			res.Discarded = 0
+		}
+		return res, err
+	}
+	if res.SeamLowered, err = RepairSeam(ctx, live, vol, before); err != nil {
+		return res, fmt.Errorf("archive: volume %s reset, but its seam cache could not be lowered to it (reads answer 409 until it is; run the reset again): %w", vol.Name(), err)
+	}
+	return res, nil
+}
