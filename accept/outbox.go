@@ -13,6 +13,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/champ"
+	"github.com/echostore/echostore/internal/diskguard"
 	"github.com/echostore/echostore/names"
 )
 
@@ -53,6 +54,12 @@ type Options struct {
 	// larger of the live intent count and CompactMin. Defaults 2 and 16,384.
 	CompactRatio int
 	CompactMin   int
+	// DiskReserve is the free space, in bytes, below which Record refuses
+	// with ErrDiskFull (nothing recorded) until that much is free again; a
+	// block write that meets ENOSPC anyway is undone and retried once
+	// there is room, instead of failing the outbox. 0: 64 MiB, at most a
+	// tenth of the filesystem; negative: no reserve.
+	DiskReserve int64
 	// Logger receives warnings (a dropped torn tail, a failed compaction).
 	// Default: discard.
 	Logger *slog.Logger
@@ -125,6 +132,7 @@ type Outbox struct {
 	opts Options
 	log  *slog.Logger
 	lock *os.File
+	disk *diskguard.Guard // the free-space reserve of dir
 
 	kick chan struct{} // wakes the flusher; buffered 1
 	wg   sync.WaitGroup
@@ -187,6 +195,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Outbox, error) {
 		return nil, err
 	}
 	o := &Outbox{
+		disk:      diskguard.New(diskguard.Options{Dir: dir, Reserve: opts.DiskReserve, Ballast: -1, What: "accept outbox", Logger: opts.Logger}),
 		dir:       dir,
 		opts:      opts,
 		log:       opts.Logger,
@@ -211,7 +220,8 @@ func Open(ctx context.Context, dir string, opts Options) (*Outbox, error) {
 // map and in the open block, at in-heap speed, unless K records are
 // already not durable: then it waits (until ctx is done) for the log to
 // catch up. The payload is copied. It fails before any side effect with
-// ErrInvalid (id 0, bad queue name, negative RunAt), ErrTooLarge or
+// ErrInvalid (id 0, bad queue name, negative RunAt), ErrTooLarge,
+// ErrDiskFull (the directory is below Options.DiskReserve) or
 // ErrDuplicate.
 func (o *Outbox) Record(ctx context.Context, in Intent) error {
 	if in.ID == 0 {
@@ -227,6 +237,9 @@ func (o *Outbox) Record(ctx context.Context, in Intent) error {
 		return fmt.Errorf("accept: record %s: payload of %d bytes, at most %d: %w", brand.JOB.Format(in.ID), len(in.Payload), o.opts.MaxPayload, ErrTooLarge)
 	}
 	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("accept: record %s: %w", brand.JOB.Format(in.ID), err)
+	}
+	if err := o.disk.Check(); err != nil {
 		return fmt.Errorf("accept: record %s: %w", brand.JOB.Format(in.ID), err)
 	}
 	o.mu.Lock()

@@ -249,14 +249,37 @@ func TestServeDiskFull(t *testing.T) {
 	if !refused {
 		t.Fatal("2000 async enqueues of 64 KiB on a 24 MiB-free disk: none was refused")
 	}
-	// Then the rest of the disk, from outside.
-	fill(t, filler)
-	want507(t, "sync enqueue", enqueue("sync", "sync when full"))
-	want507(t, "async enqueue", enqueue("async", "async when full"))
-	if a := appendRecs(10); a.code != http.StatusOK { // Redis has room: the records wait there
-		t.Fatalf("append on a full data dir: %d %s", a.code, a.raw)
+	// Then the rest of the disk, from outside. Pebble may free space of its
+	// own (an obsolete log or table) between the fill and the request: a
+	// write that was accepted with room back on the disk is tried again.
+	whenFull := func(what string, write func() apiAnswer) {
+		t.Helper()
+		for range 5 {
+			fill(t, filler)
+			a := write()
+			if a.code == http.StatusOK {
+				var fs syscall.Statfs_t
+				if err := syscall.Statfs(data, &fs); err != nil {
+					t.Fatal(err)
+				}
+				if free := fs.Bavail * uint64(fs.Bsize); free >= 1<<20 {
+					t.Logf("%s accepted: %d bytes came free", what, free)
+					continue
+				}
+			}
+			want507(t, what, a)
+			return
+		}
+		t.Fatalf("%s: the disk never stayed full", what)
 	}
-	want507(t, "cycle", cycle())
+	whenFull("sync enqueue", func() apiAnswer { return enqueue("sync", "sync when full") })
+	whenFull("async enqueue", func() apiAnswer { return enqueue("async", "async when full") })
+	whenFull("cycle", func() apiAnswer {
+		if a := appendRecs(10); a.code != http.StatusOK { // Redis has room: the records wait there
+			t.Fatalf("append on a full data dir: %d %s", a.code, a.raw)
+		}
+		return cycle()
+	})
 
 	// Reads go on.
 	if a := c.do("GET", "/healthz", nil); a.code != http.StatusOK {
