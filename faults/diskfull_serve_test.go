@@ -67,17 +67,21 @@ func fill(t *testing.T, path string) int64 {
 }
 
 // TestServeDiskFullChild runs `echostore serve` (server.New and Run) on the
-// data dir and Redis its parent names, reports "A <addr>", and serves until
+// data dir, Redis and remote (optional) its parent names, reports "A <addr>", and serves until
 // it is killed.
 func TestServeDiskFullChild(t *testing.T) {
 	arg, ok := crashtest.Child("TestServeDiskFullChild")
 	if !ok {
 		t.Skip("the child of TestServeDiskFull")
 	}
-	data, redis, _ := strings.Cut(arg, "|")
+	f := strings.Split(arg, "|")
+	data, redis, rurl := f[0], f[1], ""
+	if len(f) > 2 {
+		rurl = f[2]
+	}
 	ctx := context.Background()
 	s, err := server.New(ctx, server.Config{
-		Listen: "127.0.0.1:0", Redis: redis, Data: data, Beat: 200 * time.Millisecond,
+		Listen: "127.0.0.1:0", Redis: redis, Data: data, Remote: rurl, Beat: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {

@@ -43,6 +43,10 @@ const (
 // BallastName is the ballast file's name in the guarded directory.
 const BallastName = "BALLAST"
 
+// MinRoom is the least free space after an ENOSPC before writes are
+// accepted again, whatever the reserve.
+const MinRoom = 1 << 20
+
 // ProbeInterval is how long a measurement of the free space is trusted.
 // What can be written in that time must fit in the reserve.
 const ProbeInterval = 10 * time.Millisecond
@@ -148,7 +152,7 @@ func (g *Guard) Check() error {
 	}
 	if g.noSpace.Load() {
 		return fmt.Errorf("%s: %s ran out of space (%d bytes free): writes are refused until %d bytes are free (reads go on): %w",
-			g.what, g.dir, g.avail.Load(), g.reserve+uint64(g.ballast), ErrFull)
+			g.what, g.dir, g.avail.Load(), max(g.reserve+uint64(g.ballast), MinRoom), ErrFull)
 	}
 	return fmt.Errorf("%s: %s has %d bytes free, below the %d bytes kept in reserve: writes are refused until space is freed (reads go on): %w",
 		g.what, g.dir, g.avail.Load(), g.reserve, ErrFull)
@@ -170,6 +174,11 @@ func (g *Guard) NoSpace() {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	defer func() {
+		if u, err := g.fs.GetDiskUsage(g.dir); err == nil {
+			g.avail.Store(u.AvailBytes)
+		}
+	}()
 	if !g.hasBallast {
 		return
 	}
@@ -182,8 +191,8 @@ func (g *Guard) NoSpace() {
 }
 
 // probeLocked measures the free space, g.mu held, and moves between full
-// and not: full below the reserve, and after an ENOSPC until the released
-// ballast could be laid anew; a missing ballast is laid once the reserve and
+// and not: full below the reserve, and after an ENOSPC until MinRoom is
+// free and the released ballast could be laid anew; a missing ballast is laid once the reserve and
 // the ballast fit.
 func (g *Guard) probeLocked(now int64) {
 	u, err := g.fs.GetDiskUsage(g.dir)
@@ -201,7 +210,7 @@ func (g *Guard) probeLocked(now int64) {
 		}
 	}
 	g.avail.Store(avail)
-	if avail < g.reserve || (g.noSpace.Load() && !g.hasBallast && g.ballast > 0) {
+	if avail < g.reserve || (g.noSpace.Load() && (avail < MinRoom || (!g.hasBallast && g.ballast > 0))) {
 		if !g.full.Swap(true) {
 			g.log.Error(g.what+": the data directory is below its free-space reserve; writes are refused until space is freed (reads go on)",
 				"dir", g.dir, "free", avail, "reserve", g.reserve)
