@@ -15,6 +15,7 @@ import (
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/internal/crashtest"
+	"github.com/echostore/echostore/internal/testserver"
 )
 
 // TestOutboxDiskFull fills the tmpfs under an accept outbox from outside
@@ -126,25 +127,63 @@ func TestOutboxDiskFull(t *testing.T) {
 }
 
 // TestServeRemoteFull runs a real serve whose data dir has room and whose
-// remote (a file:// store on a tmpfs of its own) is full: a sync enqueue
-// answers 507 insufficient_storage, not 500; an async one is taken; once
-// the remote has room, sync enqueues succeed without a restart and every
-// acknowledged job reaches the job stream.
+// remote is full (a file:// store on a tmpfs of its own, or a MinIO whose
+// drive is a tmpfs, filled): a sync enqueue answers 507
+// insufficient_storage, not 500; an async one is taken; once the remote has
+// room, sync enqueues succeed without a restart and every acknowledged job
+// reaches the job stream.
 func TestServeRemoteFull(t *testing.T) {
 	if _, ok := crashtest.Child("TestServeDiskFullChild"); ok {
 		return
 	}
-	dir := t.TempDir()
-	data, rdir := filepath.Join(dir, "data"), filepath.Join(dir, "remote")
-	for _, d := range []string{data, rdir} {
-		if err := os.Mkdir(d, 0o700); err != nil {
+	t.Run("file", func(t *testing.T) {
+		rdir := filepath.Join(t.TempDir(), "remote")
+		if err := os.Mkdir(rdir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-	}
-	mountTmpfs(t, rdir, 8)
+		mountTmpfs(t, rdir, 8)
+		serveRemoteFull(t, fileURL(rdir), rdir)
+	})
+	t.Run("minio", func(t *testing.T) {
+		mi, err := testserver.StartMinIO(t.Context())
+		if err != nil {
+			testserver.Unavailable(t, err)
+		}
+		t.Cleanup(func() { mi.Stop() })
+		for _, kv := range mi.Env() {
+			k, v, _ := strings.Cut(kv, "=")
+			t.Setenv(k, v)
+		}
+		if err := mi.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		mountTmpfs(t, mi.Dir, 64)
+		if err := mi.Restart(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		// A MinIO on a new drive answers 503 until it has initialised it.
+		deadline := time.Now().Add(time.Minute)
+		for {
+			err := mi.CreateBucket(t.Context(), "full")
+			if err == nil {
+				break
+			}
+			if !strings.Contains(err.Error(), "XMinioServerNotInitialized") || time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		serveRemoteFull(t, mi.URL("full"), mi.Dir)
+	})
+}
+
+// serveRemoteFull is TestServeRemoteFull on the remote rurl, whose
+// filesystem is the one of fillDir.
+func serveRemoteFull(t *testing.T, rurl, fillDir string) {
+	data := filepath.Join(t.TempDir(), "data")
 	redis := servers.Redis(t).URL
 	q := queueName(t)
-	p := crashtest.Start(t, "TestServeDiskFullChild", data+"|"+redis+"|"+fileURL(rdir))
+	p := crashtest.Start(t, "TestServeDiskFullChild", data+"|"+redis+"|"+rurl)
 	line, err := p.Next()
 	if err != nil {
 		t.Fatal(err)
@@ -165,9 +204,11 @@ func TestServeRemoteFull(t *testing.T) {
 	if a := enqueue("sync", "with room"); a.code != http.StatusOK {
 		t.Fatalf("sync enqueue with room: %d %s", a.code, a.raw)
 	}
-	filler := filepath.Join(rdir, "filler")
+	filler := filepath.Join(fillDir, "filler")
 	fill(t, filler)
-	want507(t, "sync enqueue on a full remote", enqueue("sync", "remote full"))
+	refused := enqueue("sync", "remote full")
+	want507(t, "sync enqueue on a full remote", refused)
+	t.Logf("refused: %s", refused.raw)
 	if a := enqueue("async", "remote full"); a.code != http.StatusOK {
 		t.Fatalf("async enqueue on a full remote (the data dir has room): %d %s", a.code, a.raw)
 	}
