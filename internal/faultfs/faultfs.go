@@ -42,6 +42,9 @@ func (f *FS) Arm(n int64) { f.left.Store(max(n, 0)) }
 // Disarm frees the disk again.
 func (f *FS) Disarm() { f.left.Store(math.MaxInt64) }
 
+// Free returns what is left of the budget (math.MaxInt64 when disarmed).
+func (f *FS) Free() int64 { return f.left.Load() }
+
 // Failed returns how many operations failed for want of space.
 func (f *FS) Failed() int64 { return f.failed.Load() }
 
