@@ -167,6 +167,15 @@ func (o *Outbox) truncateTail(n int64) error {
 // again: true, try the write again; false, the outbox is closing.
 func (o *Outbox) waitForRoom() bool {
 	o.disk.NoSpace()
+	o.mu.Lock()
+	o.waitingRoom = true
+	o.broadcast()
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		o.waitingRoom = false
+		o.mu.Unlock()
+	}()
 	o.log.Error("accept: the outbox's log is out of space; records are refused until space is freed", "dir", o.dir)
 	backoff := 10 * time.Millisecond
 	timer := time.NewTimer(backoff)

@@ -157,6 +157,7 @@ type Outbox struct {
 	sinceSnap    int // log records since the newest snapshot
 	advanced     chan struct{}
 	err          error // sticky write failure
+	waitingRoom  bool  // the flusher waits for room to write a block (waitForRoom)
 	closing      bool
 	segs         []uint64 // first seqs of the log segments, ascending
 	snaps        []uint64 // seqs of the snapshot files, ascending
@@ -317,7 +318,9 @@ func (o *Outbox) MarkCommitted(ctx context.Context, ids ...brand.ID) (int, error
 }
 
 // Flush makes every record appended so far durable, and returns once it is
-// (or ctx is done, or the log failed).
+// (or ctx is done, or the log failed). While the log waits for room on a
+// full disk it returns an error wrapping ErrDiskFull: the records stay in
+// the outbox and are written once there is room.
 func (o *Outbox) Flush(ctx context.Context) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -326,8 +329,12 @@ func (o *Outbox) Flush(ctx context.Context) error {
 		o.flushWant = want
 		o.signal()
 	}
-	if err := o.waitUntil(ctx, func() bool { return o.durable >= want }); err != nil {
+	full := false
+	if err := o.waitUntil(ctx, func() bool { full = o.waitingRoom; return full || o.durable >= want }); err != nil {
 		return fmt.Errorf("accept: flush: %w", err)
+	}
+	if full && o.durable < want {
+		return fmt.Errorf("accept: flush: %d records wait for room in %s: %w", want-o.durable, o.dir, ErrDiskFull)
 	}
 	return nil
 }
