@@ -123,8 +123,8 @@ func (c *serveClient) do(method, path string, body any) apiAnswer {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if method != http.MethodGet {
+		req.Header.Set("Content-Type", "application/json") // serve refuses a state change without it
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
