@@ -1,6 +1,7 @@
 package accept
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,6 +51,9 @@ func (o *Outbox) runFlusher() {
 			o.opts.testHookWrite(b.seq)
 		}
 		err := o.writeBlock(b)
+		for errors.Is(err, errUndone) && o.waitForRoom() {
+			err = o.writeBlock(b)
+		}
 		o.mu.Lock()
 		if err != nil {
 			o.err = fmt.Errorf("accept: writing block %d: %w: %w", b.seq, ErrFailed, err)
@@ -64,7 +68,16 @@ func (o *Outbox) runFlusher() {
 		o.broadcast()
 		o.mu.Unlock()
 		if err == nil && b.snap != nil {
-			if err := o.rotate(b.seq + 1); err != nil {
+			if err := o.rotate(b.seq + 1); errors.Is(err, errUndone) {
+				// No room for a new segment: the log goes on in this one,
+				// and a later compaction tries again.
+				o.log.Warn("accept: no room to start a log segment; compaction put off", "dir", o.dir, "err", err)
+				o.mu.Lock()
+				o.compacting = false
+				o.broadcast()
+				o.mu.Unlock()
+				continue
+			} else if err != nil {
 				o.mu.Lock()
 				o.err = fmt.Errorf("accept: starting log segment %d: %w: %w", b.seq+1, ErrFailed, err)
 				o.compacting = false
@@ -122,20 +135,80 @@ func (o *Outbox) nextBlock(now time.Time) (b *block, wait time.Duration, done bo
 	return b, 0, false
 }
 
+// errUndone marks a write that failed for want of space and was undone:
+// the log is as it was before it, and the write may be tried again.
+var errUndone = errors.New("accept: write undone")
+
 // writeBlock appends b to the current segment with one write and one
-// fsync.
+// fsync. A write that fails with ENOSPC is cut back off the segment (an
+// error wrapping errUndone and ENOSPC); a failed fsync is not undone.
 func (o *Outbox) writeBlock(b *block) error {
 	o.buf = appendBlock(slices.Grow(o.buf[:0], b.size), b.seq, b.recs)
-	if _, err := o.seg.Write(o.buf); err != nil {
+	if n, err := o.seg.Write(o.buf); err != nil {
+		if noSpace(err) && o.truncateTail(int64(n)) == nil {
+			return fmt.Errorf("%w: %w", errUndone, err)
+		}
 		return err
 	}
 	return o.seg.Sync()
 }
 
-// rotate starts the log segment whose first block is first.
+// truncateTail cuts the last n bytes written off the segment.
+func (o *Outbox) truncateTail(n int64) error {
+	fi, err := o.seg.Stat()
+	if err != nil {
+		return err
+	}
+	return o.seg.Truncate(fi.Size() - n)
+}
+
+// waitForRoom, after a block write undone for want of space, refuses new
+// records (the disk guard is told) and waits until the directory has room
+// again: true, try the write again; false, the outbox is closing.
+func (o *Outbox) waitForRoom() bool {
+	o.disk.NoSpace()
+	o.mu.Lock()
+	o.waitingRoom = true
+	o.broadcast()
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		o.waitingRoom = false
+		o.mu.Unlock()
+	}()
+	o.log.Error("accept: the outbox's log is out of space; records are refused until space is freed", "dir", o.dir)
+	backoff := 10 * time.Millisecond
+	timer := time.NewTimer(backoff)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+		case <-o.kick:
+		}
+		o.mu.Lock()
+		closing := o.closing
+		o.mu.Unlock()
+		if closing {
+			return false
+		}
+		if o.disk.Check() == nil {
+			return true
+		}
+		backoff = min(2*backoff, time.Second)
+		timer.Reset(backoff)
+	}
+}
+
+// rotate starts the log segment whose first block is first. Without room
+// for it, it removes what it made and returns an error wrapping errUndone.
 func (o *Outbox) rotate(first uint64) error {
 	f, err := createSegment(o.dir, first)
 	if err != nil {
+		if noSpace(err) {
+			if rerr := os.Remove(filepath.Join(o.dir, segName(first))); rerr == nil || os.IsNotExist(rerr) {
+				return fmt.Errorf("%w: %w", errUndone, err)
+			}
+		}
 		return err
 	}
 	old := o.seg

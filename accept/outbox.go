@@ -13,6 +13,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/champ"
+	"github.com/echostore/echostore/internal/diskguard"
 	"github.com/echostore/echostore/names"
 )
 
@@ -53,6 +54,12 @@ type Options struct {
 	// larger of the live intent count and CompactMin. Defaults 2 and 16,384.
 	CompactRatio int
 	CompactMin   int
+	// DiskReserve is the free space, in bytes, below which Record refuses
+	// with ErrDiskFull (nothing recorded) until that much is free again; a
+	// block write that meets ENOSPC anyway is undone and retried once
+	// there is room, instead of failing the outbox. 0: 64 MiB, at most a
+	// tenth of the filesystem; negative: no reserve.
+	DiskReserve int64
 	// Logger receives warnings (a dropped torn tail, a failed compaction).
 	// Default: discard.
 	Logger *slog.Logger
@@ -125,6 +132,7 @@ type Outbox struct {
 	opts Options
 	log  *slog.Logger
 	lock *os.File
+	disk *diskguard.Guard // the free-space reserve of dir
 
 	kick chan struct{} // wakes the flusher; buffered 1
 	wg   sync.WaitGroup
@@ -149,6 +157,7 @@ type Outbox struct {
 	sinceSnap    int // log records since the newest snapshot
 	advanced     chan struct{}
 	err          error // sticky write failure
+	waitingRoom  bool  // the flusher waits for room to write a block (waitForRoom)
 	closing      bool
 	segs         []uint64 // first seqs of the log segments, ascending
 	snaps        []uint64 // seqs of the snapshot files, ascending
@@ -187,6 +196,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Outbox, error) {
 		return nil, err
 	}
 	o := &Outbox{
+		disk:      diskguard.New(diskguard.Options{Dir: dir, Reserve: opts.DiskReserve, Ballast: -1, What: "accept outbox", Logger: opts.Logger}),
 		dir:       dir,
 		opts:      opts,
 		log:       opts.Logger,
@@ -211,7 +221,8 @@ func Open(ctx context.Context, dir string, opts Options) (*Outbox, error) {
 // map and in the open block, at in-heap speed, unless K records are
 // already not durable: then it waits (until ctx is done) for the log to
 // catch up. The payload is copied. It fails before any side effect with
-// ErrInvalid (id 0, bad queue name, negative RunAt), ErrTooLarge or
+// ErrInvalid (id 0, bad queue name, negative RunAt), ErrTooLarge,
+// ErrDiskFull (the directory is below Options.DiskReserve) or
 // ErrDuplicate.
 func (o *Outbox) Record(ctx context.Context, in Intent) error {
 	if in.ID == 0 {
@@ -227,6 +238,9 @@ func (o *Outbox) Record(ctx context.Context, in Intent) error {
 		return fmt.Errorf("accept: record %s: payload of %d bytes, at most %d: %w", brand.JOB.Format(in.ID), len(in.Payload), o.opts.MaxPayload, ErrTooLarge)
 	}
 	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("accept: record %s: %w", brand.JOB.Format(in.ID), err)
+	}
+	if err := o.disk.Check(); err != nil {
 		return fmt.Errorf("accept: record %s: %w", brand.JOB.Format(in.ID), err)
 	}
 	o.mu.Lock()
@@ -304,7 +318,9 @@ func (o *Outbox) MarkCommitted(ctx context.Context, ids ...brand.ID) (int, error
 }
 
 // Flush makes every record appended so far durable, and returns once it is
-// (or ctx is done, or the log failed).
+// (or ctx is done, or the log failed). While the log waits for room on a
+// full disk it returns an error wrapping ErrDiskFull: the records stay in
+// the outbox and are written once there is room.
 func (o *Outbox) Flush(ctx context.Context) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -313,8 +329,12 @@ func (o *Outbox) Flush(ctx context.Context) error {
 		o.flushWant = want
 		o.signal()
 	}
-	if err := o.waitUntil(ctx, func() bool { return o.durable >= want }); err != nil {
+	full := false
+	if err := o.waitUntil(ctx, func() bool { full = o.waitingRoom; return full || o.durable >= want }); err != nil {
 		return fmt.Errorf("accept: flush: %w", err)
+	}
+	if full && o.durable < want {
+		return fmt.Errorf("accept: flush: %d records wait for room in %s: %w", want-o.durable, o.dir, ErrDiskFull)
 	}
 	return nil
 }

@@ -573,6 +573,9 @@ func (t *Tier) EnqueueAt(ctx context.Context, q string, id brand.ID, payload []b
 		}
 	}
 	in := Intent{ID: id, Queue: q, Payload: payload, RunAt: at}
+	if err := t.gs.CheckRoom(); err != nil { // ErrDiskFull before anything is recorded
+		return Receipt{}, fmt.Errorf("accept: enqueue of %s: %w", brand.JOB.Format(id), err)
+	}
 	if err := t.out.Record(ctx, in); err != nil {
 		return Receipt{}, err
 	}

@@ -27,8 +27,12 @@ func diskPage(i int) []byte {
 
 // TestDiskFullChild commits pages to a graft store whose filesystem fills
 // up after a number of commits, reporting "L lsn i" for each acknowledged
-// commit and "X …" for the first failed one; it then tries once more and
-// exits. Pebble may also end the process itself.
+// commit and "X …" for each failed one. After two failures it frees the
+// disk and commits until the store takes commits again (it must do so by
+// itself, within a deadline), reports "R" and a few more commits, then
+// closes the store and reports "Q <close error>". With guard "ballast" the
+// store keeps no free-space reserve, so that Pebble itself meets ENOSPC and
+// the ballast must save it.
 func TestDiskFullChild(t *testing.T) {
 	arg, ok := crashtest.Child("TestDiskFullChild")
 	if !ok {
@@ -39,7 +43,11 @@ func TestDiskFullChild(t *testing.T) {
 	armAfter, _ := strconv.Atoi(f[2])
 	ctx := context.Background()
 	fs := faultfs.New(vfs.Default)
-	st, err := graft.Open(ctx, f[0], graft.Options{FS: fs, MemTableSize: 256 << 10})
+	opts := graft.Options{FS: fs, MemTableSize: 256 << 10}
+	if f[3] == "ballast" {
+		opts.DiskReserve = -1
+	}
+	st, err := graft.Open(ctx, f[0], opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +55,8 @@ func TestDiskFullChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	failed := 0
+	failed, recovered := 0, 0
+	var deadline time.Time
 	for i := 1; ; i++ {
 		if i == armAfter {
 			fs.Arm(budget)
@@ -58,46 +67,66 @@ func TestDiskFullChild(t *testing.T) {
 		}
 		lsn, err := tx.Commit(ctx, graft.Synced)
 		if err != nil {
-			report("X enospc=%v %v", errors.Is(err, syscall.ENOSPC), err)
-			if failed++; failed == 2 {
-				report("Q %v", st.Close())
-				os.Exit(0)
+			if failed++; failed <= 2 {
+				report("X enospc=%v diskfull=%v %v", errors.Is(err, syscall.ENOSPC), errors.Is(err, graft.ErrDiskFull), err)
+			}
+			if failed == 2 {
+				fs.Disarm()
+				deadline = time.Now().Add(30 * time.Second)
+			}
+			if failed > 2 {
+				if time.Now().After(deadline) {
+					report("N no commit taken 30s after the disk has room: %v", err)
+					os.Exit(0)
+				}
+				time.Sleep(time.Millisecond)
 			}
 			continue
 		}
 		crashtest.Report("L %d %d", lsn, i)
+		if failed >= 2 {
+			if recovered++; recovered == 1 {
+				report("R")
+			}
+			if recovered == 20 {
+				report("Q %v", st.Close())
+				os.Exit(0)
+			}
+		}
 	}
 }
 
 // TestDiskFull fills the disk under a graft store (ENOSPC from a failing
-// Pebble filesystem) at a random point after a random number of commits.
-// The store must fail the commit with an error (or end the process): never
-// acknowledge a commit it did not keep. Reopened on a disk with room, every
-// acknowledged commit is there with its bytes, LSNs gap-free, and the store
-// takes new commits.
+// Pebble filesystem) at a random point after a random number of commits,
+// with the store's free-space reserve (the commit is refused before Pebble
+// writes) and without it (Pebble meets ENOSPC; the ballast must let it
+// finish). The store must refuse the commit with an error wrapping
+// ErrDiskFull (and ENOSPC), never end the process, never acknowledge a
+// commit it did not keep, and take commits again by itself once the disk
+// has room. Reopened, every acknowledged commit is there with its bytes,
+// LSNs gap-free, and the store takes new commits.
 func TestDiskFull(t *testing.T) {
 	if _, ok := crashtest.Child("TestDiskFullChild"); ok {
 		return
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
-	modes := map[string]int{}
-	for round := range 6 {
+	for round := range 8 {
 		dir := t.TempDir()
 		budget := rng.Int64N(1 << 20)
 		armAfter := 1 + rng.IntN(300)
-		p := crashtest.Start(t, "TestDiskFullChild", fmt.Sprintf("%s|%d|%d", dir, budget, armAfter))
+		guard := []string{"reserve", "ballast"}[round%2]
+		p := crashtest.Start(t, "TestDiskFullChild", fmt.Sprintf("%s|%d|%d|%s", dir, budget, armAfter, guard))
 		acked := map[uint64]int{}
-		var mode string
+		var refusals []string
+		recovered, closed := false, false
 		for {
 			line, err := p.Next()
 			if err != nil {
-				if mode == "" {
-					mode = "the process ended"
-					if i := strings.Index(err.Error(), "panic: "); i >= 0 {
-						mode = "the process panicked: " + strings.SplitN(err.Error()[i:], "\n", 2)[0]
-					}
+				mode := "the process ended"
+				if i := strings.Index(err.Error(), "panic: "); i >= 0 {
+					mode = "the process panicked: " + strings.SplitN(err.Error()[i:], "\n", 2)[0]
 				}
-				break
+				t.Fatalf("round %d (%s, full after %d commits + %d bytes): %s; refusals %q; %v", round, guard, armAfter-1, budget, mode, refusals, err)
 			}
 			f := strings.Fields(line)
 			switch f[0] {
@@ -106,16 +135,27 @@ func TestDiskFull(t *testing.T) {
 				i, _ := strconv.Atoi(f[2])
 				acked[lsn] = i
 			case "X":
-				if mode == "" {
-					mode = "typed error"
-					if f[1] != "enospc=true" {
-						mode = "error not wrapping ENOSPC"
-						t.Logf("round %d: %s", round, line)
-					}
+				refusals = append(refusals, line)
+				if f[1] != "enospc=true" || f[2] != "diskfull=true" {
+					t.Fatalf("round %d (%s): a commit on the full disk failed with an error not wrapping ErrDiskFull and ENOSPC: %s", round, guard, line)
 				}
+			case "N":
+				t.Fatalf("round %d (%s): the store did not recover: %s", round, guard, line)
+			case "R":
+				recovered = true
+			case "Q":
+				if line != "Q <nil>" {
+					t.Fatalf("round %d (%s): close after the full disk: %s", round, guard, line)
+				}
+				closed = true
+			}
+			if closed {
+				break
 			}
 		}
-		modes[mode]++
+		if len(refusals) != 2 || !recovered {
+			t.Fatalf("round %d (%s): refusals %q, recovered %v", round, guard, refusals, recovered)
+		}
 		st, err := graft.Open(t.Context(), dir, graft.Options{})
 		if err != nil {
 			t.Fatalf("round %d: reopen after the full disk: %v", round, err)
@@ -125,7 +165,7 @@ func TestDiskFull(t *testing.T) {
 			t.Fatal(err)
 		}
 		head := v.Head()
-		if head < uint64(len(acked)) {
+		if head != uint64(len(acked)) {
 			t.Fatalf("round %d: head %d after %d acknowledged commits", round, head, len(acked))
 		}
 		for lsn, i := range acked {
@@ -149,7 +189,6 @@ func TestDiskFull(t *testing.T) {
 		if err := st.Close(); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("round %d: disk full after %d commits + %d bytes: %s; %d acknowledged commits kept", round, armAfter-1, budget, mode, len(acked))
+		t.Logf("round %d (%s): disk full after %d commits + %d bytes: %s; recovered by itself; %d acknowledged commits kept", round, guard, armAfter-1, budget, refusals[0], len(acked))
 	}
-	t.Logf("failure modes: %v", modes)
 }

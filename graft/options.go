@@ -76,6 +76,21 @@ type Options struct {
 	// Notifier, if set, receives an Event for every local commit and every
 	// push, and is what Volume.Follow waits on (see package graft/lane).
 	Notifier Notifier
+	// DiskReserve is the free space, in bytes, that the data directory's
+	// filesystem keeps: below it commits and volume creations fail with an
+	// error wrapping ErrDiskFull (reads, GC, pushes and pulls go on), and
+	// they are accepted again by themselves once that much is free. 0:
+	// 64 MiB, at most a tenth of the filesystem; negative: no reserve.
+	// Only a filesystem that reports its free space is guarded (not
+	// vfs.NewMem).
+	DiskReserve int64
+	// Ballast is the size, in bytes, of the file BALLAST that a read-write
+	// Open lays in the directory: space held back so that the writes under
+	// way when the disk fills from outside can finish (Pebble ends the
+	// process when its write-ahead log meets ENOSPC). The first ENOSPC
+	// releases it; it is laid anew once the reserve and it fit again. 0:
+	// 16 MiB, at most a twentieth of the filesystem; negative: none.
+	Ballast int64
 	// Logger receives Pebble's messages (Info at Debug level) and the store's
 	// own; nil discards them.
 	Logger *slog.Logger

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/echostore/echostore/internal/diskguard"
 	"github.com/echostore/echostore/names"
 )
 
@@ -29,7 +31,8 @@ var tunePebble func(*pebble.Options)
 // volumes. It is safe for concurrent use.
 type Store struct {
 	db     *pebble.DB
-	lock   *pebble.Lock // held across both opens of a read-write Open; nil read-only
+	lock   *pebble.Lock     // held across both opens of a read-write Open; nil read-only
+	disk   *diskguard.Guard // nil read-only (see Options.DiskReserve)
 	opts   Options
 	log    *slog.Logger
 	closed atomic.Bool
@@ -67,9 +70,19 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A read-write store is guarded against a full disk (diskfull.go):
+	// Pebble's filesystem reports every ENOSPC to the guard, which releases
+	// its ballast so that Pebble's retry of that write succeeds.
+	pfs := opts.FS
+	var guard *diskguard.Guard
+	if !opts.ReadOnly {
+		guard = diskguard.New(diskguard.Options{Dir: dir, FS: opts.FS, Reserve: opts.DiskReserve, Ballast: opts.Ballast, What: "graft", Logger: opts.Logger})
+		pfs = vfs.OnDiskFull(opts.FS, guard.NoSpace)
+	}
 	pebbleOpts := func(readOnly bool) *pebble.Options {
 		po := &pebble.Options{
-			FS:                 opts.FS,
+			FS:                 pfs,
+			EventListener:      eventListener(opts.Logger, guard),
 			CacheSize:          opts.CacheSize,
 			MemTableSize:       opts.MemTableSize,
 			FormatMajorVersion: formatMajorVersion,
@@ -119,7 +132,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 			return fail(err)
 		}
 	}
-	s := &Store{db: db, lock: lock, opts: opts, log: opts.Logger, vols: make(map[string]*Volume), lazySyncPoint: true}
+	s := &Store{db: db, lock: lock, disk: guard, opts: opts, log: opts.Logger, vols: make(map[string]*Volume), lazySyncPoint: true}
 	if opts.Remote != nil {
 		s.remote.Store(&remoteHandle{store: opts.Remote, hooks: opts.RemoteHooks})
 	}
@@ -270,6 +283,9 @@ func (s *Store) volume(ctx context.Context, name string, create bool) (*Volume, 
 		return nil, fmt.Errorf("graft: volume %q: %w", name, ErrVolumeNotFound)
 	}
 	if err := s.checkWritable(); err != nil {
+		return nil, fmt.Errorf("graft: create volume %q: %w", name, err)
+	}
+	if err := s.CheckRoom(); err != nil {
 		return nil, fmt.Errorf("graft: create volume %q: %w", name, err)
 	}
 	rec := volumeRecord{ID: s.nextID, KeepFrom: Unpinned, Created: time.Now().UnixNano()}

@@ -174,6 +174,9 @@ func (t *Txn) Commit(ctx context.Context, d Durability) (uint64, error) {
 	if err := v.s.checkWritable(); err != nil {
 		return 0, fmt.Errorf("graft: commit to volume %q: %w", v.name, err)
 	}
+	if err := v.s.CheckRoom(); err != nil {
+		return 0, fmt.Errorf("graft: commit to volume %q: %w", v.name, err)
+	}
 	if len(t.pages) == 0 && len(t.meta) == 0 {
 		return 0, fmt.Errorf("graft: commit to volume %q: %w", v.name, ErrEmptyCommit)
 	}

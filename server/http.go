@@ -59,6 +59,11 @@ const (
 	CodeInternal      = "internal"    // 500
 )
 
+// CodeInsufficientStorage is the code of 507: the data dir or the remote
+// object store is full; nothing was written, and writes are accepted again
+// once space is freed.
+const CodeInsufficientStorage = "insufficient_storage"
+
 // apiError is an error with its HTTP status and code.
 type apiError struct {
 	status int
@@ -97,6 +102,8 @@ func classify(err error) (int, string) {
 	case errors.Is(err, mq.ErrFenced), errors.Is(err, archive.ErrVolumeBehind), errors.Is(err, archive.ErrNoVolume),
 		errors.Is(err, archive.ErrVolumeOwner), errors.Is(err, accept.ErrDuplicate):
 		return http.StatusConflict, CodeConflict
+	case graft.IsStorageFull(err): // the data dir (graft, the accept outbox) or the remote
+		return http.StatusInsufficientStorage, CodeInsufficientStorage
 	}
 	return http.StatusInternalServerError, CodeInternal
 }

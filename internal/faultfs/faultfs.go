@@ -1,7 +1,9 @@
 // Package faultfs wraps a Pebble filesystem so that a test can fill the disk:
 // once armed with a byte budget, writes succeed until the budget is spent and
 // then fail with ENOSPC (a write that crosses the limit writes what fits and
-// fails), as do file creations and preallocations.
+// fails), as do file creations and preallocations. While armed it reports
+// what is left of the budget as the disk's free space (GetDiskUsage), and a
+// removed file gives its size back to the budget, as on a real disk.
 //
 //	fs := faultfs.New(vfs.Default)
 //	st, _ := graft.Open(ctx, dir, graft.Options{FS: fs})
@@ -39,6 +41,9 @@ func (f *FS) Arm(n int64) { f.left.Store(max(n, 0)) }
 
 // Disarm frees the disk again.
 func (f *FS) Disarm() { f.left.Store(math.MaxInt64) }
+
+// Free returns what is left of the budget (math.MaxInt64 when disarmed).
+func (f *FS) Free() int64 { return f.left.Load() }
 
 // Failed returns how many operations failed for want of space.
 func (f *FS) Failed() int64 { return f.failed.Load() }
@@ -86,6 +91,43 @@ func (f *FS) ReuseForWrite(oldname, newname string, cat vfs.DiskWriteCategory) (
 // OpenReadWrite implements vfs.FS.
 func (f *FS) OpenReadWrite(name string, cat vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
 	return f.wrap(f.FS.OpenReadWrite(name, cat, opts...))
+}
+
+// Remove implements vfs.FS; while armed, the file's size goes back to the
+// budget.
+func (f *FS) Remove(name string) error {
+	var size int64
+	if fi, err := f.FS.Stat(name); err == nil {
+		size = fi.Size()
+	}
+	if err := f.FS.Remove(name); err != nil {
+		return err
+	}
+	f.refund(size)
+	return nil
+}
+
+// refund gives n bytes back to an armed budget.
+func (f *FS) refund(n int64) {
+	for n > 0 {
+		left := f.left.Load()
+		if left == math.MaxInt64 || f.left.CompareAndSwap(left, min(left+n, math.MaxInt64-1)) {
+			return
+		}
+	}
+}
+
+// GetDiskUsage implements vfs.FS: while armed, the budget left is the free
+// space.
+func (f *FS) GetDiskUsage(path string) (vfs.DiskUsage, error) {
+	u, err := f.FS.GetDiskUsage(path)
+	if err != nil {
+		return u, err
+	}
+	if left := f.left.Load(); left != math.MaxInt64 {
+		u.AvailBytes = min(u.AvailBytes, uint64(left))
+	}
+	return u, nil
 }
 
 type pathError struct{ op, path string }
