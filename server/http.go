@@ -581,6 +581,9 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 		if win.MaxAge, err = time.ParseDuration(v); err != nil || win.MaxAge < 0 {
 			return badRequest("max_age %q: want a duration such as 24h", v)
 		}
+		if qv.Get("keep") == "" {
+			win.Keep = 0 // an age window alone, as keep alone is a count window
+		}
 	}
 	if v := qv.Get("trim_after"); v != "" {
 		if cfg.trimAfter, err = archive.ParseTrimAfter(v); err != nil {
