@@ -307,6 +307,18 @@ func keyExists(t *testing.T, redisURL, key string) bool {
 // its own and returns the first line of the reply.
 func redisDo(t *testing.T, redisURL string, args ...string) string {
 	t.Helper()
+	conn := redisConn(t, redisURL, args...)
+	defer conn.Close()
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimRight(line, "\r\n")
+}
+
+// redisConn dials the Redis at redisURL and sends one command.
+func redisConn(t *testing.T, redisURL string, args ...string) net.Conn {
+	t.Helper()
 	u, err := url.Parse(redisURL)
 	if err != nil {
 		t.Fatal(err)
@@ -315,15 +327,10 @@ func redisDo(t *testing.T, redisURL string, args ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	fmt.Fprintf(conn, "*%d\r\n", len(args))
 	for _, a := range args {
 		fmt.Fprintf(conn, "$%d\r\n%s\r\n", len(a), a)
 	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimRight(line, "\r\n")
+	return conn
 }
