@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,4 +50,42 @@ func exitCodeOf(err error) int {
 		return 0
 	}
 	return exitCode(err)
+}
+
+// TestCLIEnqueueStrict: enqueue refuses, with exit 2 and before anything is
+// recorded, a payload encoding/json would pass (duplicate names, a lone
+// surrogate, trailing data) and an explicit id that is zero or not
+// canonical; an id taken by another payload fails (exit 1) naming it.
+func TestCLIEnqueueStrict(t *testing.T) {
+	r := startRedis(t)
+	dir := t.TempDir()
+	g := []string{"--redis", r.URL, "--data", filepath.Join(dir, "data"), "--remote", "file://" + filepath.Join(dir, "remote")}
+	cmd := func(args ...string) []string { return append(append([]string{}, g...), args...) }
+	for _, args := range [][]string{
+		{"--payload", `{"a":1,"a":2}`},
+		{"--payload", `"\ud800"`},
+		{"--payload", `1 2`},
+		{"--payload", "\"\xff\""},
+		{"--payload", `1`, "--id", "JOB_0000000000000"},
+		{"--payload", `1`, "--id", "job_0000000000001"},
+	} {
+		out, _, err := run(t, "", cmd(append([]string{"enqueue", "jobs"}, args...)...)...)
+		if err == nil || exitCode(err) != exitUsage || out != "" {
+			t.Fatalf("enqueue %q: %q %v (exit %d), want exit %d", args, out, err, exitCodeOf(err), exitUsage)
+		}
+	}
+	out, _, err := run(t, "", cmd("enqueue", "jobs", "--payload", `1`, "--mode", "sync")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rc struct{ ID string }
+	if err := json.Unmarshal([]byte(out), &rc); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := run(t, "", cmd("enqueue", "jobs", "--payload", `1`, "--id", rc.ID)...); err != nil {
+		t.Fatalf("retry with the same payload: %v", err)
+	}
+	if _, _, err := run(t, "", cmd("enqueue", "jobs", "--payload", `2`, "--id", rc.ID)...); err == nil || exitCode(err) != exitFailure || !strings.Contains(err.Error(), "taken") {
+		t.Fatalf("another payload under %s: %v, want a conflict", rc.ID, err)
+	}
 }
