@@ -84,8 +84,9 @@ func IsReservedJobField(name string) bool {
 	return name == "job" || name == "attempt" || name == "error"
 }
 
-// Job is a unit of work. Its id is a JOB-branded id: the same id enqueued
-// twice within JobOptions.DedupWindow is enqueued once.
+// Job is a unit of work. Its id is a JOB-branded id: the same job (id and
+// fields) enqueued twice within JobOptions.DedupWindow is enqueued once; the
+// id with other fields is a Conflict and not enqueued.
 type Job struct {
 	// ID is the job's id; zero means mint one.
 	ID brand.ID
@@ -209,8 +210,9 @@ func (c *Client) Enqueue(ctx context.Context, q string, job Job) (EnqueueResult,
 // EnqueueBatch enqueues jobs on queue q in one round trip per chunk and
 // returns their results in input order. Each job fares exactly as it would
 // through Enqueue, in the order given: a job whose id was enqueued within
-// JobOptions.DedupWindow (also earlier in the same batch) is Duplicate and
-// nothing is done for it; a job whose RunAt is after now is Delayed; any
+// JobOptions.DedupWindow (also earlier in the same batch) is Duplicate, or
+// Conflict if its fields differ from that job's, and nothing is done for
+// it; a job whose RunAt is after now is Delayed; any
 // other is queued at once under its EntryID. A job with ID 0 gets a minted
 // id.
 //
@@ -389,7 +391,9 @@ func (c *Client) Promote(ctx context.Context, q string) (int64, error) {
 
 // Claim promotes due delayed jobs and then claims up to n jobs of queue q
 // that no consumer has had yet (n ≤ 0: JobOptions.ClaimBatch) for consumer.
-// It does not wait: no job, no delivery. A claimed job stays pending until
+// It does not wait: no job, no delivery; a queue with no job stream gets
+// none and nothing is created for it. consumer must pass CheckConsumer
+// (ErrInvalidConsumer). A claimed job stays pending until
 // Ack or Fail; Recover takes it over if it stays idle too long. An entry of
 // the job stream that is not a job is reported in the error (an
 // *EntryError) beside the deliveries of the others; it stays pending, and

@@ -352,7 +352,8 @@ func queuePath(r *http.Request) (string, error) {
 }
 
 // readBody reads the whole (size-limited) body. A body that does not
-// arrive within Config.BodyTimeout (the read deadline the API sets) is 408.
+// arrive within Config.BodyTimeout (the read deadline the API sets) is 408,
+// one over Config.MaxBody 413, one cut short 400.
 func readBody(r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -361,7 +362,13 @@ func readBody(r *http.Request) ([]byte, error) {
 			return nil, &apiError{http.StatusRequestTimeout, CodeTimeout,
 				fmt.Errorf("the body did not arrive within body_timeout (%d bytes read); nothing was done", len(b))}
 		}
-		return nil, fmt.Errorf("read body: %w", err)
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, fmt.Errorf("read body: %w", err) // 413
+		}
+		// The client hung up or sent a broken chunked encoding: its mistake,
+		// and nothing to do with Redis (whose EOFs are 503).
+		return nil, &apiError{http.StatusBadRequest, CodeBadRequest, fmt.Errorf("read body: %w", err)}
 	}
 	return b, nil
 }

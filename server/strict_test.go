@@ -195,7 +195,7 @@ func TestBadEntryIDs(t *testing.T) {
 }
 
 // TestSlowBody: a body that does not arrive within body_timeout is answered
-// 408 timeout, not 500. The client sends half its body and then nothing:
+// 408 timeout, not 500; one cut short is 400. The client sends half its body and then nothing:
 // the server's read deadline ends the wait, so the test waits for the
 // answer (bounded by a generous deadline of its own), not for a clock.
 func TestSlowBody(t *testing.T) {
@@ -221,6 +221,24 @@ func TestSlowBody(t *testing.T) {
 		if err != nil || resp.StatusCode != http.StatusRequestTimeout || eb.Error.Code != CodeTimeout {
 			t.Fatalf("%s: %d %+v (%v), want 408 %s", path, resp.StatusCode, eb, err, CodeTimeout)
 		}
+	}
+	// A body cut short (the client closes its side) is the client's
+	// mistake too: 400, not a 503 of an EOF taken for Redis's.
+	conn, err := net.Dial("tcp", e.srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(conn, "POST /v1/queues/%s/jobs HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{\"pay", q, e.srv.Addr())
+	conn.(*net.TCPConn).CloseWrite()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a body cut short: %d, want 400", resp.StatusCode)
 	}
 	if n := e.srv.out.Len(); n != 0 {
 		t.Fatalf("a cut-off body left %d intents", n)
