@@ -291,8 +291,14 @@ func atLeast7(version string) bool {
 const readRetries = 6
 
 // readRetryDelay is the pause before retry attempts+1 of a read-only
-// command: 10ms doubling, then none (a negative delay ends the retries).
-func readRetryDelay(attempts int, _ rueidis.Completed, _ error) time.Duration {
+// command: 10ms doubling, then none (a negative delay ends the retries). A
+// blocking read (a lane follower's XREAD BLOCK, which has no caller waiting
+// on an answer) is retried as before, until its context ends, 1ms doubling
+// up to 1s, so that followers ride out a Redis restart.
+func readRetryDelay(attempts int, cmd rueidis.Completed, _ error) time.Duration {
+	if cmd.IsBlock() {
+		return min(time.Millisecond<<min(attempts, 10), time.Second)
+	}
 	if attempts >= readRetries {
 		return -1
 	}
