@@ -912,9 +912,12 @@ func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request) error {
 	if b.All == (len(b.Entries) > 0) {
 		return badRequest(`give the dead-letter entries to redrive {"entries":[…]} or {"all":true,"limit":N} (not both)`)
 	}
+	if b.Limit < 0 || b.Limit != 0 && !b.All {
+		return badRequest(`limit %d: give {"all":true,"limit":N} with N of 1 or more (0 or none: 1000)`, b.Limit)
+	}
 	var ids []string
 	if b.All {
-		if b.Limit <= 0 {
+		if b.Limit == 0 {
 			b.Limit = 1000
 		}
 		ids, err = s.mq.RedriveAll(r.Context(), q, b.Limit)
