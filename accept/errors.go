@@ -20,6 +20,11 @@ var (
 	// ErrDuplicate: an intent with this id is already in the outbox. Nothing
 	// was recorded.
 	ErrDuplicate = errors.New("accept: duplicate id")
+	// ErrIDConflict: an enqueue under the id of an earlier job (pending in
+	// the outbox, or remembered by the job stream's dedup window) with
+	// another payload or on another queue. Nothing was recorded; the id
+	// stays the earlier job's.
+	ErrIDConflict = errors.New("accept: job id taken by another job")
 	// ErrTooManyQueues: an enqueue on a queue new to the Tier would exceed
 	// TierOptions.MaxQueues. Nothing was recorded.
 	ErrTooManyQueues = errors.New("accept: too many queues")

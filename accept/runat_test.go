@@ -99,6 +99,8 @@ func (stuckDispatcher) EnqueueBatch(context.Context, string, []mq.Job) ([]mq.Enq
 
 func (stuckDispatcher) CheckJob(mq.Job) error { return nil }
 
+func (stuckDispatcher) CheckJobID(context.Context, string, mq.Job) (bool, error) { return false, nil }
+
 // TestDispatchRunAt: a job with a future run-at is dispatched (after its
 // push) but not put on the job stream, nor claimable, before its run-at,
 // by the injected clock of the job queue; at its run-at it is claimed once,

@@ -69,6 +69,12 @@ type Dispatcher interface {
 	// every job with it before recording: a job acknowledged and then
 	// refused by the job stream would stop its queue's dispatch.
 	CheckJob(job mq.Job) error
+	// CheckJobID reports what EnqueueBatch would make of job's id on queue
+	// q, without changing anything: known if the id is remembered with the
+	// same fields (a retry: a duplicate), an error wrapping
+	// mq.ErrIDConflict if with other fields. Enqueue asks it about every
+	// explicit id that the outbox does not hold.
+	CheckJobID(ctx context.Context, q string, job mq.Job) (known bool, err error)
 }
 
 // Page layout of the accept volume (docs/ACCEPT.md, "The accept volume"):
@@ -521,9 +527,13 @@ func (q *tierQueue) poke() {
 }
 
 // Enqueue accepts one job, payload, on queue q. An id of 0 is minted (JOB);
-// give the id of an earlier attempt to retry it idempotently: the job
-// stream dedups by id, and an id still pending in the outbox is refused
-// with ErrDuplicate (it is accepted already and will be committed). With
+// give the id of an earlier attempt to retry it idempotently: the same id
+// with the same payload on the same queue is a success whether the job is
+// still pending in the outbox or already dispatched (the job stream dedups
+// by id), and is enqueued once; with another payload (or on another queue
+// while the job is pending in the outbox: ids are queue-wide in the job
+// stream, outbox-wide before) it is refused with ErrIDConflict before
+// anything is recorded. With
 // Async it returns once the intent is recorded in the outbox; with Sync
 // once the batch holding it is one commit of the queue's accept volume and
 // pushed, and the receipt carries that push's remote LSN. A Sync call whose
@@ -563,26 +573,51 @@ func (t *Tier) EnqueueAt(ctx context.Context, q string, id brand.ID, payload []b
 		}
 		return Receipt{}, fmt.Errorf("%w: the job stream would refuse it: %w", ErrInvalid, err)
 	}
+	if err := names.Check(names.Queue, q); err != nil {
+		return Receipt{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	// An explicit id is checked before anything is made for the queue.
+	explicit := id != 0
+	retry := false
+	if explicit {
+		var err error
+		if retry, err = t.checkID(ctx, Intent{ID: id, Queue: q, Payload: payload, RunAt: at}); err != nil {
+			return Receipt{}, err
+		}
+	}
 	tq, err := t.queue(ctx, q, false)
 	if err != nil {
 		return Receipt{}, err
 	}
-	if id == 0 {
+	if !explicit {
 		if id, err = t.opts.Minter.Mint(); err != nil {
 			return Receipt{}, fmt.Errorf("accept: mint: %w", err)
 		}
 	}
 	in := Intent{ID: id, Queue: q, Payload: payload, RunAt: at}
-	if err := t.gs.CheckRoom(); err != nil { // ErrDiskFull before anything is recorded
-		return Receipt{}, fmt.Errorf("accept: enqueue of %s: %w", brand.JOB.Format(id), err)
-	}
-	if err := t.out.Record(ctx, in); err != nil {
-		return Receipt{}, err
+	if !retry {
+		if err := t.gs.CheckRoom(); err != nil { // ErrDiskFull before anything is recorded
+			return Receipt{}, fmt.Errorf("accept: enqueue of %s: %w", brand.JOB.Format(id), err)
+		}
+		err := t.out.Record(ctx, in)
+		if errors.Is(err, ErrDuplicate) {
+			// Recorded meanwhile by a concurrent enqueue of the id.
+			retry, err = t.checkID(ctx, in)
+			if err == nil && !retry {
+				err = fmt.Errorf("accept: record %s: %w", brand.JOB.Format(id), ErrDuplicate)
+			}
+		}
+		if err != nil {
+			return Receipt{}, err
+		}
 	}
 	if got, ok := t.out.Get(id); ok {
 		in = got // the outbox's copy: the caller may reuse payload
 	}
 	r := Receipt{ID: id, Mode: mode, Volume: tq.vol.Name()}
+	if retry && mode == Async {
+		return r, nil // pending already: it is committed and dispatched once
+	}
 	it := item{in: in}
 	if mode == Sync {
 		it.done = make(chan commitResult, 1)
@@ -625,6 +660,35 @@ func (t *Tier) EnqueueAt(ctx context.Context, q string, id brand.ID, payload []b
 	case <-ctx.Done():
 		return r, fmt.Errorf("accept: sync enqueue of %s: %w", brand.JOB.Format(id), ctx.Err())
 	}
+}
+
+// checkID reports whether in, enqueued under an explicit id, is a retry of
+// a job the tier has: pending in the outbox with the same queue and
+// payload (retry; the intent is not recorded again), or remembered by the
+// job stream with the same payload (not a retry: the intent is recorded,
+// committed and pushed again, and its dispatch is a duplicate). An
+// earlier job under the id with another payload, or on another queue, is
+// ErrIDConflict.
+func (t *Tier) checkID(ctx context.Context, in Intent) (retry bool, err error) {
+	name := brand.JOB.Format(in.ID)
+	if got, ok := t.out.Get(in.ID); ok {
+		if got.Queue != in.Queue {
+			return false, fmt.Errorf("accept: enqueue of %s on %s: %w: the id is a job of queue %s; give the job another id",
+				name, in.Queue, ErrIDConflict, got.Queue)
+		}
+		if !bytes.Equal(got.Payload, in.Payload) {
+			return false, fmt.Errorf("accept: enqueue of %s on %s: %w: the id is a job with another payload; give the job another id, or retry it with its own payload",
+				name, in.Queue, ErrIDConflict)
+		}
+		return true, nil
+	}
+	if _, err := t.disp.CheckJobID(ctx, in.Queue, streamJob(in)); err != nil {
+		if errors.Is(err, mq.ErrIDConflict) {
+			return false, fmt.Errorf("accept: enqueue of %s on %s: %w: %w", name, in.Queue, ErrIDConflict, err)
+		}
+		return false, fmt.Errorf("accept: enqueue of %s on %s: check the id: %w", name, in.Queue, err)
+	}
+	return false, nil
 }
 
 // Drain commits and pushes everything pending on every queue now and
@@ -998,8 +1062,16 @@ func (t *Tier) dispatch(ctx context.Context, q *tierQueue, batch []item) bool {
 	}
 	backoff := 10 * time.Millisecond
 	for {
-		_, err := t.disp.EnqueueBatch(ctx, q.name, jobs)
+		res, err := t.disp.EnqueueBatch(ctx, q.name, jobs)
 		if err == nil {
+			for i, r := range res {
+				if r.Conflict {
+					// Enqueue checks ids first; only a race with a direct
+					// producer of the job stream gets here.
+					t.log.Warn("accept: dispatch: the job stream has this job id with another payload; this job is not dispatched",
+						"queue", q.name, "job", brand.JOB.Format(jobs[i].ID))
+				}
+			}
 			break
 		}
 		if ctx.Err() != nil {

@@ -161,6 +161,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		ConnWriteTimeout: ep.Timeout,
 		DisableCache:     true,
 		AlwaysPipelining: true, // so that cancelling a context ends a blocked XREAD
+		RetryDelay:       readRetryDelay,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", ep, err)
@@ -281,6 +282,27 @@ func atLeast7(version string) bool {
 	major, _, _ := strings.Cut(version, ".")
 	n, err := strconv.Atoi(major)
 	return err == nil && n >= 7
+}
+
+// readRetries bounds how often the client sends a read-only command again
+// after a network error (rueidis's own retry, which by default goes on until
+// the context ends): with Redis down, a read fails within about a second
+// (IsUnavailable) instead of hanging a caller whose context has no deadline.
+const readRetries = 6
+
+// readRetryDelay is the pause before retry attempts+1 of a read-only
+// command: 10ms doubling, then none (a negative delay ends the retries). A
+// blocking read (a lane follower's XREAD BLOCK, which has no caller waiting
+// on an answer) is retried as before, until its context ends, 1ms doubling
+// up to 1s, so that followers ride out a Redis restart.
+func readRetryDelay(attempts int, cmd rueidis.Completed, _ error) time.Duration {
+	if cmd.IsBlock() {
+		return min(time.Millisecond<<min(attempts, 10), time.Second)
+	}
+	if attempts >= readRetries {
+		return -1
+	}
+	return 10 * time.Millisecond << attempts
 }
 
 // isServerError reports whether err is an error reply from the server (the

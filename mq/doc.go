@@ -72,6 +72,8 @@
 //	emq:{Q}:jobs:dead           dead letters, a stream
 //	emq:{Q}:jobs:delayed        delayed jobs, sorted set by due time (ms)
 //	emq:{Q}:jobs:ids            recent job ids (dedup), sorted set by expiry
+//	emq:{Q}:jobs:digests        digest of each recent job id's fields, hash
+//	                            (the same id with other fields: a conflict)
 //	emq:{vol.V}:lane:lsn        LSN lane of volume V
 //
 // The seam cache is a cache: the archive volume holds the truth.

@@ -58,6 +58,24 @@ var (
 	// ErrNoJob: a job id or entry that is not pending in the queue.
 	ErrNoJob = errors.New("no such pending job")
 
+	// ErrIDConflict: a job id enqueued within the dedup window with other
+	// fields: the id is taken, and the job was not enqueued.
+	ErrIDConflict = errors.New("job id already enqueued with other fields")
+
+	// ErrInvalidEntryID: an entry id (ack, redrive, dead letters after) that
+	// is not a stream id <ms>-<seq> (or <ms>) of decimal 64-bit numbers.
+	// Nothing was sent.
+	ErrInvalidEntryID = errors.New("invalid stream entry id")
+
+	// ErrInvalidConsumer: a consumer name that is empty, longer than
+	// MaxConsumerName bytes, not UTF-8, or holds a space or a control or
+	// other non-graphic character. Nothing was sent.
+	ErrInvalidConsumer = errors.New("invalid consumer name")
+
+	// ErrUnavailable: Redis could not be reached or cannot serve now (see
+	// IsUnavailable); the call may succeed later.
+	ErrUnavailable = errors.New("redis unavailable")
+
 	// ErrBadURL: a Redis URL this package does not accept.
 	ErrBadURL = errors.New("invalid redis URL")
 )

@@ -2,6 +2,9 @@ package mq
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -81,8 +84,9 @@ func IsReservedJobField(name string) bool {
 	return name == "job" || name == "attempt" || name == "error"
 }
 
-// Job is a unit of work. Its id is a JOB-branded id: the same id enqueued
-// twice within JobOptions.DedupWindow is enqueued once.
+// Job is a unit of work. Its id is a JOB-branded id: the same job (id and
+// fields) enqueued twice within JobOptions.DedupWindow is enqueued once; the
+// id with other fields is a Conflict and not enqueued.
 type Job struct {
 	// ID is the job's id; zero means mint one.
 	ID brand.ID
@@ -101,8 +105,12 @@ type EnqueueResult struct {
 	Delayed bool
 	// Duplicate: the id was enqueued before, within the dedup window
 	// (perhaps by this very call, by an attempt whose reply was lost, or
-	// earlier in its batch); nothing more was done.
+	// earlier in its batch), with the same fields; nothing more was done.
 	Duplicate bool
+	// Conflict: the id was enqueued before, within the dedup window, with
+	// other fields; nothing was done (the job under that id is the earlier
+	// one). CheckJobID tells it before an enqueue.
+	Conflict bool
 }
 
 // EnqueueError reports an EnqueueBatch that did not complete. Done holds
@@ -202,8 +210,9 @@ func (c *Client) Enqueue(ctx context.Context, q string, job Job) (EnqueueResult,
 // EnqueueBatch enqueues jobs on queue q in one round trip per chunk and
 // returns their results in input order. Each job fares exactly as it would
 // through Enqueue, in the order given: a job whose id was enqueued within
-// JobOptions.DedupWindow (also earlier in the same batch) is Duplicate and
-// nothing is done for it; a job whose RunAt is after now is Delayed; any
+// JobOptions.DedupWindow (also earlier in the same batch) is Duplicate, or
+// Conflict if its fields differ from that job's, and nothing is done for
+// it; a job whose RunAt is after now is Delayed; any
 // other is queued at once under its EntryID. A job with ID 0 gets a minted
 // id.
 //
@@ -244,7 +253,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, q string, jobs []Job) ([]Enqu
 			}
 		}
 	}
-	keys := []string{JobsKey(q), DelayedKey(q), JobIDsKey(q)}
+	keys := []string{JobsKey(q), DelayedKey(q), JobIDsKey(q), JobDigestsKey(q)}
 	out := make([]EnqueueResult, len(jobs))
 	for start := 0; start < len(jobs); {
 		end := c.chunkEnd(len(jobs), start, func(i int) []Field { return jobs[i].Fields })
@@ -267,7 +276,7 @@ func (c *Client) enqueueChunk(ctx context.Context, keys []string, jobs []Job, id
 	now := c.now()
 	n := 4
 	for _, job := range jobs {
-		n += 3 + 2*len(job.Fields)
+		n += 4 + 2*len(job.Fields)
 	}
 	args := make([]string, 0, n)
 	args = append(args, ms(now), strconv.FormatInt(c.opts.Jobs.DedupWindow.Milliseconds(), 10),
@@ -277,7 +286,7 @@ func (c *Client) enqueueChunk(ctx context.Context, keys []string, jobs []Job, id
 		if job.RunAt.After(now) {
 			due = ms(job.RunAt)
 		}
-		args = append(args, brand.JOB.Format(ids[i]), due, strconv.Itoa(len(job.Fields)))
+		args = append(args, brand.JOB.Format(ids[i]), due, jobDigest(job.Fields), strconv.Itoa(len(job.Fields)))
 		for _, f := range job.Fields {
 			args = append(args, f.Name, f.Value)
 		}
@@ -296,6 +305,8 @@ func (c *Client) enqueueChunk(ctx context.Context, keys []string, jobs []Job, id
 		switch r {
 		case "DUP":
 			out[i].Duplicate = true
+		case "CONFLICT":
+			out[i].Conflict = true
 		case "DELAYED":
 			out[i].Delayed = true
 		default:
@@ -303,6 +314,64 @@ func (c *Client) enqueueChunk(ctx context.Context, keys []string, jobs []Job, id
 		}
 	}
 	return nil
+}
+
+// jobDigest is the digest of a job's fields that the dedup window keeps
+// beside its id: the hex of the first 16 bytes of the SHA-256 of the
+// length-prefixed names and values, in order.
+func jobDigest(fields []Field) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range fields {
+		binary.BigEndian.PutUint64(n[:], uint64(len(f.Name)))
+		h.Write(n[:])
+		h.Write([]byte(f.Name))
+		binary.BigEndian.PutUint64(n[:], uint64(len(f.Value)))
+		h.Write(n[:])
+		h.Write([]byte(f.Value))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// CheckJobID reports what Enqueue would make of job's id on queue q without
+// changing anything: known is true if the id was enqueued within the dedup
+// window with the same fields (enqueueing it again is a no-op Duplicate);
+// an error wrapping ErrIDConflict if with other fields. A job with id 0 is
+// new. An id remembered without a digest (enqueued by an older version) is
+// known, whatever its fields.
+func (c *Client) CheckJobID(ctx context.Context, q string, job Job) (known bool, err error) {
+	if err := checkQ(q); err != nil {
+		return false, err
+	}
+	if job.ID == 0 {
+		return false, nil
+	}
+	id := brand.JOB.Format(job.ID)
+	b := c.rdb.B()
+	res := c.rdb.DoMulti(ctx,
+		b.Zscore().Key(JobIDsKey(q)).Member(id).Build(),
+		b.Hget().Key(JobDigestsKey(q)).Field(id).Build())
+	expiry, err := res[0].AsFloat64()
+	if rueidis.IsRedisNil(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("check job id %s on %s: %w", id, q, err)
+	}
+	if int64(expiry) <= c.now().UnixMilli() {
+		return false, nil // expired: the next enqueue forgets it
+	}
+	digest, err := res[1].ToString()
+	if rueidis.IsRedisNil(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("check job id %s on %s: %w", id, q, err)
+	}
+	if digest != jobDigest(job.Fields) {
+		return false, fmt.Errorf("job id %s on %s: %w: give the job another id, or retry it with its own payload", id, q, ErrIDConflict)
+	}
+	return true, nil
 }
 
 // Promote moves the delayed jobs of q that are due to the job stream and
@@ -322,7 +391,9 @@ func (c *Client) Promote(ctx context.Context, q string) (int64, error) {
 
 // Claim promotes due delayed jobs and then claims up to n jobs of queue q
 // that no consumer has had yet (n ≤ 0: JobOptions.ClaimBatch) for consumer.
-// It does not wait: no job, no delivery. A claimed job stays pending until
+// It does not wait: no job, no delivery; a queue with no job stream gets
+// none and nothing is created for it. consumer must pass CheckConsumer
+// (ErrInvalidConsumer). A claimed job stays pending until
 // Ack or Fail; Recover takes it over if it stays idle too long. An entry of
 // the job stream that is not a job is reported in the error (an
 // *EntryError) beside the deliveries of the others; it stays pending, and
@@ -331,8 +402,8 @@ func (c *Client) Claim(ctx context.Context, q, consumer string, n int) ([]Delive
 	if err := checkQ(q); err != nil {
 		return nil, err
 	}
-	if consumer == "" {
-		return nil, fmt.Errorf("claim on %s: empty consumer name", q)
+	if err := CheckConsumer(consumer); err != nil {
+		return nil, fmt.Errorf("claim on %s: %w", q, err)
 	}
 	if n <= 0 {
 		n = c.opts.Jobs.ClaimBatch
@@ -396,6 +467,9 @@ func (c *Client) Ack(ctx context.Context, q string, entryIDs ...string) (int64, 
 	if len(entryIDs) == 0 {
 		return 0, nil
 	}
+	if err := checkEntryIDs(entryIDs); err != nil {
+		return 0, fmt.Errorf("ack on %s: %w", q, err)
+	}
 	args := append([]string{c.opts.Jobs.Group}, entryIDs...)
 	n, err := c.lua.ack.Exec(ctx, c.rdb, []string{JobsKey(q)}, args).AsInt64()
 	if err != nil {
@@ -422,6 +496,12 @@ type FailResult struct {
 func (c *Client) Fail(ctx context.Context, q, consumer string, d Delivery, reason string) (FailResult, error) {
 	if err := checkQ(q); err != nil {
 		return FailResult{}, err
+	}
+	if err := CheckConsumer(consumer); err != nil {
+		return FailResult{}, fmt.Errorf("fail on %s: %w", q, err)
+	}
+	if err := CheckEntryID(d.EntryID); err != nil {
+		return FailResult{}, fmt.Errorf("fail on %s: %w", q, err)
 	}
 	now := c.now()
 	backoff := c.opts.Jobs.Backoff(d.Attempt)
@@ -465,8 +545,8 @@ func (c *Client) Recover(ctx context.Context, q, consumer string, minIdle time.D
 	if err := checkQ(q); err != nil {
 		return RecoverResult{}, err
 	}
-	if consumer == "" {
-		return RecoverResult{}, fmt.Errorf("recover on %s: empty consumer name", q)
+	if err := CheckConsumer(consumer); err != nil {
+		return RecoverResult{}, fmt.Errorf("recover on %s: %w", q, err)
 	}
 	if minIdle <= 0 {
 		minIdle = c.opts.Jobs.MinIdle
@@ -523,6 +603,9 @@ func (c *Client) Dead(ctx context.Context, q, after string, n int) ([]DeadLetter
 	}
 	start := "-"
 	if after != "" {
+		if err := CheckEntryID(after); err != nil {
+			return nil, fmt.Errorf("list dead letters of %s after: %w", q, err)
+		}
 		start = "(" + after
 	}
 	key := DeadKey(q)
@@ -556,6 +639,9 @@ func (c *Client) Dead(ctx context.Context, q, after string, n int) ([]DeadLetter
 // stream with fresh attempts and returns their new job entry ids. Ids that
 // are not dead letters (any more) are skipped.
 func (c *Client) Redrive(ctx context.Context, q string, deadIDs ...string) ([]string, error) {
+	if err := checkEntryIDs(deadIDs); err != nil {
+		return nil, fmt.Errorf("redrive dead letters of %s: %w", q, err)
+	}
 	return c.redrive(ctx, q, append([]string{c.opts.Jobs.Group, "ids"}, deadIDs...))
 }
 

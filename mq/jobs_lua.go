@@ -50,17 +50,20 @@ end
 
 // scriptEnqueue enqueues a chunk of jobs, in order, each unless its id was
 // enqueued within the dedup window (an id twice in one chunk: the second is
-// a duplicate).
+// a duplicate). An id remembered with another digest of its fields is a
+// conflict: nothing is done for that job.
 //
-//	KEYS  jobs, delayed, ids
+//	KEYS  jobs, delayed, ids, digests
 //	ARGV  now (ms), dedup window (ms), group, n (the number of jobs),
-//	      then per job: its id, due (ms; ≤ now: at once), its number of
-//	      fields f, and f name/value pairs
+//	      then per job: its id, due (ms; ≤ now: at once), the digest of its
+//	      fields, its number of fields f, and f name/value pairs
 //
 // Replies one element per job, in order: the job stream entry id of a job
-// queued now, "DELAYED" or "DUP". Malformed arguments are refused before
-// anything is written. A chunk sent again after its reply was lost is
-// harmless: each job that had landed is then a "DUP".
+// queued now, "DELAYED", "DUP" or "CONFLICT". Malformed arguments are
+// refused before anything is written. A chunk sent again after its reply
+// was lost is harmless: each job that had landed is then a "DUP". Ids
+// remembered without a digest (enqueued before digests were kept) are
+// duplicates whatever their fields.
 const scriptEnqueue = "#!lua\n" + luaJobs + `
 local now, n = tonumber(ARGV[1]), tonumber(ARGV[4])
 local js = {}
@@ -68,32 +71,40 @@ local p = 5
 local ok = now and n and n >= 1
 if ok then
   for i = 1, n do
-    local nf = tonumber(ARGV[p + 2])
+    local nf = tonumber(ARGV[p + 3])
     if not nf or nf < 0 or not tonumber(ARGV[p + 1]) then break end
     js[i] = {p, nf}
-    p = p + 3 + 2 * nf
+    p = p + 4 + 2 * nf
   end
 end
 if not ok or #js ~= n or p - 1 ~= #ARGV then
   return redis.error_reply('ERR emq enqueue: malformed arguments')
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
+if #old > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+  for i = 1, #old, 1000 do
+    redis.call('HDEL', KEYS[4], unpack(old, i, math.min(i + 999, #old)))
+  end
+end
 local expiry = now + tonumber(ARGV[2])
 local grouped = false
 local out = {}
 for i = 1, n do
   local at, nf = js[i][1], js[i][2]
-  local id = ARGV[at]
+  local id, digest = ARGV[at], ARGV[at + 2]
   if redis.call('ZSCORE', KEYS[3], id) then
-    out[i] = 'DUP'
+    local d = redis.call('HGET', KEYS[4], id)
+    if d and d ~= digest then out[i] = 'CONFLICT' else out[i] = 'DUP' end
   else
     redis.call('ZADD', KEYS[3], expiry, id)
+    redis.call('HSET', KEYS[4], id, digest)
     if not grouped then
       ensuregroup(KEYS[1], ARGV[3])
       grouped = true
     end
     local fields = {'job', id, 'attempt', '1'}
-    for j = at + 3, at + 2 + 2 * nf do fields[#fields + 1] = ARGV[j] end
+    for j = at + 4, at + 3 + 2 * nf do fields[#fields + 1] = ARGV[j] end
     if tonumber(ARGV[at + 1]) > now then
       redis.call('ZADD', KEYS[2], ARGV[at + 1], cjson.encode(fields))
       out[i] = 'DELAYED'
@@ -119,9 +130,12 @@ return promote(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
 //	KEYS  jobs, delayed
 //	ARGV  group, consumer, count, now (ms)
 //
-// Replies the claimed entries, as XREADGROUP gives them.
+// Replies the claimed entries, as XREADGROUP gives them. A queue with no
+// job stream (nothing due was ever enqueued) replies nothing and creates
+// nothing: a claim does not make a queue.
 const scriptClaim = "#!lua\n" + luaJobs + `
 promote(KEYS[1], KEYS[2], ARGV[4], ARGV[3])
+if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
 ensuregroup(KEYS[1], ARGV[1])
 local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', ARGV[3], 'STREAMS', KEYS[1], '>')
 if not r then return {} end
@@ -214,8 +228,10 @@ return {claimed, dead}
 //	KEYS  jobs, dead
 //	ARGV  group, "all" and a count, or "ids" and dead entry ids
 //
-// Replies the new job entry ids.
+// Replies the new job entry ids. A queue with no dead letters replies
+// nothing and creates nothing.
 const scriptRedrive = "#!lua\n" + luaJobs + `
+if redis.call('EXISTS', KEYS[2]) == 0 then return {} end
 local entries = {}
 if ARGV[2] == 'all' then
   entries = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', ARGV[3])

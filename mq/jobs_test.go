@@ -58,10 +58,14 @@ func TestJobsEnqueueClaimAck(t *testing.T) {
 			}
 			jobs = append(jobs, res)
 		}
-		// The same job id again is a no-op.
-		dup, err := c.Enqueue(ctx, q, Job{ID: jobs[0].ID, Fields: fields("task", "again")})
+		// The same job again is a no-op; its id with other fields a
+		// conflict (TestJobIDConflict).
+		dup, err := c.Enqueue(ctx, q, Job{ID: jobs[0].ID, Fields: fields("task", "a", "z", "1")})
 		if err != nil || !dup.Duplicate {
 			t.Fatalf("second enqueue of %v: %+v, %v", jobs[0].ID, dup, err)
+		}
+		if dup, err := c.Enqueue(ctx, q, Job{ID: jobs[0].ID, Fields: fields("task", "again")}); err != nil || !dup.Conflict {
+			t.Fatalf("enqueue of %v with other fields: %+v, %v", jobs[0].ID, dup, err)
 		}
 		if _, err := c.Enqueue(ctx, q, Job{Fields: fields("attempt", "9")}); !errors.Is(err, ErrReservedField) {
 			t.Fatalf("a job field named attempt: %v, want ErrReservedField", err)
@@ -112,7 +116,7 @@ func TestJobsDelayed(t *testing.T) {
 	if err != nil || !res.Delayed {
 		t.Fatalf("Enqueue delayed: %+v, %v", res, err)
 	}
-	if again, _ := c.Enqueue(ctx, q, Job{ID: res.ID, RunAt: due}); !again.Duplicate {
+	if again, _ := c.Enqueue(ctx, q, Job{ID: res.ID, Fields: fields("k", "later"), RunAt: due}); !again.Duplicate {
 		t.Fatalf("a delayed job enqueued twice: %+v", again)
 	}
 	if got, _ := c.Claim(ctx, q, "w", 0); len(got) != 0 {

@@ -55,6 +55,11 @@ func DelayedKey(q string) string { return JobsKey(q) + ":delayed" }
 // emq:{q}:jobs:ids.
 func JobIDsKey(q string) string { return JobsKey(q) + ":ids" }
 
+// JobDigestsKey returns the key of the digests of the fields of the job ids
+// in JobIDsKey(q), by id: emq:{q}:jobs:digests. An id enqueued again with
+// other fields is a conflict, not a duplicate.
+func JobDigestsKey(q string) string { return JobsKey(q) + ":digests" }
+
 // checkQS checks a queue and a stream name.
 func checkQS(q, s string) error {
 	if err := names.Check(names.Queue, q); err != nil {

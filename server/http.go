@@ -9,11 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/echostore/echostore/accept"
@@ -53,10 +57,14 @@ const (
 	CodeTooManyStreams = "too_many_streams"
 	// CodeTooManyQueues: 403, a new job queue beyond the server's max_queues.
 	CodeTooManyQueues = "too_many_queues"
-	CodeConflict      = "conflict"    // 409: the lease was lost, the volume is behind
-	CodeTooLarge      = "too_large"   // 413: the body exceeds the server's limit
-	CodeUnavailable   = "unavailable" // 503: shutting down
-	CodeInternal      = "internal"    // 500
+	CodeConflict      = "conflict" // 409: the lease was lost, the volume is behind
+	// CodeIDConflict: 409, an enqueue under the id of an earlier job with
+	// another payload.
+	CodeIDConflict  = "id_conflict"
+	CodeTimeout     = "timeout"     // 408: the body did not arrive within body_timeout
+	CodeTooLarge    = "too_large"   // 413: the body exceeds the server's limit
+	CodeUnavailable = "unavailable" // 503: shutting down, Redis unreachable or loading
+	CodeInternal    = "internal"    // 500
 )
 
 // CodeInsufficientStorage is the code of 507: the data dir or the remote
@@ -78,7 +86,8 @@ func badRequest(format string, a ...any) error {
 	return &apiError{http.StatusBadRequest, CodeBadRequest, fmt.Errorf(format, a...)}
 }
 
-// classify maps an error to its status and code.
+// classify maps an error to its status and code. One case per kind of
+// error, the client's mistakes (4xx) first, then what is ours (5xx).
 func classify(err error) (int, string) {
 	var ae *apiError
 	var mbe *http.MaxBytesError
@@ -89,6 +98,8 @@ func classify(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, CodeTooLarge
 	case errors.Is(err, names.ErrInvalid):
 		return http.StatusBadRequest, CodeInvalidName
+	case errors.Is(err, mq.ErrInvalidEntryID), errors.Is(err, mq.ErrInvalidConsumer):
+		return http.StatusBadRequest, CodeBadRequest
 	case errors.Is(err, mq.ErrInvalidRecord), errors.Is(err, mq.ErrSyntax), errors.Is(err, accept.ErrInvalid):
 		return http.StatusBadRequest, CodeInvalidInput
 	case errors.Is(err, accept.ErrTooLarge):
@@ -99,18 +110,32 @@ func classify(err error) (int, string) {
 		return http.StatusForbidden, CodeTooManyQueues
 	case errors.Is(err, graft.ErrVolumeNotFound), errors.Is(err, mq.ErrNoJob):
 		return http.StatusNotFound, CodeNotFound
+	case errors.Is(err, graft.ErrWouldDiscard), errors.Is(err, graft.ErrRemoteMismatch):
+		status, code, _ := volumeCode(err)
+		return status, code
+	case errors.Is(err, accept.ErrIDConflict), errors.Is(err, mq.ErrIDConflict):
+		return http.StatusConflict, CodeIDConflict
 	case errors.Is(err, mq.ErrFenced), errors.Is(err, archive.ErrVolumeBehind), errors.Is(err, archive.ErrNoVolume),
 		errors.Is(err, archive.ErrVolumeOwner), errors.Is(err, accept.ErrDuplicate):
 		return http.StatusConflict, CodeConflict
 	case graft.IsStorageFull(err): // the data dir (graft, the accept outbox) or the remote
 		return http.StatusInsufficientStorage, CodeInsufficientStorage
+	case mq.IsUnavailable(err):
+		return http.StatusServiceUnavailable, CodeUnavailable
 	}
 	return http.StatusInternalServerError, CodeInternal
 }
 
-// writeError writes err as {"error":{"code":…,"message":…}}.
+// RetryAfter is the Retry-After (seconds) of every 503 answer.
+const RetryAfter = "1"
+
+// writeError writes err as {"error":{"code":…,"message":…}}; a 503 carries
+// Retry-After.
 func writeError(w http.ResponseWriter, err error) {
 	status, code := classify(err)
+	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", RetryAfter)
+	}
 	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": err.Error()}})
 }
 
@@ -295,11 +320,24 @@ func queuePath(r *http.Request) (string, error) {
 	return q, names.Check(names.Queue, q)
 }
 
-// readBody reads the whole (size-limited) body.
+// readBody reads the whole (size-limited) body. A body that does not
+// arrive within Config.BodyTimeout (the read deadline the API sets) is 408,
+// one over Config.MaxBody 413, one cut short 400.
 func readBody(r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
-		return nil, fmt.Errorf("read body: %w", err)
+		var ne net.Error
+		if errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+			return nil, &apiError{http.StatusRequestTimeout, CodeTimeout,
+				fmt.Errorf("the body did not arrive within body_timeout (%d bytes read); nothing was done", len(b))}
+		}
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, fmt.Errorf("read body: %w", err) // 413
+		}
+		// The client hung up or sent a broken chunked encoding: its mistake,
+		// and nothing to do with Redis (whose EOFs are 503).
+		return nil, &apiError{http.StatusBadRequest, CodeBadRequest, fmt.Errorf("read body: %w", err)}
 	}
 	return b, nil
 }
@@ -508,8 +546,8 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 	win := cfg.window
 	qv := r.URL.Query()
 	if v := qv.Get("keep"); v != "" {
-		if win.Keep, err = strconv.ParseInt(v, 10, 64); err != nil || win.Keep < 0 {
-			return badRequest("keep %q: want 0 or more", v)
+		if win.Keep, err = strconv.ParseInt(v, 10, 64); err != nil || win.Keep < 1 {
+			return badRequest("keep %q: want 1 or more (the newest records to leave live); for an age window alone give max_age and no keep", v)
 		}
 		if qv.Get("max_age") == "" {
 			win.MaxAge = 0
@@ -519,13 +557,16 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 		if win.MaxAge, err = time.ParseDuration(v); err != nil || win.MaxAge < 0 {
 			return badRequest("max_age %q: want a duration such as 24h", v)
 		}
+		if qv.Get("keep") == "" {
+			win.Keep = 0 // an age window alone, as keep alone is a count window
+		}
 	}
 	if v := qv.Get("trim_after"); v != "" {
 		if cfg.trimAfter, err = archive.ParseTrimAfter(v); err != nil {
 			return badRequest("trim_after: %w", err)
 		}
 	}
-	if win.Keep == 0 && win.MaxAge == 0 && qv.Get("keep") == "" {
+	if win.Keep == 0 && win.MaxAge == 0 {
 		return badRequest("give keep=N (the records to leave live) and/or max_age=D")
 	}
 	if rc, ra := qv.Get("retain_count"), qv.Get("retain_age"); rc != "" || ra != "" {
@@ -659,6 +700,9 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
 	if consumer == "" {
 		consumer = "http"
 	}
+	if err := mq.CheckConsumer(consumer); err != nil {
+		return badRequest("consumer: %w", err)
+	}
 	var stalled time.Duration
 	if v := r.URL.Query().Get("stalled"); v != "" {
 		if stalled, err = time.ParseDuration(v); err != nil || stalled < 0 {
@@ -688,7 +732,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
 // jobBody is the body of an enqueue.
 type jobBody struct {
 	// Payload is the job, any JSON value.
-	Payload json.RawMessage `json:"payload"`
+	Payload jsontext.Value `json:"payload"`
 	// ID is the job's id (JOB_…) to retry an enqueue idempotently; "" mints.
 	ID string `json:"id"`
 	// RunAt (RFC 3339) makes the job due no earlier; "" is at once.
@@ -719,8 +763,8 @@ func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) error {
 	var id brand.ID
 	if b.ID != "" {
 		bid, err := brand.Parse(b.ID)
-		if err != nil || bid.Brand != brand.JOB {
-			return badRequest("id %q: want a JOB id (JOB_…)", b.ID)
+		if err != nil || bid.Brand != brand.JOB || bid.ID == 0 || brand.JOB.Format(bid.ID) != b.ID {
+			return badRequest("id %q: want a JOB id (JOB_…) that is not zero, as an earlier enqueue answered it, or no id to mint one", b.ID)
 		}
 		id = bid.ID
 	}
@@ -749,21 +793,40 @@ type entriesBody struct {
 	Limit   int      `json:"limit"`
 }
 
+// decodeBody decodes a JSON body into v strictly: one JSON value and
+// nothing after it, no duplicate names at any depth, no unknown or
+// differently cased member names, valid UTF-8 and no lone surrogate
+// escapes (encoding/json accepts all of these silently, keeping the last
+// duplicate and replacing bad text by U+FFFD).
 func decodeBody(r *http.Request, v any) error {
 	body, err := readBody(r)
 	if err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
-		return badRequest("body: %w", err)
+	if err := jsonv2.Unmarshal(body, v, jsonv2.RejectUnknownMembers(true)); err != nil {
+		return badRequest("body: %s", bodyError(err))
 	}
 	return nil
+}
+
+// bodyError is the message of a body that did not decode: what was wrong
+// and where, without Go type names.
+func bodyError(err error) string {
+	var se *jsonv2.SemanticError
+	if errors.As(err, &se) {
+		msg := "unexpected JSON value"
+		switch {
+		case se.Err != nil:
+			msg = strings.TrimPrefix(se.Err.Error(), "jsontext: ")
+		case se.JSONKind != 0:
+			msg = "unexpected JSON " + se.JSONKind.String()
+		}
+		if se.JSONPointer != "" {
+			return fmt.Sprintf("%s at %s", msg, se.JSONPointer)
+		}
+		return msg
+	}
+	return strings.TrimPrefix(err.Error(), "jsontext: ")
 }
 
 func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) error {
@@ -818,9 +881,12 @@ func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request) error {
 	if b.All == (len(b.Entries) > 0) {
 		return badRequest(`give the dead-letter entries to redrive {"entries":[…]} or {"all":true,"limit":N} (not both)`)
 	}
+	if b.Limit < 0 || b.Limit != 0 && !b.All {
+		return badRequest(`limit %d: give {"all":true,"limit":N} with N of 1 or more (0 or none: 1000)`, b.Limit)
+	}
 	var ids []string
 	if b.All {
-		if b.Limit <= 0 {
+		if b.Limit == 0 {
 			b.Limit = 1000
 		}
 		ids, err = s.mq.RedriveAll(r.Context(), q, b.Limit)

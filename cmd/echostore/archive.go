@@ -279,11 +279,14 @@ deleted stream) it refuses and says how to delete that log.`,
 			if _, err := names.ArchiveVolume(q, s); err != nil {
 				return err
 			}
-			if keep < 0 || maxAge < 0 {
-				return errors.New("--keep and --max-age must not be negative")
+			if cmd.Flags().Changed("keep") && keep < 1 {
+				return usageError("--keep %d: want 1 or more (the newest records to leave live); for an age window alone give --max-age and no --keep; nothing was done", keep)
 			}
-			if !cmd.Flags().Changed("keep") && maxAge == 0 {
-				return errors.New("give --keep N (the records to leave live) and/or --max-age D")
+			if maxAge < 0 {
+				return usageError("--max-age %v: must not be negative; nothing was done", maxAge)
+			}
+			if keep == 0 && maxAge == 0 {
+				return usageError("give --keep N (the records to leave live) and/or --max-age D; nothing was done")
 			}
 			ta, err := archive.ParseTrimAfter(trimAfter)
 			if err != nil {

@@ -239,8 +239,11 @@ func archiveCycleViaServe(ctx context.Context, g *globals, q, s string, keep int
 	if !ok || err != nil {
 		return err != nil, err
 	}
-	v := url.Values{"keep": {strconv.FormatInt(keep, 10)}, "max_age": {maxAge.String()}, "trim_after": {trimAfter},
+	v := url.Values{"max_age": {maxAge.String()}, "trim_after": {trimAfter},
 		"retain_count": {strconv.FormatUint(retain.Count, 10)}, "retain_age": {retain.MaxAge.String()}}
+	if keep > 0 { // none: an age window alone (serve refuses keep=0)
+		v.Set("keep", strconv.FormatInt(keep, 10))
+	}
 	var out cycleOut
 	if err := c.call(ctx, http.MethodPost, streamPath(q, s, "/cycle"), v, nil, &out); err != nil {
 		return true, fmt.Errorf("%w; nothing unfolded was trimmed: fix the cause and run the cycle again", err)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/spf13/cobra"
 
 	"github.com/echostore/echostore/accept"
@@ -150,14 +151,16 @@ Prints {"id":…,"mode":…,"lsn":…,"volume":…}.`,
 			if err != nil {
 				return fmt.Errorf("--mode %q: want async or sync", mode)
 			}
-			if !json.Valid([]byte(payload)) {
-				return fmt.Errorf("--payload is not valid JSON: %q", payload)
+			// Strict, as serve is: one value, no duplicate names, valid
+			// UTF-8 and no lone surrogates (encoding/json's Valid allows both).
+			if !jsontext.Value(payload).IsValid() {
+				return usageError("--payload is not one valid JSON value (duplicate names, invalid UTF-8 and lone surrogates are refused too): %q", payload)
 			}
 			var jobID brand.ID
 			if id != "" {
 				b, err := brand.Parse(id)
-				if err != nil || b.Brand != brand.JOB {
-					return fmt.Errorf("--id %q: want a JOB id (JOB_…)", id)
+				if err != nil || b.Brand != brand.JOB || b.ID == 0 || brand.JOB.Format(b.ID) != id {
+					return usageError("--id %q: want a JOB id (JOB_…) that is not zero, or no --id to mint one", id)
 				}
 				jobID = b.ID
 			}

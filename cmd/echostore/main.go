@@ -21,12 +21,29 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "echostore: %v\n", err)
-		var ee exitError
-		if errors.As(err, &ee) {
-			os.Exit(ee.code)
-		}
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// Exit statuses: 1 for a command that failed, 2 for a command line that is
+// wrong (a bad flag value, a missing flag: nothing was done).
+const (
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// exitCode is the exit status of a command that returned err (non-nil).
+func exitCode(err error) int {
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return exitFailure
+}
+
+// usageError is an error of the command line itself: exit status 2.
+func usageError(format string, a ...any) error {
+	return exitError{exitUsage, fmt.Errorf(format, a...)}
 }
 
 // exitError carries a specific exit status out of a command.

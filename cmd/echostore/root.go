@@ -67,6 +67,7 @@ single ordered stream.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitError{exitUsage, err} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.redis, "redis", envOr("ECHOSTORE_REDIS", defaultRedis),
 		"Redis/Valkey URL (redis:// or rediss://) [$ECHOSTORE_REDIS]")
