@@ -8,7 +8,7 @@ SOAK ?= 10m
 SOAKTIMEOUT ?= 40m
 # The crash, fence, outage and corruption tests of the parts that the fault
 # suite runs beside its own (docs/RELIABILITY.md says what each proves).
-FAULTTESTS ?= ^(TestCrashKill9|TestCrashStrictFS|TestFenceAcrossProcesses|TestPushCrashPoints|TestCorruptRemoteRefused|TestCrashDuringAppend|TestTwoWriterProcesses|TestMinIOKilledMidAppend|TestCorruptObjectsInStore|TestCorrupt(Commit|Segment|Marker|Tombstone)|TestCrashCycling|TestRedisRestartMidCycle|TestRedisLostDataCannotHideAppends|TestFencedDriverCannotTrim|TestCrashLossWindow|TestEnqueueCrash|TestRemoteDown|TestTornTail|TestCorruptOnlySnapshot|TestReconnectAfterRestart|TestCutManifest|TestLazySyncPointKill9|TestLazySyncPointStrictFS|TestSyncPointDurability|TestGroupCommitSiblings)$$
+FAULTTESTS ?= ^(TestCrashKill9|TestCrashStrictFS|TestFenceAcrossProcesses|TestPushCrashPoints|TestCorruptRemoteRefused|TestCrashDuringAppend|TestTwoWriterProcesses|TestMinIOKilledMidAppend|TestCorruptObjectsInStore|TestCorrupt(Commit|Segment|Marker|Tombstone)|TestCrashCycling|TestRedisRestartMidCycle|TestRedisLostDataCannotHideAppends|TestFencedDriverCannotTrim|TestCrashLossWindow|TestEnqueueCrash|TestRemoteDown|TestTornTail|TestCorruptOnlySnapshot|TestReconnectAfterRestart|TestCutManifest|TestLazySyncPointKill9|TestLazySyncPointStrictFS|TestSyncPointDurability|TestGroupCommitSiblings|TestResetRefusesTrimmedArchive|TestNoWedgeAfterFailedPush|TestRemoteMismatch|TestCheckpointKeepsWriterLocal|TestResetGuard)$$
 FUZZPKGS ?= ./brand ./names ./mq ./graft ./graft/remote ./archive ./accept
 
 .PHONY: all build run test test-short lint bench fuzz deps clean faults soak
@@ -51,7 +51,7 @@ fuzz:
 ## corruption tests, with the race detector, then every checked-in fuzz input
 faults:
 	bash scripts/deps.sh redis minio
-	$(GO) test -race -count=1 -timeout 15m ./faults/ ./internal/faultfs/ ./internal/faultstore/
+	$(GO) test -race -count=1 -timeout 15m ./faults/ ./internal/faultfs/ ./internal/faultstore/ ./internal/diskguard/
 	$(GO) test -race -count=1 -timeout 15m -run '$(FAULTTESTS)' ./graft/ ./graft/remote/ ./archive/ ./accept/ ./mq/
 	$(GO) test -count=1 -run '^Fuzz' $(FUZZPKGS)
 
