@@ -24,6 +24,7 @@ import (
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/server/web"
@@ -59,7 +60,7 @@ const (
 	CodeTooManyQueues = "too_many_queues"
 	CodeConflict      = "conflict"    // 409: the lease was lost, the volume is behind
 	CodeTooLarge      = "too_large"   // 413: the body exceeds the server's limit
-	CodeUnavailable   = "unavailable" // 503: shutting down
+	CodeUnavailable   = "unavailable" // 503: shutting down, the remote unavailable (with Retry-After)
 	CodeInternal      = "internal"    // 500
 )
 
@@ -96,6 +97,8 @@ func classify(err error) (int, string) {
 		return http.StatusForbidden, CodeTooManyStreams
 	case errors.Is(err, accept.ErrTooManyQueues):
 		return http.StatusForbidden, CodeTooManyQueues
+	case errors.Is(err, remote.ErrUnavailable):
+		return http.StatusServiceUnavailable, CodeUnavailable
 	case errors.Is(err, graft.ErrVolumeNotFound), errors.Is(err, mq.ErrNoJob):
 		return http.StatusNotFound, CodeNotFound
 	case errors.Is(err, mq.ErrFenced), errors.Is(err, archive.ErrVolumeBehind), errors.Is(err, archive.ErrNoVolume),
@@ -108,6 +111,9 @@ func classify(err error) (int, string) {
 // writeError writes err as {"error":{"code":…,"message":…}}.
 func writeError(w http.ResponseWriter, err error) {
 	status, code := classify(err)
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))
+	}
 	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": err.Error()}})
 }
 
@@ -904,15 +910,6 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
 	w.Write(web.Index)
-}
-
-func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	select {
-	case <-s.done:
-		writeError(w, &apiError{http.StatusServiceUnavailable, CodeUnavailable, errors.New("shutting down")})
-	default:
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	}
 }
 
 // handleEvents streams server-sent events: "cycle" and "lsn", each first

@@ -14,6 +14,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	var (
 		listen, config, token string
 		beat                  time.Duration
+		dev                   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--listen 127.0.0.1:7070] [--config FILE] [--token T] [--beat D]",
@@ -54,6 +55,14 @@ the data dir is closed, and serve exits 0.`,
 			}
 			pick(&cfg.Listen, "listen", "ECHOSTORE_LISTEN", listen)
 			pick(&cfg.Token, "token", "ECHOSTORE_TOKEN", token)
+			if !given("redis", "ECHOSTORE_REDIS") && cfg.Redis != "" && g.redisPasswordFile != "" {
+				// The configuration file's Redis, with the file's password.
+				u, err := withRedisPassword(cfg.Redis, g.redisPasswordFile)
+				if err != nil {
+					return usageError(err)
+				}
+				cfg.Redis = u
+			}
 			pick(&cfg.Redis, "redis", "ECHOSTORE_REDIS", g.redis)
 			pick(&cfg.Data, "data", "ECHOSTORE_DATA", g.data)
 			pick(&cfg.Remote, "remote", "ECHOSTORE_REMOTE", g.remote)
@@ -67,11 +76,12 @@ the data dir is closed, and serve exits 0.`,
 				}
 				cfg.Node = node
 			}
+			cfg.Dev = cfg.Dev || dev
 			cfg.Logger = g.log
 			ctx := cmd.Context()
 			srv, err := server.New(ctx, cfg)
 			switch {
-			case errors.Is(err, server.ErrInsecure):
+			case errors.Is(err, server.ErrInsecure), errors.Is(err, server.ErrMemRemote):
 				return err
 			case errors.Is(err, server.ErrDataLocked):
 				return fmt.Errorf("%w; stop the other serve, or give this one its own --data", err)
@@ -86,5 +96,6 @@ the data dir is closed, and serve exits 0.`,
 	f.StringVar(&config, "config", "", "YAML configuration file (flags and environment variables override it)")
 	f.StringVar(&token, "token", envOr("ECHOSTORE_TOKEN", ""), "bearer token every /v1 call must carry [$ECHOSTORE_TOKEN]")
 	f.DurationVar(&beat, "beat", server.DefaultBeat, "how often the archive driver and retention run")
+	f.BoolVar(&dev, "dev", false, "allow a mem:// remote, which keeps nothing across a restart (demos and tests only; config dev: true)")
 	return cmd
 }

@@ -40,6 +40,7 @@ func TestOpenBadURL(t *testing.T) {
 		{"bucket-without-scheme", "no scheme"},
 		{"s3://AKIA:SECRET@b", "credentials"},
 		{"s3://b?secret_key=x", "credential"},
+		{"s3://b?endpoint=http://ak:SECRET@127.0.0.1:1", "credentials"},
 		{"%zz://x", "not a valid URL"},
 	}
 	for _, c := range cases {

@@ -113,9 +113,14 @@ func refuseCredentials(u *url.URL) error {
 	if u.User != nil {
 		return fmt.Errorf("remote URL %s…: credentials in the URL are refused; set them in the object store's standard environment: %w", redact.URL(where), ErrBadURL)
 	}
-	for name := range u.Query() {
+	for name, vals := range u.Query() {
 		if redact.SecretParam(name) {
 			return fmt.Errorf("remote URL %s…: query parameter %q looks like a credential and is refused; set it in the object store's standard environment: %w", redact.URL(where), name, ErrBadURL)
+		}
+		for _, v := range vals {
+			if nu, err := url.Parse(v); err != nil && strings.Contains(v, "@") || err == nil && nu.User != nil {
+				return fmt.Errorf("remote URL %s…: query parameter %q holds credentials (user@) and is refused; set them in the object store's standard environment: %w", redact.URL(where), name, ErrBadURL)
+			}
 		}
 	}
 	return nil

@@ -41,7 +41,8 @@ func SecretParam(name string) bool {
 
 // URL returns s with its secrets replaced by Mask: the user information
 // (everything between "://" and the last '@'; the user name stays when a
-// password follows it and it holds no URL delimiter), and the value of every
+// password follows it and it holds no URL delimiter, and a lone Redis ACL
+// user name stays), and the value of every
 // query parameter that SecretParam names or that itself holds user
 // information. Anything else is kept, so that the URL still says where it
 // points. s need not be a valid URL; text without "://" is treated as the
@@ -53,7 +54,7 @@ func URL(s string) string {
 	}
 	rest = redactQuery(rest)
 	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
-		rest = userInfo(rest[:at]) + rest[at:]
+		rest = userInfo(scheme, rest[:at]) + rest[at:]
 	}
 	if !ok {
 		return rest
@@ -61,11 +62,18 @@ func URL(s string) string {
 	return scheme + "://" + rest
 }
 
-// userInfo returns the user information ui with its password hidden.
-func userInfo(ui string) string {
+// userInfo returns the user information ui of a URL of scheme with its
+// password hidden. A user information without ':' is hidden whole (on
+// https://TOKEN@host it is the credential), except on redis:// and
+// rediss://, where it is the ACL user name.
+func userInfo(scheme, ui string) string {
 	user, _, hasPass := strings.Cut(ui, ":")
-	if hasPass && !strings.ContainsAny(user, "/?#&=@%") {
+	plain := !strings.ContainsAny(user, "/?#&=@%")
+	switch {
+	case hasPass && plain:
 		return user + ":" + Mask
+	case !hasPass && plain && ui != "" && (strings.EqualFold(scheme, "redis") || strings.EqualFold(scheme, "rediss")):
+		return ui
 	}
 	return Mask
 }
@@ -153,15 +161,15 @@ func Secrets(s string) []string {
 			}
 		}
 	}
-	_, rest, ok := strings.Cut(s, "://")
+	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
-		rest = s
+		scheme, rest = "", s
 	}
 	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
 		ui := rest[:at]
 		if user, pass, hasPass := strings.Cut(ui, ":"); hasPass && !strings.ContainsAny(user, "/?#&=@%") {
 			add(pass)
-		} else {
+		} else if userInfo(scheme, ui) == Mask {
 			add(ui)
 		}
 	}
