@@ -6,9 +6,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -230,5 +232,59 @@ func TestServeSecretNowhere(t *testing.T) {
 		if strings.Contains(s, "PLANTED") {
 			t.Errorf("the planted secret shows in %s", s)
 		}
+	}
+}
+
+// TestHealthRedisDown: /healthz answers 503 degraded with the reason while
+// Redis is down, and 200 again once it is back.
+func TestHealthRedisDown(t *testing.T) {
+	r, err := testserver.StartRedis(t.Context(), testserver.RedisConfig{})
+	if err != nil {
+		testserver.Unavailable(t, err)
+	}
+	t.Cleanup(func() { r.Stop() })
+	e, _ := startLogged(t, Config{Redis: r.URL})
+	if code, _, h := e.health(); code != 200 || h != (Health{"ok", "ok", "ok"}) {
+		t.Fatalf("healthz: %d %+v", code, h)
+	}
+	if err := r.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	ra, h := e.waitHealth(http.StatusServiceUnavailable)
+	if ra == "" || h.Status != "degraded" || !strings.HasPrefix(h.Redis, "unavailable: ") || h.Remote != "ok" {
+		t.Errorf("healthz with Redis down: Retry-After %q, %+v", ra, h)
+	}
+	if err := r.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, h := e.waitHealth(http.StatusOK); h != (Health{"ok", "ok", "ok"}) {
+		t.Errorf("healthz after Redis is back: %+v", h)
+	}
+}
+
+// TestHealthCached: /healthz asked many times checks the remote at most
+// once per HealthCacheFor (each check one GET, retried by the SDK at most
+// three times), so it cannot be used to hammer the remote.
+func TestHealthCached(t *testing.T) {
+	var reqs atomic.Int64
+	s3 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		reqs.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(s3.Close)
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	e, _ := startLogged(t, Config{Redis: servers.Redis(t).URL,
+		Remote: "s3://bucket?endpoint=" + s3.URL + "&region=us-east-1&use_path_style=true&disable_https=true"})
+	began := time.Now()
+	before := reqs.Load() // the check at start
+	for range 50 {
+		if code, _, _ := e.health(); code != http.StatusServiceUnavailable {
+			t.Fatalf("healthz: %d", code)
+		}
+	}
+	checks := 1 + int64(time.Since(began)/HealthCacheFor)
+	if n := reqs.Load() - before; n > 3*checks {
+		t.Errorf("50 /healthz made %d requests to the remote; want at most %d (%d checks)", n, 3*checks, checks)
 	}
 }

@@ -30,6 +30,11 @@ flags and environment variables override it. docs/SERVE.md has the details.
 
 A --listen address other than loopback needs --token (or ECHOSTORE_TOKEN):
 every /v1 call then needs "Authorization: Bearer <token>".
+The remote is checked at start: a malformed URL exits 2, an unreachable
+remote is logged and serve starts anyway; GET /healthz answers 200
+{"status":"ok","redis":"ok","remote":"ok"}, or 503 with the reason while Redis
+or the remote is down. A mem:// remote keeps nothing across a restart and needs
+--dev. Keep a Redis password out of --redis: give --redis-password-file.
 SIGTERM or Ctrl-C: the cycle in flight and the requests in flight finish,
 the data dir is closed, and serve exits 0.`,
 		Args: cobra.NoArgs,
