@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -148,11 +150,75 @@ func (noCredentials) Retrieve(context.Context) (aws.Credentials, error) {
 
 // viaDefault forwards to the opener that a gocloud driver registered on
 // blob.DefaultURLMux when imported (gcsblob and azureblob keep their
-// credential-loading openers unexported).
+// credential-loading openers unexported), once metadataGuard allows it.
 type viaDefault struct{}
 
 func (viaDefault) OpenBucketURL(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
+	u, err := metadataGuard(u)
+	if err != nil {
+		return nil, err
+	}
 	return blob.DefaultURLMux().OpenBucketURL(ctx, u)
+}
+
+// metadataParam (metadata=true) lets a gs:// or azblob:// remote take its
+// credentials from the cloud's instance metadata service (169.254.169.254,
+// metadata.google.internal), as imdsParam does for s3://.
+const metadataParam = "metadata"
+
+// metadataGuard refuses a gs:// or azblob:// URL whose SDK would find no
+// credentials in the environment and fall back to the cloud's metadata
+// service (a non-loopback address, probed at open or on the first
+// request), unless the URL says metadata=true. It returns u without that
+// parameter.
+func metadataGuard(u *url.URL) (*url.URL, error) {
+	q := u.Query()
+	allow := false
+	if v := q.Get(metadataParam); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%q: want true or false", metadataParam, v)
+		}
+		allow = b
+	}
+	if q.Has(metadataParam) {
+		q.Del(metadataParam)
+		c := *u
+		c.RawQuery = q.Encode()
+		u = &c
+	}
+	env := func(keys ...string) bool {
+		for _, k := range keys {
+			if os.Getenv(k) != "" {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case allow:
+		return u, nil
+	case u.Scheme == "gs":
+		adc := filepath.Join(os.Getenv("HOME"), ".config", "gcloud", "application_default_credentials.json")
+		if d := os.Getenv("CLOUDSDK_CONFIG"); d != "" {
+			adc = filepath.Join(d, "application_default_credentials.json")
+		}
+		if _, err := os.Stat(adc); err == nil || q.Get("anonymous") == "true" ||
+			env("GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST", "STORAGE_EMULATOR_HOST_GRPC") {
+			return u, nil
+		}
+		return nil, errors.New("no Google credentials: set GOOGLE_APPLICATION_CREDENTIALS (or run gcloud auth application-default login), " +
+			"or add metadata=true to the remote URL to take them from the GCE metadata server")
+	case u.Scheme == "azblob":
+		if env("AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGEBLOB_CONNECTIONSTRING",
+			"AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PATH", "AZURE_FEDERATED_TOKEN_FILE", "AZURE_STORAGE_IS_LOCAL_EMULATOR") {
+			return u, nil
+		}
+		return nil, errors.New("no Azure credentials: set AZURE_STORAGE_ACCOUNT with AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN or " +
+			"AZURE_STORAGE_CONNECTION_STRING (or AZURE_CLIENT_ID with AZURE_CLIENT_SECRET), or add metadata=true to the remote URL " +
+			"to let the SDK ask the Azure instance metadata service (managed identity) and the az CLI")
+	}
+	return u, nil
 }
 
 func newMux() *blob.URLMux {

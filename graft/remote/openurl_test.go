@@ -248,3 +248,44 @@ func TestS3Unavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestCloudMetadataNotAsked: gs:// and azblob:// remotes without
+// credentials in the environment are refused, naming what to set, before
+// their SDK asks the cloud's metadata service (here a recording listener
+// in its place) for them; with metadata=true the metadata service is
+// asked.
+func TestCloudMetadataNotAsked(t *testing.T) {
+	ctx := t.Context()
+	md := newRecorder(t)
+	noAWSCredentials(t, md)
+	for _, k := range []string{"GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST", "STORAGE_EMULATOR_HOST_GRPC", "CLOUDSDK_CONFIG",
+		"AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGEBLOB_CONNECTIONSTRING",
+		"AZURE_CLIENT_SECRET", "AZURE_CLIENT_CERTIFICATE_PATH", "AZURE_FEDERATED_TOKEN_FILE", "AZURE_STORAGE_IS_LOCAL_EMULATOR"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	t.Setenv("AZURE_STORAGE_ACCOUNT", "acct")
+	t.Setenv("GCE_METADATA_HOST", md.ln.Addr().String())
+	for u, says := range map[string]string{"gs://bucket": "GOOGLE_APPLICATION_CREDENTIALS", "azblob://container": "AZURE_STORAGE_KEY"} {
+		s, err := Open(ctx, u)
+		if s != nil || !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), says) || !strings.Contains(err.Error(), "metadata=true") {
+			t.Errorf("Open(%q) = %v, %v; want ErrBadURL naming %s and metadata=true", u, s, err, says)
+		}
+		if s != nil {
+			s.Get(ctx, ProbeKey)
+			s.Close()
+		}
+	}
+	if n := md.conns.Load(); n != 0 {
+		t.Fatalf("%d connections to the metadata service", n)
+	}
+	s, err := Open(ctx, "gs://bucket?metadata=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, _ = s.Get(ctx, ProbeKey)
+	if md.conns.Load() == 0 {
+		t.Error("metadata=true: the metadata service was not asked")
+	}
+}
