@@ -63,8 +63,10 @@ type ObjectInfo struct {
 // environment in each SDK's usual way; the cloud's instance metadata
 // service (a non-loopback address) is asked for them only if the URL says
 // so: imds=true on s3://, metadata=true on gs:// and azblob:// (without it,
-// gs:// and azblob:// with no credentials in the environment are refused). Unknown schemes wrap ErrUnknownScheme and every other bad
-// URL (unparsable, no bucket, a bad prefix, an unknown or bad parameter,
+// gs:// and azblob:// with no credentials in the environment are refused).
+//
+// Unknown schemes wrap ErrUnknownScheme and every other bad URL
+// (unparsable, no bucket, a bad prefix, an unknown or bad parameter,
 // credentials in the URL) ErrBadURL; both are reported before anything is
 // created or contacted, and no error shows the URL's secrets (see
 // internal/redact). Open creates nothing: a file store's folder is made by
