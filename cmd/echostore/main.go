@@ -28,9 +28,8 @@ func main() {
 	os.Exit(code)
 }
 
-// execute runs the command line args and returns its exit status: 0, 2 for
-// a mistake in the command line or its environment (a bad flag value or
-// URL; see exitCode), 1 for any other error. The error is printed to
+// execute runs the command line args and returns its exit status: 0, or
+// exitCode's. The error is printed to
 // stderr with every secret of --redis and --remote hidden, whatever the
 // layer that wrote it.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -53,17 +52,30 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitCode(err)
 }
 
-// exitCode is the exit status of a command that failed with err.
+// Exit statuses: 1 for a command that failed, 2 for a command line that is
+// wrong (a bad flag value, a missing flag, a bad --redis or --remote URL:
+// nothing was done).
+const (
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// exitCode is the exit status of a command that returned err (non-nil).
 func exitCode(err error) int {
 	var ee exitError
 	switch {
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, errUsage), errors.Is(err, remote.ErrBadURL), errors.Is(err, remote.ErrUnknownScheme),
+	case errors.Is(err, remote.ErrBadURL), errors.Is(err, remote.ErrUnknownScheme),
 		errors.Is(err, mq.ErrBadURL), errors.Is(err, server.ErrMemRemote):
-		return 2
+		return exitUsage
 	}
-	return 1
+	return exitFailure
+}
+
+// usageError is an error of the command line itself: exit status 2.
+func usageError(format string, a ...any) error {
+	return exitError{exitUsage, fmt.Errorf(format, a...)}
 }
 
 // exitError carries a specific exit status out of a command.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,19 +50,6 @@ func (g *globals) remoteURL() string {
 // that an error, a log line or an output may show.
 func (g *globals) remoteShown() string { return redact.URL(g.remoteURL()) }
 
-// errUsage marks an error in the command line or its environment (a bad
-// flag value, a bad URL): the command exits 2 (see main).
-var errUsage = errors.New("usage")
-
-// usageError returns err marked with errUsage.
-func usageError(err error) error { return fmt.Errorf("%w%w", err, hiddenUsage{}) }
-
-// hiddenUsage wraps errUsage without adding to the message.
-type hiddenUsage struct{}
-
-func (hiddenUsage) Error() string        { return "" }
-func (hiddenUsage) Is(target error) bool { return target == errUsage }
-
 // resolve fills in the global flags not given on the command line from
 // their environment variables (a default shown by --help never holds an
 // environment variable's value, which may carry a password), then adds the
@@ -90,7 +76,7 @@ func (g *globals) resolve(cmd *cobra.Command) error {
 	}
 	u, err := withRedisPassword(g.redis, g.redisPasswordFile)
 	if err != nil {
-		return usageError(err)
+		return usageError("%w", err)
 	}
 	g.redis = u
 	return nil

@@ -64,7 +64,7 @@ the data dir is closed, and serve exits 0.`,
 				// The configuration file's Redis, with the file's password.
 				u, err := withRedisPassword(cfg.Redis, g.redisPasswordFile)
 				if err != nil {
-					return usageError(err)
+					return usageError("%w", err)
 				}
 				cfg.Redis = u
 			}
