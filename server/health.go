@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -20,8 +19,6 @@ const (
 	// /healthz is asked, Redis and the remote see at most one check each
 	// per HealthCacheFor.
 	HealthCacheFor = 2 * time.Second
-	// RetryAfter is the Retry-After (seconds) of a 503 answer.
-	RetryAfter = 5
 )
 
 // Health is the body of GET /healthz: "ok" or "degraded", and each
@@ -96,7 +93,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if h.Status != "ok" {
 		status = http.StatusServiceUnavailable
-		w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))
+		w.Header().Set("Retry-After", RetryAfter)
 	}
 	writeJSON(w, status, h)
 }

@@ -60,7 +60,7 @@ const (
 	CodeTooManyQueues = "too_many_queues"
 	CodeConflict      = "conflict"    // 409: the lease was lost, the volume is behind
 	CodeTooLarge      = "too_large"   // 413: the body exceeds the server's limit
-	CodeUnavailable   = "unavailable" // 503: shutting down, the remote unavailable (with Retry-After)
+	CodeUnavailable   = "unavailable" // 503: shutting down
 	CodeInternal      = "internal"    // 500
 )
 
@@ -108,11 +108,15 @@ func classify(err error) (int, string) {
 	return http.StatusInternalServerError, CodeInternal
 }
 
-// writeError writes err as {"error":{"code":…,"message":…}}.
+// RetryAfter is the Retry-After (seconds) of every 503 answer.
+const RetryAfter = "1"
+
+// writeError writes err as {"error":{"code":…,"message":…}}; a 503 carries
+// Retry-After.
 func writeError(w http.ResponseWriter, err error) {
 	status, code := classify(err)
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))
+	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", RetryAfter)
 	}
 	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": err.Error()}})
 }
