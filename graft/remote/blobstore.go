@@ -285,22 +285,34 @@ var unavailableCodes = map[string]bool{
 	"RequestTimeout": true, "RequestTimeTooSkewed": true, "AccessDenied": true, "Forbidden": true,
 	"InvalidAccessKeyId": true, "SignatureDoesNotMatch": true, "ExpiredToken": true,
 	"InvalidToken": true, "TokenRefreshRequired": true, "AllAccessDisabled": true,
-	"AccountProblem": true, "XMinioServerNotInitialized": true, "XMinioStorageFull": true,
+	"AccountProblem": true, "XMinioServerNotInitialized": true,
 }
 
+// storageFullCodes are the S3 error codes of a store that is full: not
+// unavailable (a full store is answered with 507, not 503).
+var storageFullCodes = map[string]bool{"XMinioStorageFull": true, "StorageFull": true, "InsufficientStorage": true}
+
 // unavailable reports whether err says that the store, not the object, is
-// the problem: the network (refused, reset, DNS, timeout), an HTTP 5xx, an
-// S3 error code of unavailableCodes, missing credentials, a permission
-// refusal.
+// the problem: the network (refused, reset, DNS, timeout), an HTTP 5xx but
+// 507, an S3 error code of unavailableCodes, missing credentials, a
+// permission refusal. A full store is not unavailable.
 func unavailable(err error) bool {
 	if errors.Is(err, errNoCredentials) || errors.Is(err, errStoreClosed) {
 		return true
 	}
 	var ae smithy.APIError
-	if errors.As(err, &ae) && unavailableCodes[ae.ErrorCode()] {
-		return true
+	if errors.As(err, &ae) {
+		if storageFullCodes[ae.ErrorCode()] {
+			return false // full, not unavailable: the caller answers 507
+		}
+		if unavailableCodes[ae.ErrorCode()] {
+			return true
+		}
 	}
 	var re *awshttp.ResponseError
+	if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusInsufficientStorage {
+		return false
+	}
 	if errors.As(err, &re) && (re.HTTPStatusCode() >= 500 || re.HTTPStatusCode() == http.StatusForbidden ||
 		re.HTTPStatusCode() == http.StatusUnauthorized || re.HTTPStatusCode() == http.StatusTooManyRequests) {
 		return true

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -214,6 +215,21 @@ func TestS3Unavailable(t *testing.T) {
 	}
 	if _, err := s.Get(ctx, "volumes/v/log/1"); !errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Get of a missing key: %v", err)
+	}
+	// A full store is not unavailable (it is answered with 507).
+	full := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusInsufficientStorage)
+		w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>XMinioStorageFull</Code><Message>full</Message></Error>`))
+	}))
+	defer full.Close()
+	fs, err := Open(ctx, "s3://bucket?endpoint="+full.URL+"&region=us-east-1&use_path_style=true&disable_https=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	if err := fs.PutIfAbsent(ctx, "volumes/v/log/1", []byte("x")); err == nil || errors.Is(err, ErrUnavailable) {
+		t.Errorf("put to a full store: %v; want an error that is not ErrUnavailable", err)
 	}
 	dead, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
