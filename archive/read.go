@@ -2,12 +2,14 @@ package archive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"time"
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
 )
 
@@ -46,6 +48,10 @@ func ReadTime(ctx context.Context, vol *graft.Volume, since, until time.Time, re
 func pageID(ctx context.Context, snap *graft.Snapshot, n uint64) (brand.ID, error) {
 	b, err := snap.Get(ctx, graft.ArchiveBase+n)
 	if err != nil {
+		if errors.Is(err, remote.ErrUnavailable) || errors.Is(err, remote.ErrNotFound) || errors.Is(err, graft.ErrNoRemote) {
+			// The page is fine; the remote that holds it cannot serve it.
+			return 0, fmt.Errorf("archive %s: page %d: %w", snap.Volume().Name(), n, err)
+		}
 		return 0, fmt.Errorf("archive %s: page %d: %w (%w)", snap.Volume().Name(), n, ErrCorrupt, err)
 	}
 	r, err := DecodeRecordPage(b)

@@ -198,6 +198,15 @@ func newScriptSet() scriptSet {
 // Close closes the client's connections.
 func (c *Client) Close() { c.rdb.Close() }
 
+// Ping sends one PING to Redis (to one node of a Cluster): nil if it
+// answers within ctx.
+func (c *Client) Ping(ctx context.Context) error {
+	if err := c.rdb.Do(ctx, c.rdb.B().Ping().Build()).Error(); err != nil {
+		return fmt.Errorf("redis %s: ping: %w", c.ep, err)
+	}
+	return nil
+}
+
 // Endpoint returns where the client is connected.
 func (c *Client) Endpoint() Endpoint { return c.ep }
 

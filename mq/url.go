@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/echostore/echostore/internal/redact"
 )
 
 // Endpoint is a parsed Redis URL: where and how to connect.
@@ -227,19 +229,9 @@ func (e Endpoint) String() string {
 // Redact returns the URL s with its password hidden, for logs and error
 // messages. Everything between "://" and the last '@' is the user
 // information, whatever characters the password holds ('/', '?', '@' …):
-// a parser may split such a URL elsewhere, but Redact never shows it.
-func Redact(s string) string {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		return clip(s)
-	}
-	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
-		if user, _, hasPass := strings.Cut(rest[:at], ":"); hasPass {
-			rest = user + ":***" + rest[at:]
-		}
-	}
-	return clip(scheme + "://" + rest)
-}
+// a parser may split such a URL elsewhere, but Redact never shows it. It is
+// internal/redact.URL, clipped.
+func Redact(s string) string { return clip(redact.URL(s)) }
 
 // rawPassword returns the password part of s as written (see Redact), or "".
 func rawPassword(s string) string {

@@ -101,6 +101,10 @@ type Config struct {
 	Data string `yaml:"data"`
 	// Remote is the object-store URL (default file://<Data>/remote).
 	Remote string `yaml:"remote"`
+	// Dev allows a mem:// remote (serve --dev): the remote log then lives
+	// in the process's memory, so a sync enqueue's acknowledgement means
+	// nothing after a crash. For demos and tests only.
+	Dev bool `yaml:"dev"`
 	// Node is the node number of the ids this server mints.
 	Node int `yaml:"node"`
 	// Beat is how often the archive driver and retention run (default

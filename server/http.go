@@ -24,6 +24,7 @@ import (
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/server/web"
@@ -108,6 +109,8 @@ func classify(err error) (int, string) {
 		return http.StatusForbidden, CodeTooManyStreams
 	case errors.Is(err, accept.ErrTooManyQueues):
 		return http.StatusForbidden, CodeTooManyQueues
+	case errors.Is(err, remote.ErrUnavailable):
+		return http.StatusServiceUnavailable, CodeUnavailable
 	case errors.Is(err, graft.ErrVolumeNotFound), errors.Is(err, mq.ErrNoJob):
 		return http.StatusNotFound, CodeNotFound
 	case errors.Is(err, graft.ErrWouldDiscard), errors.Is(err, graft.ErrRemoteMismatch):
@@ -936,15 +939,6 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "+frameAncestors)
 	w.Write(web.Page(s.cfg.Faults))
-}
-
-func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	select {
-	case <-s.done:
-		writeError(w, &apiError{http.StatusServiceUnavailable, CodeUnavailable, errors.New("shutting down")})
-	default:
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	}
 }
 
 // handleEvents streams server-sent events: "cycle" and "lsn", each first

@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/lane"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/internal/redact"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
@@ -34,6 +37,9 @@ var (
 	ErrInsecure = errors.New("serve: a listen address other than loopback needs a token")
 	// ErrDataLocked: another process holds the data directory.
 	ErrDataLocked = errors.New("serve: the data directory is in use by another echostore process")
+	// ErrMemRemote: a mem:// remote without Config.Dev (serve --dev): sync
+	// acknowledgements against process memory would be a lie.
+	ErrMemRemote = errors.New("serve: a mem:// remote keeps nothing across a restart; it needs --dev (config dev: true)")
 	// ErrTooManyStreams: a stream new to the server would exceed
 	// Config.MaxStreams; nothing was written for it (HTTP 403,
 	// CodeTooManyStreams).
@@ -72,6 +78,8 @@ type Server struct {
 	tier   *accept.Tier   // the two-tier enqueue over out, store and mq
 	hub    *hub
 	m      *metrics
+	// health checks Redis and the remote for /healthz (health.go).
+	health *health
 	ln     net.Listener // --listen
 	sock   net.Listener // <data>/SocketName, nil if it could not be made
 	http   *http.Server
@@ -118,9 +126,34 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 			s.closeAll()
 		}
 	}()
+	// The remote URL is checked before anything is contacted or created
+	// (remote.Open creates nothing).
+	rurl := cfg.Remote
+	if rurl == "" {
+		abs, aerr := filepath.Abs(cfg.Data)
+		if aerr != nil {
+			return nil, fmt.Errorf("serve: data dir %s: %w", cfg.Data, aerr)
+		}
+		rurl = "file://" + filepath.ToSlash(filepath.Join(abs, "remote"))
+	}
+	if u, perr := url.Parse(rurl); perr == nil && strings.EqualFold(u.Scheme, "mem") && !cfg.Dev {
+		return nil, ErrMemRemote
+	}
+	s.rs, err = remote.Open(ctx, rurl)
+	if err != nil {
+		return nil, fmt.Errorf("serve: remote %s: %w", redact.URL(rurl), err)
+	}
+	s.health = newHealth(s, cfg.Redis, rurl)
 	s.mq, err = mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.Node, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction})
 	if err != nil {
 		return nil, fmt.Errorf("serve: redis: %w", err)
+	}
+	// An unavailable remote does not stop the start (a restart during an
+	// outage would loop): it is logged, reported by /healthz (503), and
+	// every sync enqueue and push answers 503 until it is back.
+	if h := s.health.check(ctx); h.Remote != "ok" {
+		s.log.Error("serve: the remote is unavailable; starting anyway: sync enqueues and pushes fail (503) until it is back, /healthz reports it",
+			"remote", redact.URL(rurl), "reason", h.Remote)
 	}
 	// The data dir holds every record and job payload: its owner only
 	// (an existing dir keeps its mode; docs/SECURITY.md).
@@ -137,18 +170,6 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("serve: open data dir %s: %w", cfg.Data, err)
-	}
-	rurl := cfg.Remote
-	if rurl == "" {
-		abs, aerr := filepath.Abs(cfg.Data)
-		if aerr != nil {
-			return nil, fmt.Errorf("serve: data dir %s: %w", cfg.Data, aerr)
-		}
-		rurl = "file://" + filepath.ToSlash(filepath.Join(abs, "remote"))
-	}
-	s.rs, err = remote.Open(ctx, rurl)
-	if err != nil {
-		return nil, fmt.Errorf("serve: remote %s: %w", rurl, err)
 	}
 	s.store.AttachRemote(s.rs)
 	for _, ta := range []archive.TrimAfter{archive.TrimAfterLocal, archive.TrimAfterRemote} {

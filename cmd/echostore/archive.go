@@ -113,10 +113,10 @@ func (r *archiveReader) pull(ctx context.Context, name string) (*graft.Volume, e
 	}
 	head, err := remoteHead(ctx, r.rs, name)
 	if err != nil {
-		return nil, fmt.Errorf("remote %s: %w", r.g.remoteURL(), err)
+		return nil, fmt.Errorf("remote %s: %w", r.g.remoteShown(), err)
 	}
 	if head == 0 {
-		return nil, fmt.Errorf("the remote %s has no commit of %s (was it pushed? check --remote): %w", r.g.remoteURL(), name, archive.ErrNoVolume)
+		return nil, fmt.Errorf("the remote %s has no commit of %s (was it pushed? check --remote): %w", r.g.remoteShown(), name, archive.ErrNoVolume)
 	}
 	if r.st != nil {
 		r.st.Close()
@@ -313,7 +313,7 @@ deleted stream) it refuses and says how to delete that log.`,
 			var rs remote.Store
 			if ta == archive.TrimAfterRemote {
 				if rs, err = remote.Open(ctx, g.remoteURL()); err != nil {
-					return fmt.Errorf("--trim-after remote: remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…), or use --trim-after local", g.remoteURL(), err)
+					return fmt.Errorf("--trim-after remote: remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…), or use --trim-after local", g.remoteShown(), err)
 				}
 				opts.Pusher = archive.GraftPusher{}
 			} else if rs, err = openConfiguredRemote(ctx, g, false); err != nil {

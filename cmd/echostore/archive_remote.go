@@ -18,14 +18,14 @@ func openConfiguredRemote(ctx context.Context, g *globals, need bool) (remote.St
 	if g.remote == "" {
 		if _, err := os.Stat(filepath.Join(g.data, "remote")); err != nil {
 			if need {
-				return nil, fmt.Errorf("no remote configured (give --remote or ECHOSTORE_REMOTE; %s does not exist): %w", g.remoteURL(), graft.ErrNoRemote)
+				return nil, fmt.Errorf("no remote configured (give --remote or ECHOSTORE_REMOTE; %s does not exist): %w", g.remoteShown(), graft.ErrNoRemote)
 			}
 			return nil, nil
 		}
 	}
 	rs, err := remote.Open(ctx, g.remoteURL())
 	if err != nil {
-		return nil, fmt.Errorf("remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…)", g.remoteURL(), err)
+		return nil, fmt.Errorf("remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…)", g.remoteShown(), err)
 	}
 	return rs, nil
 }

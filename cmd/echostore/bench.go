@@ -11,6 +11,7 @@ import (
 
 	"github.com/echostore/echostore/internal/bench"
 	"github.com/echostore/echostore/internal/bench/graftbench"
+	"github.com/echostore/echostore/internal/redact"
 )
 
 // newBenchCmd is `echostore bench`: the benchmark suites. Each writes its
@@ -86,14 +87,15 @@ about two minutes); --quick uses 100,000 pages and shorter runs.`,
 	return cmd
 }
 
-// commandLine spells the command as run: its path and the flags given.
+// commandLine spells the command as run: its path and the flags given,
+// each URL's secrets hidden (it is written into the report).
 func commandLine(cmd *cobra.Command) string {
 	parts := []string{cmd.CommandPath()}
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		if f.Value.Type() == "bool" {
 			parts = append(parts, "--"+f.Name)
 		} else {
-			parts = append(parts, "--"+f.Name+"="+f.Value.String())
+			parts = append(parts, "--"+f.Name+"="+redact.URL(f.Value.String()))
 		}
 	})
 	return strings.Join(parts, " ")

@@ -65,7 +65,7 @@ func openAcceptTier(ctx context.Context, g *globals) (_ *acceptTier, err error) 
 	})
 	st, err := remote.Open(ctx, g.remoteURL())
 	if err != nil {
-		return nil, fmt.Errorf("open the remote %s: %w; check --remote (or ECHOSTORE_REMOTE)", g.remoteURL(), err)
+		return nil, fmt.Errorf("open the remote %s: %w; check --remote (or ECHOSTORE_REMOTE)", g.remoteShown(), err)
 	}
 	mqc, err := connectMQ(ctx, g)
 	if err != nil {

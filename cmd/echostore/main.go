@@ -10,23 +10,51 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/internal/redact"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/server"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCmd(os.Stdout, os.Stderr).ExecuteContext(ctx)
+	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "echostore: %v\n", err)
-		os.Exit(exitCode(err))
+	os.Exit(code)
+}
+
+// execute runs the command line args and returns its exit status: 0, or
+// exitCode's. The error is printed to
+// stderr with every secret of --redis and --remote hidden, whatever the
+// layer that wrote it.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
 	}
+	var secrets []string
+	for _, name := range []string{"redis", "remote"} {
+		if f := root.PersistentFlags().Lookup(name); f != nil {
+			secrets = append(secrets, redact.Secrets(f.Value.String())...)
+		}
+	}
+	for _, env := range []string{"ECHOSTORE_REDIS", "ECHOSTORE_REMOTE"} {
+		secrets = append(secrets, redact.Secrets(os.Getenv(env))...)
+	}
+	fmt.Fprintf(stderr, "echostore: %s\n", redact.Scrub(err.Error(), secrets...))
+	return exitCode(err)
 }
 
 // Exit statuses: 1 for a command that failed, 2 for a command line that is
-// wrong (a bad flag value, a missing flag: nothing was done).
+// wrong (a bad flag value, a missing flag, a bad --redis or --remote URL:
+// nothing was done).
 const (
 	exitFailure = 1
 	exitUsage   = 2
@@ -35,8 +63,12 @@ const (
 // exitCode is the exit status of a command that returned err (non-nil).
 func exitCode(err error) int {
 	var ee exitError
-	if errors.As(err, &ee) {
+	switch {
+	case errors.As(err, &ee):
 		return ee.code
+	case errors.Is(err, remote.ErrBadURL), errors.Is(err, remote.ErrUnknownScheme),
+		errors.Is(err, mq.ErrBadURL), errors.Is(err, server.ErrMemRemote):
+		return exitUsage
 	}
 	return exitFailure
 }

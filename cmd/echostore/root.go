@@ -1,12 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/echostore/echostore/internal/redact"
 )
 
 // Defaults of the global flags (DESIGN.md, "The user's contract").
@@ -18,12 +22,15 @@ const (
 // globals are the flags every subcommand shares. Each has an environment
 // variable; a flag given on the command line wins over it.
 type globals struct {
-	redis  string // --redis, ECHOSTORE_REDIS
+	redis  string // --redis, ECHOSTORE_REDIS (with the --redis-password-file password)
 	data   string // --data, ECHOSTORE_DATA
 	remote string // --remote, ECHOSTORE_REMOTE; default file://<data>/remote
 	// tokenFile (--token-file, ECHOSTORE_TOKEN_FILE) holds the bearer
 	// token: serve's admin token, the one the other commands send to it.
 	tokenFile string
+	// redisPasswordFile is --redis-password-file, ECHOSTORE_REDIS_PASSWORD_FILE:
+	// the Redis password, kept out of the command line and the environment.
+	redisPasswordFile string
 
 	stdout io.Writer
 	stderr io.Writer
@@ -40,6 +47,84 @@ func (g *globals) remoteURL() string {
 		abs = g.data
 	}
 	return "file://" + filepath.ToSlash(filepath.Join(abs, "remote"))
+}
+
+// remoteShown is remoteURL with its secrets hidden: the only form of it
+// that an error, a log line or an output may show.
+func (g *globals) remoteShown() string { return redact.URL(g.remoteURL()) }
+
+// resolve fills in the global flags not given on the command line from
+// their environment variables (a default shown by --help never holds an
+// environment variable's value, which may carry a password), then adds the
+// password of --redis-password-file to the Redis URL.
+func (g *globals) resolve(cmd *cobra.Command) error {
+	for _, f := range []struct {
+		flag, env string
+		dst       *string
+	}{
+		{"redis", "ECHOSTORE_REDIS", &g.redis},
+		{"data", "ECHOSTORE_DATA", &g.data},
+		{"remote", "ECHOSTORE_REMOTE", &g.remote},
+		{"redis-password-file", "ECHOSTORE_REDIS_PASSWORD_FILE", &g.redisPasswordFile},
+	} {
+		if fl := cmd.Flags().Lookup(f.flag); fl != nil && fl.Changed {
+			continue
+		}
+		if v, ok := os.LookupEnv(f.env); ok && v != "" {
+			*f.dst = v
+		}
+	}
+	if g.redisPasswordFile == "" {
+		return nil
+	}
+	u, err := withRedisPassword(g.redis, g.redisPasswordFile)
+	if err != nil {
+		return usageError("%w", err)
+	}
+	g.redis = u
+	return nil
+}
+
+// withRedisPassword returns the Redis URL u with the password read from
+// file (its first line) in its user information. A URL that holds a
+// password already is refused: one of the two would be ignored.
+func withRedisPassword(u, file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--redis-password-file: %w", err)
+	}
+	pass, _, _ := strings.Cut(string(b), "\n")
+	pass = strings.TrimSuffix(pass, "\r")
+	if pass == "" {
+		return "", fmt.Errorf("--redis-password-file %s: the file's first line is empty", file)
+	}
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return "", fmt.Errorf("--redis %s: want redis://host:port or rediss://host:port", redact.URL(u))
+	}
+	user := ""
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		if strings.Contains(rest[:at], ":") {
+			return "", fmt.Errorf("--redis %s holds a password and --redis-password-file gives one: give it in one place only (the file)", redact.URL(u))
+		}
+		user, rest = rest[:at], rest[at+1:]
+	}
+	return scheme + "://" + user + ":" + escapeAll(pass) + "@" + rest, nil
+}
+
+// escapeAll percent-encodes every byte of s but the unreserved ones, so
+// that a password may hold any character ('@', '/', ':', '%' …).
+func escapeAll(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
 }
 
 func envOr(key, def string) string {
@@ -64,17 +149,22 @@ replicates to object storage; one merge-read returns archive and live tail as a
 single ordered stream.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return g.resolve(cmd)
+		},
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitError{exitUsage, err} })
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.redis, "redis", envOr("ECHOSTORE_REDIS", defaultRedis),
-		"Redis/Valkey URL (redis:// or rediss://) [$ECHOSTORE_REDIS]")
-	pf.StringVar(&g.data, "data", envOr("ECHOSTORE_DATA", defaultData),
+	pf.StringVar(&g.redis, "redis", defaultRedis,
+		"Redis/Valkey URL (redis:// or rediss://); keep a password out of it, in --redis-password-file [$ECHOSTORE_REDIS]")
+	pf.StringVar(&g.redisPasswordFile, "redis-password-file", "",
+		"file whose first line is the Redis password (so that it shows in no process list) [$ECHOSTORE_REDIS_PASSWORD_FILE]")
+	pf.StringVar(&g.data, "data", defaultData,
 		"data directory [$ECHOSTORE_DATA]")
-	pf.StringVar(&g.remote, "remote", envOr("ECHOSTORE_REMOTE", ""),
-		"object-store URL: file://DIR or s3://BUCKET?endpoint=… (default file://<data>/remote) [$ECHOSTORE_REMOTE]")
+	pf.StringVar(&g.remote, "remote", "",
+		"object-store URL: file://DIR or s3://BUCKET?endpoint=… (default file://<data>/remote; credentials come from the SDK's environment) [$ECHOSTORE_REMOTE]")
 	pf.StringVar(&g.tokenFile, "token-file", envOr("ECHOSTORE_TOKEN_FILE", ""),
 		"file holding the bearer token (serve: an admin token; other commands: sent to the serve holding --data); else $ECHOSTORE_TOKEN [$ECHOSTORE_TOKEN_FILE]")
 

@@ -14,6 +14,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	var (
 		listen, config, token string
 		beat                  time.Duration
+		dev                   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--listen 127.0.0.1:7070] [--config FILE] [--token-file FILE] [--beat D]",
@@ -34,6 +35,11 @@ scope its route needs. A --listen address other than loopback needs a token.
 Every request that changes state must carry Content-Type: application/json,
 and no request of another site's page, nor a Host other than the listen
 address (or the config's allowed_hosts), is answered.
+The remote is checked at start: a malformed URL exits 2, an unreachable
+remote is logged and serve starts anyway; GET /healthz answers 200
+{"status":"ok","redis":"ok","remote":"ok"}, or 503 with the reason while Redis
+or the remote is down. A mem:// remote keeps nothing across a restart and needs
+--dev. Keep a Redis password out of --redis: give --redis-password-file.
 SIGTERM or Ctrl-C: the cycle in flight and the requests in flight finish,
 the data dir is closed, and serve exits 0.`,
 		Args: cobra.NoArgs,
@@ -71,6 +77,14 @@ the data dir is closed, and serve exits 0.`,
 			case os.Getenv("ECHOSTORE_TOKEN") != "":
 				cfg.Token = os.Getenv("ECHOSTORE_TOKEN")
 			}
+			if !given("redis", "ECHOSTORE_REDIS") && cfg.Redis != "" && g.redisPasswordFile != "" {
+				// The configuration file's Redis, with the file's password.
+				u, err := withRedisPassword(cfg.Redis, g.redisPasswordFile)
+				if err != nil {
+					return usageError("%w", err)
+				}
+				cfg.Redis = u
+			}
 			pick(&cfg.Redis, "redis", "ECHOSTORE_REDIS", g.redis)
 			pick(&cfg.Data, "data", "ECHOSTORE_DATA", g.data)
 			pick(&cfg.Remote, "remote", "ECHOSTORE_REMOTE", g.remote)
@@ -84,11 +98,12 @@ the data dir is closed, and serve exits 0.`,
 				}
 				cfg.Node = node
 			}
+			cfg.Dev = cfg.Dev || dev
 			cfg.Logger = g.log
 			ctx := cmd.Context()
 			srv, err := server.New(ctx, cfg)
 			switch {
-			case errors.Is(err, server.ErrInsecure), errors.Is(err, server.ErrConfig):
+			case errors.Is(err, server.ErrInsecure), errors.Is(err, server.ErrConfig), errors.Is(err, server.ErrMemRemote):
 				return err
 			case errors.Is(err, server.ErrDataLocked):
 				return fmt.Errorf("%w; stop the other serve, or give this one its own --data", err)
@@ -104,5 +119,6 @@ the data dir is closed, and serve exits 0.`,
 	f.StringVar(&token, "token", "", "an admin bearer token (deprecated: its value shows in ps)")
 	_ = f.MarkDeprecated("token", "its value shows in ps and the shell's history: put the token in a file (chmod 600) and give --token-file FILE, or set ECHOSTORE_TOKEN")
 	f.DurationVar(&beat, "beat", server.DefaultBeat, "how often the archive driver and retention run")
+	f.BoolVar(&dev, "dev", false, "allow a mem:// remote, which keeps nothing across a restart (demos and tests only; config dev: true)")
 	return cmd
 }

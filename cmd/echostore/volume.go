@@ -171,7 +171,7 @@ func replicaCmd(g *globals, use, short string, create bool, query func() url.Val
 			}
 			rs, err := remote.Open(ctx, g.remoteURL())
 			if err != nil {
-				return fmt.Errorf("remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…)", g.remoteURL(), err)
+				return fmt.Errorf("remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…)", g.remoteShown(), err)
 			}
 			defer rs.Close()
 			n, live, closeLane := laneNotifier(ctx, g)
@@ -226,10 +226,10 @@ func remoteHasVolume(ctx context.Context, g *globals, st *graft.Store, rs remote
 	}
 	head, err := l.Head(ctx)
 	if err != nil {
-		return fmt.Errorf("volume %s: remote %s: %w", name, g.remoteURL(), err)
+		return fmt.Errorf("volume %s: remote %s: %w", name, g.remoteShown(), err)
 	}
 	if head == 0 {
-		return fmt.Errorf("volume %q has no commits on the remote %s: check the name and --remote", name, g.remoteURL())
+		return fmt.Errorf("volume %q has no commits on the remote %s: check the name and --remote", name, g.remoteShown())
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ func remoteLogCmd(g *globals, use, short string, op func(ctx context.Context, vo
 			}
 			rs, err := remote.Open(ctx, g.remoteURL())
 			if err != nil {
-				return fmt.Errorf("remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…)", g.remoteURL(), err)
+				return fmt.Errorf("remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…)", g.remoteShown(), err)
 			}
 			defer rs.Close()
 			l, err := remote.NewLog(rs, args[0])
@@ -32,10 +32,10 @@ func remoteLogCmd(g *globals, use, short string, op func(ctx context.Context, vo
 			}
 			head, err := l.Head(ctx)
 			if err != nil {
-				return fmt.Errorf("volume %s: remote %s: %w", args[0], g.remoteURL(), err)
+				return fmt.Errorf("volume %s: remote %s: %w", args[0], g.remoteShown(), err)
 			}
 			if head == 0 {
-				return fmt.Errorf("volume %q has no commits on the remote %s: check the name and --remote", args[0], g.remoteURL())
+				return fmt.Errorf("volume %q has no commits on the remote %s: check the name and --remote", args[0], g.remoteShown())
 			}
 			out, err := op(ctx, args[0], l)
 			if err != nil {

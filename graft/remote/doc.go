@@ -9,7 +9,10 @@
 //     (PutIfAbsent). Open dispatches a URL to FileStore (file://, this
 //     package's own driver, atomic and durable across processes: write temp,
 //     fsync, link(2), fsync the folder) or to BlobStore over gocloud.dev/blob
-//     (s3:// for S3, MinIO, Tigris, R2; gs://; azblob://; mem://).
+//     (s3:// for S3, MinIO, Tigris, R2; gs://; azblob://; mem://). A bad
+//     URL is ErrBadURL with its secrets hidden; a store that cannot be
+//     reached or refuses this client is ErrUnavailable, never ErrNotFound
+//     or ErrCorrupt; Probe checks a store with one cheap GET.
 //   - The formats (docs/REMOTE.md specifies every byte): commit objects,
 //     segments of independent zstd frames, checkpoint markers. Every object
 //     starts with a magic and a version and ends with a CRC-32C of the rest;

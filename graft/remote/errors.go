@@ -22,6 +22,12 @@ var (
 	ErrBadKey = errors.New("remote: bad key")
 	// ErrBadURL: a remote URL that cannot be parsed or has bad parameters.
 	ErrBadURL = errors.New("remote: bad URL")
+	// ErrUnavailable: the object store cannot be reached or refuses to
+	// serve: connection refused, DNS failure, a timeout, a 5xx or SlowDown
+	// answer, missing or refused credentials, a bucket that does not exist.
+	// The object asked for may well be fine; try again once the store is
+	// back (never read as ErrNotFound or ErrCorrupt).
+	ErrUnavailable = errors.New("remote: object store unavailable")
 	// ErrUnknownScheme: a remote URL whose scheme has no driver.
 	ErrUnknownScheme = errors.New("remote: unknown URL scheme")
 	// ErrInvalid: a commit or page the caller asked to write breaks a rule

@@ -32,14 +32,17 @@ type FileStore struct {
 
 var _ Store = (*FileStore)(nil)
 
-// OpenFileStore opens (creating if needed) a FileStore in dir.
+// OpenFileStore opens a FileStore in dir. It creates nothing: the folder
+// is made by the first write, so that a read (or a mistyped URL) never
+// leaves one behind; until then the store is empty. A dir that exists and
+// is not a folder is refused, wrapping ErrBadURL.
 func OpenFileStore(dir string) (*FileStore, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("file store %s: %w", dir, err)
 	}
-	if err := mkdirAllSync(abs); err != nil {
-		return nil, fmt.Errorf("file store %s: %w", abs, err)
+	if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("file store %s: not a folder: %w", abs, ErrBadURL)
 	}
 	return &FileStore{root: abs}, nil
 }

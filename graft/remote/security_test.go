@@ -54,7 +54,7 @@ func TestSecurityKeysNeverLeaveTheRoot(t *testing.T) {
 		}
 	}
 	ents, err := os.ReadDir(parent)
-	if err != nil || len(ents) != 1 || ents[0].Name() != "remote" {
+	if err != nil || len(ents) > 1 || len(ents) == 1 && ents[0].Name() != "remote" { // the root is made by the first write
 		t.Fatalf("the root's parent holds %v, %v", ents, err)
 	}
 	var n int

@@ -2,10 +2,13 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/echostore/echostore/internal/redact"
 )
 
 // Store is the object store a remote log lives in: a flat key space of
@@ -57,15 +60,24 @@ type ObjectInfo struct {
 //
 // An optional prefix inside a bucket is given with the query parameter
 // prefix=some/folder/ on every scheme but file. Credentials come from the
-// environment in each SDK's usual way. Unknown schemes wrap
-// ErrUnknownScheme and malformed URLs ErrBadURL; both are reported before
-// anything is created or contacted.
+// environment in each SDK's usual way; the cloud's instance metadata
+// service (a non-loopback address) is asked for them only if the URL says
+// so: imds=true on s3://, metadata=true on gs:// and azblob:// (without it,
+// gs:// and azblob:// with no credentials in the environment are refused).
+//
+// Unknown schemes wrap ErrUnknownScheme and every other bad URL
+// (unparsable, no bucket, a bad prefix, an unknown or bad parameter,
+// credentials in the URL) ErrBadURL; both are reported before anything is
+// created or contacted, and no error shows the URL's secrets (see
+// internal/redact). Open creates nothing: a file store's folder is made by
+// its first write.
 func Open(ctx context.Context, rawURL string) (Store, error) {
+	shown := redact.URL(rawURL)
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		// url.Parse's error quotes the whole URL, credentials and all: say
 		// what is wrong without echoing it.
-		return nil, fmt.Errorf("remote URL is not a valid URL (check its escaping): %w", ErrBadURL)
+		return nil, fmt.Errorf("remote URL %s is not a valid URL (check its escaping): %w", shown, ErrBadURL)
 	}
 	if err := refuseCredentials(u); err != nil {
 		return nil, err
@@ -74,21 +86,25 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 	case "file":
 		dir, err := fileDir(u)
 		if err != nil {
-			return nil, fmt.Errorf("remote URL %q: %w", rawURL, err)
+			return nil, fmt.Errorf("remote URL %s: %w", shown, err)
 		}
-		return OpenFileStore(dir)
+		fs, err := OpenFileStore(dir)
+		if err != nil {
+			return nil, err // a *FileStore nil must not become a non-nil Store
+		}
+		return fs, nil
 	case "s3", "gs", "azblob", "mem":
-		return openBlob(ctx, u)
+		bs, err := openBlob(ctx, u)
+		if err != nil {
+			return nil, err // a *BlobStore nil must not become a non-nil Store
+		}
+		return bs, nil
 	case "":
-		return nil, fmt.Errorf("remote URL %q has no scheme (want file://, s3://, gs://, azblob:// or mem://): %w", rawURL, ErrBadURL)
+		return nil, fmt.Errorf("remote URL %s has no scheme (want file://, s3://, gs://, azblob:// or mem://): %w", shown, ErrBadURL)
 	default:
-		return nil, fmt.Errorf("remote URL %q: scheme %q (want file, s3, gs, azblob or mem): %w", rawURL, u.Scheme, ErrUnknownScheme)
+		return nil, fmt.Errorf("remote URL %s: scheme %q (want file, s3, gs, azblob or mem): %w", shown, u.Scheme, ErrUnknownScheme)
 	}
 }
-
-// secretParams are the substrings of a query parameter's name that mark it
-// as a credential.
-var secretParams = []string{"secret", "password", "token", "credential", "access_key", "session"}
 
 // refuseCredentials refuses a URL that carries credentials, in its user part
 // or in a query parameter: object-store credentials come from the SDK's
@@ -98,13 +114,15 @@ var secretParams = []string{"secret", "password", "token", "credential", "access
 func refuseCredentials(u *url.URL) error {
 	where := u.Scheme + "://" + u.Host
 	if u.User != nil {
-		return fmt.Errorf("remote URL %s…: credentials in the URL are refused; set them in the object store's standard environment: %w", where, ErrBadURL)
+		return fmt.Errorf("remote URL %s…: credentials in the URL are refused; set them in the object store's standard environment: %w", redact.URL(where), ErrBadURL)
 	}
-	for name := range u.Query() {
-		low := strings.ToLower(name)
-		for _, s := range secretParams {
-			if strings.Contains(low, s) {
-				return fmt.Errorf("remote URL %s…: query parameter %q looks like a credential and is refused; set it in the object store's standard environment: %w", where, name, ErrBadURL)
+	for name, vals := range u.Query() {
+		if redact.SecretParam(name) {
+			return fmt.Errorf("remote URL %s…: query parameter %q looks like a credential and is refused; set it in the object store's standard environment: %w", redact.URL(where), name, ErrBadURL)
+		}
+		for _, v := range vals {
+			if nu, err := url.Parse(v); err != nil && strings.Contains(v, "@") || err == nil && nu.User != nil {
+				return fmt.Errorf("remote URL %s…: query parameter %q holds credentials (user@) and is refused; set them in the object store's standard environment: %w", redact.URL(where), name, ErrBadURL)
 			}
 		}
 	}
@@ -128,4 +146,23 @@ func fileDir(u *url.URL) (string, error) {
 		return "", fmt.Errorf("file URL names no directory: %w", ErrBadURL)
 	}
 	return p, nil
+}
+
+// ProbeKey is the key Probe reads. No object is ever stored there.
+const ProbeKey = "echostore-probe"
+
+// Probe checks that s can be reached and serves this client, with one
+// cheap request (a GET of ProbeKey, which need not exist): nil if the store
+// answers, found or not, and an error wrapping ErrUnavailable if it is
+// unreachable, refuses the credentials or has no such bucket. A file store
+// whose folder does not exist yet answers (it is made by the first write).
+func Probe(ctx context.Context, s Store) error {
+	_, err := s.Get(ctx, ProbeKey)
+	switch {
+	case err == nil, errors.Is(err, ErrNotFound):
+		return nil
+	case errors.Is(err, ErrUnavailable):
+		return err
+	}
+	return fmt.Errorf("probe: %w: %w", ErrUnavailable, err)
 }

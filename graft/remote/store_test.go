@@ -222,8 +222,8 @@ func TestFileStoreKeepsInsideRoot(t *testing.T) {
 			t.Errorf("Put(%q) = %v", k, err)
 		}
 	}
-	entries, _ := os.ReadDir(parent)
-	if len(entries) != 1 {
+	entries, _ := os.ReadDir(parent) // the root itself is made by the first write
+	if len(entries) > 1 || len(entries) == 1 && entries[0].Name() != "root" {
 		t.Errorf("something was written beside the root: %v", entries)
 	}
 	// A key whose folder is another key's file is rejected, not reported as
