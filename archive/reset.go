@@ -113,13 +113,23 @@ func liveFirst(ctx context.Context, live *mq.Client, snap *graft.Snapshot) (firs
 // before's, the state before the reset), not by another node that pushed
 // further (then a pull is the way). It returns whether it rewrote the
 // cache.
+//
+// A reset that emptied the volume (nothing of it was ever pushed) removes
+// the cache instead (mq.Client.DropArchived): the stream then reads its
+// live tail, and its next cycle folds from there, as a stream never folded.
 func RepairSeam(ctx context.Context, live *mq.Client, vol *graft.Volume, before State) (bool, error) {
-	if live == nil {
-		return false, nil
-	}
 	o, ok, err := VolumeOwner(ctx, vol)
 	if err != nil || !ok {
 		return false, err
+	}
+	return repairSeam(ctx, live, vol, o, before)
+}
+
+// repairSeam is RepairSeam for the stream o, the volume's owner before the
+// reset.
+func repairSeam(ctx context.Context, live *mq.Client, vol *graft.Volume, o Owner, before State) (bool, error) {
+	if live == nil {
+		return false, nil
 	}
 	seam, ok, err := live.GetArchived(ctx, o.Queue, o.Stream)
 	if err != nil || !ok {
@@ -133,7 +143,7 @@ func RepairSeam(ctx context.Context, live *mq.Client, vol *graft.Volume, before 
 		return false, nil
 	}
 	if st.Empty() {
-		return false, nil // nothing archived is left: the cache stays, reads refuse
+		return live.DropArchived(ctx, o.Queue, o.Stream, seam.W)
 	}
 	return true, live.PutArchived(ctx, o.Queue, o.Stream, mq.Seam{W: st.W, LSN: st.LSN})
 }
@@ -158,6 +168,12 @@ func ResetVolume(ctx context.Context, vol *graft.Volume, live *mq.Client, discar
 	if err != nil {
 		return res, err
 	}
+	// The owner before the reset: a reset that empties the volume drops
+	// the commit that recorded it.
+	owner, owned, err := VolumeOwner(ctx, vol)
+	if err != nil {
+		return res, err
+	}
 	count := DiscardCounter(live)
 	res.Dropped, err = vol.ResetWith(ctx, graft.ResetOptions{Discard: discard,
 		Count: func(ctx context.Context, u *graft.Unpushed) (uint64, string, error) {
@@ -172,7 +188,10 @@ func ResetVolume(ctx context.Context, vol *graft.Volume, live *mq.Client, discar
 		}
 		return res, err
 	}
-	if res.SeamLowered, err = RepairSeam(ctx, live, vol, before); err != nil {
+	if !owned {
+		return res, nil
+	}
+	if res.SeamLowered, err = repairSeam(ctx, live, vol, owner, before); err != nil {
 		return res, fmt.Errorf("archive: volume %s reset, but its seam cache could not be lowered to it (reads answer 409 until it is; run the reset again): %w", vol.Name(), err)
 	}
 	return res, nil

@@ -165,3 +165,40 @@ func sameIDs(a, b []brand.ID) bool {
 	}
 	return true
 }
+
+// TestNoWedgeAfterResetToEmpty: a trim_after local stream never pushed,
+// cycled so that its only commits hold records trimmed from Redis. The
+// confirmed reset (--discard N) empties the volume; the seam cache that
+// named the dropped folds is removed with it, so the stream reads its live
+// tail and the next cycle folds and trims again, instead of every read and
+// cycle answering ErrVolumeBehind ("pull the volume first") while a pull
+// has nothing to bring.
+func TestNoWedgeAfterResetToEmpty(t *testing.T) {
+	for kind, mk := range remotes() {
+		t.Run(kind, func(t *testing.T) {
+			ctx := testCtx(t)
+			e := remoteEnv(t, servers.Redis(t).URL, mk(t), Options{Chunk: 100})
+			all := e.append(ctx, 20)
+			if res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 2}); err != nil || res.Trimmed != 18 {
+				t.Fatalf("cycle: %+v, %v", res, err)
+			}
+			vol := e.volume(ctx)
+			if _, err := ResetVolume(ctx, vol, e.live, 0); !errors.Is(err, graft.ErrWouldDiscard) {
+				t.Fatalf("unconfirmed reset: %v, want ErrWouldDiscard", err)
+			}
+			res, err := ResetVolume(ctx, vol, e.live, 18)
+			if err != nil || res.Discarded != 18 || !res.SeamLowered {
+				t.Fatalf("confirmed reset: %+v, %v; want 18 discarded and the seam cache lowered", res, err)
+			}
+			got, err := e.mergeIDs(ctx)
+			if err != nil || !sameIDs(got, all[18:]) {
+				t.Fatalf("after the reset to empty: %d records, %v; want the %d live ones", len(got), err, 2)
+			}
+			more := e.append(ctx, 10)
+			if res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 2}); err != nil || res.Folded != 10 || res.Trimmed != 10 {
+				t.Fatalf("cycle after the reset: %+v, %v", res, err)
+			}
+			e.audit(ctx, append(all[18:], more...))
+		})
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/redis/rueidis"
+
 	"github.com/echostore/echostore/brand"
 )
 
@@ -90,4 +92,32 @@ func (c *Client) IsArchived(ctx context.Context, q, s string) (bool, error) {
 		return false, fmt.Errorf("is %s archived: %w", where(q, s), err)
 	}
 	return ok, nil
+}
+
+// scriptSeamDrop deletes the seam hash if its w is still ARGV[1], so that a
+// cache another node raised meanwhile is kept. Replies 1 if it deleted.
+const scriptSeamDrop = "#!lua\n" + `
+if redis.call('HGET', KEYS[1], 'w') == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+`
+
+// DropArchived deletes the seam cache of stream s of queue q if its W is
+// still w (the stream stays registered as archived). It is for an archive
+// volume that a confirmed reset emptied: a cache naming folds that no
+// longer exist anywhere would make every read and cycle refuse the volume
+// as behind it. It reports whether it deleted the cache.
+func (c *Client) DropArchived(ctx context.Context, q, s string, w brand.ID) (bool, error) {
+	if err := checkQS(q, s); err != nil {
+		return false, err
+	}
+	// Built per call: a confirmed reset is rare, and the client's script
+	// set stays the hot paths'.
+	n, err := rueidis.NewLuaScript(scriptSeamDrop).Exec(ctx, c.rdb, []string{SeamKey(q, s)}, []string{brand.EVT.Format(w)}).AsInt64()
+	if err != nil {
+		return false, fmt.Errorf("drop seam cache of %s: %w", where(q, s), err)
+	}
+	return n == 1, nil
 }
