@@ -205,8 +205,13 @@ func routeScope(r *http.Request) Scope {
 
 // dropsHistory reports whether a cycle's parameters give it a retention
 // that drops archived records: a retain_count or retain_age other than 0
-// (or one that does not parse, which the handler then refuses).
+// (or one that does not parse, which the handler then refuses); or a
+// trim_after other than remote, which would trim what no remote holds on a
+// stream configured to trim only what is pushed (its failover promise).
 func dropsHistory(q url.Values) bool {
+	if v, ok := q["trim_after"]; ok && (len(v) > 1 || v[0] != "remote") {
+		return true
+	}
 	if v, ok := q["retain_count"]; ok {
 		if n, err := strconv.ParseUint(v[0], 10, 64); err != nil || n != 0 || len(v) > 1 {
 			return true

@@ -58,6 +58,12 @@ var wantScope = map[string]Scope{
 	"POST /v1/streams/{q}/{s}/cycle?retain_count=x": ScopeAdmin,
 	// Zero retention drops nothing (what `archive cycle` sends by default).
 	"POST /v1/streams/{q}/{s}/cycle?retain_count=0&retain_age=0s": ScopeWrite,
+	// trim_after=local trims what no remote holds, whatever the stream's
+	// configuration says (a trim_after: remote stream's failover promise):
+	// admin; asking for remote (the stronger) stays write.
+	"POST /v1/streams/{q}/{s}/cycle?trim_after=local":                   ScopeAdmin,
+	"POST /v1/streams/{q}/{s}/cycle?trim_after=remote&trim_after=local": ScopeAdmin,
+	"POST /v1/streams/{q}/{s}/cycle?trim_after=remote":                  ScopeWrite,
 }
 
 // TestBoundaryRoutesCovered: the samples of the matrices and the scope

@@ -296,7 +296,11 @@ deleted stream) it refuses and says how to delete that log.`,
 			if err := retain.Validate(); err != nil {
 				return fmt.Errorf("--retain-age: %w", err)
 			}
-			if done, err := archiveCycleViaServe(ctx, g, q, s, keep, maxAge, trimAfter, retain); done {
+			viaTrim := trimAfter
+			if !cmd.Flags().Changed("trim-after") {
+				viaTrim = "" // through serve: the stream's own trim_after
+			}
+			if done, err := archiveCycleViaServe(ctx, g, q, s, keep, maxAge, viaTrim, retain); done {
 				return err
 			}
 			c, err := connectMQ(ctx, g)
@@ -337,7 +341,7 @@ deleted stream) it refuses and says how to delete that log.`,
 	f := cmd.Flags()
 	f.Int64Var(&keep, "keep", 0, "leave the N newest records live")
 	f.DurationVar(&maxAge, "max-age", 0, "also fold and trim records older than this (e.g. 24h)")
-	f.StringVar(&trimAfter, "trim-after", "local", "trim after the fold is durable locally (local) or pushed (remote)")
+	f.StringVar(&trimAfter, "trim-after", "local", "trim after the fold is durable locally (local) or pushed (remote); through serve, unset means the stream's configured setting")
 	f.Uint64Var(&retain.Count, "retain-count", 0, "keep at most the N newest archived records, dropping older ones (0: no limit)")
 	f.DurationVar(&retain.MaxAge, "retain-age", 0, "drop archived records minted longer ago than this (e.g. 720h; 0: no limit)")
 	return cmd

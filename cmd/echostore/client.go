@@ -232,15 +232,19 @@ type (
 // archiveCycleViaServe runs `archive cycle` through the serve that holds
 // --data, if one does: done reports whether it did (and printed, or failed
 // with err). keep, maxAge, trimAfter and retain are the command's flags,
-// checked; retain applies to this cycle alone, as run directly (the zero
+// checked (trimAfter "" when --trim-after was not given: serve then applies
+// the stream's configured trim_after, and only admin may ask for local); retain applies to this cycle alone, as run directly (the zero
 // Retention: none, whatever serve's configuration says).
 func archiveCycleViaServe(ctx context.Context, g *globals, q, s string, keep int64, maxAge time.Duration, trimAfter string, retain archive.Retention) (done bool, err error) {
 	c, ok, err := viaServe(ctx, g)
 	if !ok || err != nil {
 		return err != nil, err
 	}
-	v := url.Values{"max_age": {maxAge.String()}, "trim_after": {trimAfter},
+	v := url.Values{"max_age": {maxAge.String()},
 		"retain_count": {strconv.FormatUint(retain.Count, 10)}, "retain_age": {retain.MaxAge.String()}}
+	if trimAfter != "" { // none: the stream's configured trim_after
+		v.Set("trim_after", trimAfter)
+	}
 	if keep > 0 { // none: an age window alone (serve refuses keep=0)
 		v.Set("keep", strconv.FormatInt(keep, 10))
 	}
