@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -222,15 +223,26 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle(rt.pattern, rt.h)
 	}
 	return s.boundary(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, pattern := mux.Handler(r); pattern != "" {
+		// A path the mux would clean ("//host/…", "/./", "/../") is no
+		// route: the mux would redirect it, keeping the method (307).
+		unclean := uncleanPath(r.URL.EscapedPath())
+		if _, pattern := mux.Handler(r); pattern != "" && !unclean {
 			mux.ServeHTTP(w, r)
 			return
 		}
 		// No route: the mux's own answer (404, or 405 with Allow) as a JSON
 		// error, behind the token like every /v1 call.
 		rec := &statusOnly{header: http.Header{}}
-		mux.ServeHTTP(rec, r)
+		if !unclean {
+			mux.ServeHTTP(rec, r)
+		}
+		if rec.status != http.StatusMethodNotAllowed {
+			rec.status = http.StatusNotFound
+		}
 		code, msg := CodeNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)
+		if unclean {
+			msg += " (paths are not cleaned: send it without empty, . or .. segments)"
+		}
 		if rec.status == http.StatusMethodNotAllowed {
 			code = CodeMethodNotAllowed
 			msg = fmt.Sprintf("%s %s: method not allowed (allowed: %s)", r.Method, r.URL.Path, rec.header.Get("Allow"))
@@ -244,6 +256,16 @@ func (s *Server) Handler() http.Handler {
 		}
 		s.instrument(http.HandlerFunc(h)).ServeHTTP(w, r)
 	}))
+}
+
+// uncleanPath reports whether p is not in the mux's clean form: an empty,
+// "." or ".." segment (a trailing slash aside).
+func uncleanPath(p string) bool {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c != p
 }
 
 // statusOnly records the status and headers of the mux's answer to a

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -263,6 +264,36 @@ func TestSecurityDataDirPrivate(t *testing.T) {
 		}
 		if m := fi.Mode().Perm(); m&0o077 != 0 {
 			t.Errorf("outbox file %s has mode %v: readable by others", de.Name(), m)
+		}
+	}
+}
+
+// TestSecurityUncleanPathNotRedirected: a path the router would clean
+// ("//host/…", "/./", "/../") answers 404 not_found, never a redirect: the
+// mux's 301/307 reached the client as a JSON error with a redirect status
+// and no Location, and a 307 keeps the method for whoever follows it.
+func TestSecurityUncleanPathNotRedirected(t *testing.T) {
+	e := start(t, Config{})
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, r := range []struct{ method, path string }{
+		{"GET", "//evil.example/v1/volumes"},
+		{"POST", "//x/v1/streams/q/s"},
+		{"GET", "/v1/streams/q/./s"},
+		{"POST", "/v1/volumes/../volumes/v/reset?to_remote=true"},
+	} {
+		req, err := http.NewRequestWithContext(t.Context(), r.method, e.base+r.path, strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Location") != "" || !bytes.Contains(b, []byte(CodeNotFound)) {
+			t.Errorf("%s %s: %d (Location %q) %s, want 404 %s", r.method, r.path, resp.StatusCode, resp.Header.Get("Location"), b, CodeNotFound)
 		}
 	}
 }
