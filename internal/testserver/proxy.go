@@ -3,6 +3,7 @@ package testserver
 import (
 	"bytes"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,9 +100,13 @@ func (p *ScriptProxy) serve() {
 				n, err := client.Read(buf)
 				if n > 0 {
 					script := bytes.Contains(buf[:n], []byte("EVAL"))
-					if script && !dropReply.Load() && p.drops.Load() <= 0 && take(&p.loading) {
+					// One LOADING per command of the read: a client
+					// pipelines, and answering one for several commands
+					// would shift every later reply on the connection.
+					cmds := countCommands(buf[:n])
+					if script && cmds > 0 && !dropReply.Load() && p.drops.Load() <= 0 && take(&p.loading) {
 						mu.Lock()
-						_, werr := client.Write([]byte("-LOADING Redis is loading the dataset in memory\r\n"))
+						_, werr := client.Write(bytes.Repeat([]byte("-LOADING Redis is loading the dataset in memory\r\n"), cmds))
 						mu.Unlock()
 						if werr != nil {
 							return
@@ -144,4 +149,46 @@ func (p *ScriptProxy) serve() {
 			}
 		}()
 	}
+}
+
+// countCommands returns how many whole RESP commands (arrays of bulk
+// strings, as clients send them) b holds, or 0 if b is not exactly such a
+// sequence (a command split across reads): then nothing is injected.
+func countCommands(b []byte) int {
+	n := 0
+	for len(b) > 0 {
+		if b[0] != '*' {
+			return 0
+		}
+		items, rest, ok := respLen(b[1:])
+		if !ok {
+			return 0
+		}
+		b = rest
+		for range items {
+			if len(b) == 0 || b[0] != '$' {
+				return 0
+			}
+			size, rest, ok := respLen(b[1:])
+			if !ok || len(rest) < size+2 {
+				return 0
+			}
+			b = rest[size+2:]
+		}
+		n++
+	}
+	return n
+}
+
+// respLen parses "<digits>\r\n" at the start of b.
+func respLen(b []byte) (int, []byte, bool) {
+	i := bytes.Index(b, []byte("\r\n"))
+	if i <= 0 {
+		return 0, nil, false
+	}
+	v, err := strconv.Atoi(string(b[:i]))
+	if err != nil || v < 0 {
+		return 0, nil, false
+	}
+	return v, b[i+2:], true
 }
