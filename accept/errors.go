@@ -1,6 +1,11 @@
 package accept
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/echostore/echostore/brand"
+)
 
 // Sentinel errors. Callers branch on them with errors.Is; every error
 // returned wraps one of them, or a context error, or an I/O error.
@@ -38,3 +43,25 @@ var (
 	// have dropped the dirty pages); reopen it to recover from disk.
 	ErrFailed = errors.New("accept: outbox failed")
 )
+
+// FutureIDError: an enqueue under an explicit id that lies ahead of this
+// node's minter (brand.Minter.Top): the minter could mint it later for
+// another job, which would then be lost as a duplicate of it. Explicit ids
+// are for retrying an id the client was given, or one from the past. It
+// wraps ErrInvalid (and brand.ErrAhead); nothing was recorded.
+type FutureIDError struct {
+	ID    brand.ID // the id asked for
+	Queue string
+	Top   brand.ID // the minter's top when the id was refused
+	Err   error    // the minter's refusal, wrapping brand.ErrAhead
+}
+
+// Error says what was refused and why.
+func (e *FutureIDError) Error() string {
+	return fmt.Sprintf("accept: enqueue of %s on %s: %v: the id (time %s) is in the future of this node's clock (it mints above %s now); "+
+		"explicit ids are for retrying an id the client was given or one from the past; enqueue without an id to have one minted",
+		brand.JOB.Format(e.ID), e.Queue, ErrInvalid, e.ID.Time().Format("2006-01-02T15:04:05.000Z07:00"), brand.JOB.Format(e.Top))
+}
+
+// Unwrap returns ErrInvalid and the minter's refusal.
+func (e *FutureIDError) Unwrap() []error { return []error{ErrInvalid, e.Err} }

@@ -373,7 +373,7 @@ func (t *Tier) recover(ctx context.Context) error {
 	}
 	byQueue := map[string][]Intent{}
 	for _, in := range pend {
-		t.opts.Minter.Observe(in.ID)
+		t.observeRecovered(in.ID, in.Queue)
 		byQueue[in.Queue] = append(byQueue[in.Queue], in)
 	}
 	vols, err := t.gs.Volumes(ctx)
@@ -401,7 +401,7 @@ func (t *Tier) recover(ctx context.Context) error {
 		seen := make(map[brand.ID]bool, len(inVol))
 		for _, it := range inVol {
 			seen[it.in.ID] = true
-			t.opts.Minter.Observe(it.in.ID)
+			t.observeRecovered(it.in.ID, qn)
 		}
 		// What the volume holds is dispatched once it is pushed: now, or
 		// after the committer's next successful push. Async enqueues go on
@@ -431,6 +431,24 @@ func (t *Tier) recover(ctx context.Context) error {
 		q.poke()
 	}
 	return nil
+}
+
+// RecoverLead bounds how far ahead of the clock a job id read back by
+// recovery may be and still raise the minter's floor. Ids this node minted
+// are not ahead of its clock (but for a clock stepped back between runs);
+// explicit ids are admitted only at or below the minter's top; an id far
+// ahead can only be a client's, recorded by an older version, and must not
+// push the minter there: at the end of the id space, every later mint would
+// fail.
+const RecoverLead = time.Hour
+
+// observeRecovered raises the minter's floor to id, a job id recovery found,
+// unless it lies more than RecoverLead ahead of the clock.
+func (t *Tier) observeRecovered(id brand.ID, q string) {
+	if !t.opts.Minter.ObserveWithin(id, RecoverLead) {
+		t.log.Warn("accept: recover: a job id lies far ahead of the clock; the minter's floor is not raised to it",
+			"queue", q, "id", brand.JOB.Format(id), "time", id.Time().Format(time.RFC3339))
+	}
 }
 
 // committedJobs returns the jobs on the pages at or above the safe index.
@@ -576,10 +594,15 @@ func (t *Tier) EnqueueAt(ctx context.Context, q string, id brand.ID, payload []b
 	if err := names.Check(names.Queue, q); err != nil {
 		return Receipt{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	// An explicit id is checked before anything is made for the queue.
+	// An explicit id is checked before anything is made for the queue: it
+	// may not lie ahead of this node's minter (which could mint it later,
+	// for another job), and is a retry or a conflict if a job has it.
 	explicit := id != 0
 	retry := false
 	if explicit {
+		if err := t.opts.Minter.Admit(id); err != nil {
+			return Receipt{}, &FutureIDError{ID: id, Queue: q, Top: t.opts.Minter.Top(), Err: err}
+		}
 		var err error
 		if retry, err = t.checkID(ctx, Intent{ID: id, Queue: q, Payload: payload, RunAt: at}); err != nil {
 			return Receipt{}, err
@@ -589,23 +612,26 @@ func (t *Tier) EnqueueAt(ctx context.Context, q string, id brand.ID, payload []b
 	if err != nil {
 		return Receipt{}, err
 	}
-	if !explicit {
-		if id, err = t.opts.Minter.Mint(); err != nil {
-			return Receipt{}, fmt.Errorf("accept: mint: %w", err)
-		}
-	}
 	in := Intent{ID: id, Queue: q, Payload: payload, RunAt: at}
 	if !retry {
 		if err := t.gs.CheckRoom(); err != nil { // ErrDiskFull before anything is recorded
-			return Receipt{}, fmt.Errorf("accept: enqueue of %s: %w", brand.JOB.Format(id), err)
-		}
-		err := t.out.Record(ctx, in)
-		if errors.Is(err, ErrDuplicate) {
-			// Recorded meanwhile by a concurrent enqueue of the id.
-			retry, err = t.checkID(ctx, in)
-			if err == nil && !retry {
-				err = fmt.Errorf("accept: record %s: %w", brand.JOB.Format(id), ErrDuplicate)
+			if explicit {
+				return Receipt{}, fmt.Errorf("accept: enqueue of %s: %w", brand.JOB.Format(id), err)
 			}
+			return Receipt{}, fmt.Errorf("accept: enqueue on %s: %w", q, err)
+		}
+		if explicit {
+			err = t.out.Record(ctx, in)
+			if errors.Is(err, ErrDuplicate) {
+				// Recorded meanwhile by a concurrent enqueue of the id.
+				retry, err = t.checkID(ctx, in)
+				if err == nil && !retry {
+					err = fmt.Errorf("accept: record %s: %w", brand.JOB.Format(id), ErrDuplicate)
+				}
+			}
+		} else {
+			in, err = t.recordMinted(ctx, in)
+			id = in.ID
 		}
 		if err != nil {
 			return Receipt{}, err
@@ -660,6 +686,34 @@ func (t *Tier) EnqueueAt(ctx context.Context, q string, id brand.ID, payload []b
 	case <-ctx.Done():
 		return r, fmt.Errorf("accept: sync enqueue of %s: %w", brand.JOB.Format(id), ctx.Err())
 	}
+}
+
+// mintAttempts bounds recordMinted's loop. With explicit ids admitted only
+// at or below the minter's top, a minted id is in the outbox already only if
+// an older version accepted a client's id ahead of the clock; each attempt
+// moves past one such id.
+const mintAttempts = 16
+
+// recordMinted mints an id for in and records it in the outbox. A minted id
+// never takes over another job: if the outbox holds the id already (an
+// intent recorded under an explicit id by an older version, or one that
+// recovery did not observe), it mints again, a bounded number of times.
+func (t *Tier) recordMinted(ctx context.Context, in Intent) (Intent, error) {
+	var last error
+	for range mintAttempts {
+		id, err := t.opts.Minter.Mint()
+		if err != nil {
+			return in, fmt.Errorf("accept: mint: %w", err)
+		}
+		in.ID = id
+		err = t.out.Record(ctx, in)
+		if !errors.Is(err, ErrDuplicate) {
+			return in, err
+		}
+		last = err
+		t.log.Warn("accept: a freshly minted job id is taken in the outbox; minting another", "queue", in.Queue, "id", brand.JOB.Format(id))
+	}
+	return in, fmt.Errorf("accept: enqueue on %s: %d minted ids in a row were taken: %w", in.Queue, mintAttempts, last)
 }
 
 // checkID reports whether in, enqueued under an explicit id, is a retry of

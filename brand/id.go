@@ -45,6 +45,9 @@ var (
 	ErrRange = errors.New("redis id outside the branded range")
 	// ErrExhausted: no id exists above the one asked for.
 	ErrExhausted = errors.New("id space exhausted")
+	// ErrAhead: an ID chosen elsewhere lies ahead of a Minter (Admit): the
+	// Minter could mint it later.
+	ErrAhead = errors.New("id ahead of the minter")
 )
 
 // ID is a branded id without its brand: 42 bits of milliseconds since Epoch,

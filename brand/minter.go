@@ -81,7 +81,52 @@ func (m *Minter) Observe(id ID) {
 // Last returns the highest ID minted or observed (0 if none).
 func (m *Minter) Last() ID { return ID(m.last.Load()) }
 
-func (m *Minter) above(floor ID) (ID, error) {
+// Top returns the highest ID that the Minter's next Mint is sure to be
+// above: the larger of Last and the ID just below this node's first ID of
+// the clock's current millisecond. An ID at or below Top, observed, can
+// never be minted by this Minter; an ID above it may be minted within the
+// next moments (or, far above, at a later time).
+func (m *Minter) Top() ID {
+	last := m.last.Load()
+	if base := m.base(); base > 0 && base-1 > last {
+		return ID(base - 1)
+	}
+	return ID(last)
+}
+
+// Admit vets an ID that someone else chose (a client's explicit job id) so
+// that this Minter never mints it: an ID at or below Top is observed (so a
+// clock that steps back cannot reach it either) and nil is returned; an ID
+// above Top is refused with an error wrapping ErrAhead, and the Minter is
+// left as it was. Admit never raises the floor above Top, so no chosen ID
+// can push the Minter ahead of its clock.
+func (m *Minter) Admit(id ID) error {
+	if top := m.Top(); id > top {
+		return fmt.Errorf("id %s (time %s) is ahead of node %d's clock: it mints up to %s (time %s) now: %w",
+			id.RedisID(), id.Time().Format(time.RFC3339Nano), m.node, top.RedisID(), top.Time().Format(time.RFC3339Nano), ErrAhead)
+	}
+	m.Observe(id)
+	return nil
+}
+
+// ObserveWithin observes id only if its time is at most lead ahead of the
+// Minter's clock, and reports whether it did. Recovery uses it for IDs read
+// back from disk that may have been chosen by a client: one far in the
+// future must not push the floor there (which could exhaust the ID space).
+func (m *Minter) ObserveWithin(id ID, lead time.Duration) bool {
+	limit := m.clock().Add(lead).UnixMilli() - EpochMillis
+	if limit < 0 {
+		limit = 0
+	}
+	if id.Millis() > limit {
+		return false
+	}
+	m.Observe(id)
+	return true
+}
+
+// base returns this node's first ID of the clock's current millisecond.
+func (m *Minter) base() uint64 {
 	now := m.clock().UnixMilli() - EpochMillis
 	if now < 0 {
 		now = 0
@@ -89,7 +134,11 @@ func (m *Minter) above(floor ID) (ID, error) {
 	if now > MaxMillis {
 		now = MaxMillis
 	}
-	base := uint64(now)<<lowBits | m.node<<SeqBits
+	return uint64(now)<<lowBits | m.node<<SeqBits
+}
+
+func (m *Minter) above(floor ID) (ID, error) {
+	base := m.base()
 	for {
 		cur := m.last.Load()
 		lo := cur
