@@ -700,14 +700,21 @@ func (s *Server) handleQueueStatus(w http.ResponseWriter, r *http.Request) error
 }
 
 // intParam parses an integer query parameter with a default and a minimum.
+// MaxBatch bounds the jobs or entries one claim, dead-letter listing or
+// redrive handles: a larger request is 400, so that no single call takes a
+// queue's every job in one Redis script.
+const MaxBatch = 1000
+
+// intParam parses the query parameter name as a whole number from min to
+// MaxBatch, def when absent.
 func intParam(r *http.Request, name string, def, min int) (int, error) {
 	v := r.URL.Query().Get(name)
 	if v == "" {
 		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < min {
-		return 0, badRequest("%s %q: want a whole number ≥ %d", name, v, min)
+	if err != nil || n < min || n > MaxBatch {
+		return 0, badRequest("%s %q: want a whole number from %d to %d", name, v, min, MaxBatch)
 	}
 	return n, nil
 }
@@ -906,13 +913,13 @@ func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request) error {
 	if b.All == (len(b.Entries) > 0) {
 		return badRequest(`give the dead-letter entries to redrive {"entries":[…]} or {"all":true,"limit":N} (not both)`)
 	}
-	if b.Limit < 0 || b.Limit != 0 && !b.All {
-		return badRequest(`limit %d: give {"all":true,"limit":N} with N of 1 or more (0 or none: 1000)`, b.Limit)
+	if b.Limit < 0 || b.Limit > MaxBatch || b.Limit != 0 && !b.All {
+		return badRequest(`limit %d: give {"all":true,"limit":N} with N from 1 to %d (0 or none: %d)`, b.Limit, MaxBatch, MaxBatch)
 	}
 	var ids []string
 	if b.All {
 		if b.Limit == 0 {
-			b.Limit = 1000
+			b.Limit = MaxBatch
 		}
 		ids, err = s.mq.RedriveAll(r.Context(), q, b.Limit)
 	} else {
