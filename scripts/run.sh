@@ -59,9 +59,10 @@ base=http://$listen
 remote=${ECHOSTORE_REMOTE:-file://$(cd "$data" && pwd)/remote}
 command -v curl >/dev/null 2>&1 || { say "curl is missing (the demo producer and consumer use it): install it, e.g. apt-get install -y curl"; exit 1; }
 # The demo's calls carry Content-Type: application/json (serve refuses a
-# request that changes state without it) and, if serve has one, the token:
-# from the file $ECHOSTORE_TOKEN_FILE names, else $ECHOSTORE_TOKEN. curl reads
-# the header from a file descriptor, so the token never shows in ps.
+# request that changes state without it) and the token: from the file
+# $ECHOSTORE_TOKEN_FILE names, else $ECHOSTORE_TOKEN, else the admin token
+# serve keeps in $data/serve.token when given none (read once serve is up).
+# curl reads the header from a file descriptor, so the token never shows in ps.
 token=${ECHOSTORE_TOKEN:-}
 if [[ -n ${ECHOSTORE_TOKEN_FILE:-} ]]; then
 	token=$(<"$ECHOSTORE_TOKEN_FILE")
@@ -88,6 +89,9 @@ for _ in $(seq 1 100); do
 	sleep 0.1
 done
 curl -fsS "$base/healthz" >/dev/null || { say "echostore serve does not answer at $base/healthz"; exit 1; }
+if [[ -z $token && -z ${ECHOSTORE_CONFIG:-} && -f $data/serve.token ]]; then
+	token=$(<"$data/serve.token")
+fi
 
 api() {
 	if [[ -n $token ]]; then
@@ -134,7 +138,11 @@ pids+=("$!")
 consumer &
 pids+=("$!")
 
-say "dashboard: $base/   (API $base/v1/…, metrics $base/metrics; Ctrl-C stops)"
+# The token goes in the address's fragment: the browser never sends it, and
+# the dashboard removes it from the address bar once signed in.
+dash=$base/
+[[ -n $token ]] && dash="$base/#token=$token"
+say "dashboard: $dash   (API $base/v1/…, metrics $base/metrics; Ctrl-C stops)"
 say "CLI beside it goes through serve, e.g. ECHOSTORE_DATA=$data $bin stream read demo events --limit 3"
 status=0
 wait "$serve" || status=$?

@@ -245,13 +245,21 @@ type caller struct {
 	scope Scope
 }
 
-// authenticate returns the request's caller: with no tokens configured,
-// everyone, with ScopeAdmin; otherwise the token of its Authorization
-// header, or for GET /v1/events (a browser's EventSource cannot send the
-// header) the session cookie, which gives ScopeRead. Every token is
-// compared, in constant time. ok is false for a request without a
-// known token.
+// authenticate returns the request's caller: a request over the unix
+// socket without an Authorization header, from serve's own user or root
+// (checkPeer refused every other), has ScopeAdmin; with no tokens
+// configured, everyone has ScopeAdmin; otherwise the token of its
+// Authorization header (on the socket too: a token given is a token
+// judged, so a read token there reads only), or for GET /v1/events (a
+// browser's EventSource cannot send the header) the session cookie, which
+// gives ScopeRead. Every token is compared, in constant time. ok is false
+// for a request without a known token.
 func (s *Server) authenticate(r *http.Request) (caller, bool) {
+	if p, ok := socketPeer(r); ok && s.trustedPeer(p) {
+		if _, given := r.Header["Authorization"]; !given {
+			return caller{name: fmt.Sprintf("uid %d (socket)", p.uid), scope: ScopeAdmin}, true
+		}
+	}
 	if len(s.cfg.tokens) == 0 {
 		return caller{name: "anyone", scope: ScopeAdmin}, true
 	}

@@ -169,8 +169,9 @@ func (s *Server) checkBoundary(r *http.Request) error {
 const frameAncestors = "frame-ancestors 'none'"
 
 // boundary wraps the whole handler: every answer forbids framing and MIME
-// sniffing, and a request refused by checkBoundary gets its JSON error
-// before any route, token check or body read.
+// sniffing, and a request refused by checkPeer (a socket peer of another
+// user) or checkBoundary gets its JSON error before any route, token
+// check or body read.
 func (s *Server) boundary(h http.Handler) http.Handler {
 	refused := func(err error) http.Handler {
 		return s.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -187,6 +188,11 @@ func (s *Server) boundary(h http.Handler) http.Handler {
 		hd.Set("Content-Security-Policy", frameAncestors)
 		hd.Set("X-Frame-Options", "DENY")
 		hd.Set("X-Content-Type-Options", "nosniff")
+		if err := s.checkPeer(r); err != nil {
+			s.log.Warn("serve: socket request of another user refused", "method", methodLabel(r.Method), "err", err)
+			refused(err).ServeHTTP(w, r)
+			return
+		}
 		if err := s.checkBoundary(r); err != nil {
 			s.log.Info("serve: request refused at the browser boundary", "method", methodLabel(r.Method), "err", err)
 			refused(err).ServeHTTP(w, r)

@@ -110,6 +110,32 @@ func TestBrowser(t *testing.T) {
 		waitRow(t, ctx, q+"/s", "2", "2")
 	})
 
+	t.Run("FragmentToken", func(t *testing.T) {
+		// `make run` prints the dashboard's address as /#token=…: the page
+		// signs in with the fragment (which no request carries), removes
+		// it from the address bar and goes live without asking.
+		e := start(t, Config{Token: testToken})
+		ctx := browser(t)
+		q := queueName(t)
+		appendN(e, q, "s", 0, 4)
+		e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=2", "")
+		mustDo(t, ctx, chromedp.Navigate(e.base+"/#token="+testToken))
+		waitLive(t, ctx)
+		waitRow(t, ctx, q+"/s", "2", "2")
+		if href, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`)); err != nil || href != e.base+"/" {
+			t.Fatalf("address after the sign-in: %q %v, want %q (the fragment removed)", href, err, e.base+"/")
+		}
+
+		// A wrong fragment: refused, removed too, and the prompt shows.
+		ctx = browser(t)
+		mustDo(t, ctx, chromedp.Navigate(e.base+"/#token=not-the-token-0123456789"))
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](
+			`!document.getElementById("auth").hidden && location.hash === ""`,
+			chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(0))); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("ReadToken", func(t *testing.T) {
 		// A read token signs the page in and shows the streams; the cycle
 		// control it cannot use says which scope it needs.

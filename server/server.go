@@ -49,7 +49,9 @@ var (
 // SocketName is the unix socket in the data dir on which a running serve
 // answers the same API as on its TCP address (mode 0600: the data dir's
 // owner only). It is how commands on the same machine reach the server that
-// holds the data dir (DESIGN.md, Processes).
+// holds the data dir (DESIGN.md, Processes). It authenticates its peer by
+// uid (SO_PEERCRED): serve's own user and root have the admin scope
+// without a token, any other user is refused (403 CodePeerRefused).
 const SocketName = "serve.sock"
 
 // ShutdownTimeout bounds how long Run waits, once its context ends, for the
@@ -83,6 +85,9 @@ type Server struct {
 	ln     net.Listener // --listen
 	sock   net.Listener // <data>/SocketName, nil if it could not be made
 	http   *http.Server
+	// uid is serve's own user: with root, the socket peers it trusts
+	// without a token (peer.go).
+	uid int
 
 	done chan struct{} // closed when shutdown starts: SSE streams end
 	// beatMu orders a beat and a delete: a stream deleted is not cycled by
@@ -120,6 +125,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		watched:  map[[2]string]bool{},
 		arch:     map[driverKey]*archive.Archiver{},
 		drv:      map[driverKey]*archive.Driver{},
+		uid:      os.Getuid(),
 	}
 	defer func() {
 		if err != nil {
@@ -214,7 +220,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	s.sock = s.listenSocket()
 	s.http = &http.Server{
-		Handler:           s.Handler(),
+		Handler: s.Handler(),
+		// A socket connection carries its peer's uid (SO_PEERCRED).
+		ConnContext:       connContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
@@ -246,6 +254,10 @@ func (s *Server) listenSocket() net.Listener {
 
 // SocketPath is the path of the server's unix socket, <data>/SocketName.
 func (s *Server) SocketPath() string { return filepath.Join(s.cfg.Data, SocketName) }
+
+// IsLoopback reports whether a listen address (host:port) is on loopback
+// only: localhost or a loopback IP.
+func IsLoopback(addr string) bool { return loopback(addr) }
 
 // loopback reports whether addr (host:port) listens on loopback only.
 func loopback(addr string) bool {

@@ -30,7 +30,9 @@ const serveDialTimeout = 2 * time.Second
 // its unix socket <data>/serve.sock (DESIGN.md, Processes): the same HTTP
 // API as on its TCP address. The token, if serve has one, comes from
 // --token-file (or ECHOSTORE_TOKEN_FILE), else ECHOSTORE_TOKEN: never from
-// a flag's value, which every user would see in ps.
+// a flag's value, which every user would see in ps. Without one, serve
+// knows the command's user by the socket (SO_PEERCRED): its own user and
+// root have the admin scope, and every other user is refused.
 type serveClient struct {
 	sock  string
 	token string
@@ -80,11 +82,16 @@ func viaServe(ctx context.Context, g *globals) (*serveClient, bool, error) {
 	var h struct {
 		Status string `json:"status"`
 		Error  *struct {
-			Code string `json:"code"`
+			Code    string `json:"code"`
+			Message string `json:"message"`
 		} `json:"error"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
 		return nil, false, fmt.Errorf("%s answers, but not as echostore serve: %w", sock, err)
+	}
+	if h.Error != nil && h.Error.Code == server.CodePeerRefused {
+		// Another user's serve: the data dir is not this user's either.
+		return nil, false, &serveError{sock: sock, status: resp.StatusCode, code: h.Error.Code, message: h.Error.Message}
 	}
 	if resp.StatusCode != http.StatusOK || h.Status != "ok" {
 		return nil, false, nil // shutting down: it releases the data dir
@@ -103,7 +110,7 @@ type serveError struct {
 func (e *serveError) Error() string {
 	switch {
 	case e.status == http.StatusUnauthorized:
-		return fmt.Sprintf("%s (the serve on %s has a token: give its file with --token-file or ECHOSTORE_TOKEN_FILE, or set ECHOSTORE_TOKEN)", e.message, e.sock)
+		return fmt.Sprintf("%s (the serve on %s refused the token given: give the right one's file with --token-file or ECHOSTORE_TOKEN_FILE, or set ECHOSTORE_TOKEN; run by serve's own user, the command needs none)", e.message, e.sock)
 	case e.code == server.CodeForbidden:
 		return fmt.Sprintf("%s (the serve on %s: use a token with that scope)", e.message, e.sock)
 	}

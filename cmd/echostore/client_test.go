@@ -211,8 +211,10 @@ func TestCLIThroughServe(t *testing.T) {
 	}
 }
 
-// TestCLIThroughServeToken: a serve with a token answers the CLI only with
-// ECHOSTORE_TOKEN set to it, and says so otherwise.
+// TestCLIThroughServeToken: a serve with a token answers the CLI of its
+// own user through the socket without a token (the socket knows the
+// peer's uid), with ECHOSTORE_TOKEN set to the token, and refuses a wrong
+// ECHOSTORE_TOKEN, saying how to give the right one.
 func TestCLIThroughServeToken(t *testing.T) {
 	r := startRedis(t)
 	dir := t.TempDir()
@@ -220,9 +222,13 @@ func TestCLIThroughServeToken(t *testing.T) {
 	g := []string{"--redis", r.URL, "--data", data}
 	startServe(t, r.URL, data, "", "cli-token-0123456789abcdef")
 	t.Setenv("ECHOSTORE_TOKEN", "")
+	if out, _, err := run(t, "", append(g, "volume", "ls")...); err != nil || !strings.HasPrefix(out, "[") {
+		t.Fatalf("without a token: %q %v", out, err)
+	}
+	t.Setenv("ECHOSTORE_TOKEN", "not-the-token-0123456789abcdef")
 	_, _, err := run(t, "", append(g, "volume", "ls")...)
 	if err == nil || !strings.Contains(err.Error(), "ECHOSTORE_TOKEN") {
-		t.Fatalf("without the token: %v", err)
+		t.Fatalf("with a wrong token: %v", err)
 	}
 	t.Setenv("ECHOSTORE_TOKEN", "cli-token-0123456789abcdef")
 	out, _, err := run(t, "", append(g, "volume", "ls")...)

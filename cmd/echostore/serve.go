@@ -28,10 +28,14 @@ the API) and is archived with the window keep=10000. A YAML --config declares
 queues and streams (keep, max_age, archived, trim_after), the remote, the beat;
 flags and environment variables override it. docs/SERVE.md has the details.
 
-A token (at least 16 bytes) is an admin token given by --token-file FILE or
-ECHOSTORE_TOKEN, or the config's tokens: [{name, scopes: [read|write|admin],
-file}]; every /v1 call then needs "Authorization: Bearer <token>" with the
-scope its route needs. A --listen address other than loopback needs a token.
+Every /v1 call on --listen needs "Authorization: Bearer <token>" with the
+scope its route needs. A token (at least 16 bytes) is an admin token given by
+--token-file FILE or ECHOSTORE_TOKEN, or the config's tokens: [{name, scopes:
+[read|write|admin], file}]. With none given, serve uses the admin token in
+<data>/serve.token (made on first start: 32 random bytes, mode 0600; a file
+with group or other permissions is refused). A --listen address other than
+loopback needs a token given. The unix socket <data>/serve.sock needs no
+token from serve's own user or root, and refuses every other user.
 Every request that changes state must carry Content-Type: application/json,
 and no request of another site's page, nor a Host other than the listen
 address (or the config's allowed_hosts), is answered.
@@ -100,6 +104,18 @@ the data dir is closed, and serve exits 0.`,
 			}
 			cfg.Dev = cfg.Dev || dev
 			cfg.Logger = g.log
+			if cfg.Token == "" && len(cfg.Tokens) == 0 && server.IsLoopback(cfg.Listen) {
+				// No token given: the data dir's own admin token, so that
+				// other users of the machine cannot use the TCP address.
+				// (Another address still needs a token given: ErrInsecure.)
+				value, path, created, err := dataDirToken(cfg.Data)
+				if err != nil {
+					return fmt.Errorf("serve: %w", err)
+				}
+				cfg.Tokens = append(cfg.Tokens, server.TokenConfig{Name: serveTokenName, Scopes: []string{"admin"}, Value: value})
+				g.log.Info("serve: no token given: the API on --listen needs the admin token in the data dir's file (the unix socket needs none for its owner)",
+					"token_file", path, "created", created)
+			}
 			ctx := cmd.Context()
 			srv, err := server.New(ctx, cfg)
 			switch {

@@ -47,8 +47,8 @@ func serveCmd(t *testing.T, g []string, args ...string) (error, string) {
 // TestServeTokenFile: serve takes its admin token from --token-file, and
 // the CLI beside it sends the token of --token-file (or
 // ECHOSTORE_TOKEN_FILE, or ECHOSTORE_TOKEN) with Content-Type set, so its
-// cycle through the socket passes the browser boundary; without the token
-// it is told how to give it. A short token, a missing or world-readable
+// cycle through the socket passes the browser boundary; with a wrong token
+// it is told how to give the right one. A short token, a missing or world-readable
 // file are refused at start, naming the fix, without showing the token.
 func TestServeTokenFile(t *testing.T) {
 	r := startRedis(t)
@@ -109,10 +109,12 @@ func TestServeTokenFile(t *testing.T) {
 	if out, stderr, err := run(t, "", append(append([]string{}, g...), "archive", "status", "q", "s")...); err != nil || !strings.Contains(out, `"live":1`) {
 		t.Fatalf("status with ECHOSTORE_TOKEN: %q %v %s", out, err, stderr)
 	}
-	t.Setenv("ECHOSTORE_TOKEN", "")
+	// A wrong token is judged as a token, on the socket too (serve's own
+	// user needs none: TestCLIThroughSocketNoToken).
+	t.Setenv("ECHOSTORE_TOKEN", "not-the-token-0123456789abcdef")
 	_, _, err := run(t, "", append(append([]string{}, g...), "archive", "status", "q", "s")...)
 	if err == nil || !strings.Contains(err.Error(), "--token-file") {
-		t.Fatalf("without the token: %v, want advice naming --token-file", err)
+		t.Fatalf("with a wrong token: %v, want advice naming --token-file", err)
 	}
 }
 
