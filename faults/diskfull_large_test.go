@@ -165,7 +165,7 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 // flush at once, forever, and logged a line each time: gigabytes, and no
 // listen until space came back): within 30 s it listens or ends with an
 // error that says the disk is full, having written at most 64 KiB to
-// stderr; once space is freed it starts and every record reads back.
+// stderr (its log); once space is freed it starts and every record reads back.
 func TestServeDiskFullRestart(t *testing.T) {
 	if _, ok := crashtest.Child("TestServeDiskFullChild"); ok {
 		return
@@ -212,6 +212,7 @@ func TestServeDiskFullRestart(t *testing.T) {
 				came <- l
 				return
 			}
+			_, _ = fmt.Fprintln(head, sc.Text()) // the child's test failure
 		}
 		close(came)
 	}()
