@@ -99,7 +99,7 @@ func (s *Store) DropVolume(ctx context.Context, name string) error {
 	if err := errors.Join(
 		deleteVolumeData(b, v.id),
 		b.Delete(v.key, nil),
-		b.Commit(pebble.Sync),
+		s.commit(b, pebble.Sync),
 	); err != nil {
 		return fmt.Errorf("graft: drop volume %q: %w", name, err)
 	}

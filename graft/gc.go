@@ -103,7 +103,7 @@ func (v *Volume) GC(ctx context.Context) (GCStats, error) {
 	rec.Bytes -= dropBytes
 	// NoSync: a GC lost to a crash leaves garbage and the old horizon, both
 	// harmless; the next Synced commit makes it durable anyway.
-	if err := errors.Join(b.Set(v.key, encodeVolumeRecord(rec), nil), b.Commit(pebble.NoSync)); err != nil {
+	if err := errors.Join(b.Set(v.key, encodeVolumeRecord(rec), nil), v.s.commit(b, pebble.NoSync)); err != nil {
 		return GCStats{}, fmt.Errorf("graft: GC of volume %q: %w", v.name, err)
 	}
 	v.state.Store(&rec)

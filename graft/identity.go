@@ -248,7 +248,7 @@ func (v *Volume) recordRemoteID(ctx context.Context, id RemoteID) error {
 	}
 	rec := *v.state.Load()
 	rec.RemoteID = id
-	if err := v.s.db.Set(v.key, encodeVolumeRecord(rec), pebble.Sync); err != nil {
+	if err := v.s.set(v.key, encodeVolumeRecord(rec), pebble.Sync); err != nil {
 		return fmt.Errorf("graft: volume %q: record the remote identity: %w", v.name, err)
 	}
 	v.state.Store(&rec)

@@ -310,7 +310,7 @@ func (v *Volume) cacheFrame(fk, fv []byte, lsn uint64, pages []remote.Page) erro
 		return err
 	}
 	// NoSync: the cache is rebuilt by fetching again if a crash loses it.
-	return b.Commit(pebble.NoSync)
+	return v.s.commit(b, pebble.NoSync)
 }
 
 // Unfetched returns how many frames of the volume are not fetched yet.

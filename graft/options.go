@@ -2,6 +2,7 @@ package graft
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -148,8 +149,14 @@ func (d Durability) String() string {
 	return fmt.Sprintf("Durability(%d)", uint8(d))
 }
 
-// pebbleLogger routes Pebble's log lines to slog.
-type pebbleLogger struct{ l *slog.Logger }
+// pebbleLogger routes Pebble's log lines to slog. Fatalf fails the store
+// (see ErrStoreFailed) and panics with a fatalPanic, which the store's
+// commit recovers when it is Pebble's fatal commit error; anywhere else the
+// panic goes on, as before.
+type pebbleLogger struct {
+	l     *slog.Logger
+	fatal *fatalState
+}
 
 func (p pebbleLogger) Infof(format string, args ...any) {
 	if p.l.Enabled(context.Background(), slog.LevelDebug) {
@@ -163,6 +170,12 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	p.l.Error(msg, "component", "pebble", "fatal", true)
-	panic("graft: pebble fatal error: " + msg)
+	var cause error = errors.New(msg)
+	for _, a := range args {
+		if e, ok := a.(error); ok {
+			cause = fmt.Errorf("%s: %w", msg, e)
+			break
+		}
+	}
+	panic(fatalPanic{err: p.fatal.fail(cause)})
 }

@@ -239,7 +239,7 @@ func (v *Volume) SetPending(ctx context.Context, commit []byte) error {
 			return err
 		}
 	}
-	if err := errors.Join(b.Set(pendingKey(v.id), val, nil), b.Commit(pebble.Sync)); err != nil {
+	if err := errors.Join(b.Set(pendingKey(v.id), val, nil), v.s.commit(b, pebble.Sync)); err != nil {
 		return fmt.Errorf("graft: volume %q: pending remote commit: %w", v.name, err)
 	}
 	v.state.Store(&rec)
@@ -353,7 +353,7 @@ func (v *Volume) install(ctx context.Context, e remote.Entry, restart bool) erro
 		// rather than turning them into remote references).
 		rec := *st
 		rec.RemoteLSN, rec.RemoteHash = c.LSN, e.Hash
-		if err := v.s.db.Set(v.key, encodeVolumeRecord(rec), pebble.Sync); err != nil {
+		if err := v.s.set(v.key, encodeVolumeRecord(rec), pebble.Sync); err != nil {
 			return fmt.Errorf("graft: volume %q: apply checkpoint at remote LSN %d: %w", v.name, c.LSN, err)
 		}
 		v.state.Store(&rec)
@@ -440,7 +440,7 @@ func (v *Volume) install(ctx context.Context, e remote.Entry, restart bool) erro
 	// Synced, even with a lazy push sync point: a follower has no pending
 	// record to fall back on. It also makes a lazy sync point written
 	// before it durable (Pebble's WAL is ordered).
-	if err := errors.Join(b.Set(v.key, encodeVolumeRecord(rec), nil), b.Commit(pebble.Sync)); err != nil {
+	if err := errors.Join(b.Set(v.key, encodeVolumeRecord(rec), nil), v.s.commit(b, pebble.Sync)); err != nil {
 		return fmt.Errorf("graft: volume %q: apply remote LSN %d: %w", v.name, c.LSN, err)
 	}
 	if restart {

@@ -33,6 +33,7 @@ type Store struct {
 	db     *pebble.DB
 	lock   *pebble.Lock     // held across both opens of a read-write Open; nil read-only
 	disk   *diskguard.Guard // nil read-only (see Options.DiskReserve)
+	fatal  *fatalState      // set once Pebble met a fatal error (ErrStoreFailed)
 	opts   Options
 	log    *slog.Logger
 	closed atomic.Bool
@@ -74,19 +75,21 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	// Pebble's filesystem reports every ENOSPC to the guard, which releases
 	// its ballast so that Pebble's retry of that write succeeds.
 	pfs := opts.FS
+	fatal := &fatalState{log: opts.Logger}
 	var guard *diskguard.Guard
 	if !opts.ReadOnly {
 		guard = diskguard.New(diskguard.Options{Dir: dir, FS: opts.FS, Reserve: opts.DiskReserve, Ballast: opts.Ballast, What: "graft", Logger: opts.Logger})
 		pfs = vfs.OnDiskFull(opts.FS, guard.NoSpace)
 	}
+	bg := &backgroundErrors{log: opts.Logger, g: guard}
 	pebbleOpts := func(readOnly bool) *pebble.Options {
 		po := &pebble.Options{
 			FS:                 pfs,
-			EventListener:      eventListener(opts.Logger, guard),
+			EventListener:      eventListener(bg),
 			CacheSize:          opts.CacheSize,
 			MemTableSize:       opts.MemTableSize,
 			FormatMajorVersion: formatMajorVersion,
-			Logger:             pebbleLogger{opts.Logger},
+			Logger:             pebbleLogger{l: opts.Logger, fatal: fatal},
 			ReadOnly:           readOnly,
 			Lock:               lock,
 		}
@@ -114,6 +117,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 			if err := errors.Join(checkReplayed(ctx, db), db.Close()); err != nil {
 				return fail(err)
 			}
+			if err := checkRoomToOpen(dir, opts.FS, guard); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	db, err := pebble.Open(dir, pebbleOpts(opts.ReadOnly))
@@ -132,7 +138,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 			return fail(err)
 		}
 	}
-	s := &Store{db: db, lock: lock, disk: guard, opts: opts, log: opts.Logger, vols: make(map[string]*Volume), lazySyncPoint: true}
+	s := &Store{db: db, lock: lock, disk: guard, fatal: fatal, opts: opts, log: opts.Logger, vols: make(map[string]*Volume), lazySyncPoint: true}
 	if opts.Remote != nil {
 		s.remote.Store(&remoteHandle{store: opts.Remote, hooks: opts.RemoteHooks})
 	}
@@ -196,7 +202,7 @@ func (s *Store) loadStoreRecord() error {
 	if s.opts.ReadOnly {
 		return nil // an empty store: nothing to read, nothing to write
 	}
-	return s.db.Set(storeKey, encodeStoreRecord(storeRecord{NextID: 1}), pebble.Sync)
+	return s.set(storeKey, encodeStoreRecord(storeRecord{NextID: 1}), pebble.Sync)
 }
 
 // Close flushes the memtable (so that the next Open, read-only or not, has
@@ -206,6 +212,12 @@ func (s *Store) loadStoreRecord() error {
 func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return ErrClosed
+	}
+	if err := s.failure(); err != nil {
+		// Pebble's write-ahead log is broken: a flush or a close could
+		// reach it (and end the process). Leave the database to the
+		// process's end; the directory lock stays held until then.
+		return fmt.Errorf("graft: close: not closed, restart the process: %w", err)
 	}
 	var flushErr error
 	if !s.opts.ReadOnly {
@@ -234,6 +246,45 @@ func (s *Store) checkWritable() error {
 	}
 	if s.opts.ReadOnly {
 		return ErrReadOnly
+	}
+	return s.failure()
+}
+
+// checkRoomToOpen refuses a read-write open of a full data directory whose
+// write-ahead log still holds walBytes to flush: Pebble's open flushes it
+// before it returns and retries a flush that finds no space until one fits,
+// so the open would wait for as long as the disk stays full. The ballast is
+// released first (that is what it is for); if the log does not fit even
+// then, the open fails at once with an error wrapping ErrDiskFull.
+//
+// What the log holds is taken as the size of the directory's *.log files
+// (an overestimate when Pebble keeps obsolete logs for reuse).
+func checkRoomToOpen(dir string, fs vfs.FS, g *diskguard.Guard) error {
+	if !g.Full() {
+		return nil
+	}
+	var walBytes uint64
+	names, err := fs.List(dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if strings.HasSuffix(n, ".log") {
+			if fi, err := fs.Stat(fs.PathJoin(dir, n)); err == nil {
+				walBytes += uint64(fi.Size())
+			}
+		}
+	}
+	if walBytes == 0 {
+		return nil
+	}
+	if avail, ok := g.Avail(); ok && avail >= walBytes+diskguard.MinRoom {
+		return nil
+	}
+	g.NoSpace() // releases the ballast and measures again
+	if avail, ok := g.Avail(); ok && avail < walBytes+diskguard.MinRoom {
+		return fmt.Errorf("the data directory %s has %d bytes free, and its write-ahead log holds %d bytes that must be flushed before the store opens: free at least %d bytes and start again: %w",
+			dir, avail, walBytes, walBytes+diskguard.MinRoom-avail, ErrDiskFull)
 	}
 	return nil
 }
@@ -294,7 +345,7 @@ func (s *Store) volume(ctx context.Context, name string, create bool) (*Volume, 
 	if err := errors.Join(
 		b.Set(key, encodeVolumeRecord(rec), nil),
 		b.Set(storeKey, encodeStoreRecord(storeRecord{NextID: s.nextID + 1}), nil),
-		b.Commit(pebble.Sync),
+		s.commit(b, pebble.Sync),
 	); err != nil {
 		return nil, fmt.Errorf("graft: create volume %q: %w", name, err)
 	}

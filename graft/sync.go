@@ -405,7 +405,7 @@ func (v *Volume) dropUnpushed(ctx context.Context, st *volumeRecord) (uint64, er
 	if err := errors.Join(
 		b.Delete(pendingKey(v.id), nil),
 		b.Set(v.key, encodeVolumeRecord(rec), nil),
-		b.Commit(pebble.Sync),
+		v.s.commit(b, pebble.Sync),
 	); err != nil {
 		return 0, fmt.Errorf("graft: reset volume %q: %w", v.name, err)
 	}

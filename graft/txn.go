@@ -174,8 +174,12 @@ func (t *Txn) Commit(ctx context.Context, d Durability) (uint64, error) {
 	if err := v.s.checkWritable(); err != nil {
 		return 0, fmt.Errorf("graft: commit to volume %q: %w", v.name, err)
 	}
-	if err := v.s.CheckRoom(); err != nil {
-		return 0, fmt.Errorf("graft: commit to volume %q: %w", v.name, err)
+	var staged int64
+	if t.batch != nil {
+		staged = int64(t.batch.Len())
+	}
+	if err := v.s.CheckRoomFor(staged); err != nil {
+		return 0, fmt.Errorf("graft: commit to volume %q (%d bytes staged): %w", v.name, staged, err)
 	}
 	if len(t.pages) == 0 && len(t.meta) == 0 {
 		return 0, fmt.Errorf("graft: commit to volume %q: %w", v.name, ErrEmptyCommit)
@@ -236,7 +240,7 @@ func (t *Txn) Commit(ctx context.Context, d Durability) (uint64, error) {
 	rec.Bytes = uint64(int64(rec.Bytes) + deltaBytes)
 	if err := errors.Join(
 		t.batch.Set(v.key, encodeVolumeRecord(rec), nil),
-		t.batch.Commit(opt),
+		v.s.commit(t.batch, opt),
 	); err != nil {
 		return 0, fmt.Errorf("graft: commit LSN %d to volume %q: %w", lsn, v.name, err)
 	}

@@ -181,7 +181,7 @@ func (v *Volume) SetKeepFrom(ctx context.Context, lsn uint64) error {
 	}
 	rec := *v.state.Load()
 	rec.KeepFrom = lsn
-	if err := v.s.db.Set(v.key, encodeVolumeRecord(rec), pebble.Sync); err != nil {
+	if err := v.s.set(v.key, encodeVolumeRecord(rec), pebble.Sync); err != nil {
 		return fmt.Errorf("graft: volume %q: keep-from: %w", v.name, err)
 	}
 	v.state.Store(&rec)

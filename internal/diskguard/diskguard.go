@@ -158,6 +158,36 @@ func (g *Guard) Check() error {
 		g.what, g.dir, g.avail.Load(), g.reserve, ErrFull)
 }
 
+// CheckFor is Check for a write of about need bytes: it also refuses, with
+// an error wrapping ErrFull, a write that would take the free space below
+// the reserve, and debits need from the measured free space until the next
+// measurement, so that writes admitted within one ProbeInterval are counted
+// together. need 0 is Check.
+func (g *Guard) CheckFor(need uint64) error {
+	if err := g.Check(); err != nil || need == 0 || g == nil || g.off.Load() {
+		return err
+	}
+	for {
+		avail := g.avail.Load()
+		if avail < g.reserve+need {
+			return fmt.Errorf("%s: %s has %d bytes free: a write of about %d bytes does not fit above the %d bytes kept in reserve: it is refused (nothing written; reads go on): %w",
+				g.what, g.dir, avail, need, g.reserve, ErrFull)
+		}
+		if g.avail.CompareAndSwap(avail, avail-need) {
+			return nil
+		}
+	}
+}
+
+// Avail returns the free space as last measured (less what CheckFor
+// admitted since), and whether the filesystem is measured at all.
+func (g *Guard) Avail() (uint64, bool) {
+	if g == nil || g.off.Load() {
+		return 0, false
+	}
+	return g.avail.Load(), true
+}
+
 // Full reports whether writes are refused now (as of the last measurement).
 func (g *Guard) Full() bool { return g != nil && !g.off.Load() && g.full.Load() }
 
