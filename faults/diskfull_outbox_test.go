@@ -226,29 +226,5 @@ func serveRemoteFull(t *testing.T, rurl, fillDir string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	mqc := connect(t, redis)
-	d := deliveries{}
-	deadline = time.Now().Add(time.Minute)
-	for {
-		if err := drainJobs(t.Context(), mqc, q, d); err != nil {
-			t.Fatal(err)
-		}
-		missing := 0
-		for id := range acked {
-			bid, err := brand.Parse(id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(d[bid.ID]) == 0 {
-				missing++
-			}
-		}
-		if missing == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d acknowledged jobs never reached the job stream", missing, len(acked))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitDispatched(t, connect(t, redis), q, acked)
 }

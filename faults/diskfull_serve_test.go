@@ -343,31 +343,7 @@ func TestServeDiskFull(t *testing.T) {
 	checkRead("after recovery")
 
 	// Every acknowledged job reaches the job stream, once.
-	mqc := connect(t, redis)
-	d := deliveries{}
-	deadline = time.Now().Add(time.Minute)
-	for {
-		if err := drainJobs(t.Context(), mqc, q, d); err != nil {
-			t.Fatal(err)
-		}
-		missing := 0
-		for id := range acked {
-			bid, err := brand.Parse(id)
-			if err != nil {
-				t.Fatalf("id %q: %v", id, err)
-			}
-			if len(d[bid.ID]) == 0 {
-				missing++
-			}
-		}
-		if missing == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d acknowledged jobs never reached the job stream", missing, len(acked))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	d := waitDispatched(t, connect(t, redis), q, acked)
 	for id, entries := range d {
 		if len(entries) != 1 {
 			t.Fatalf("job %s dispatched from %d entries", brand.JOB.Format(id), len(entries))

@@ -530,3 +530,34 @@ func appendBatch(ctx context.Context, c *mq.Client, q, s string, n, pad int) ([]
 	}
 	return c.AppendBatch(ctx, q, s, batch)
 }
+
+// waitDispatched drains q's job stream into deliveries until every job id
+// of acked (branded text) has reached it, failing after a minute, and
+// returns what it drained.
+func waitDispatched(t *testing.T, c *mq.Client, q string, acked map[string]bool) deliveries {
+	t.Helper()
+	d := deliveries{}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if err := drainJobs(t.Context(), c, q, d); err != nil {
+			t.Fatal(err)
+		}
+		missing := 0
+		for id := range acked {
+			bid, err := brand.Parse(id)
+			if err != nil {
+				t.Fatalf("id %q: %v", id, err)
+			}
+			if len(d[bid.ID]) == 0 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d acknowledged jobs never reached the job stream", missing, len(acked))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
