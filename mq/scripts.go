@@ -63,10 +63,16 @@ end
 //	ARGV[2]  n, the number of records
 //	then per record: its Redis id, its number of fields f, and f name/value pairs
 //
-// Replies {"OK"} when the chunk was appended; {"LANDED"} on a retry whose
-// whole chunk (same ids, same fields) is already in the stream; {"TOP", id}
-// when the first id is not above the stream's last id (nothing appended:
-// re-mint above id and send again). Ids within a chunk must increase.
+// Replies {"OK"} when the chunk was appended; {"LANDED"} on a retry that
+// finds any record of the chunk (same id, same fields) in the stream: the
+// chunk is appended whole or not at all, so it landed, even if a trim or an
+// XDEL has taken some of it since; {"TOP", id} when the first id is not above
+// the stream's last id and the chunk is not in the stream (nothing appended:
+// re-mint above id and send again); {"UNKNOWN"} on a retry that finds none
+// of the chunk where it may have been and been trimmed or deleted since
+// (the top is above its first id, and no entry below its first id is left,
+// or one at or above it was deleted): re-minting could append it twice, so
+// the outcome stays unknown. Ids within a chunk must increase.
 const ScriptAppend = "#!lua\n" + LuaLib + `
 local key = KEYS[1]
 local n = tonumber(ARGV[2])
@@ -85,19 +91,29 @@ for i = 2, n do
     return redis.error_reply('ERR emq append: ids of a chunk must increase')
   end
 end
-if ARGV[1] == '1' then
+local retry = ARGV[1] == '1'
+if retry then
+  -- A chunk is appended whole or not at all, under ids no one else mints,
+  -- so one record of it still there proves it landed; trims and deletions
+  -- since may have taken the others.
   local got = redis.call('XRANGE', key, recs[1][1], recs[n][1], 'COUNT', n + 1)
-  if #got == n and got[1][1] == recs[1][1] then
-    local same = true
-    for i = 1, n do
-      local e, r = got[i], recs[i]
-      if e[1] ~= r[1] or #e[2] ~= 2 * r[3] then same = false break end
-      for j = 1, 2 * r[3] do
-        if e[2][j] ~= ARGV[r[2] + j - 1] then same = false break end
-      end
-      if not same then break end
+  local landed = #got > 0
+  local k = 1
+  for _, e in ipairs(got) do
+    while k <= n and cmpid(recs[k][1], e[1]) < 0 do k = k + 1 end
+    local r = recs[k]
+    if k > n or r[1] ~= e[1] or #e[2] ~= 2 * r[3] then landed = false break end
+    for j = 1, 2 * r[3] do
+      if e[2][j] ~= ARGV[r[2] + j - 1] then landed = false break end
     end
-    if same then return {'LANDED'} end
+    if not landed then break end
+  end
+  if landed then return {'LANDED'} end
+  if #got > 0 then
+    -- Another producer's entries where this chunk would be: it never
+    -- landed (its XADD would have failed).
+    local top = lastid(key)
+    return {'TOP', top}
   end
 end
 local function xadd(r, call)
@@ -108,8 +124,19 @@ end
 local first = xadd(recs[1], redis.pcall)
 if type(first) == 'table' and first.err then
   local ok, top = pcall(lastid, key)
-  if ok and top and cmpid(recs[1][1], top) <= 0 then return {'TOP', top} end
-  return first
+  if not (ok and top and cmpid(recs[1][1], top) <= 0) then return first end
+  if retry then
+    -- None of the chunk is there and the top is above its first id: it
+    -- never landed only if an entry below its first id is still there (a
+    -- trim takes the oldest entries first, so none of the chunk was
+    -- trimmed) and no entry at or above it was ever deleted.
+    local low = redis.call('XRANGE', key, '-', '+', 'COUNT', 1)
+    local deleted = field(redis.call('XINFO', 'STREAM', key), 'max-deleted-entry-id')
+    if not (#low == 1 and cmpid(low[1][1], recs[1][1]) < 0 and deleted and cmpid(deleted, recs[1][1]) < 0) then
+      return {'UNKNOWN'}
+    end
+  end
+  return {'TOP', top}
 end
 for i = 2, n do xadd(recs[i], redis.call) end
 return {'OK'}

@@ -141,6 +141,11 @@ func (u *unknownOutcome) Error() string {
 
 func (u *unknownOutcome) Unwrap() []error { return []error{ErrOutcomeUnknown, u.cause} }
 
+// errTrimmedSince is the cause of an unknown outcome whose retry found
+// none of the chunk where it would be, with the stream trimmed or deleted
+// from since.
+var errTrimmedSince = errors.New("the chunk is not in the stream, and the stream was trimmed (or entries deleted) where it would be since its reply was lost")
+
 // maxRemints bounds how often one chunk is re-minted; each re-mint means
 // another producer appended in between, so reaching it means a stream
 // appended to without pause by other producers faster than this one.
@@ -164,9 +169,14 @@ func (c *Client) appendChunk(ctx context.Context, key string, recs [][]Field) ([
 		case len(reply) >= 1 && (reply[0] == "OK" || reply[0] == "LANDED"):
 			c.stats.chunks.Add(1)
 			return ids, nil
+		case len(reply) == 1 && reply[0] == "UNKNOWN":
+			// Only a retry answers this: the lost call may have landed and
+			// been trimmed since. Re-minting could append it twice.
+			return nil, &unknownOutcome{ids: ids, cause: errTrimmedSince}
 		case len(reply) == 2 && reply[0] == "TOP":
-			// Not appended (on a retry: the lost attempt had not landed
-			// either, and can no longer land, being below the top).
+			// Not appended (on a retry: the script proved the lost call
+			// had not landed either, and it can no longer land, being
+			// below the top).
 			top, err := brandedFloor(reply[1])
 			if err != nil {
 				return nil, fmt.Errorf("stream top %s: %w", reply[1], err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/names"
+	"github.com/redis/rueidis"
 )
 
 // checkIncreasing fails the test unless recs are in strictly increasing id
@@ -513,4 +514,123 @@ func TestAppendLoadingOutlastsRetries(t *testing.T) {
 			t.Fatalf("stream holds %d entries (%v), want %d", n, err, want)
 		}
 	})
+}
+
+// A chunk that landed, lost its reply, and was trimmed (in part or whole)
+// before its retry is never appended a second time under new ids: a retry
+// that finds any of its records takes it as landed, and one that finds none
+// where they may have been trimmed reports the outcome unknown instead of
+// re-minting. Only a retry that can prove the chunk never landed (an entry
+// below its first id is still there, and none at or above it was deleted)
+// re-mints.
+func TestChunkRetryAfterTrim(t *testing.T) {
+	eachServer(t, Options{}, func(t *testing.T, c *Client) {
+		ctx := testCtx(t)
+		q := queueName(t)
+		key := StreamKey(q, "s")
+		do := func(cmd rueidis.Completed) {
+			t.Helper()
+			if err := c.rdb.Do(ctx, cmd).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		send := func(retry bool, ids []brand.ID, recs [][]Field) []string {
+			t.Helper()
+			reply, err := c.lua.append.Exec(ctx, c.rdb, []string{key}, appendArgs(retry, ids, recs)).AsStrSlice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return reply
+		}
+		mint := func(n int) []brand.ID {
+			t.Helper()
+			ids := make([]brand.ID, n)
+			if err := c.mint(ids, 0); err != nil {
+				t.Fatal(err)
+			}
+			return ids
+		}
+		recs := [][]Field{fields("a", "1"), fields("b", "2"), fields("c", "3")}
+
+		// Landed, then its first record trimmed: the rest proves it landed.
+		ids := mint(3)
+		if r := send(false, ids, recs); r[0] != "OK" {
+			t.Fatalf("first send: %q", r)
+		}
+		do(c.rdb.B().Xtrim().Key(key).Minid().Threshold(ids[1].RedisID()).Build())
+		if r := send(true, ids, recs); r[0] != "LANDED" {
+			t.Fatalf("retry of a chunk trimmed in part: %q, want LANDED", r)
+		}
+		// Its middle record deleted: the others still prove it.
+		do(c.rdb.B().Xdel().Key(key).Id(ids[1].RedisID()).Build())
+		if r := send(true, ids, recs); r[0] != "LANDED" {
+			t.Fatalf("retry of a chunk with a record deleted: %q, want LANDED", r)
+		}
+		// Trimmed whole: it may have landed; nothing tells.
+		do(c.rdb.B().Xtrim().Key(key).Maxlen().Threshold("0").Build())
+		if r := send(true, ids, recs); r[0] != "UNKNOWN" {
+			t.Fatalf("retry of a chunk trimmed whole: %q, want UNKNOWN", r)
+		}
+
+		// Never landed: an entry below it is there and nothing at or above
+		// it was deleted, so another producer's entry above it is the top.
+		below := mint(1)
+		send(false, below, recs[:1])
+		never := mint(3)
+		above := mint(1)
+		send(false, above, recs[:1])
+		if r := send(true, never, recs); r[0] != "TOP" {
+			t.Fatalf("retry of a chunk that provably never landed: %q, want TOP", r)
+		}
+		// Once an entry above its first id was deleted, that proof is gone.
+		do(c.rdb.B().Xdel().Key(key).Id(above[0].RedisID()).Build())
+		if r := send(true, never, recs); r[0] != "UNKNOWN" {
+			t.Fatalf("retry after a deletion above its first id: %q, want UNKNOWN", r)
+		}
+		if n, _ := c.Len(ctx, q, "s"); n != 1 {
+			t.Fatalf("stream has %d entries, want 1", n)
+		}
+	})
+}
+
+// End to end: the chunk runs, its reply is lost, and the stream is trimmed
+// before the client retries. Trimmed in part, the append succeeds under its
+// first ids, once; trimmed whole, it fails with ErrOutcomeUnknown naming
+// them. Before, both re-minted and appended the records a second time.
+func TestLostReplyThenTrimmed(t *testing.T) {
+	for _, keep := range []string{"1", "0"} {
+		t.Run("keep="+keep, func(t *testing.T) {
+			c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond})
+			direct := plain(t, Options{})
+			ctx := testCtx(t)
+			q := queueName(t)
+			key := StreamKey(q, "s")
+			trimmed := make(chan error, 1)
+			proxy.OnDrop(func() {
+				trimmed <- direct.rdb.Do(ctx, direct.rdb.B().Xtrim().Key(key).Maxlen().Threshold(keep).Build()).Error()
+			})
+			proxy.DropReplies(1)
+			ids, err := c.AppendBatch(ctx, q, "s", [][]Field{fields("a", "1"), fields("a", "2"), fields("a", "3")})
+			if err := <-trimmed; err != nil {
+				t.Fatal(err)
+			}
+			recs := readAll(t, direct, q, "s", 0, brand.Max, 0, false)
+			if keep == "1" {
+				if err != nil {
+					t.Fatalf("AppendBatch = %v, want the chunk taken as landed", err)
+				}
+				if len(recs) != 1 || recs[0].ID != ids[2] {
+					t.Fatalf("stream holds %d records (%+v); want the last of %v once", len(recs), recs, ids)
+				}
+				return
+			}
+			var ae *AppendError
+			if !errors.Is(err, ErrOutcomeUnknown) || !errors.As(err, &ae) || len(ae.Unknown) != 3 || len(ids) != 0 {
+				t.Fatalf("AppendBatch = %v, %v; want ErrOutcomeUnknown naming the chunk's 3 ids", ids, err)
+			}
+			if len(recs) != 0 {
+				t.Fatalf("stream holds %d records, want none (the chunk was trimmed whole, and not appended again)", len(recs))
+			}
+		})
+	}
 }

@@ -29,6 +29,7 @@ type ScriptProxy struct {
 	drops   atomic.Int64
 	loading atomic.Int64
 	dropped atomic.Int64
+	onDrop  atomic.Pointer[func()]
 	wg      sync.WaitGroup
 }
 
@@ -56,6 +57,12 @@ func (p *ScriptProxy) DropReplies(n int64) { p.drops.Store(n) }
 // AnswerLoading makes the next n script calls after the pending drops be
 // answered with LOADING.
 func (p *ScriptProxy) AnswerLoading(n int64) { p.loading.Store(n) }
+
+// OnDrop makes f run each time a reply is dropped, after the script ran and
+// before the client's connection closes: the client retries only after f
+// returns, so f plays what happens to the server in between (a trim, a
+// restart).
+func (p *ScriptProxy) OnDrop(f func()) { p.onDrop.Store(&f) }
 
 // Dropped returns how many replies were lost so far.
 func (p *ScriptProxy) Dropped() int64 { return p.dropped.Load() }
@@ -133,6 +140,9 @@ func (p *ScriptProxy) serve() {
 				n, err := server.Read(buf)
 				if n > 0 && dropReply.Load() {
 					p.dropped.Add(1)
+					if f := p.onDrop.Load(); f != nil {
+						(*f)()
+					}
 					return // the reply is lost with the connection
 				}
 				if n > 0 {
