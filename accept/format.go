@@ -150,7 +150,7 @@ func decodeRec(b []byte, prevQueue string, ver uint16) (rec, []byte, error) {
 		r.queue = prevQueue
 	} else {
 		q := string(qb)
-		if err := names.Check(names.Queue, q); err != nil {
+		if err := names.Check(names.KindQueue, q); err != nil {
 			return rec{}, nil, fmt.Errorf("record %d: %v: %w", r.id, err, ErrCorrupt)
 		}
 		r.queue = q

@@ -21,7 +21,7 @@ import (
 // the Outbox are shared with it and must not be modified.
 type Intent struct {
 	ID      brand.ID // the job's branded id (JOB), never 0
-	Queue   string   // the queue it was enqueued on; a valid names.Queue
+	Queue   string   // the queue it was enqueued on; a valid names.KindQueue
 	Payload []byte   // the job, opaque; at most Options.MaxPayload bytes
 	// RunAt is the Unix millisecond before which the job is not dispatched
 	// to its job stream; 0 means at once. Never negative.
@@ -231,7 +231,7 @@ func (o *Outbox) Record(ctx context.Context, in Intent) error {
 	if in.RunAt < 0 {
 		return fmt.Errorf("accept: record %s: run-at %d: %w", brand.JOB.Format(in.ID), in.RunAt, ErrInvalid)
 	}
-	if err := names.Check(names.Queue, in.Queue); err != nil {
+	if err := names.Check(names.KindQueue, in.Queue); err != nil {
 		return fmt.Errorf("accept: record %s: %w: %w", brand.JOB.Format(in.ID), ErrInvalid, err)
 	}
 	if len(in.Payload) > o.opts.MaxPayload {

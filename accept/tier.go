@@ -384,7 +384,7 @@ func (t *Tier) recover(ctx context.Context) error {
 	for _, v := range vols {
 		qn, ok := strings.CutPrefix(v.Volume, "accept.")
 		if qn, ok = strings.CutSuffix(qn, suffix); ok {
-			if _, seen := byQueue[qn]; !seen && names.Check(names.Queue, qn) == nil {
+			if _, seen := byQueue[qn]; !seen && names.Check(names.KindQueue, qn) == nil {
 				byQueue[qn] = nil
 			}
 		}
@@ -591,7 +591,7 @@ func (t *Tier) EnqueueAt(ctx context.Context, q string, id brand.ID, payload []b
 		}
 		return Receipt{}, fmt.Errorf("%w: the job stream would refuse it: %w", ErrInvalid, err)
 	}
-	if err := names.Check(names.Queue, q); err != nil {
+	if err := names.Check(names.KindQueue, q); err != nil {
 		return Receipt{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	// An explicit id is checked before anything is made for the queue: it

@@ -38,7 +38,7 @@ func (o Owner) encode() []byte { return []byte(o.Queue + "/" + o.Stream) }
 // decodeOwner parses a value of MetaOwner.
 func decodeOwner(b []byte) (Owner, error) {
 	q, s, ok := strings.Cut(string(b), "/")
-	if !ok || names.Check(names.Queue, q) != nil || names.Check(names.Stream, s) != nil {
+	if !ok || names.Check(names.KindQueue, q) != nil || names.Check(names.KindStream, s) != nil {
 		return Owner{}, fmt.Errorf("%s %q is not queue/stream: %w", MetaOwner, b, ErrCorrupt)
 	}
 	return Owner{Queue: q, Stream: s}, nil

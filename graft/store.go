@@ -302,7 +302,7 @@ func (s *Store) CreateVolume(ctx context.Context, name string) (*Volume, error) 
 }
 
 func (s *Store) volume(ctx context.Context, name string, create bool) (*Volume, error) {
-	if err := names.Check(names.Volume, name); err != nil {
+	if err := names.Check(names.KindVolume, name); err != nil {
 		return nil, fmt.Errorf("graft: %w", err)
 	}
 	if err := ctx.Err(); err != nil {

@@ -56,7 +56,7 @@ func (c *Client) ArchivedStreams(ctx context.Context) iter.Seq2[StreamRef, error
 						return
 					}
 					ref := StreamRef{q, s}
-					if names.Check(names.Stream, s) != nil || seen[ref] {
+					if names.Check(names.KindStream, s) != nil || seen[ref] {
 						continue
 					}
 					seen[ref] = true

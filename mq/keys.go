@@ -62,14 +62,14 @@ func JobDigestsKey(q string) string { return JobsKey(q) + ":digests" }
 
 // checkQS checks a queue and a stream name.
 func checkQS(q, s string) error {
-	if err := names.Check(names.Queue, q); err != nil {
+	if err := names.Check(names.KindQueue, q); err != nil {
 		return err
 	}
-	return names.Check(names.Stream, s)
+	return names.Check(names.KindStream, s)
 }
 
 // checkQ checks a queue name.
-func checkQ(q string) error { return names.Check(names.Queue, q) }
+func checkQ(q string) error { return names.Check(names.KindQueue, q) }
 
 // where names a stream in error messages.
 func where(q, s string) string { return fmt.Sprintf("stream %s/%s", q, s) }

@@ -26,7 +26,7 @@ func QueueLane(q, l string) (Lane, error) {
 	if err := checkQ(q); err != nil {
 		return Lane{}, err
 	}
-	if err := names.Check(names.Lane, l); err != nil {
+	if err := names.Check(names.KindLane, l); err != nil {
 		return Lane{}, err
 	}
 	return Lane{Key: LaneKey(q, l)}, nil
@@ -34,7 +34,7 @@ func QueueLane(q, l string) (Lane, error) {
 
 // VolumeLane returns the LSN lane of volume v: emq:{vol.v}:lane:lsn.
 func VolumeLane(v string) (Lane, error) {
-	if err := names.Check(names.Volume, v); err != nil {
+	if err := names.Check(names.KindVolume, v); err != nil {
 		return Lane{}, err
 	}
 	return Lane{Key: LaneKey("vol."+v, "lsn")}, nil

@@ -17,10 +17,10 @@ type Kind string
 
 // The kinds of names echostore validates.
 const (
-	Queue  Kind = "queue"
-	Stream Kind = "stream"
-	Volume Kind = "volume"
-	Lane   Kind = "lane"
+	KindQueue  Kind = "queue"
+	KindStream Kind = "stream"
+	KindVolume Kind = "volume"
+	KindLane   Kind = "lane"
 )
 
 // Check reports whether s is a valid name of the given kind. The error wraps
@@ -35,7 +35,7 @@ func Check(kind Kind, s string) error {
 	if s == "." || s == ".." {
 		return fmt.Errorf("%s name %q is reserved: %w", kind, s, ErrInvalid)
 	}
-	if kind == Volume && s[0] == '.' {
+	if kind == KindVolume && s[0] == '.' {
 		return fmt.Errorf("volume name %q starts with '.', which a remote object key may not (reserved for temporaries): %w", s, ErrInvalid)
 	}
 	for i := 0; i < len(s); i++ {
@@ -67,14 +67,14 @@ func allowed(c byte) bool {
 // refuses every other (archive.MetaOwner, archive.ErrVolumeOwner), and
 // serve refuses a configuration archiving two streams of one volume name.
 func ArchiveVolume(q, s string) (string, error) {
-	if err := Check(Queue, q); err != nil {
+	if err := Check(KindQueue, q); err != nil {
 		return "", err
 	}
-	if err := Check(Stream, s); err != nil {
+	if err := Check(KindStream, s); err != nil {
 		return "", err
 	}
 	v := "archive." + q + "." + s
-	if err := Check(Volume, v); err != nil {
+	if err := Check(KindVolume, v); err != nil {
 		return "", fmt.Errorf("archive volume of %s/%s: %w", q, s, err)
 	}
 	return v, nil
@@ -83,11 +83,11 @@ func ArchiveVolume(q, s string) (string, error) {
 // AcceptVolume returns the name of the accept volume of queue q on node n:
 // "accept.q.n".
 func AcceptVolume(q string, node uint16) (string, error) {
-	if err := Check(Queue, q); err != nil {
+	if err := Check(KindQueue, q); err != nil {
 		return "", err
 	}
 	v := "accept." + q + "." + strconv.Itoa(int(node))
-	if err := Check(Volume, v); err != nil {
+	if err := Check(KindVolume, v); err != nil {
 		return "", fmt.Errorf("accept volume of %s: %w", q, err)
 	}
 	return v, nil

@@ -9,13 +9,13 @@ import (
 func TestCheck(t *testing.T) {
 	good := []string{"a", "orders", "A.b_c-9", strings.Repeat("x", MaxLen), "..a", "a.."}
 	for _, s := range good {
-		if err := Check(Stream, s); err != nil {
+		if err := Check(KindStream, s); err != nil {
 			t.Errorf("Check(%q) = %v, want nil", s, err)
 		}
 	}
 	bad := []string{"", ".", "..", "a:b", "{a}", "a}", "a/b", "../x", "a b", "é", "a\x00", strings.Repeat("x", MaxLen+1)}
 	for _, s := range bad {
-		err := Check(Stream, s)
+		err := Check(KindStream, s)
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("Check(%q) = %v, want ErrInvalid", s, err)
 		}
@@ -44,7 +44,7 @@ func FuzzCheck(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		err := Check(Volume, s)
+		err := Check(KindVolume, s)
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("error not ErrInvalid: %v", err)

@@ -21,7 +21,7 @@ var hostile = []string{
 // with ErrInvalid and a message that names the rule.
 func TestSecurityHostileNames(t *testing.T) {
 	for _, n := range hostile {
-		for _, k := range []Kind{Queue, Stream, Volume, Lane} {
+		for _, k := range []Kind{KindQueue, KindStream, KindVolume, KindLane} {
 			err := Check(k, n)
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), string(k)+" name") {
 				t.Errorf("Check(%s, %q) = %v, want ErrInvalid naming the kind", k, n, err)
@@ -55,7 +55,7 @@ func TestSecurityAcceptedNamesAreInert(t *testing.T) {
 			b[i] = alphabet[rng.IntN(len(alphabet))]
 		}
 		n := string(b)
-		for _, k := range []Kind{Queue, Stream, Volume} {
+		for _, k := range []Kind{KindQueue, KindStream, KindVolume} {
 			if Check(k, n) != nil {
 				continue
 			}
@@ -67,7 +67,7 @@ func TestSecurityAcceptedNamesAreInert(t *testing.T) {
 			if strings.ContainsAny(n, "{}:/\\\x00 \n%*?") {
 				t.Fatalf("%s name %q holds a key or path metacharacter", k, n)
 			}
-			if k == Volume && n[0] == '.' {
+			if k == KindVolume && n[0] == '.' {
 				t.Fatalf("volume name %q starts with '.': its remote keys would be refused (a leading '.' is reserved for the file remote's temporaries)", n)
 			}
 		}

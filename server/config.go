@@ -298,7 +298,7 @@ func (c Config) withDefaults() (Config, error) {
 	// by the volume's recorded owner at run time.
 	volumes := map[string][2]string{}
 	for _, q := range c.Queues {
-		if err := names.Check(names.Queue, q.Name); err != nil {
+		if err := names.Check(names.KindQueue, q.Name); err != nil {
 			return c, fmt.Errorf("%w: queue: %w", ErrConfig, err)
 		}
 		for _, s := range q.Streams {

@@ -330,10 +330,10 @@ func methodLabel(m string) string {
 // streamPath validates the {q} and {s} of the path.
 func streamPath(r *http.Request) (string, string, error) {
 	q, st := r.PathValue("q"), r.PathValue("s")
-	if err := names.Check(names.Queue, q); err != nil {
+	if err := names.Check(names.KindQueue, q); err != nil {
 		return "", "", err
 	}
-	if err := names.Check(names.Stream, st); err != nil {
+	if err := names.Check(names.KindStream, st); err != nil {
 		return "", "", err
 	}
 	return q, st, nil
@@ -342,7 +342,7 @@ func streamPath(r *http.Request) (string, string, error) {
 // queuePath validates the {q} of the path.
 func queuePath(r *http.Request) (string, error) {
 	q := r.PathValue("q")
-	return q, names.Check(names.Queue, q)
+	return q, names.Check(names.KindQueue, q)
 }
 
 // readBody reads the whole (size-limited) body. A body that does not
@@ -949,7 +949,7 @@ func (s *Server) handleVolumes(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) handleVolume(w http.ResponseWriter, r *http.Request) error {
 	vid := r.PathValue("vid")
-	if err := names.Check(names.Volume, vid); err != nil {
+	if err := names.Check(names.KindVolume, vid); err != nil {
 		return err
 	}
 	v, err := s.store.Volume(r.Context(), vid)

@@ -170,7 +170,7 @@ func VolumeInfo(ctx context.Context, v *graft.Volume, extra map[string]any) (map
 // (a pull), refusing a name the remote does not know.
 func (s *Server) volumePath(r *http.Request, create bool) (*graft.Volume, error) {
 	vid := r.PathValue("vid")
-	if err := names.Check(names.Volume, vid); err != nil {
+	if err := names.Check(names.KindVolume, vid); err != nil {
 		return nil, err
 	}
 	ctx := r.Context()

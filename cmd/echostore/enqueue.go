@@ -144,7 +144,7 @@ Prints {"id":…,"mode":…,"lsn":…,"volume":…}.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q := args[0]
-			if err := names.Check(names.Queue, q); err != nil {
+			if err := names.Check(names.KindQueue, q); err != nil {
 				return fmt.Errorf("queue %q: %w", q, err)
 			}
 			m, err := accept.ParseMode(mode)

@@ -66,7 +66,7 @@ retained checkpoint references.`,
 			Use: "info VOLUME", Short: "Show a volume's LSNs, pages and bytes", Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				ctx := cmd.Context()
-				if err := names.Check(names.Volume, args[0]); err != nil {
+				if err := names.Check(names.KindVolume, args[0]); err != nil {
 					return err
 				}
 				if done, err := volumeViaServe(ctx, g, args[0], "", nil); done {
@@ -159,7 +159,7 @@ func replicaCmd(g *globals, use, short string, create bool, query func() url.Val
 		Use: use, Short: short, Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			if err := names.Check(names.Volume, args[0]); err != nil {
+			if err := names.Check(names.KindVolume, args[0]); err != nil {
 				return err
 			}
 			var q url.Values

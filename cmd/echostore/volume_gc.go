@@ -18,7 +18,7 @@ func remoteLogCmd(g *globals, use, short string, op func(ctx context.Context, vo
 		Use: use, Short: short, Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			if err := names.Check(names.Volume, args[0]); err != nil {
+			if err := names.Check(names.KindVolume, args[0]); err != nil {
 				return err
 			}
 			rs, err := remote.Open(ctx, g.remoteURL())

@@ -158,7 +158,7 @@ func checkSegmentKey(volume, key string) bool {
 }
 
 func checkVolume(v string) error {
-	if err := names.Check(names.Volume, v); err != nil {
+	if err := names.Check(names.KindVolume, v); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil

@@ -42,7 +42,7 @@ func (l *Log) knows(lsn uint64, h Hash) bool {
 }
 
 // NewLog returns the remote log of volume in store. The volume name must
-// pass names.Check(names.Volume, …); the error wraps ErrInvalid.
+// pass names.Check(names.KindVolume, …); the error wraps ErrInvalid.
 func NewLog(store Store, volume string) (*Log, error) {
 	if err := checkVolume(volume); err != nil {
 		return nil, err
