@@ -61,9 +61,9 @@ func groupRig(t *testing.T) (*rig, *gatedPusher) {
 func waitPending(t *testing.T, q *tierQueue, n int) {
 	t.Helper()
 	for {
-		q.mu.Lock()
-		have := q.nsync
-		q.mu.Unlock()
+		q.intake.mu.Lock()
+		have := q.intake.nsync
+		q.intake.mu.Unlock()
 		if have == n {
 			return
 		}
@@ -119,9 +119,9 @@ func TestGroupCommitSiblings(t *testing.T) {
 	close(g.release)
 	alone := <-first
 	for {
-		q.mu.Lock()
-		want := q.want
-		q.mu.Unlock()
+		q.intake.mu.Lock()
+		want := q.intake.want
+		q.intake.mu.Unlock()
 		if want > 0 || acked.Load() == others {
 			break
 		}
@@ -166,9 +166,9 @@ func TestGroupCommitLoneCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q.mu.Lock()
-	waits := q.waits
-	q.mu.Unlock()
+	q.intake.mu.Lock()
+	waits := q.intake.waits
+	q.intake.mu.Unlock()
 	if waits != 0 {
 		t.Fatalf("a lone caller made the committer wait %d times", waits)
 	}

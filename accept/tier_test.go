@@ -237,9 +237,9 @@ func TestGroupCommit(t *testing.T) {
 	}
 	q, _ := r.tier.queue(ctx, "grp", false)
 	for { // wait until all 63 are recorded and pending behind the held push
-		q.mu.Lock()
-		k := len(q.pending)
-		q.mu.Unlock()
+		q.intake.mu.Lock()
+		k := len(q.intake.pending)
+		q.intake.mu.Unlock()
 		if k == n {
 			break
 		}
