@@ -219,7 +219,7 @@ func (t *Tier) commit(q *tierQueue, batch []item) error {
 	}
 	q.cs.next, q.cs.safe = next, safe
 	pushStart := time.Now()
-	lsn, err := t.rep.Push(ctx, q.vol)
+	lsn, err := t.push(ctx, q.vol)
 	q.cs.lastPush = time.Since(pushStart)
 	if err != nil {
 		// The commit is local; the next push publishes it, and only then is

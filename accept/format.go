@@ -287,6 +287,16 @@ func encodeSnapshot(seq uint64, intents []Intent) []byte {
 	return encodeSnapshotVersion(version, seq, intents)
 }
 
+// EncodeSnapshot returns the bytes of a snapshot file as an Outbox writes
+// it (docs/ACCEPT.md specifies them): covering blocks up to seq and holding
+// intents, which must be in strictly increasing id order. An Outbox writes
+// its snapshots itself; this is for what must write the same bytes
+// elsewhere, such as the whole-snapshot baseline of the outbox's benchmark
+// (internal/bench/acceptbench).
+func EncodeSnapshot(seq uint64, intents []Intent) []byte {
+	return encodeSnapshot(seq, intents)
+}
+
 // encodeSnapshotVersion is encodeSnapshot writing version ver; intents
 // with a run-at need version 2.
 func encodeSnapshotVersion(ver uint16, seq uint64, intents []Intent) []byte {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
 )
 
@@ -27,7 +28,7 @@ func newGatedPusher(r Replicator) *gatedPusher {
 	return &gatedPusher{Replicator: r, entered: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (g *gatedPusher) Push(ctx context.Context, vol *graft.Volume) (uint64, error) {
+func (g *gatedPusher) Push(ctx context.Context, vol *graft.Volume) (remote.SyncPoint, error) {
 	if g.armed.CompareAndSwap(true, false) {
 		g.entered <- struct{}{}
 		<-g.release

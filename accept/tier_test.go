@@ -63,7 +63,7 @@ func openRigOn(ctx context.Context, dir, remoteURL string, disp Dispatcher, k in
 	if r.gs, err = graft.Open(ctx, filepath.Join(dir, "graft"), graft.Options{Remote: st}); err != nil {
 		return nil, err
 	}
-	r.rep = VolumePusher{}
+	r.rep = graft.Replication{}
 	if r.tier, err = NewTier(ctx, r.out, r.gs, r.rep, disp, topts); err != nil {
 		return nil, err
 	}
@@ -199,7 +199,7 @@ type blockingReplicator struct {
 	release chan struct{}
 }
 
-func (b *blockingReplicator) Push(ctx context.Context, vol *graft.Volume) (uint64, error) {
+func (b *blockingReplicator) Push(ctx context.Context, vol *graft.Volume) (remote.SyncPoint, error) {
 	b.started <- struct{}{}
 	<-b.release
 	return b.Replicator.Push(ctx, vol)
@@ -494,9 +494,9 @@ type failingReplicator struct {
 
 var errRemoteDown = errors.New("remote down")
 
-func (f *failingReplicator) Push(ctx context.Context, vol *graft.Volume) (uint64, error) {
+func (f *failingReplicator) Push(ctx context.Context, vol *graft.Volume) (remote.SyncPoint, error) {
 	if f.fail.Load() {
-		return 0, errRemoteDown
+		return remote.SyncPoint{}, errRemoteDown
 	}
 	return f.Replicator.Push(ctx, vol)
 }

@@ -58,7 +58,7 @@ func (t *Tier) recover(ctx context.Context) error {
 		// What the volume holds is dispatched once it is pushed: now, or
 		// after the committer's next successful push. Async enqueues go on
 		// meanwhile: a remote that is down does not stop them.
-		if _, err := t.rep.Push(ctx, q.vol); err != nil {
+		if _, err := t.push(ctx, q.vol); err != nil {
 			t.log.Warn("accept: recover: push failed; the next commit retries it", "volume", q.vol.Name(), "err", err)
 			q.intake.mu.Lock()
 			q.intake.carry = inVol
