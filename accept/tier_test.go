@@ -79,17 +79,25 @@ func (r *rig) close(ctx context.Context) error {
 }
 
 // settle drains the tier and waits until the outbox holds nothing: every
-// intent committed, pushed, dispatched and marked.
+// intent committed, pushed, dispatched and marked. Each round drains (every
+// intent pending is committed and pushed, and handed to its dispatcher)
+// and then waits for the dispatchers (waitDispatched); a round that leaves
+// the outbox no smaller fails the test.
 func (r *rig) settle(t *testing.T, ctx context.Context) {
 	t.Helper()
-	for r.out.Len() > 0 {
-		if err := r.tier.Drain(ctx); err != nil {
-			t.Fatal(err)
+	for n := r.out.Len(); n > 0; {
+		dctx, cancel := context.WithTimeout(ctx, testWait)
+		err := r.tier.Drain(dctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("settle: drain with %d intents in the outbox: %v", n, err)
 		}
-		if ctx.Err() != nil {
-			t.Fatal(ctx.Err())
+		waitDispatched(t, r.tier)
+		left := r.out.Len()
+		if left >= n {
+			t.Fatalf("settle: the outbox holds %d intents after a drain and every dispatch (%d before)", left, n)
 		}
-		time.Sleep(time.Millisecond) // the dispatcher runs behind the drain
+		n = left
 	}
 }
 
@@ -236,15 +244,8 @@ func TestGroupCommit(t *testing.T) {
 		}()
 	}
 	q, _ := r.tier.queue(ctx, "grp", false)
-	for { // wait until all 63 are recorded and pending behind the held push
-		q.intake.mu.Lock()
-		k := len(q.intake.pending)
-		q.intake.mu.Unlock()
-		if k == n {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	// All 63 recorded and pending behind the held push.
+	waitIntake(t, q, fmt.Sprintf("%d jobs pending", n), func(in *intake) bool { return len(in.pending) == n })
 	close(br.release)
 	wg.Wait()
 	if rc := <-first; rc.LSN != 1 {
