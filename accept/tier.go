@@ -17,11 +17,11 @@ import (
 // it is free, so concurrent sync callers share one commit and one push.
 // Safe for concurrent use.
 //
-// Three lock domains share the work, never nested but for the order
-// registry, then a queue's intake: the registry (reg) of the queues, each
-// queue's intake (tierQueue.intake: what callers hand its committer) and
-// each queue's marks (tierQueue.marks: what its dispatcher hands back to
-// the committer). Everything else is set once by NewTier or queue, or
+// Three lock domains share the work, and no goroutine holds two of them at
+// once: the registry (reg) of the queues; each queue's intake
+// (tierQueue.intake: what callers, Drain and recovery hand its committer);
+// and each queue's marks (tierQueue.marks: what its dispatcher hands back
+// to the committer). Everything else is set once by NewTier or queue, or
 // belongs to one goroutine (tierQueue.cs: the committer's).
 type Tier struct {
 	// Set by NewTier, read-only after.
