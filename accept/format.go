@@ -1,6 +1,7 @@
 package accept
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -286,6 +287,16 @@ func encodeSnapshot(seq uint64, intents []Intent) []byte {
 	return encodeSnapshotVersion(version, seq, intents)
 }
 
+// EncodeSnapshot returns the bytes of a snapshot file as an Outbox writes
+// it (docs/ACCEPT.md specifies them): covering blocks up to seq and holding
+// intents, which must be in strictly increasing id order. An Outbox writes
+// its snapshots itself; this is for what must write the same bytes
+// elsewhere, such as the whole-snapshot baseline of the outbox's benchmark
+// (internal/bench/acceptbench).
+func EncodeSnapshot(seq uint64, intents []Intent) []byte {
+	return encodeSnapshot(seq, intents)
+}
+
 // encodeSnapshotVersion is encodeSnapshot writing version ver; intents
 // with a run-at need version 2.
 func encodeSnapshotVersion(ver uint16, seq uint64, intents []Intent) []byte {
@@ -371,4 +382,86 @@ func decodeSnapshotBody(b, body []byte) (uint64, []Intent, error) {
 		return 0, nil, fmt.Errorf("snapshot: %d bytes after the last intent: %w", len(rest), ErrCorrupt)
 	}
 	return seq, out, nil
+}
+
+// Page layout of the accept volume (docs/ACCEPT.md, "The accept volume"):
+// one page per job at business index n, the n-th job committed to the
+// volume; metadata metaNext holds the count of jobs, metaSafe the index below
+// which every job is known to be marked committed durably in the outbox.
+const (
+	pageVersion        = 1 // a job due at once
+	pageVersionDelayed = 2 // a job with a run-at
+	pageOverhead       = 1 + 8 + 4 + 4
+	metaNext           = "accept.next"
+	metaSafe           = "accept.safe"
+)
+
+// Job is one job on a page of the accept volume.
+type Job struct {
+	ID      brand.ID // the job's branded id (JOB), never 0
+	Payload []byte   // the payload, UTF-8, as enqueued
+	RunAt   int64    // Unix milliseconds before which it is not dispatched; 0: at once
+}
+
+// EncodeJobPage returns the page bytes of one job due at once (version 1).
+func EncodeJobPage(id brand.ID, payload []byte) []byte {
+	return EncodeJob(Job{ID: id, Payload: payload})
+}
+
+// EncodeJob returns the page bytes of one job: version 1 if it is due at
+// once, version 2 (with its run-at) otherwise.
+func EncodeJob(j Job) []byte {
+	b := make([]byte, 0, pageOverhead+8+len(j.Payload))
+	if j.RunAt != 0 {
+		b = append(b, pageVersionDelayed)
+		b = binary.LittleEndian.AppendUint64(b, uint64(j.ID))
+		b = binary.LittleEndian.AppendUint64(b, uint64(j.RunAt))
+	} else {
+		b = append(b, pageVersion)
+		b = binary.LittleEndian.AppendUint64(b, uint64(j.ID))
+	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(j.Payload)))
+	b = append(b, j.Payload...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// DecodeJobPage decodes a page of the accept volume into its job's id and
+// payload (see DecodeJob for the run-at); any other bytes give an error
+// wrapping ErrCorrupt (or ErrVersion).
+func DecodeJobPage(b []byte) (brand.ID, []byte, error) {
+	j, err := DecodeJob(b)
+	return j.ID, j.Payload, err
+}
+
+// DecodeJob decodes a page of the accept volume, version 1 or 2; any other
+// bytes give an error wrapping ErrCorrupt (or ErrVersion). The payload is
+// a copy.
+func DecodeJob(b []byte) (Job, error) {
+	if len(b) < pageOverhead {
+		return Job{}, fmt.Errorf("%w: job page of %d bytes", ErrCorrupt, len(b))
+	}
+	if crc32.Checksum(b[:len(b)-4], castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+		return Job{}, fmt.Errorf("%w: job page checksum", ErrCorrupt)
+	}
+	j := Job{ID: brand.ID(binary.LittleEndian.Uint64(b[1:]))}
+	body := b[9 : len(b)-4]
+	switch b[0] {
+	case pageVersion:
+	case pageVersionDelayed:
+		if len(body) < 8+4 {
+			return Job{}, fmt.Errorf("%w: job page structure", ErrCorrupt)
+		}
+		if j.RunAt = int64(binary.LittleEndian.Uint64(body)); j.RunAt <= 0 {
+			return Job{}, fmt.Errorf("%w: job page run-at %d", ErrCorrupt, j.RunAt)
+		}
+		body = body[8:]
+	default:
+		return Job{}, fmt.Errorf("%w: job page version %d", ErrVersion, b[0])
+	}
+	n := binary.LittleEndian.Uint32(body)
+	if uint64(n) != uint64(len(body)-4) || j.ID == 0 {
+		return Job{}, fmt.Errorf("%w: job page structure", ErrCorrupt)
+	}
+	j.Payload = bytes.Clone(body[4 : 4+n])
+	return j, nil
 }

@@ -3,8 +3,8 @@ package accept
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
 )
 
@@ -27,7 +28,7 @@ func newGatedPusher(r Replicator) *gatedPusher {
 	return &gatedPusher{Replicator: r, entered: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (g *gatedPusher) Push(ctx context.Context, vol *graft.Volume) (uint64, error) {
+func (g *gatedPusher) Push(ctx context.Context, vol *graft.Volume) (remote.SyncPoint, error) {
 	if g.armed.CompareAndSwap(true, false) {
 		g.entered <- struct{}{}
 		<-g.release
@@ -56,22 +57,10 @@ func groupRig(t *testing.T) (*rig, *gatedPusher) {
 	return r, g
 }
 
-// waitPending waits until q holds n pending sync jobs (a condition, not a
-// time: the test's deadline bounds it).
+// waitPending waits until q holds n pending sync jobs.
 func waitPending(t *testing.T, q *tierQueue, n int) {
 	t.Helper()
-	for {
-		q.mu.Lock()
-		have := q.nsync
-		q.mu.Unlock()
-		if have == n {
-			return
-		}
-		if t.Context().Err() != nil {
-			t.Fatalf("%d sync jobs pending, want %d", have, n)
-		}
-		runtime.Gosched()
-	}
+	waitIntake(t, q, fmt.Sprintf("%d sync jobs pending", n), func(in *intake) bool { return in.nsync == n })
 }
 
 // TestGroupCommitSiblings: after a push that acknowledged one caller while
@@ -79,7 +68,7 @@ func waitPending(t *testing.T, q *tierQueue, n int) {
 // caller's next job, so that all nine share the next push, instead of
 // taking the eight at once and leaving the ninth a push of its own. The
 // ninth job is enqueued only once the committer waits for it (or, without
-// the wait, once the eight are acknowledged, which fails the test).
+// the wait, once the eight are taken for a push, which fails the test).
 func TestGroupCommitSiblings(t *testing.T) {
 	ctx := t.Context()
 	r, g := groupRig(t)
@@ -100,10 +89,7 @@ func TestGroupCommitSiblings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		wg    sync.WaitGroup
-		acked atomic.Int64
-	)
+	var wg sync.WaitGroup
 	got := make(chan Receipt, others)
 	for range others {
 		wg.Go(func() {
@@ -112,24 +98,14 @@ func TestGroupCommitSiblings(t *testing.T) {
 				t.Error(err)
 			}
 			got <- rc
-			acked.Add(1)
 		})
 	}
 	waitPending(t, q, others)
 	close(g.release)
 	alone := <-first
-	for {
-		q.mu.Lock()
-		want := q.want
-		q.mu.Unlock()
-		if want > 0 || acked.Load() == others {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal(ctx.Err())
-		}
-		runtime.Gosched()
-	}
+	// The committer waits for the ninth job, or (without the wait) took
+	// the eight at once, which the receipts below show.
+	waitIntake(t, q, "wait for siblings, nor a take of the eight", func(in *intake) bool { return in.want > 0 || in.nsync == 0 })
 	again, err := r.tier.Enqueue(ctx, queue, 0, payload, Sync)
 	if err != nil {
 		t.Fatal(err)
@@ -166,9 +142,9 @@ func TestGroupCommitLoneCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q.mu.Lock()
-	waits := q.waits
-	q.mu.Unlock()
+	q.intake.mu.Lock()
+	waits := q.intake.waits
+	q.intake.mu.Unlock()
 	if waits != 0 {
 		t.Fatalf("a lone caller made the committer wait %d times", waits)
 	}

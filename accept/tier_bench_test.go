@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/internal/bench"
 )
@@ -53,6 +54,34 @@ func TestSyncBenchReport(t *testing.T) {
 	}
 }
 
+// timedReplicator records how long each Push of the Replicator it wraps
+// takes (a sync enqueue waits for one push); acceptbench.TimedReplicator is
+// the same for programs outside the package.
+type timedReplicator struct {
+	Replicator
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (r *timedReplicator) Push(ctx context.Context, vol *graft.Volume) (remote.SyncPoint, error) {
+	start := time.Now()
+	sp, err := r.Replicator.Push(ctx, vol)
+	r.mu.Lock()
+	r.d = append(r.d, time.Since(start))
+	r.mu.Unlock()
+	return sp, err
+}
+
+// Take returns the durations of the pushes since the last Take, sorted.
+func (r *timedReplicator) Take() []time.Duration {
+	r.mu.Lock()
+	d := r.d
+	r.d = nil
+	r.mu.Unlock()
+	slices.Sort(d)
+	return d
+}
+
 // syncBenchRemote is one remote's run of TestSyncBenchReport, with
 // TierOptions.GroupWait = wait (-1: the committer never waits for
 // siblings, the baseline of the default group commit).
@@ -91,7 +120,7 @@ func syncBenchRemote(t *testing.T, ctx context.Context, name, url, redisURL stri
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr := &TimedReplicator{Replicator: r.tier.rep}
+		tr := &timedReplicator{Replicator: r.tier.rep}
 		r.tier.rep = tr
 		payload := []byte(`{"bench":"sync enqueue","pad":"0123456789012345678901234567890123456789012345678901234567890123"}`)
 		var lat []time.Duration

@@ -63,7 +63,7 @@ func openRigOn(ctx context.Context, dir, remoteURL string, disp Dispatcher, k in
 	if r.gs, err = graft.Open(ctx, filepath.Join(dir, "graft"), graft.Options{Remote: st}); err != nil {
 		return nil, err
 	}
-	r.rep = VolumePusher{}
+	r.rep = graft.Replication{}
 	if r.tier, err = NewTier(ctx, r.out, r.gs, r.rep, disp, topts); err != nil {
 		return nil, err
 	}
@@ -79,17 +79,25 @@ func (r *rig) close(ctx context.Context) error {
 }
 
 // settle drains the tier and waits until the outbox holds nothing: every
-// intent committed, pushed, dispatched and marked.
+// intent committed, pushed, dispatched and marked. Each round drains (every
+// intent pending is committed and pushed, and handed to its dispatcher)
+// and then waits for the dispatchers (waitDispatched); a round that leaves
+// the outbox no smaller fails the test.
 func (r *rig) settle(t *testing.T, ctx context.Context) {
 	t.Helper()
-	for r.out.Len() > 0 {
-		if err := r.tier.Drain(ctx); err != nil {
-			t.Fatal(err)
+	for n := r.out.Len(); n > 0; {
+		dctx, cancel := context.WithTimeout(ctx, testWait)
+		err := r.tier.Drain(dctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("settle: drain with %d intents in the outbox: %v", n, err)
 		}
-		if ctx.Err() != nil {
-			t.Fatal(ctx.Err())
+		waitDispatched(t, r.tier)
+		left := r.out.Len()
+		if left >= n {
+			t.Fatalf("settle: the outbox holds %d intents after a drain and every dispatch (%d before)", left, n)
 		}
-		time.Sleep(time.Millisecond) // the dispatcher runs behind the drain
+		n = left
 	}
 }
 
@@ -199,7 +207,7 @@ type blockingReplicator struct {
 	release chan struct{}
 }
 
-func (b *blockingReplicator) Push(ctx context.Context, vol *graft.Volume) (uint64, error) {
+func (b *blockingReplicator) Push(ctx context.Context, vol *graft.Volume) (remote.SyncPoint, error) {
 	b.started <- struct{}{}
 	<-b.release
 	return b.Replicator.Push(ctx, vol)
@@ -236,15 +244,8 @@ func TestGroupCommit(t *testing.T) {
 		}()
 	}
 	q, _ := r.tier.queue(ctx, "grp", false)
-	for { // wait until all 63 are recorded and pending behind the held push
-		q.mu.Lock()
-		k := len(q.pending)
-		q.mu.Unlock()
-		if k == n {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	// All 63 recorded and pending behind the held push.
+	waitIntake(t, q, fmt.Sprintf("%d jobs pending", n), func(in *intake) bool { return len(in.pending) == n })
 	close(br.release)
 	wg.Wait()
 	if rc := <-first; rc.LSN != 1 {
@@ -494,9 +495,9 @@ type failingReplicator struct {
 
 var errRemoteDown = errors.New("remote down")
 
-func (f *failingReplicator) Push(ctx context.Context, vol *graft.Volume) (uint64, error) {
+func (f *failingReplicator) Push(ctx context.Context, vol *graft.Volume) (remote.SyncPoint, error) {
 	if f.fail.Load() {
-		return 0, errRemoteDown
+		return remote.SyncPoint{}, errRemoteDown
 	}
 	return f.Replicator.Push(ctx, vol)
 }

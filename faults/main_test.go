@@ -162,7 +162,7 @@ func openNode(ctx context.Context, c nodeConf) (n *node, err error) {
 	if n.out, err = accept.Open(ctx, filepath.Join(c.Dir, "outbox"), accept.Options{K: c.K, Logger: quietLog()}); err != nil {
 		return n, err
 	}
-	n.tier, err = accept.NewTier(ctx, n.out, n.gs, accept.VolumePusher{}, n.live,
+	n.tier, err = accept.NewTier(ctx, n.out, n.gs, graft.Replication{}, n.live,
 		accept.TierOptions{AsyncEvery: 8, AsyncInterval: 5 * time.Millisecond, Logger: quietLog()})
 	return n, err
 }

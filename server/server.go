@@ -201,7 +201,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, fmt.Errorf("serve: open the accept outbox: %w", err)
 	}
 	s.m.watchOutbox(s.out, accept.DefaultK)
-	s.tier, err = accept.NewTier(ctx, s.out, s.store, accept.VolumePusher{}, s.mq,
+	s.tier, err = accept.NewTier(ctx, s.out, s.store, graft.Replication{}, s.mq,
 		accept.TierOptions{Node: uint16(cfg.Node), MaxQueues: cfg.MaxQueues, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("serve: start the accept tier: %w", err)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/internal/bench"
+	"github.com/echostore/echostore/internal/bench/acceptbench"
 )
 
 // champJSON is the --json shape of `echostore bench champ`.
@@ -24,7 +24,7 @@ type champJSON struct {
 	ReplayIntentsPerS float64            `json:"replay_intents_per_s"`
 	// The same, timed before the garbage of the preparation is collected
 	// (how recovery_ms and replay_intents_per_s were measured until
-	// 2026-11-30; see accept.RecoveryTimes).
+	// 2026-11-30; see acceptbench.RecoveryTimes).
 	RecoveryAfterWorkMs        map[string]float64 `json:"recovery_after_work_ms"`
 	ReplayAfterWorkIntentsPerS float64            `json:"replay_after_work_intents_per_s"`
 }
@@ -35,7 +35,7 @@ type champJSON struct {
 func newBenchChampCmd(g *globals) *cobra.Command {
 	var (
 		asJSON bool
-		opts   = accept.BenchOptions{N: 20_000, Ks: []int{100, 1000, 10_000}, PayloadSize: 100,
+		opts   = acceptbench.BenchOptions{N: 20_000, Ks: []int{100, 1000, 10_000}, PayloadSize: 100,
 			RecoverySizes: []int{1000, 10_000, 50_000}, Runs: 3}
 	)
 	cmd := &cobra.Command{
@@ -62,7 +62,7 @@ are medians of --runs runs.`,
 			steps := 1 + 2*len(opts.Ks)*opts.Runs + len(opts.RecoverySizes) + 1
 			p := bench.NewProgress(g.stdout, g.stderr, steps)
 			opts.Progress = p.Step
-			r, err := accept.Bench(cmd.Context(), g.data, opts)
+			r, err := acceptbench.Bench(cmd.Context(), g.data, opts)
 			p.Done()
 			if err != nil {
 				return fmt.Errorf("bench champ: %w", err)

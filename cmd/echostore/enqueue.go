@@ -81,7 +81,7 @@ func openAcceptTier(ctx context.Context, g *globals) (_ *acceptTier, err error) 
 		return nil, fmt.Errorf("open the graft store in %s: %w", gdir, err)
 	}
 	closers = append(closers, func() { _ = a.gs.Close() })
-	a.tier, err = accept.NewTier(ctx, a.out, a.gs, accept.VolumePusher{}, mqc, accept.TierOptions{Node: uint16(node), Logger: g.log})
+	a.tier, err = accept.NewTier(ctx, a.out, a.gs, graft.Replication{}, mqc, accept.TierOptions{Node: uint16(node), Logger: g.log})
 	if err != nil {
 		return nil, fmt.Errorf("start the accept tier: %w", err)
 	}

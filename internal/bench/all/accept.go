@@ -3,11 +3,11 @@ package all
 import (
 	"context"
 
-	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/internal/bench"
+	"github.com/echostore/echostore/internal/bench/acceptbench"
 )
 
-// AcceptReport is the outbox suite: accept.Bench's results (which hold the
+// AcceptReport is the outbox suite: acceptbench.Bench's results (which hold the
 // seed's published figures and the seed's whole-snapshot algorithm measured
 // in the same run) and the options it ran with.
 type AcceptReport struct {
@@ -17,17 +17,17 @@ type AcceptReport struct {
 		PayloadSize int   `json:"payload_bytes"`
 		Runs        int   `json:"runs"`
 	} `json:"options"`
-	Results accept.Results `json:"results"`
+	Results acceptbench.Results `json:"results"`
 }
 
-func acceptSteps(o accept.BenchOptions) int {
+func acceptSteps(o acceptbench.BenchOptions) int {
 	runs := max(o.Runs, 1)
 	return 1 + 2*len(o.Ks)*runs + len(o.RecoverySizes) + 1
 }
 
-func runAccept(ctx context.Context, dir string, opts accept.BenchOptions, p *bench.Progress) (*AcceptReport, error) {
+func runAccept(ctx context.Context, dir string, opts acceptbench.BenchOptions, p *bench.Progress) (*AcceptReport, error) {
 	opts.Progress = p.Step
-	res, err := accept.Bench(ctx, dir, opts)
+	res, err := acceptbench.Bench(ctx, dir, opts)
 	if err != nil {
 		return nil, err
 	}

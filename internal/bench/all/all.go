@@ -19,8 +19,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/internal/bench"
+	"github.com/echostore/echostore/internal/bench/acceptbench"
 	"github.com/echostore/echostore/internal/bench/graftbench"
 )
 
@@ -37,7 +37,7 @@ type Config struct {
 
 	Graft graftbench.Config
 
-	Accept accept.BenchOptions
+	Accept acceptbench.BenchOptions
 
 	SyncCallers []int         // concurrent sync callers, one level each
 	SyncWindow  time.Duration // length of each level
@@ -61,7 +61,7 @@ func Default() Config {
 	return Config{
 		Dir: os.TempDir(), Out: "docs",
 		Graft: graftbench.Config{Pages: 1_000_000, Runs: 5, Duration: 2 * time.Second, Committers: 16, Gets: 200_000},
-		Accept: accept.BenchOptions{N: 20_000, Ks: []int{100, 300, 1000, 3000, 10_000}, PayloadSize: 100,
+		Accept: acceptbench.BenchOptions{N: 20_000, Ks: []int{100, 300, 1000, 3000, 10_000}, PayloadSize: 100,
 			RecoverySizes: []int{1000, 10_000, 50_000}, Runs: 3},
 		SyncCallers: []int{1, 2, 4, 8, 16, 32, 64}, SyncWindow: 3 * time.Second, SyncPuts: 200,
 		ArchiveDepths: []int{10_000, 100_000, 1_000_000}, ArchiveRuns: 5,
@@ -88,7 +88,7 @@ func Quick() Config {
 func Tiny() Config {
 	c := Quick()
 	c.Graft = graftbench.Config{Pages: 2000, Runs: 1, Duration: 50 * time.Millisecond, Committers: 4, Gets: 500}
-	c.Accept = accept.BenchOptions{N: 400, Ks: []int{10, 100}, PayloadSize: 100, RecoverySizes: []int{100}, Runs: 1, FsyncOps: 10}
+	c.Accept = acceptbench.BenchOptions{N: 400, Ks: []int{10, 100}, PayloadSize: 100, RecoverySizes: []int{100}, Runs: 1, FsyncOps: 10}
 	c.SyncCallers, c.SyncWindow, c.SyncPuts = []int{1, 4}, 50*time.Millisecond, 5
 	c.ArchiveDepths, c.ArchiveRuns = []int{500, 2000}, 1
 	c.MemoryRounds, c.MemoryWindow = 3, 100

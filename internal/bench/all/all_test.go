@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/internal/bench"
+	"github.com/echostore/echostore/internal/bench/acceptbench"
 	"github.com/echostore/echostore/internal/testserver"
 )
 
@@ -104,10 +104,10 @@ func synthetic() *Report {
 		Machine: Machine{CPUs: 2, Kernel: "Linux x", LoadStart: "1 1 1", LoadEnd: "1 1 1"}, RedisNote: "none"}
 	r.Graft = &bench.Report{Rows: []bench.Row{{Name: "raw fsync", Value: 4000, Unit: "ops/s", Runs: []float64{4000}},
 		{Name: "synced", Value: 3000, Unit: "commits/s", Runs: []float64{3000}, Anchor: "raw fsync", Ratio: 0.75, Goal: "≥ 0.5×", Met: &met}}}
-	r.Accept = &AcceptReport{Results: accept.Results{N: 20000, Runs: 1, FsyncPerSec: 4000, ReplayPerSec: 5e6, SeedReplay: 1e6, ReplayVsSeed: 5,
-		Throughput: []accept.ThroughputResult{{K: 100, RecPerSec: 3e5, WholeSnapPerSec: 2e4, SeedRecPerSec: 5225}, {K: 300, RecPerSec: 8e5, WholeSnapPerSec: 6e4},
+	r.Accept = &AcceptReport{Results: acceptbench.Results{N: 20000, Runs: 1, FsyncPerSec: 4000, ReplayPerSec: 5e6, SeedReplay: 1e6, ReplayVsSeed: 5,
+		Throughput: []acceptbench.ThroughputResult{{K: 100, RecPerSec: 3e5, WholeSnapPerSec: 2e4, SeedRecPerSec: 5225}, {K: 300, RecPerSec: 8e5, WholeSnapPerSec: 6e4},
 			{K: 10000, RecPerSec: 2e6, WholeSnapPerSec: 1e6, SeedRecPerSec: 102529}},
-		Recovery: []accept.RecoveryResult{{Intents: 1000, SnapshotMs: 1, LogMs: 1, SeedMs: 3.63, HaveSeedData: true}}}}
+		Recovery: []acceptbench.RecoveryResult{{Intents: 1000, SnapshotMs: 1, LogMs: 1, SeedMs: 3.63, HaveSeedData: true}}}}
 	r.Sync = &SyncReport{PayloadBytes: 97, WindowMs: 1000, Remotes: []SyncRemote{
 		{Name: "file", PutP50: 0.5, PutP99: 2, Levels: []SyncLevel{{Callers: 1, JobsPerSec: 500, P50: 1.5, P99: 3}, {Callers: 64, JobsPerSec: 12000, P50: 5, P99: 12}}},
 		{Name: "minio", PutP50: 2, PutP99: 8, Levels: []SyncLevel{{Callers: 1, JobsPerSec: 300, P50: 3, P99: 9}, {Callers: 64, JobsPerSec: 7000, P50: 9, P99: 20}}}}}

@@ -14,6 +14,7 @@ import (
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/internal/bench"
+	"github.com/echostore/echostore/internal/bench/acceptbench"
 )
 
 // SyncReport is sync enqueue latency against concurrent callers, per
@@ -130,7 +131,7 @@ func syncTier(ctx context.Context, e *env, st remote.Store, dir, queue string, o
 		return nil, err
 	}
 	defer mqc.Close()
-	pusher := &accept.TimedReplicator{Replicator: accept.VolumePusher{}}
+	pusher := &acceptbench.TimedReplicator{Replicator: graft.Replication{}}
 	tier, err := accept.NewTier(ctx, out, gs, pusher, mqc, opts)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,10 @@
-package accept
+// Package acceptbench measures the accept tier's outbox beside the seed's
+// published figures and the seed's algorithm (a whole-snapshot baseline),
+// through accept's exported API: record throughput at each loss window K,
+// the disk's raw fsync rate, recovery time and replay rate (Bench, what
+// `bench champ` and `bench all` run), and the push time of sync enqueues
+// (TimedReplicator). docs/ACCEPT.md shows its tables.
+package acceptbench
 
 import (
 	"cmp"
@@ -13,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/brand"
 )
 
@@ -56,7 +63,7 @@ type BenchOptions struct {
 	RecoverySizes []int // intent counts for recovery (1,000, 10,000, 50,000)
 	Runs          int   // repetitions of each measurement; medians are reported (3)
 	// OpenRuns is the repetitions of each recovery and replay measurement
-	// (11): one Open takes milliseconds, so a median of three would follow
+	// (11): one accept.Open takes milliseconds, so a median of three would follow
 	// the noise of the minute.
 	OpenRuns int
 	FsyncOps int // appends in the raw fsync loop (200)
@@ -72,7 +79,7 @@ type Results struct {
 	FsyncPerSec  float64            `json:"fsync_per_sec"`  // 4 KiB append + fsync
 	Throughput   []ThroughputResult `json:"throughput"`     // one per K
 	Recovery     []RecoveryResult   `json:"recovery"`       // one per size
-	ReplayPerSec float64            `json:"replay_per_sec"` // log records replayed per second by Open
+	ReplayPerSec float64            `json:"replay_per_sec"` // log records replayed per second by accept.Open
 	// ReplayAfterWorkPerSec is the replay rate of the Opens timed before the
 	// preparation's garbage is collected (RecoveryTimes).
 	ReplayAfterWorkPerSec float64 `json:"replay_after_work_per_sec"`
@@ -97,12 +104,12 @@ type ThroughputResult struct {
 	WholeSnapMBPerRun float64 `json:"whole_snapshot_mb_per_run"`  // bytes the baseline wrote per run
 }
 
-// RecoveryResult is the time Open takes for a directory holding Intents
+// RecoveryResult is the time accept.Open takes for a directory holding Intents
 // intents: from a snapshot (after Compact) and from the log alone.
 type RecoveryResult struct {
 	Intents    int     `json:"intents"`     // live intents recovered
-	SnapshotMs float64 `json:"snapshot_ms"` // Open with everything in one snapshot
-	LogMs      float64 `json:"log_ms"`      // Open with everything in log blocks of 1,000
+	SnapshotMs float64 `json:"snapshot_ms"` // accept.Open with everything in one snapshot
+	LogMs      float64 `json:"log_ms"`      // accept.Open with everything in log blocks of 1,000
 	// SnapshotAfterWorkMs and LogAfterWorkMs are the same Opens timed right
 	// after the preparation, before its garbage is collected (RecoveryTimes),
 	// as SnapshotMs and LogMs were measured until 2026-11-30.
@@ -149,11 +156,11 @@ func Bench(ctx context.Context, dir string, opts BenchOptions) (Results, error) 
 	opts = opts.withDefaults()
 	res := Results{N: opts.N, Runs: opts.Runs, OpenRuns: opts.OpenRuns, SeedReplay: seedReplayPerSec}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return res, fmt.Errorf("accept: bench: %w", err)
+		return res, fmt.Errorf("acceptbench: %w", err)
 	}
 	scratch, err := os.MkdirTemp(dir, "accept-bench-")
 	if err != nil {
-		return res, fmt.Errorf("accept: bench: %w", err)
+		return res, fmt.Errorf("acceptbench: %w", err)
 	}
 	defer os.RemoveAll(scratch)
 	run := 0
@@ -182,13 +189,13 @@ func Bench(ctx context.Context, dir string, opts BenchOptions) (Results, error) 
 		var ours, half, whole, blocks, mb []float64
 		for range opts.Runs {
 			opts.Progress(fmt.Sprintf("record %d intents, K=%d", opts.N, k))
-			r, st, err := RecordRate(ctx, fresh(), Options{K: k}, opts.N, payload)
+			r, st, err := RecordRate(ctx, fresh(), accept.Options{K: k}, opts.N, payload)
 			if err != nil {
 				return res, err
 			}
 			ours = append(ours, r)
 			blocks = append(blocks, float64(st.Blocks))
-			r, _, err = RecordRate(ctx, fresh(), Options{K: k, BlockMax: max(1, k/2)}, opts.N, payload)
+			r, _, err = RecordRate(ctx, fresh(), accept.Options{K: k, BlockMax: max(1, k/2)}, opts.N, payload)
 			if err != nil {
 				return res, err
 			}
@@ -255,24 +262,24 @@ func Bench(ctx context.Context, dir string, opts BenchOptions) (Results, error) 
 }
 
 // RecordRate opens a fresh Outbox in dir, records n intents with ids 1..n
-// and the given payload, flushes, and returns intents per second (Open and
+// and the given payload, flushes, and returns intents per second (accept.Open and
 // Close excluded) and the Outbox's stats. dir is removed afterwards.
-func RecordRate(ctx context.Context, dir string, opts Options, n int, payload []byte) (float64, Stats, error) {
+func RecordRate(ctx context.Context, dir string, opts accept.Options, n int, payload []byte) (float64, accept.Stats, error) {
 	defer os.RemoveAll(dir)
-	o, err := Open(ctx, dir, opts)
+	o, err := accept.Open(ctx, dir, opts)
 	if err != nil {
-		return 0, Stats{}, err
+		return 0, accept.Stats{}, err
 	}
 	start := time.Now()
 	for i := 1; i <= n; i++ {
-		if err := o.Record(ctx, Intent{ID: brand.ID(i), Queue: "jobs", Payload: payload}); err != nil {
+		if err := o.Record(ctx, accept.Intent{ID: brand.ID(i), Queue: "jobs", Payload: payload}); err != nil {
 			o.Close(ctx)
-			return 0, Stats{}, err
+			return 0, accept.Stats{}, err
 		}
 	}
 	if err := o.Flush(ctx); err != nil {
 		o.Close(ctx)
-		return 0, Stats{}, err
+		return 0, accept.Stats{}, err
 	}
 	d := time.Since(start)
 	st := o.Stats()
@@ -292,36 +299,36 @@ func WholeSnapshotRate(ctx context.Context, dir string, k, n int, payload []byte
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, 0, err
 	}
-	live := map[brand.ID]Intent{}
+	live := map[brand.ID]accept.Intent{}
 	var written int64
 	var seq uint64
 	checkpoint := func() error {
 		seq++
-		all := make([]Intent, 0, len(live))
+		all := make([]accept.Intent, 0, len(live))
 		for _, in := range live {
 			all = append(all, in)
 		}
-		slices.SortFunc(all, func(a, b Intent) int { return cmp.Compare(a.ID, b.ID) })
-		data := encodeSnapshot(seq, all)
+		slices.SortFunc(all, func(a, b accept.Intent) int { return cmp.Compare(a.ID, b.ID) })
+		data := accept.EncodeSnapshot(seq, all)
 		written += int64(len(data))
 		return writeFileAtomic(dir, "checkpoint", data)
 	}
 	start := time.Now()
 	for i := 1; i <= n; i++ {
 		p := append([]byte(nil), payload...)
-		live[brand.ID(i)] = Intent{ID: brand.ID(i), Queue: "jobs", Payload: p}
+		live[brand.ID(i)] = accept.Intent{ID: brand.ID(i), Queue: "jobs", Payload: p}
 		if i%k == 0 {
 			if err := ctx.Err(); err != nil {
 				return 0, written, err
 			}
 			if err := checkpoint(); err != nil {
-				return 0, written, fmt.Errorf("accept: whole-snapshot baseline: %w", err)
+				return 0, written, fmt.Errorf("acceptbench: whole-snapshot baseline: %w", err)
 			}
 		}
 	}
 	if n%k != 0 {
 		if err := checkpoint(); err != nil {
-			return 0, written, fmt.Errorf("accept: whole-snapshot baseline: %w", err)
+			return 0, written, fmt.Errorf("acceptbench: whole-snapshot baseline: %w", err)
 		}
 	}
 	return float64(n) / time.Since(start).Seconds(), written, nil
@@ -357,7 +364,7 @@ func FsyncRate(ctx context.Context, dir string, ops int) (float64, error) {
 
 // RecoveryTime prepares an outbox in dir holding n intents (written in
 // blocks of 1,000; compacted to a snapshot if compact) and returns how
-// long Open takes to recover it and how many log records it replayed. As
+// long accept.Open takes to recover it and how many log records it replayed. As
 // a restarted process recovers with a heap of its own, the garbage of the
 // preparation is collected first. dir is removed afterwards.
 func RecoveryTime(ctx context.Context, dir string, n int, payload []byte, compact bool) (time.Duration, int, error) {
@@ -374,13 +381,13 @@ func RecoveryTime(ctx context.Context, dir string, n int, payload []byte, compac
 func RecoveryTimes(ctx context.Context, dir string, n int, payload []byte, compact bool) (fresh, afterWork time.Duration, replayed int, err error) {
 	defer os.RemoveAll(dir)
 	// A large CompactMin keeps background compaction out of the log-only case.
-	opts := Options{K: 1000, CompactMin: 1 << 30}
-	o, err := Open(ctx, dir, opts)
+	opts := accept.Options{K: 1000, CompactMin: 1 << 30}
+	o, err := accept.Open(ctx, dir, opts)
 	if err != nil {
 		return 0, 0, 0, err
 	}
 	for i := 1; i <= n; i++ {
-		if err := o.Record(ctx, Intent{ID: brand.ID(i), Queue: "jobs", Payload: payload}); err != nil {
+		if err := o.Record(ctx, accept.Intent{ID: brand.ID(i), Queue: "jobs", Payload: payload}); err != nil {
 			o.Close(ctx)
 			return 0, 0, 0, err
 		}
@@ -396,7 +403,7 @@ func RecoveryTimes(ctx context.Context, dir string, n int, payload []byte, compa
 	}
 	open := func() (time.Duration, int, error) {
 		start := time.Now()
-		o, err := Open(ctx, dir, opts)
+		o, err := accept.Open(ctx, dir, opts)
 		d := time.Since(start)
 		if err != nil {
 			return 0, 0, err
@@ -406,7 +413,7 @@ func RecoveryTimes(ctx context.Context, dir string, n int, payload []byte, compa
 			return 0, 0, err
 		}
 		if st.Live != n {
-			return 0, 0, fmt.Errorf("accept: bench: recovered %d intents, want %d: %w", st.Live, n, ErrCorrupt)
+			return 0, 0, fmt.Errorf("acceptbench: recovered %d intents, want %d: %w", st.Live, n, accept.ErrCorrupt)
 		}
 		return d, st.Replayed, nil
 	}
@@ -418,6 +425,39 @@ func RecoveryTimes(ctx context.Context, dir string, n int, payload []byte, compa
 		return 0, 0, 0, err
 	}
 	return fresh, afterWork, replayed, nil
+}
+
+// writeFileAtomic writes data to dir/name as the outbox writes a snapshot:
+// through a temporary file, write, fsync, rename, fsync the directory.
+func writeFileAtomic(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, name+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
