@@ -16,6 +16,7 @@ import (
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/lane"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/bench"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
@@ -169,7 +170,7 @@ func replicaCmd(g *globals, use, short string, create bool, query func() url.Val
 			if done, err := volumeViaServe(ctx, g, args[0], op, q); done {
 				return err
 			}
-			rs, err := remote.Open(ctx, g.remoteURL())
+			rs, err := remote.Open(ctx, g.remoteURL(), drivers.All()...)
 			if err != nil {
 				return fmt.Errorf("remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…)", g.remoteShown(), err)
 			}
