@@ -5,19 +5,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/lane"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/drivers"
-	"github.com/echostore/echostore/internal/bench"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/server"
@@ -268,7 +270,7 @@ type bar struct {
 func newBar(g *globals, desc string) *bar { return &bar{g: g, desc: desc} }
 
 func (b *bar) set(done, total int) {
-	if !bench.IsTerminal(b.g.stdout) {
+	if !isTerminal(b.g.stdout) {
 		return
 	}
 	if b.pb == nil || b.pb.GetMax() != total {
@@ -277,6 +279,12 @@ func (b *bar) set(done, total int) {
 			progressbar.OptionSetWidth(30), progressbar.OptionClearOnFinish())
 	}
 	_ = b.pb.Set(done)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func (b *bar) done() {
