@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -39,5 +40,30 @@ func TestErrorsRedacted(t *testing.T) {
 	stderr.Reset()
 	if code := execute(context.Background(), []string{"graft", "--no-such-flag"}, &stdout, &stderr); code != exitUsage {
 		t.Errorf("unknown flag: exit %d (%q), want %d", code, stderr.String(), exitUsage)
+	}
+}
+
+// TestEchostoreLinksNoBench: the echostore binary links none of what the
+// suites need (plotting, the private server launcher, the suites), which
+// is why they are a binary of their own.
+func TestEchostoreLinksNoBench(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to list the imports with")
+	}
+	out, err := exec.Command(gobin, "list", "-deps", "github.com/echostore/echostore/cmd/echostore").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		for _, bad := range []string{"gonum.org/", "github.com/chromedp/", "github.com/echostore/echostore/internal/testserver",
+			"github.com/echostore/echostore/internal/bench"} {
+			if strings.HasPrefix(p, bad) {
+				t.Errorf("cmd/echostore links %s", p)
+			}
+		}
 	}
 }
