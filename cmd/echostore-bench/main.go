@@ -80,8 +80,8 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // variable, that of echostore; a flag given on the command line wins over
 // it.
 type globals struct {
-	redis string // --redis, ECHOSTORE_REDIS: the Redis of bench all
-	data  string // --data, ECHOSTORE_DATA: the parent of bench champ's temporary folder
+	redis string // --redis, ECHOSTORE_REDIS: the Redis of the all suite
+	data  string // --data, ECHOSTORE_DATA: the parent of the champ suite's temporary folder
 
 	stdout io.Writer
 	stderr io.Writer
@@ -127,7 +127,7 @@ with the ratio. Progress shows on a terminal only.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.redis, "redis", defaultRedis,
-		"Redis/Valkey URL of bench all (a private redis-server is started if none answers there) [$ECHOSTORE_REDIS]")
+		"Redis/Valkey URL of the all suite (a private redis-server is started if none answers there) [$ECHOSTORE_REDIS]")
 	pf.StringVar(&g.data, "data", defaultData,
 		"folder under which champ makes (and removes) its temporary folder [$ECHOSTORE_DATA]")
 	root.AddCommand(newGraftCmd(g), newChampCmd(g), newAllCmd(g))
