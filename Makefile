@@ -4,6 +4,7 @@ GO ?= go
 PKGS ?= ./...
 FUZZTIME ?= 10s
 BENCHCOUNT ?= 5
+BENCHARGS ?=
 SOAK ?= 10m
 SOAKTIMEOUT ?= 40m
 # The crash, fence, outage and corruption tests of the parts that the fault
@@ -11,13 +12,14 @@ SOAKTIMEOUT ?= 40m
 FAULTTESTS ?= ^(TestCrashKill9|TestCrashStrictFS|TestFenceAcrossProcesses|TestPushCrashPoints|TestCorruptRemoteRefused|TestCrashDuringAppend|TestTwoWriterProcesses|TestMinIOKilledMidAppend|TestCorruptObjectsInStore|TestCorrupt(Commit|Segment|Marker|Tombstone)|TestCrashCycling|TestRedisRestartMidCycle|TestRedisLostDataCannotHideAppends|TestFencedDriverCannotTrim|TestCrashLossWindow|TestEnqueueCrash|TestRemoteDown|TestTornTail|TestCorruptOnlySnapshot|TestReconnectAfterRestart|TestCutManifest|TestLazySyncPointKill9|TestLazySyncPointStrictFS|TestSyncPointDurability|TestGroupCommitSiblings|TestResetRefusesTrimmedArchive|TestNoWedgeAfterFailedPush|TestRemoteMismatch|TestCheckpointKeepsWriterLocal|TestResetGuard|TestNoWedgeAfterResetToEmpty|TestPlantedIDs|TestPoisonIDRecovery)$$
 FUZZPKGS ?= ./brand ./names ./mq ./graft ./graft/remote ./archive ./accept
 
-.PHONY: all build run test test-short lint bench fuzz deps clean faults soak
+.PHONY: all build run test test-short lint bench gobench fuzz deps clean faults soak
 
 all: build
 
-## build: the echostore binary, into bin/echostore
+## build: the echostore binary and the benchmarks' echostore-bench, into bin/
 build:
 	$(GO) build -o bin/echostore ./cmd/echostore
+	$(GO) build -o bin/echostore-bench ./cmd/echostore-bench
 
 ## run: the main job on embedded defaults (installs redis-server if it can)
 run: build
@@ -38,8 +40,14 @@ lint:
 	if [[ -n $$out ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-## bench: every go benchmark, $(BENCHCOUNT) runs each (feed the output to benchstat)
-bench:
+## bench: every suite of bin/echostore-bench, rewriting docs/BENCHMARKS.md's
+## generated block, docs/bench/report.json and the plots (BENCHARGS=--quick for a smoke run)
+bench: build
+	bash scripts/deps.sh redis minio
+	bin/echostore-bench all $(BENCHARGS)
+
+## gobench: every go benchmark, $(BENCHCOUNT) runs each (feed the output to benchstat)
+gobench:
 	bash scripts/deps.sh redis minio
 	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) $(PKGS)
 

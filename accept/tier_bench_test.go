@@ -15,6 +15,7 @@ import (
 
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/bench"
 )
 
@@ -99,7 +100,7 @@ func syncBenchRemote(t *testing.T, ctx context.Context, name, url, redisURL stri
 	}
 	{
 		// One conditional 8 KiB PUT, the floor of a sync ack.
-		st, err := remote.Open(ctx, rem.url)
+		st, err := remote.Open(ctx, rem.url, drivers.All()...)
 		if err != nil {
 			t.Fatal(err)
 		}

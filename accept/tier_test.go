@@ -17,6 +17,7 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/crashtest"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
@@ -56,7 +57,7 @@ func openRigOn(ctx context.Context, dir, remoteURL string, disp Dispatcher, k in
 	if r.out, err = Open(ctx, filepath.Join(dir, "outbox"), Options{K: k}); err != nil {
 		return nil, err
 	}
-	st, err := remote.Open(ctx, remoteURL)
+	st, err := remote.Open(ctx, remoteURL, drivers.All()...)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +104,7 @@ func (r *rig) settle(t *testing.T, ctx context.Context) {
 
 // remoteJobs opens the remote at url and returns RemoteJobs of volume.
 func remoteJobs(ctx context.Context, url, volume string) (map[brand.ID]uint64, error) {
-	st, err := remote.Open(ctx, url)
+	st, err := remote.Open(ctx, url, drivers.All()...)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/mq"
 )
 
@@ -23,7 +24,7 @@ var bucketSeq atomic.Int64
 // of the package's MinIO.
 func remotes() map[string]func(t *testing.T) remote.Store {
 	open := func(t *testing.T, u string) remote.Store {
-		rs, err := remote.Open(context.Background(), u)
+		rs, err := remote.Open(context.Background(), u, drivers.All()...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +194,7 @@ func TestDeleteRemoteLog(t *testing.T) {
 // A would diverge.
 func TestCycleTakeoverPulls(t *testing.T) {
 	ctx := testCtx(t)
-	rs, err := remote.Open(ctx, "file://"+t.TempDir())
+	rs, err := remote.Open(ctx, "file://"+t.TempDir(), drivers.All()...)
 	if err != nil {
 		t.Fatal(err)
 	}

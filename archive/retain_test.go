@@ -16,6 +16,7 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/mq"
 	"pgregory.net/rapid"
 )
@@ -143,7 +144,7 @@ func TestRetentionProperty(t *testing.T) {
 // GC.
 func TestRetentionSnapshotGCAndFollower(t *testing.T) {
 	ctx := testCtx(t)
-	rs, err := remote.Open(ctx, "file://"+t.TempDir())
+	rs, err := remote.Open(ctx, "file://"+t.TempDir(), drivers.All()...)
 	if err != nil {
 		t.Fatal(err)
 	}

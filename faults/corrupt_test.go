@@ -20,6 +20,7 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/crashtest"
 	"github.com/echostore/echostore/internal/diskguard"
 	"github.com/echostore/echostore/mq"
@@ -237,7 +238,7 @@ func TestCorruptRemoteObjects(t *testing.T) {
 	}
 	vol := "archive." + c.Queue + ".s"
 	read := func(remoteDir string) ([]mq.Record, map[brand.ID]uint64, error) {
-		rs, err := remote.Open(ctx, fileURL(remoteDir))
+		rs, err := remote.Open(ctx, fileURL(remoteDir), drivers.All()...)
 		if err != nil {
 			return nil, nil, err
 		}

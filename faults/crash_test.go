@@ -12,6 +12,7 @@ import (
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 )
 
 // The push's named crash points (remote.Hooks), in push order.
@@ -136,7 +137,7 @@ func audit(t *testing.T, ctx context.Context, c workerConf, acked, unknown map[s
 		t.Logf("%d kills; %d records read back, none lost; %d cycles", kills, records, a.cycles)
 		return
 	}
-	rs, err := remote.Open(sctx, c.Remote)
+	rs, err := remote.Open(sctx, c.Remote, drivers.All()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/crashtest"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
@@ -136,7 +137,7 @@ func openNode(ctx context.Context, c nodeConf) (n *node, err error) {
 			n = nil
 		}
 	}()
-	if n.rs, err = remote.Open(ctx, c.Remote); err != nil {
+	if n.rs, err = remote.Open(ctx, c.Remote, drivers.All()...); err != nil {
 		return n, err
 	}
 	if c.wrap != nil {
@@ -371,7 +372,7 @@ func streamAudit(ctx context.Context, redisURL, remoteURL, dir, q, s string, ack
 		return 0, err
 	}
 	defer live.Close()
-	rs, err := remote.Open(ctx, remoteURL)
+	rs, err := remote.Open(ctx, remoteURL, drivers.All()...)
 	if err != nil {
 		return 0, err
 	}

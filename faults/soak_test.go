@@ -16,6 +16,7 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
 )
@@ -258,7 +259,7 @@ func TestSoak(t *testing.T) {
 		}
 		total += got
 	}
-	rs, err := remote.Open(sctx, remoteURL)
+	rs, err := remote.Open(sctx, remoteURL, drivers.All()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +295,7 @@ func TestSoak(t *testing.T) {
 // checking that each volume's watermark and head never go back and that its
 // archive reads strictly increasing. Pull errors (MinIO is down) are counted.
 func follow(ctx context.Context, dir, remoteURL, q string, streams []string, fig *soakFigures) error {
-	rs, err := remote.Open(ctx, remoteURL)
+	rs, err := remote.Open(ctx, remoteURL, drivers.All()...)
 	if err != nil {
 		return err
 	}

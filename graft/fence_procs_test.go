@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/crashtest"
 )
 
@@ -85,7 +86,7 @@ func TestFenceAcrossProcesses(t *testing.T) {
 func fenceChild(t *testing.T, arg string) {
 	id, dir, _ := strings.Cut(arg, "|")
 	ctx := context.Background()
-	rs, err := remote.Open(ctx, "file://"+filepath.Join(dir, "remote"))
+	rs, err := remote.Open(ctx, "file://"+filepath.Join(dir, "remote"), drivers.All()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/crashtest"
 )
 
@@ -117,7 +118,7 @@ func pushCrashChild(t *testing.T, arg string) {
 	default:
 		t.Fatalf("unknown point %q", point)
 	}
-	rs, err := remote.Open(ctx, "file://"+filepath.Join(dir, "remote"))
+	rs, err := remote.Open(ctx, "file://"+filepath.Join(dir, "remote"), drivers.All()...)
 	if err != nil {
 		t.Fatal(err)
 	}

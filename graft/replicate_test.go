@@ -17,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/testserver"
 )
 
@@ -53,7 +54,7 @@ func remotes(t *testing.T) map[string]func(t *testing.T) (remote.Store, string) 
 
 func openRemote(t testing.TB, u string) remote.Store {
 	t.Helper()
-	rs, err := remote.Open(context.Background(), u)
+	rs, err := remote.Open(context.Background(), u, drivers.All()...)
 	if err != nil {
 		t.Fatal(err)
 	}

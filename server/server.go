@@ -25,6 +25,7 @@ import (
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/lane"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/redact"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
@@ -145,7 +146,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if u, perr := url.Parse(rurl); perr == nil && strings.EqualFold(u.Scheme, "mem") && !cfg.Dev {
 		return nil, ErrMemRemote
 	}
-	s.rs, err = remote.Open(ctx, rurl)
+	s.rs, err = remote.Open(ctx, rurl, drivers.All()...)
 	if err != nil {
 		return nil, fmt.Errorf("serve: remote %s: %w", redact.URL(rurl), err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 )
 
 // commitJobs commits n job pages (accept's page layout) to v from page
@@ -46,7 +47,7 @@ func TestResetVolumeAcceptJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	rs, err := remote.Open(ctx, "file://"+filepath.Join(dir, "remote"))
+	rs, err := remote.Open(ctx, "file://"+filepath.Join(dir, "remote"), drivers.All()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestResetVolumeAcceptJobs(t *testing.T) {
 			t.Fatal("a refused reset changed the volume")
 		}
 	}
-	other, err := remote.Open(ctx, "file://"+t.TempDir())
+	other, err := remote.Open(ctx, "file://"+t.TempDir(), drivers.All()...)
 	if err != nil {
 		t.Fatal(err)
 	}

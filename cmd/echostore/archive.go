@@ -15,6 +15,7 @@ import (
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/lane"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/server"
@@ -316,7 +317,7 @@ deleted stream) it refuses and says how to delete that log.`,
 			opts := archive.Options{Store: st, Live: c, Logger: g.log, TrimAfter: ta, Retain: retain}
 			var rs remote.Store
 			if ta == archive.TrimAfterRemote {
-				if rs, err = remote.Open(ctx, g.remoteURL()); err != nil {
+				if rs, err = remote.Open(ctx, g.remoteURL(), drivers.All()...); err != nil {
 					return fmt.Errorf("--trim-after remote: remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…), or use --trim-after local", g.remoteShown(), err)
 				}
 				opts.Pusher = archive.GraftPusher{}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 )
 
 // openConfiguredRemote opens the remote the archive commands use: --remote
@@ -23,7 +24,7 @@ func openConfiguredRemote(ctx context.Context, g *globals, need bool) (remote.St
 			return nil, nil
 		}
 	}
-	rs, err := remote.Open(ctx, g.remoteURL())
+	rs, err := remote.Open(ctx, g.remoteURL(), drivers.All()...)
 	if err != nil {
 		return nil, fmt.Errorf("remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…)", g.remoteShown(), err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/lane"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/names"
 )
 
@@ -63,7 +64,7 @@ func openAcceptTier(ctx context.Context, g *globals) (_ *acceptTier, err error) 
 			g.log.Warn("close the outbox", "err", err)
 		}
 	})
-	st, err := remote.Open(ctx, g.remoteURL())
+	st, err := remote.Open(ctx, g.remoteURL(), drivers.All()...)
 	if err != nil {
 		return nil, fmt.Errorf("open the remote %s: %w; check --remote (or ECHOSTORE_REMOTE)", g.remoteShown(), err)
 	}

@@ -170,7 +170,6 @@ single ordered stream.`,
 
 	root.AddCommand(
 		newIDCmd(g),
-		newBenchCmd(g),
 		newStreamCmd(g),
 		newQueueCmd(g),
 		newEnqueueCmd(g),

@@ -30,9 +30,6 @@ var leafArgs = map[string]struct {
 	"archive cycle":     {args: []string{"q", "s", "--keep", "5", "--trim-after", "remote"}},
 	"archive delete":    {args: []string{"q", "s", "--yes-delete-history"}},
 	"archive status":    {args: []string{"q", "s"}},
-	"bench all":         {skip: "runs for minutes; its --redis and --s3 reach the report only through commandLine, which redacts (TestCommandLineRedacted)"},
-	"bench champ":       {skip: "uses neither --redis nor --remote"},
-	"bench graft":       {skip: "uses neither --redis nor --remote"},
 	"enqueue":           {args: []string{"q", "--payload", `{"a":1}`, "--mode", "sync"}},
 	"id mint":           {},
 	"id parse":          {args: []string{"0000000000000-0"}},
@@ -196,22 +193,6 @@ func TestBadRemoteURLExits2(t *testing.T) {
 	out, code := execOut(t, "--redis", r.URL, "--data", data, "--remote", "mem://", "serve", "--listen", "127.0.0.1:0")
 	if code != 2 || !strings.Contains(out, "--dev") {
 		t.Errorf("serve --remote mem://: exit %d, %q; want exit 2 naming --dev", code, out)
-	}
-}
-
-// TestCommandLineRedacted: the command line a bench report records hides
-// the secrets of its URLs.
-func TestCommandLineRedacted(t *testing.T) {
-	root := newRootCmd(&bytes.Buffer{}, &bytes.Buffer{})
-	cmd, _, err := root.Find([]string{"bench", "all"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.ParseFlags([]string{"--redis", "redis://:" + planted + "@h:1/0", "--s3", "s3://b?endpoint=http://h&token=" + planted}); err != nil {
-		t.Fatal(err)
-	}
-	if got := commandLine(cmd); strings.Contains(got, "PLANTED") {
-		t.Errorf("commandLine = %q", got)
 	}
 }
 

@@ -5,18 +5,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/lane"
 	"github.com/echostore/echostore/graft/remote"
-	"github.com/echostore/echostore/internal/bench"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/server"
@@ -169,7 +172,7 @@ func replicaCmd(g *globals, use, short string, create bool, query func() url.Val
 			if done, err := volumeViaServe(ctx, g, args[0], op, q); done {
 				return err
 			}
-			rs, err := remote.Open(ctx, g.remoteURL())
+			rs, err := remote.Open(ctx, g.remoteURL(), drivers.All()...)
 			if err != nil {
 				return fmt.Errorf("remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…)", g.remoteShown(), err)
 			}
@@ -267,7 +270,7 @@ type bar struct {
 func newBar(g *globals, desc string) *bar { return &bar{g: g, desc: desc} }
 
 func (b *bar) set(done, total int) {
-	if !bench.IsTerminal(b.g.stdout) {
+	if !isTerminal(b.g.stdout) {
 		return
 	}
 	if b.pb == nil || b.pb.GetMax() != total {
@@ -276,6 +279,12 @@ func (b *bar) set(done, total int) {
 			progressbar.OptionSetWidth(30), progressbar.OptionClearOnFinish())
 	}
 	_ = b.pb.Set(done)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func (b *bar) done() {

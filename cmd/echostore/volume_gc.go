@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/names"
 	"github.com/spf13/cobra"
 )
@@ -21,7 +22,7 @@ func remoteLogCmd(g *globals, use, short string, op func(ctx context.Context, vo
 			if err := names.Check(names.KindVolume, args[0]); err != nil {
 				return err
 			}
-			rs, err := remote.Open(ctx, g.remoteURL())
+			rs, err := remote.Open(ctx, g.remoteURL(), drivers.All()...)
 			if err != nil {
 				return fmt.Errorf("remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…)", g.remoteShown(), err)
 			}

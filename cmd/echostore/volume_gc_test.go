@@ -8,6 +8,7 @@ import (
 
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 )
 
 // TestCLIVolumeCheckpointGC: after every page was rewritten and pushed again,
@@ -68,7 +69,7 @@ func TestCLIVolumeCheckpointGC(t *testing.T) {
 
 func openRemote(t *testing.T, url string) remote.Store {
 	t.Helper()
-	rs, err := remote.Open(context.Background(), url)
+	rs, err := remote.Open(context.Background(), url, drivers.All()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
 )
@@ -36,7 +37,7 @@ func setup(t testing.TB, remoteURL, vol string) *pair {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	rs, err := remote.Open(ctx, remoteURL)
+	rs, err := remote.Open(ctx, remoteURL, drivers.All()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func crashSize(lsn uint64) int {
 // forever, reporting "<lsn> <hash>" after each, until killed.
 func childCrash(dir string) error {
 	ctx := context.Background()
-	s, err := OpenFileStore(dir)
+	s, err := openFileStore(dir)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func TestCrashDuringAppend(t *testing.T) {
 		}
 		checkCrashDir(t, dir, reported)
 	}
-	s, _ := OpenFileStore(dir)
+	s, _ := openFileStore(dir)
 	swept, err := s.Sweep(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestCrashDuringAppend(t *testing.T) {
 func checkCrashDir(t *testing.T, dir string, reported map[uint64]string) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := OpenFileStore(dir)
+	s, err := openFileStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,13 +6,17 @@
 // # What it owns
 //
 //   - Store: a flat key space of immutable objects with a conditional create
-//     (PutIfAbsent). Open dispatches a URL to FileStore (file://, this
-//     package's own driver, atomic and durable across processes: write temp,
-//     fsync, link(2), fsync the folder) or to BlobStore over gocloud.dev/blob
-//     (s3:// for S3, MinIO, Tigris, R2; gs://; azblob://; mem://). A bad
-//     URL is ErrBadURL with its secrets hidden; a store that cannot be
-//     reached or refuses this client is ErrUnavailable, never ErrNotFound
-//     or ErrCorrupt; Probe checks a store with one cheap GET.
+//     (PutIfAbsent), and Open, which dispatches a URL to the first of the
+//     Drivers it is given that opens its scheme. The drivers are packages
+//     of their own, so that this package (and graft) links no cloud SDK:
+//     graft/remote/file (file://, atomic and durable across processes:
+//     write temp, fsync, link(2), fsync the folder), graft/remote/s3 (S3,
+//     MinIO, Tigris, R2), gcs (gs://), azblob (azblob://) and mem (mem://)
+//     over gocloud.dev/blob; graft/remote/drivers.All lists them all. A bad
+//     URL is ErrBadURL with its secrets hidden (an unknown scheme an
+//     *UnknownSchemeError); a store that cannot be reached or refuses this
+//     client is ErrUnavailable, never ErrNotFound or ErrCorrupt; Probe
+//     checks a store with one cheap GET.
 //   - The formats (docs/REMOTE.md specifies every byte): commit objects,
 //     segments of independent zstd frames, checkpoint markers. Every object
 //     starts with a magic and a version and ends with a CRC-32C of the rest;
@@ -37,9 +41,10 @@
 // (errors.Is(err, ErrDiverged)). Re-publishing a commit that landed is a
 // success, so a writer that crashed or lost a response retries safely.
 // Every commit names the hash of its predecessor, so a reader (Since, Check)
-// detects a rewritten or forked log. FileStore keeps the fence across
-// processes with link(2), which fails if the key exists; BlobStore leaves
-// it to the server's conditional write (If-None-Match: * on S3).
+// detects a rewritten or forked log. The file:// store keeps the fence
+// across processes with link(2), which fails if the key exists; the bucket
+// stores leave it to the server's conditional write (If-None-Match: * on
+// S3).
 //
 // Invariant 7 (snapshots) is kept by LSNs that are a function of the key
 // and objects that are never rewritten; invariant 8 (bad input never

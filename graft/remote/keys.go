@@ -35,9 +35,9 @@ func CheckKey(key string) error {
 	return checkPath(key, false)
 }
 
-// checkPrefix checks a List prefix: like a key, but it may be empty and may
-// end with '/'.
-func checkPrefix(prefix string) error {
+// CheckPrefix checks a List prefix (or the prefix= of a bucket URL): like a
+// key, but it may be empty and may end with '/'. The error wraps ErrBadKey.
+func CheckPrefix(prefix string) error {
 	if prefix == "" {
 		return nil
 	}

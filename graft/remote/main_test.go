@@ -18,7 +18,12 @@ var servers testserver.Pool
 // childEnv names the role a re-executed test binary plays (see TestChild).
 const childEnv = "ECHOSTORE_REMOTE_CHILD"
 
-func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
+// RunTests runs the package's tests with the drivers given (see
+// drivers_test.go); TestMain in main_ext_test.go calls it.
+func RunTests(m *testing.M, d TestDrivers) int {
+	testDrivers, openFile, newS3Store = d.All, d.OpenFile, d.S3Store
+	return servers.Run(m)
+}
 
 var bucketSeq atomic.Int64
 
@@ -43,7 +48,7 @@ func minioBucket(t testing.TB, m *testserver.MinIO) (Store, string) {
 		t.Fatal(err)
 	}
 	u := m.URL(name)
-	s, err := Open(ctx, u)
+	s, err := Open(ctx, u, testDrivers...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +59,7 @@ func minioBucket(t testing.TB, m *testserver.MinIO) (Store, string) {
 func fileStore(t testing.TB) (Store, string) {
 	t.Helper()
 	dir := t.TempDir()
-	s, err := Open(context.Background(), "file://"+dir)
+	s, err := Open(context.Background(), "file://"+dir, testDrivers...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +68,7 @@ func fileStore(t testing.TB) (Store, string) {
 
 func memStore(t testing.TB) (Store, string) {
 	t.Helper()
-	s, err := Open(context.Background(), "mem://")
+	s, err := Open(context.Background(), "mem://", testDrivers...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +90,7 @@ func eachStore(t *testing.T, f func(t *testing.T, s Store)) {
 }
 
 // child starts this test binary again in role with the extra environment.
-func child(t *testing.T, role string, env ...string) *exec.Cmd {
+func child(t testing.TB, role string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChild$", "-test.count=1")
 	cmd.Env = append(append(os.Environ(), childEnv+"="+role), env...)

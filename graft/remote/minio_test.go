@@ -176,7 +176,7 @@ func TestHeadIsOneHTTPRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewBlobStore(b)
+	s := newS3Store(b)
 	defer s.Close()
 	l := mustLog(t, s, "vol.n")
 	base := Entry{}

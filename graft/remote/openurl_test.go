@@ -45,7 +45,7 @@ func TestOpenBadURL(t *testing.T) {
 		{"%zz://x", "not a valid URL"},
 	}
 	for _, c := range cases {
-		s, err := Open(ctx, c.url)
+		s, err := Open(ctx, c.url, testDrivers...)
 		if s != nil {
 			t.Errorf("Open(%q) = %#v (a non-nil Store) with %v", c.url, s, err)
 			func() {
@@ -73,7 +73,7 @@ func TestOpenBadURL(t *testing.T) {
 	if err := os.WriteFile(f, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := Open(ctx, "file://"+f); s != nil || !errors.Is(err, ErrBadURL) {
+	if s, err := Open(ctx, "file://"+f, testDrivers...); s != nil || !errors.Is(err, ErrBadURL) {
 		t.Errorf("Open of a file: %v, %v", s, err)
 	}
 }
@@ -84,7 +84,7 @@ func TestOpenBadURL(t *testing.T) {
 func TestFileStoreReadCreatesNothing(t *testing.T) {
 	ctx := t.Context()
 	root := filepath.Join(t.TempDir(), "no", "such", "remote")
-	s, err := Open(ctx, "file://"+root)
+	s, err := Open(ctx, "file://"+root, testDrivers...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestS3NoMetadataProbe(t *testing.T) {
 	imds, s3 := newRecorder(t), newRecorder(t)
 	noAWSCredentials(t, imds)
 	u := "s3://bucket?endpoint=" + s3.url() + "&region=us-east-1&use_path_style=true&disable_https=true"
-	s, err := Open(ctx, u)
+	s, err := Open(ctx, u, testDrivers...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestS3NoMetadataProbe(t *testing.T) {
 	}
 
 	// Asked for, the metadata service is used: the recorder sees it.
-	s2, err := Open(ctx, u+"&imds=true")
+	s2, err := Open(ctx, u+"&imds=true", testDrivers...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestS3Unavailable(t *testing.T) {
 		w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>XMinioStorageFull</Code><Message>full</Message></Error>`))
 	}))
 	defer full.Close()
-	fs, err := Open(ctx, "s3://bucket?endpoint="+full.URL+"&region=us-east-1&use_path_style=true&disable_https=true")
+	fs, err := Open(ctx, "s3://bucket?endpoint="+full.URL+"&region=us-east-1&use_path_style=true&disable_https=true", testDrivers...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestS3Unavailable(t *testing.T) {
 		"500":       "s3://bucket?endpoint=" + newRecorder(t).url() + "&region=us-east-1&use_path_style=true&disable_https=true",
 		"no bucket": m.URL("no-such-bucket-here"),
 	} {
-		st, err := Open(ctx, u)
+		st, err := Open(ctx, u, testDrivers...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,7 +283,7 @@ func TestCloudMetadataNotAsked(t *testing.T) {
 	t.Setenv("AZURE_STORAGE_ACCOUNT", "acct")
 	t.Setenv("GCE_METADATA_HOST", md.ln.Addr().String())
 	for u, says := range map[string]string{"gs://bucket": "GOOGLE_APPLICATION_CREDENTIALS", "azblob://container": "AZURE_STORAGE_KEY"} {
-		s, err := Open(ctx, u)
+		s, err := Open(ctx, u, testDrivers...)
 		if s != nil || !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), says) || !strings.Contains(err.Error(), "metadata=true") {
 			t.Errorf("Open(%q) = %v, %v; want ErrBadURL naming %s and metadata=true", u, s, err, says)
 		}
@@ -295,7 +295,7 @@ func TestCloudMetadataNotAsked(t *testing.T) {
 	if n := md.conns.Load(); n != 0 {
 		t.Fatalf("%d connections to the metadata service", n)
 	}
-	s, err := Open(ctx, "gs://bucket?metadata=true")
+	s, err := Open(ctx, "gs://bucket?metadata=true", testDrivers...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // "won <lsn> <hash>" for each and "lost <n>" at the end.
 func childPusher() error {
 	ctx := context.Background()
-	s, err := Open(ctx, os.Getenv("PUSH_URL"))
+	s, err := Open(ctx, os.Getenv("PUSH_URL"), testDrivers...)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 func TestSecurityKeysNeverLeaveTheRoot(t *testing.T) {
 	parent := t.TempDir()
 	root := filepath.Join(parent, "remote")
-	fs, err := OpenFileStore(root)
+	fs, err := openFileStore(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestSecurityRemoteURLSecretsNotEchoed(t *testing.T) {
 		"s3://user:" + secret + "@bucket/%zz",
 		"://user:" + secret + "@x",
 	} {
-		st, err := Open(t.Context(), u)
+		st, err := Open(t.Context(), u, testDrivers...)
 		if err == nil {
 			st.Close()
 			t.Errorf("Open(%q) accepted credentials in the URL", u)

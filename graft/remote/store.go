@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,14 +50,70 @@ type ObjectInfo struct {
 	ModTime time.Time
 }
 
-// Open opens the store a remote URL names:
+// A Driver opens the stores of the URL schemes it names. Every driver lives
+// in a package of its own under graft/remote (file, s3, gcs, azblob, mem),
+// so that a program links only the object-store SDKs of the drivers it
+// passes to Open; graft/remote/drivers lists every driver, for the binary. A
+// Driver holds no state of its own between calls and is safe for concurrent
+// use.
+type Driver interface {
+	// Schemes returns the URL schemes the driver opens ("s3", "gs", …).
+	Schemes() []string
+	// Open opens the store u names. Open (the function) has parsed u,
+	// checked its scheme against Schemes and refused credentials in it.
+	// Every bad URL wraps ErrBadURL and shows u only redacted (see
+	// internal/redact); a driver creates and contacts nothing to refuse
+	// one. On error the Store is nil.
+	Open(ctx context.Context, u *url.URL) (Store, error)
+}
+
+// UnknownSchemeError is the error of a remote URL whose scheme no driver
+// given to Open opens. It wraps ErrUnknownScheme and ErrBadURL.
+type UnknownSchemeError struct {
+	// URL is the remote URL, redacted.
+	URL string
+	// Scheme is the URL's scheme.
+	Scheme string
+	// Available are the schemes of the drivers Open was given, in their
+	// order.
+	Available []string
+}
+
+func (e *UnknownSchemeError) Error() string {
+	if len(e.Available) == 0 {
+		return fmt.Sprintf("remote URL %s: scheme %q (no remote drivers are linked in)", e.URL, e.Scheme)
+	}
+	return fmt.Sprintf("remote URL %s: scheme %q (want %s)", e.URL, e.Scheme, orList(e.Available, ""))
+}
+
+// Unwrap returns ErrUnknownScheme and ErrBadURL.
+func (e *UnknownSchemeError) Unwrap() []error { return []error{ErrUnknownScheme, ErrBadURL} }
+
+// orList renders "a, b or c", each item followed by suffix.
+func orList(items []string, suffix string) string {
+	var b strings.Builder
+	for i, it := range items {
+		switch {
+		case i == 0:
+		case i == len(items)-1:
+			b.WriteString(" or ")
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteString(it + suffix)
+	}
+	return b.String()
+}
+
+// Open opens the store a remote URL names, with the first of drivers that
+// opens its scheme. With every driver (graft/remote/drivers.All):
 //
-//	file:///abs/dir, file://./rel/dir   this package's own file store (FileStore)
+//	file:///abs/dir, file://./rel/dir   graft/remote/file: the module's own file store
 //	s3://bucket?endpoint=…&region=…&use_path_style=true&disable_https=true
-//	                                    S3 and S3-compatible servers (MinIO, Tigris, R2)
-//	gs://bucket                         Google Cloud Storage (untested here)
-//	azblob://container                  Azure Blob Storage (untested here)
-//	mem://                              in-process memory, for tests
+//	                                    graft/remote/s3: S3 and S3-compatible servers (MinIO, Tigris, R2)
+//	gs://bucket                         graft/remote/gcs: Google Cloud Storage (untested here)
+//	azblob://container                  graft/remote/azblob: Azure Blob Storage (untested here)
+//	mem://                              graft/remote/mem: in-process memory, for tests
 //
 // An optional prefix inside a bucket is given with the query parameter
 // prefix=some/folder/ on every scheme but file. Credentials come from the
@@ -65,13 +122,14 @@ type ObjectInfo struct {
 // so: imds=true on s3://, metadata=true on gs:// and azblob:// (without it,
 // gs:// and azblob:// with no credentials in the environment are refused).
 //
-// Unknown schemes wrap ErrUnknownScheme and every other bad URL
-// (unparsable, no bucket, a bad prefix, an unknown or bad parameter,
-// credentials in the URL) ErrBadURL; both are reported before anything is
-// created or contacted, and no error shows the URL's secrets (see
-// internal/redact). Open creates nothing: a file store's folder is made by
-// its first write.
-func Open(ctx context.Context, rawURL string) (Store, error) {
+// A scheme none of drivers opens is an *UnknownSchemeError (wrapping
+// ErrUnknownScheme and ErrBadURL) naming the schemes available; every
+// other bad URL (unparsable, no bucket, a bad prefix, an unknown or bad
+// parameter, credentials in the URL) wraps ErrBadURL; both are reported
+// before anything is created or contacted, and no error shows the URL's
+// secrets (see internal/redact). Open creates nothing: a file store's
+// folder is made by its first write.
+func Open(ctx context.Context, rawURL string, drivers ...Driver) (Store, error) {
 	shown := redact.URL(rawURL)
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -82,28 +140,25 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 	if err := refuseCredentials(u); err != nil {
 		return nil, err
 	}
-	switch u.Scheme {
-	case "file":
-		dir, err := fileDir(u)
-		if err != nil {
-			return nil, fmt.Errorf("remote URL %s: %w", shown, err)
+	var available []string
+	for _, d := range drivers {
+		for _, sc := range d.Schemes() {
+			if u.Scheme != "" && sc == u.Scheme {
+				s, err := d.Open(ctx, u)
+				if err != nil {
+					return nil, err // never a typed nil inside a non-nil Store
+				}
+				return s, nil
+			}
+			if !slices.Contains(available, sc) {
+				available = append(available, sc)
+			}
 		}
-		fs, err := OpenFileStore(dir)
-		if err != nil {
-			return nil, err // a *FileStore nil must not become a non-nil Store
-		}
-		return fs, nil
-	case "s3", "gs", "azblob", "mem":
-		bs, err := openBlob(ctx, u)
-		if err != nil {
-			return nil, err // a *BlobStore nil must not become a non-nil Store
-		}
-		return bs, nil
-	case "":
-		return nil, fmt.Errorf("remote URL %s has no scheme (want file://, s3://, gs://, azblob:// or mem://): %w", shown, ErrBadURL)
-	default:
-		return nil, fmt.Errorf("remote URL %s: scheme %q (want file, s3, gs, azblob or mem): %w", shown, u.Scheme, ErrUnknownScheme)
 	}
+	if u.Scheme == "" {
+		return nil, fmt.Errorf("remote URL %s has no scheme (want %s): %w", shown, orList(available, "://"), ErrBadURL)
+	}
+	return nil, &UnknownSchemeError{URL: shown, Scheme: u.Scheme, Available: available}
 }
 
 // refuseCredentials refuses a URL that carries credentials, in its user part
@@ -127,25 +182,6 @@ func refuseCredentials(u *url.URL) error {
 		}
 	}
 	return nil
-}
-
-// fileDir returns the directory of a file:// URL: file:///abs/dir is
-// /abs/dir, file://./rel/dir and file://rel/dir are relative.
-func fileDir(u *url.URL) (string, error) {
-	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return "", fmt.Errorf("file URLs take no query, fragment or user: %w", ErrBadURL)
-	}
-	p := u.Path
-	if u.Opaque != "" {
-		return "", fmt.Errorf("file URL must be file://DIR: %w", ErrBadURL)
-	}
-	if u.Host != "" && u.Host != "localhost" {
-		p = u.Host + p
-	}
-	if p == "" || strings.ContainsRune(p, 0) {
-		return "", fmt.Errorf("file URL names no directory: %w", ErrBadURL)
-	}
-	return p, nil
 }
 
 // ProbeKey is the key Probe reads. No object is ever stored there.

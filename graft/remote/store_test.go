@@ -46,7 +46,7 @@ func TestOpenErrors(t *testing.T) {
 		{"s3://bucket?bogus=1", ErrBadURL},
 	}
 	for _, c := range cases {
-		s, err := Open(ctx, c.url)
+		s, err := Open(ctx, c.url, testDrivers...)
 		if !errors.Is(err, c.want) {
 			t.Errorf("Open(%q) = %v, %v; want %v", c.url, s, err, c.want)
 		}
@@ -56,11 +56,11 @@ func TestOpenErrors(t *testing.T) {
 	}
 	rel := t.TempDir()
 	t.Chdir(rel)
-	s, err := Open(ctx, "file://./sub/remote")
+	s, err := Open(ctx, "file://./sub/remote", testDrivers...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.(*FileStore).Dir(); got != filepath.Join(rel, "sub", "remote") {
+	if got := s.(fileStoreForTest).Dir(); got != filepath.Join(rel, "sub", "remote") {
 		t.Errorf("relative file URL opened %s", got)
 	}
 }
@@ -212,7 +212,7 @@ func TestConcurrentCreates(t *testing.T) {
 
 func TestFileStoreKeepsInsideRoot(t *testing.T) {
 	parent := t.TempDir()
-	s, err := OpenFileStore(filepath.Join(parent, "root"))
+	s, err := openFileStore(filepath.Join(parent, "root"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestFileStoreKeepsInsideRoot(t *testing.T) {
 // TestOpenPrefix: a prefix parameter places the remote inside a bucket.
 func TestOpenPrefix(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, "mem://?prefix=team/remote/")
+	s, err := Open(ctx, "mem://?prefix=team/remote/", testDrivers...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestOpenPrefix(t *testing.T) {
 		t.Fatalf("List = %v, %v", objs, err)
 	}
 	for _, bad := range []string{"mem://?prefix=team", "mem://?prefix=/abs/", "mem://?prefix=a//b/"} {
-		if _, err := Open(ctx, bad); !errors.Is(err, ErrBadURL) {
+		if _, err := Open(ctx, bad, testDrivers...); !errors.Is(err, ErrBadURL) {
 			t.Errorf("Open(%q) = %v", bad, err)
 		}
 	}

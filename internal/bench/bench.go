@@ -1,4 +1,4 @@
-// Package bench is the plumbing the `echostore bench` suites share: a
+// Package bench is the plumbing the `echostore-bench` suites share: a
 // Report of rows (a figure, its unit, the baseline it is compared to and the
 // ratio), printed as a table or as JSON; medians and percentiles of
 // repeated runs; and a progress bar that shows on a terminal only.

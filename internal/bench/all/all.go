@@ -1,4 +1,4 @@
-// Package all is `echostore bench all`: every benchmark suite in one run,
+// Package all is `echostore-bench all`: every benchmark suite in one run,
 // each figure beside the anchor measured in the same run where one can be
 // (the disk's raw fsync, the seed's published table and its whole-snapshot
 // algorithm, one conditional PUT, Redis XRANGE of the same records, the

@@ -100,7 +100,7 @@ func TestWriteSynthetic(t *testing.T) {
 
 func synthetic() *Report {
 	met := true
-	r := &Report{Command: "echostore bench all (synthetic)", Started: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), Elapsed: time.Minute,
+	r := &Report{Command: "echostore-bench all (synthetic)", Started: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), Elapsed: time.Minute,
 		Machine: Machine{CPUs: 2, Kernel: "Linux x", LoadStart: "1 1 1", LoadEnd: "1 1 1"}, RedisNote: "none"}
 	r.Graft = &bench.Report{Rows: []bench.Row{{Name: "raw fsync", Value: 4000, Unit: "ops/s", Runs: []float64{4000}},
 		{Name: "synced", Value: 3000, Unit: "commits/s", Runs: []float64{3000}, Anchor: "raw fsync", Ratio: 0.75, Goal: "≥ 0.5×", Met: &met}}}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/bench"
 )
 
@@ -49,7 +50,7 @@ func runHead(ctx context.Context, sizes []uint64, p *bench.Progress) (*HeadLooku
 func headLookup(ctx context.Context, n uint64) (HeadLookup, error) {
 	h := HeadLookup{LSNs: n}
 	const vol = "bench.head"
-	rs, err := remote.Open(ctx, "mem://")
+	rs, err := remote.Open(ctx, "mem://", drivers.All()...)
 	if err != nil {
 		return h, err
 	}

@@ -110,7 +110,7 @@ func human(v float64) string {
 
 // subtitle says which run a plot comes from.
 func (r *Report) subtitle() string {
-	s := fmt.Sprintf("echostore bench all, %s, %d CPUs, load %s", r.Started.Format("2006-01-02 15:04 MST"), r.Machine.CPUs, orNA(r.Machine.LoadStart))
+	s := fmt.Sprintf("echostore-bench all, %s, %d CPUs, load %s", r.Started.Format("2006-01-02 15:04 MST"), r.Machine.CPUs, orNA(r.Machine.LoadStart))
 	if r.Quick {
 		s += " (--quick)"
 	}

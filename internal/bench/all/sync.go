@@ -13,6 +13,7 @@ import (
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/bench"
 	"github.com/echostore/echostore/internal/bench/acceptbench"
 )
@@ -81,7 +82,7 @@ func runSync(ctx context.Context, e *env, dir string, cfg Config, p *bench.Progr
 
 func syncRemote(ctx context.Context, e *env, dir, queue string, rem remoteSpec, cfg Config, p *bench.Progress) (SyncRemote, error) {
 	sr := SyncRemote{Name: rem.Name, Note: rem.Note, Puts: cfg.SyncPuts}
-	st, err := remote.Open(ctx, rem.URL)
+	st, err := remote.Open(ctx, rem.URL, drivers.All()...)
 	if err != nil {
 		return sr, err
 	}

@@ -1,4 +1,4 @@
-// Package graftbench is the `echostore bench graft` suite: the local engine's
+// Package graftbench is the `echostore-bench graft` suite: the local engine's
 // commit rates beside the disk's raw fsync rate measured in the same run,
 // group commit, bulk pages, point reads at a million pages, range scans and
 // Open latency.

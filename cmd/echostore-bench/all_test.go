@@ -13,7 +13,7 @@ import (
 	"github.com/echostore/echostore/internal/testserver"
 )
 
-// TestCLIBenchAll runs `echostore bench all` end to end (the hidden --tiny
+// TestCLIBenchAll runs `echostore-bench all` end to end (the hidden --tiny
 // size; --quick with ECHOSTORE_BENCH_QUICK=1) into a temp dir holding a
 // copy of docs/BENCHMARKS.md, and checks the files' shape: every byte
 // outside the generated block kept, the JSON report with its keys, the
@@ -42,7 +42,7 @@ func TestCLIBenchAll(t *testing.T) {
 		size = "--quick"
 	}
 	// No Redis answers on port 1: the run starts its own.
-	stdout, stderr, err := runLong(t, "--redis", "redis://127.0.0.1:1/0", "bench", "all", size, "--out", out, "--dir", t.TempDir())
+	stdout, stderr, err := runLong(t, "--redis", "redis://127.0.0.1:1/0", "all", size, "--out", out, "--dir", t.TempDir())
 	if err != nil {
 		t.Fatalf("bench all: %v\n%s", err, stderr)
 	}
@@ -60,7 +60,7 @@ func TestCLIBenchAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(got, []byte("`echostore bench all ")) {
+	if !bytes.Contains(got, []byte("`echostore-bench all ")) {
 		t.Fatal("the block does not name its command")
 	}
 }

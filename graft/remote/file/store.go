@@ -1,4 +1,4 @@
-package remote
+package file
 
 import (
 	"context"
@@ -12,62 +12,64 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/echostore/echostore/graft/remote"
 )
 
-// tempPrefix starts the name of every temporary file of a FileStore. Keys
+// tempPrefix starts the name of every temporary file of a Store. Keys
 // cannot have a segment starting with '.', so temporaries never collide with
 // or list as objects.
 const tempPrefix = ".tmp-"
 
-// FileStore is a Store in a local directory, atomic and durable across
+// Store is a remote.Store in a local directory, atomic and durable across
 // processes: PutIfAbsent writes a temporary file in the target folder,
 // fsyncs it, link(2)s it into place (link fails with EEXIST if the key
 // exists), removes the temporary and fsyncs the folder. Put renames instead
 // of linking. A crash leaves at most a stale temporary (see Sweep), never a
 // partial object at a key. The directory itself is trusted: symbolic links
 // placed inside it are followed.
-type FileStore struct {
+type Store struct {
 	root string
 }
 
-var _ Store = (*FileStore)(nil)
+var _ remote.Store = (*Store)(nil)
 
-// OpenFileStore opens a FileStore in dir. It creates nothing: the folder
+// Open opens a Store in dir. It creates nothing: the folder
 // is made by the first write, so that a read (or a mistyped URL) never
 // leaves one behind; until then the store is empty. A dir that exists and
-// is not a folder is refused, wrapping ErrBadURL.
-func OpenFileStore(dir string) (*FileStore, error) {
+// is not a folder is refused, wrapping remote.ErrBadURL.
+func Open(dir string) (*Store, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("file store %s: %w", dir, err)
 	}
 	if fi, err := os.Stat(abs); err == nil && !fi.IsDir() {
-		return nil, fmt.Errorf("file store %s: not a folder: %w", abs, ErrBadURL)
+		return nil, fmt.Errorf("file store %s: not a folder: %w", abs, remote.ErrBadURL)
 	}
-	return &FileStore{root: abs}, nil
+	return &Store{root: abs}, nil
 }
 
 // Dir returns the store's absolute directory.
-func (s *FileStore) Dir() string { return s.root }
+func (s *Store) Dir() string { return s.root }
 
-func (s *FileStore) path(key string) (string, error) {
-	if err := CheckKey(key); err != nil {
+func (s *Store) path(key string) (string, error) {
+	if err := remote.CheckKey(key); err != nil {
 		return "", err
 	}
 	return filepath.Join(s.root, filepath.FromSlash(key)), nil
 }
 
-// PutIfAbsent implements Store.
-func (s *FileStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+// PutIfAbsent implements remote.Store.
+func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	return s.write(ctx, key, data, true)
 }
 
-// Put implements Store.
-func (s *FileStore) Put(ctx context.Context, key string, data []byte) error {
+// Put implements remote.Store.
+func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	return s.write(ctx, key, data, false)
 }
 
-func (s *FileStore) write(ctx context.Context, key string, data []byte, exclusive bool) error {
+func (s *Store) write(ctx context.Context, key string, data []byte, exclusive bool) error {
 	p, err := s.path(key)
 	if err != nil {
 		return err
@@ -88,9 +90,9 @@ func (s *FileStore) write(ctx context.Context, key string, data []byte, exclusiv
 		_ = os.Remove(tmp)
 		if errors.Is(err, fs.ErrExist) {
 			if fi, serr := os.Lstat(p); serr == nil && fi.IsDir() {
-				return fmt.Errorf("put %s: a folder of other keys is in the way: %w", key, ErrBadKey)
+				return fmt.Errorf("put %s: a folder of other keys is in the way: %w", key, remote.ErrBadKey)
 			}
-			return fmt.Errorf("put %s: %w", key, ErrExists)
+			return fmt.Errorf("put %s: %w", key, remote.ErrExists)
 		}
 	} else {
 		err = os.Rename(tmp, p)
@@ -128,8 +130,8 @@ func writeTemp(dir string, data []byte) (string, error) {
 	return name, nil
 }
 
-// Get implements Store.
-func (s *FileStore) Get(ctx context.Context, key string) ([]byte, error) {
+// Get implements remote.Store.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	p, err := s.path(key)
 	if err != nil {
 		return nil, err
@@ -144,14 +146,14 @@ func (s *FileStore) Get(ctx context.Context, key string) ([]byte, error) {
 	return b, nil
 }
 
-// GetRange implements Store with one pread.
-func (s *FileStore) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+// GetRange implements remote.Store with one pread.
+func (s *Store) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
 	p, err := s.path(key)
 	if err != nil {
 		return nil, err
 	}
 	if off < 0 || n < 0 {
-		return nil, invalid("get %s: range at %d of %d bytes", key, off, n)
+		return nil, fmt.Errorf("get %s: range at %d of %d bytes: %w", key, off, n, remote.ErrInvalid)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -178,15 +180,15 @@ func (s *FileStore) GetRange(ctx context.Context, key string, off, n int64) ([]b
 
 func mapNotFound(err error) error {
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR) {
-		return fmt.Errorf("%w (%v)", ErrNotFound, err)
+		return fmt.Errorf("%w (%v)", remote.ErrNotFound, err)
 	}
 	return err
 }
 
-// List implements Store. It reads the folders under the longest folder the
+// List implements remote.Store. It reads the folders under the longest folder the
 // prefix names.
-func (s *FileStore) List(ctx context.Context, prefix string, limit int) ([]ObjectInfo, error) {
-	if err := checkPrefix(prefix); err != nil {
+func (s *Store) List(ctx context.Context, prefix string, limit int) ([]remote.ObjectInfo, error) {
+	if err := remote.CheckPrefix(prefix); err != nil {
 		return nil, err
 	}
 	base := s.root
@@ -220,7 +222,7 @@ func (s *FileStore) List(ctx context.Context, prefix string, limit int) ([]Objec
 		return nil, fmt.Errorf("list %s: %w", prefix, err)
 	}
 	sort.Slice(found, func(i, j int) bool { return found[i].key < found[j].key })
-	out := make([]ObjectInfo, 0, len(found))
+	out := make([]remote.ObjectInfo, 0, len(found))
 	for _, f := range found {
 		if limit > 0 && len(out) == limit {
 			break
@@ -231,13 +233,13 @@ func (s *FileStore) List(ctx context.Context, prefix string, limit int) ([]Objec
 		} else if err != nil {
 			return nil, fmt.Errorf("list %s: %w", prefix, err)
 		}
-		out = append(out, ObjectInfo{Key: f.key, Size: fi.Size(), ModTime: fi.ModTime()})
+		out = append(out, remote.ObjectInfo{Key: f.key, Size: fi.Size(), ModTime: fi.ModTime()})
 	}
 	return out, nil
 }
 
-// Delete implements Store.
-func (s *FileStore) Delete(ctx context.Context, key string) error {
+// Delete implements remote.Store.
+func (s *Store) Delete(ctx context.Context, key string) error {
 	p, err := s.path(key)
 	if err != nil {
 		return err
@@ -257,13 +259,13 @@ func (s *FileStore) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// Close implements Store; a FileStore holds no resources.
-func (s *FileStore) Close() error { return nil }
+// Close implements remote.Store; a Store holds no resources.
+func (s *Store) Close() error { return nil }
 
 // Sweep removes temporary files older than age that crashed writers left
 // behind, and returns how many it removed. Temporaries younger than age may
 // belong to a write in progress in another process.
-func (s *FileStore) Sweep(ctx context.Context, age time.Duration) (int, error) {
+func (s *Store) Sweep(ctx context.Context, age time.Duration) (int, error) {
 	cutoff := time.Now().Add(-age)
 	n := 0
 	err := walk(ctx, s.root, func(p string, d fs.DirEntry) error {

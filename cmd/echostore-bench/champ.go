@@ -12,7 +12,7 @@ import (
 	"github.com/echostore/echostore/internal/bench/acceptbench"
 )
 
-// champJSON is the --json shape of `echostore bench champ`.
+// champJSON is the --json shape of `echostore-bench champ`.
 type champJSON struct {
 	N       int `json:"n"`
 	Results []struct {
@@ -29,10 +29,10 @@ type champJSON struct {
 	ReplayAfterWorkIntentsPerS float64            `json:"replay_after_work_intents_per_s"`
 }
 
-// newBenchChampCmd is `echostore bench champ`: the accept tier's outbox
+// newChampCmd is `echostore-bench champ`: the accept tier's outbox
 // through the real Record path with real fsyncs, beside the seed's
 // algorithm in the same process.
-func newBenchChampCmd(g *globals) *cobra.Command {
+func newChampCmd(g *globals) *cobra.Command {
 	var (
 		asJSON bool
 		opts   = acceptbench.BenchOptions{N: 20_000, Ks: []int{100, 1000, 10_000}, PayloadSize: 100,

@@ -14,22 +14,8 @@ import (
 	"github.com/echostore/echostore/internal/redact"
 )
 
-// newBenchCmd is `echostore bench`: the benchmark suites. Each writes its
-// work into a temporary directory (never the data dir) and removes it.
-func newBenchCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Run the benchmark suites",
-		Long: `Run a benchmark suite and print its figures: a table, or JSON with --json.
-Figures are medians of repeated runs; where a baseline can be measured in the
-same run (the disk's raw fsync rate, one writer) it stands beside the figure
-with the ratio. Progress shows on a terminal only.`,
-	}
-	cmd.AddCommand(newBenchGraftCmd(g), newBenchChampCmd(g), newBenchAllCmd(g))
-	return cmd
-}
-
-func newBenchGraftCmd(g *globals) *cobra.Command {
+// newGraftCmd is `echostore-bench graft`: the local page store.
+func newGraftCmd(g *globals) *cobra.Command {
 	var (
 		asJSON bool
 		quick  bool

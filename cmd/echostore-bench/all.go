@@ -11,10 +11,10 @@ import (
 	"github.com/echostore/echostore/internal/bench/all"
 )
 
-// newBenchAllCmd is `echostore bench all`: every suite in one run, written
+// newAllCmd is `echostore-bench all`: every suite in one run, written
 // to docs/BENCHMARKS.md (a generated block), docs/bench/report.json and
 // SVG plots.
-func newBenchAllCmd(g *globals) *cobra.Command {
+func newAllCmd(g *globals) *cobra.Command {
 	var (
 		quick   bool
 		tiny    bool
@@ -31,10 +31,10 @@ func newBenchAllCmd(g *globals) *cobra.Command {
 measured in the same run:
 
   graft         synced commits beside the disk's raw fsync, group commit, reads,
-                scans, Open (as bench graft)
+                scans, Open (as echostore-bench graft)
   accept        outbox records/s against K beside the seed's whole-snapshot
                 algorithm run in the same process and the seed's table;
-                recovery and replay (as bench champ)
+                recovery and replay (as echostore-bench champ)
   sync enqueue  latency and jobs/s for 1 to 64 concurrent sync callers, on
                 file:// and on MinIO (a private one when its binary is found,
                 or --s3), beside one conditional PUT to the same remote
