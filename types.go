@@ -72,14 +72,14 @@ type AppendResult struct {
 	IDs []string `json:"ids"`
 }
 
-// ReadFrom says which side of the seam a read reads.
-type ReadFrom int
+// ReadSide says which side of the seam a read reads.
+type ReadSide int
 
 // The sides of a read.
 const (
 	// ReadMerged is the merge-read: the archive up to the watermark, then
 	// the live stream above it.
-	ReadMerged ReadFrom = iota
+	ReadMerged ReadSide = iota
 	// ReadLiveOnly reads the live stream alone.
 	ReadLiveOnly
 	// ReadArchiveOnly reads the archive volume alone; it needs no Redis.
@@ -96,7 +96,7 @@ type ReadOptions struct {
 	// Reverse reads newest first.
 	Reverse bool
 	// Side is the side of the seam to read (default ReadMerged).
-	Side ReadFrom
+	Side ReadSide
 }
 
 // CycleOptions are the settings of one archive cycle.
@@ -119,6 +119,9 @@ type CycleResult struct {
 	Trimmed   int64   `json:"trimmed"`
 	Watermark *string `json:"watermark"`
 	Dropped   int64   `json:"dropped,omitempty"`
+	// State is the archive after the cycle, for a caller in the same
+	// process (serve's events); it is not part of the JSON.
+	State archive.State `json:"-"`
 }
 
 // ArchiveStatus is where the seam of a stream is (Node.Status): the
