@@ -12,6 +12,7 @@ import (
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/file"
 )
 
 // Benchmarks against the seed's table, each iteration one whole run:
@@ -153,7 +154,7 @@ func TestBenchReport(t *testing.T) {
 func TestTimedReplicator(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
-	st, err := remote.Open(ctx, "file://"+filepath.ToSlash(filepath.Join(dir, "remote")))
+	st, err := remote.Open(ctx, "file://"+filepath.ToSlash(filepath.Join(dir, "remote")), file.Driver{})
 	if err != nil {
 		t.Fatal(err)
 	}
