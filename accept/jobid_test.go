@@ -55,6 +55,7 @@ func claimPayloads(ctx context.Context, t *testing.T, c *mq.Client, q string) (m
 // anything is recorded, so that jobs enqueued without an id afterwards get
 // ids of their own: every acknowledged job is claimed with its payload, and
 // none was answered with a planted id.
+//
 //echostore:fault
 func TestPlantedIDs(t *testing.T) {
 	ctx := t.Context()
@@ -147,6 +148,7 @@ func TestPoisonID(t *testing.T) {
 // (recorded directly, as an older version could have) does not stop
 // minting after recovery: the far-future intent is committed and
 // dispatched, and enqueues without an id go on.
+//
 //echostore:fault
 func TestPoisonIDRecovery(t *testing.T) {
 	ctx := t.Context()

@@ -505,6 +505,7 @@ func (f *failingReplicator) Push(ctx context.Context, vol *graft.Volume) (uint64
 // TestRemoteDown: while pushes fail, a sync enqueue gets the error, async
 // enqueues are still accepted, and a restarted tier starts anyway; once the
 // remote is back, every job reaches the remote once and the job stream once.
+//
 //echostore:fault
 func TestRemoteDown(t *testing.T) {
 	ctx := t.Context()
