@@ -19,8 +19,10 @@
 //     would never run).
 //
 // With -list it prints "<package> <test>" for every marked test, sorted,
-// after the checks, and runs nothing. Every flag besides -list is passed on
-// to `go test`.
+// after the checks, and runs nothing. Packages are the arguments that start
+// with "./" (run it from the module's root); every other argument besides
+// -list (flags and their values, e.g. -timeout 15m) is passed on to
+// `go test`, which runs each package on its own with an exact -run.
 package main
 
 import (
@@ -56,14 +58,16 @@ func run(args []string) error {
 		switch {
 		case a == "-list" || a == "--list":
 			list = true
-		case strings.HasPrefix(a, "-"):
-			flags = append(flags, a)
-		default:
+		case strings.HasPrefix(a, "./"):
 			pkgs = append(pkgs, a)
+		case a == "-run" || strings.HasPrefix(a, "-run="):
+			return errors.New("-run is faultlist's to set")
+		default: // a go test flag or a flag's value, as in -timeout 15m
+			flags = append(flags, a)
 		}
 	}
 	if len(pkgs) == 0 {
-		return errors.New("usage: faultlist [-list] [go test flags] ./pkg/...")
+		return errors.New("usage: faultlist [-list] [go test flags] ./pkg/ ...")
 	}
 	marked, err := collect(".")
 	if err != nil {
