@@ -51,11 +51,11 @@ func TestGroupCommit(t *testing.T) {
 		vols[k] = mustCreate(t, s, fmt.Sprintf("v%d", k))
 	}
 
-	// The hook says how many batches are inside Pebble's commit, past every
-	// lock of graft's; it is set before any committer starts.
 	// On a failure the held sync is let go before the store closes.
 	release := sync.OnceFunc(func() { close(g.open) })
 	defer release()
+	// The hook says how many batches are inside Pebble's commit, past every
+	// lock of graft's; it is set before any committer starts.
 	members := make(chan int64, 64)
 	hook := func(n int64) {
 		select {
