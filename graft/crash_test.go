@@ -261,7 +261,13 @@ func TestCrashStrictFS(t *testing.T) {
 				}
 			}()
 		}
-		<-crashed
+		workersGone := make(chan struct{})
+		go func() { wg.Wait(); close(workersGone) }()
+		select {
+		case <-crashed:
+		case <-workersGone: // every worker failed (t.Error) before the crash point
+			t.FailNow()
+		}
 		var mustHave, before [vols]uint64
 		for k := range mustHave {
 			mustHave[k] = synced[k].Load()
