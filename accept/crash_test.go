@@ -85,6 +85,7 @@ func TestCrashChild(t *testing.T) {
 	os.Exit(3) // never reached in practice: the parent kills it first
 }
 
+//echostore:fault
 func TestCrashLossWindow(t *testing.T) {
 	if os.Getenv(crashEnv) != "" {
 		t.Skip("child")

@@ -74,6 +74,8 @@ func TestDecodersTotal(t *testing.T) {
 // lie wholly before the damage, truncates the file to them, and appends
 // after them. A flip in an earlier block, with intact blocks after it, is
 // ErrCorrupt: dropping them would lose durable records.
+//
+//echostore:fault
 func TestTornTail(t *testing.T) {
 	ctx := context.Background()
 	src := t.TempDir()

@@ -69,6 +69,8 @@ func waitPending(t *testing.T, q *tierQueue, n int) {
 // taking the eight at once and leaving the ninth a push of its own. The
 // ninth job is enqueued only once the committer waits for it (or, without
 // the wait, once the eight are taken for a push, which fails the test).
+//
+//echostore:fault
 func TestGroupCommitSiblings(t *testing.T) {
 	ctx := t.Context()
 	r, g := groupRig(t)

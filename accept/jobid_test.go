@@ -55,6 +55,8 @@ func claimPayloads(ctx context.Context, t *testing.T, c *mq.Client, q string) (m
 // anything is recorded, so that jobs enqueued without an id afterwards get
 // ids of their own: every acknowledged job is claimed with its payload, and
 // none was answered with a planted id.
+//
+//echostore:fault
 func TestPlantedIDs(t *testing.T) {
 	ctx := t.Context()
 	m, now := steppedMinter(t)
@@ -146,6 +148,8 @@ func TestPoisonID(t *testing.T) {
 // (recorded directly, as an older version could have) does not stop
 // minting after recovery: the far-future intent is committed and
 // dispatched, and enqueues without an id go on.
+//
+//echostore:fault
 func TestPoisonIDRecovery(t *testing.T) {
 	ctx := t.Context()
 	r, _ := newRig(t, 100, TierOptions{})

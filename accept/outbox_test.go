@@ -315,6 +315,8 @@ func TestBlockBytes(t *testing.T) {
 // TestCorruptOnlySnapshot: after one compaction the whole log is still
 // kept, so a corrupt snapshot costs nothing; without any log it is
 // ErrCorrupt, never an empty outbox.
+//
+//echostore:fault
 func TestCorruptOnlySnapshot(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()

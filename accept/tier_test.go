@@ -312,6 +312,7 @@ func TestEnqueueCrashChild(t *testing.T) {
 	wg.Wait()
 }
 
+//echostore:fault
 func TestEnqueueCrash(t *testing.T) {
 	if _, ok := crashtest.Child("TestEnqueueCrashChild"); ok {
 		return
@@ -506,6 +507,8 @@ func (f *failingReplicator) Push(ctx context.Context, vol *graft.Volume) (remote
 // TestRemoteDown: while pushes fail, a sync enqueue gets the error, async
 // enqueues are still accepted, and a restarted tier starts anyway; once the
 // remote is back, every job reaches the remote once and the job stream once.
+//
+//echostore:fault
 func TestRemoteDown(t *testing.T) {
 	ctx := t.Context()
 	r, url := newRig(t, 100, TierOptions{AsyncInterval: time.Hour})

@@ -17,6 +17,8 @@ import (
 // parent appends, restarts it, and finally audits: every appended id is in
 // exactly one of archive and live tail, and the merge-read is all of them
 // in order.
+//
+//echostore:fault
 func TestCrashCycling(t *testing.T) {
 	if arg, ok := crashtest.Child("TestCrashCycling"); ok {
 		crashChild(t, arg)

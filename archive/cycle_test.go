@@ -224,6 +224,8 @@ func (p *fakePusher) Pushed(_ context.Context, v *graft.Volume) (uint64, error) 
 // TestFencedDriverCannotTrim: a driver that stalls past its lease (here:
 // between its fold and its trim) finds another driver took over, and its
 // trim is refused.
+//
+//echostore:fault
 func TestFencedDriverCannotTrim(t *testing.T) {
 	ctx := testCtx(t)
 	url := servers.Redis(t).URL
@@ -295,6 +297,8 @@ func TestCycleWaitsForADeadDriversLease(t *testing.T) {
 // TestRedisRestartMidCycle kills Redis between the fold and the trim and
 // restarts it (AOF, appendfsync always): the cycle fails without trimming,
 // the next one trims, nothing is lost or duplicated.
+//
+//echostore:fault
 func TestRedisRestartMidCycle(t *testing.T) {
 	ctx := testCtx(t)
 	r, err := testserver.StartRedis(ctx, testserver.RedisConfig{AOF: true})
@@ -490,6 +494,8 @@ func TestCycleMaxAge(t *testing.T) {
 // cache; the next cycle raises the stream's last id to W again, so an
 // append from a producer whose clock is behind lands above W, where the
 // merge-read shows it.
+//
+//echostore:fault
 func TestRedisLostDataCannotHideAppends(t *testing.T) {
 	ctx := testCtx(t)
 	r := servers.Redis(t)

@@ -40,6 +40,8 @@ func (e *env) mergeIDs(ctx context.Context) ([]brand.ID, error) {
 // still reads; a wrong count refuses again; the right one resets, lowers
 // the seam cache, and the stream stays readable and cycles on. file:// and
 // MinIO.
+//
+//echostore:fault
 func TestResetRefusesTrimmedArchive(t *testing.T) {
 	for kind, mk := range remotes() {
 		t.Run(kind, func(t *testing.T) {
@@ -113,6 +115,8 @@ func (p *flakyPusher) Push(ctx context.Context, v *graft.Volume) error {
 // first", and a pull changed nothing). The reset needs no --discard (the
 // records are still live), every record reads, and the next cycle folds,
 // pushes and trims them again. file:// and MinIO.
+//
+//echostore:fault
 func TestNoWedgeAfterFailedPush(t *testing.T) {
 	for kind, mk := range remotes() {
 		t.Run(kind, func(t *testing.T) {
@@ -173,6 +177,8 @@ func sameIDs(a, b []brand.ID) bool {
 // tail and the next cycle folds and trims again, instead of every read and
 // cycle answering ErrVolumeBehind ("pull the volume first") while a pull
 // has nothing to bring.
+//
+//echostore:fault
 func TestNoWedgeAfterResetToEmpty(t *testing.T) {
 	for kind, mk := range remotes() {
 		t.Run(kind, func(t *testing.T) {

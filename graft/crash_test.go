@@ -121,6 +121,8 @@ const crashSeed = 17
 // random number of reported Synced commits, several times over the same
 // data dir: every reported commit survives with its exact bytes, no commit
 // is partly visible, and the LSNs go on from the head without a gap.
+//
+//echostore:fault
 func TestCrashKill9(t *testing.T) {
 	if dir, ok := crashtest.Child("TestCrashKill9"); ok {
 		crashChild(t, dir)
@@ -207,6 +209,8 @@ func crashChild(t *testing.T, dir string) {
 // while they run: in the clone every Synced commit that returned before the
 // crash is there, Unsynced ones may be gone but never in part, every head
 // is consistent with its commit log, and commits go on at head+1.
+//
+//echostore:fault
 func TestCrashStrictFS(t *testing.T) {
 	ctx := context.Background()
 	iters := 6
@@ -257,7 +261,13 @@ func TestCrashStrictFS(t *testing.T) {
 				}
 			}()
 		}
-		<-crashed
+		workersGone := make(chan struct{})
+		go func() { wg.Wait(); close(workersGone) }()
+		select {
+		case <-crashed:
+		case <-workersGone: // every worker failed (t.Error) before the crash point
+			t.FailNow()
+		}
 		var mustHave, before [vols]uint64
 		for k := range mustHave {
 			mustHave[k] = synced[k].Load()

@@ -212,6 +212,11 @@ func (s *Store) commit(b *pebble.Batch, opt *pebble.WriteOptions) (err error) {
 		return err
 	}
 	defer s.recoverFatal(&err)
+	n := s.committing.Add(1)
+	defer s.committing.Add(-1)
+	if hook := s.testHookCommitting.Load(); hook != nil {
+		(*hook)(n)
+	}
 	return b.Commit(opt)
 }
 

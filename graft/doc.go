@@ -7,7 +7,7 @@
 // pages and metadata entries under one LSN. Business pages live below
 // ArchiveBase (2^49), archive pages at ArchiveBase+n: Txn.Put rejects
 // indexes at or above ArchiveBase, and Txn.PutArchive is the only way to
-// write there (invariant 4 of DESIGN.md, kept in txn.go before anything is
+// write there (invariant 4 of docs/rfc/0001-invariants.md, kept in txn.go before anything is
 // staged).
 //
 // What the package owns: the on-disk layout of page versions, metadata

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -223,13 +224,16 @@ func TestDropVolumeRacesWriters(t *testing.T) {
 				}
 			}()
 		}
-		for {
+		for deadline := time.Now().Add(time.Minute); ; {
 			err := s.DropVolume(ctx, "v")
 			if err == nil {
 				break
 			}
 			if !errors.Is(err, ErrVolumeInUse) {
 				t.Fatalf("round %d: DropVolume: %v", round, err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: DropVolume still refused after a minute: %v", round, err)
 			}
 		}
 		wg.Wait()

@@ -21,6 +21,8 @@ const fenceRounds = 25
 // whatever base they have; a loser resets to the remote and goes on. Every
 // remote LSN above the base is claimed by exactly one process, none twice,
 // and the remote chain verifies.
+//
+//echostore:fault
 func TestFenceAcrossProcesses(t *testing.T) {
 	if arg, ok := crashtest.Child("TestFenceAcrossProcesses"); ok {
 		fenceChild(t, arg)

@@ -3,6 +3,8 @@ package graft
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,6 +51,21 @@ func TestGroupCommit(t *testing.T) {
 		vols[k] = mustCreate(t, s, fmt.Sprintf("v%d", k))
 	}
 
+	// On a failure the held sync is let go before the store closes.
+	release := sync.OnceFunc(func() { close(g.open) })
+	defer release()
+	// The hook says how many batches are inside Pebble's commit, past every
+	// lock of graft's; it is set before any committer starts.
+	members := make(chan int64, 64)
+	hook := func(n int64) {
+		select {
+		case members <- n:
+		default: // never block a commit; the counts only grow while the sync is held
+		}
+	}
+	s.testHookCommitting.Store(&hook)
+	defer s.testHookCommitting.Store(nil)
+
 	g.armed.Store(true)
 	done := make(chan error, others+1)
 	go func() {
@@ -60,21 +77,30 @@ func TestGroupCommit(t *testing.T) {
 	<-g.holding // the first commit's fsync is in progress and held
 	before := g.syncs.Load()
 
-	var entered sync.WaitGroup
 	for _, v := range vols {
-		entered.Add(1)
 		go func() {
 			txn := v.Begin()
 			_ = txn.Put(1, []byte(v.Name()))
-			entered.Done()
 			_, err := txn.Commit(ctx, Synced)
 			done <- err
 		}()
 	}
-	entered.Wait()
-	// Give the committers time to reach Pebble; they cannot finish while the
-	// sync is held. (If they are slow, the test can only pass more easily.)
-	time.Sleep(200 * time.Millisecond)
+	// Every committer gets past graft's locks while the sync is held: a lock
+	// held across the sync would keep the count below others+1 and the
+	// deadline would fail the test.
+	deadline := time.After(time.Minute)
+	for n := int64(0); n < others+1; {
+		select {
+		case n = <-members:
+		case err := <-done:
+			t.Fatalf("a commit returned while the WAL sync was held: %v", err)
+		case <-deadline:
+			t.Fatalf("only %d of %d commits entered Pebble while one WAL sync was held: something of graft's holds them back", n, others+1)
+		}
+	}
+	// Then every one of them has written its batch to the WAL and waits for
+	// the sync, so the sync after the held one covers them all.
+	waitInCommitPublish(t, others+1)
 	for k := 0; k < others+1; k++ {
 		select {
 		case err := <-done:
@@ -82,7 +108,7 @@ func TestGroupCommit(t *testing.T) {
 		default:
 		}
 	}
-	close(g.open)
+	release()
 	for k := 0; k < others+1; k++ {
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -99,4 +125,33 @@ func TestGroupCommit(t *testing.T) {
 			t.Fatalf("volume %s head %d", v.Name(), v.Head())
 		}
 	}
+}
+
+// pebblePublish is the frame of Pebble's commit pipeline in which a
+// committer that has written its batch to the WAL waits to be published
+// (and, for a synced commit, for the WAL sync covering it).
+const pebblePublish = "github.com/cockroachdb/pebble/v2.(*commitPipeline).publish("
+
+// waitInCommitPublish waits until at least n goroutines stand in Pebble's
+// publish step, up to a deadline. Pebble offers no hook there, so the
+// goroutines' stacks are read; if Pebble renames the step the deadline
+// fails the test (update pebblePublish) rather than letting it pass.
+func waitInCommitPublish(t *testing.T, n int) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	var got int
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		for {
+			k := runtime.Stack(buf, true)
+			if k < len(buf) {
+				got = strings.Count(string(buf[:k]), pebblePublish)
+				break
+			}
+			buf = make([]byte, 2*len(buf))
+		}
+		if got >= n {
+			return
+		}
+	}
+	t.Fatalf("%d goroutines in %s after a minute, want %d", got, pebblePublish, n)
 }

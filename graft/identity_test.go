@@ -40,6 +40,8 @@ func wantMismatch(t *testing.T, what string, err error) {
 // in B) refuses push, pull, reset and a page fault with ErrRemoteMismatch,
 // changing nothing on either side; B stays empty. A volume never pushed
 // pushes to B. Against A everything goes on. file:// and MinIO.
+//
+//echostore:fault
 func TestRemoteMismatch(t *testing.T) {
 	for kind, mk := range remotes(t) {
 		t.Run(kind, func(t *testing.T) {
@@ -237,6 +239,8 @@ func TestGoldenIdentityObject(t *testing.T) {
 // refuses (a *DiscardError naming the count and the way out), dropping
 // nothing; a wrong confirmation refuses again; the right one resets. The
 // count sees exactly the unpushed pages.
+//
+//echostore:fault
 func TestResetGuard(t *testing.T) {
 	ctx := context.Background()
 	rs := openRemote(t, "file://"+t.TempDir())
@@ -296,6 +300,8 @@ func TestResetGuard(t *testing.T) {
 // writer's pages into remote references when it pulls (its reads then work
 // without the remote) nor makes its next push diverge, with or without
 // unpushed commits; a follower applies it without a new local LSN either.
+//
+//echostore:fault
 func TestCheckpointKeepsWriterLocal(t *testing.T) {
 	ctx := context.Background()
 	rs := openRemote(t, "file://"+t.TempDir())

@@ -136,6 +136,8 @@ func lazyPushClone(t *testing.T, rs remote.Store, point string, seed uint64) *vf
 //
 // Each case ends with the remote log verified and a fresh follower reading
 // exactly the writer's pages.
+//
+//echostore:fault
 func TestLazySyncPointStrictFS(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
@@ -250,6 +252,8 @@ func TestLazySyncPointStrictFS(t *testing.T) {
 // TestSyncPointDurability: after a push, a crash clone that keeps only
 // synced data holds the new sync point when SetSyncPoint is synced, and the
 // old one with the push pending when it is lazy (one fsync fewer).
+//
+//echostore:fault
 func TestSyncPointDurability(t *testing.T) {
 	ctx := context.Background()
 	for _, lazy := range []bool{false, true} {
@@ -295,6 +299,8 @@ func TestSyncPointDurability(t *testing.T) {
 // at the other node's head with every page of both; Push goes on above it,
 // the remote log verifies, and a fresh follower reads the writer's pages.
 // Two rounds over the same data dir.
+//
+//echostore:fault
 func TestLazySyncPointKill9(t *testing.T) {
 	if arg, ok := crashtest.Child("TestLazySyncPointKill9"); ok {
 		pushCrashChild(t, arg)

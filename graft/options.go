@@ -13,7 +13,7 @@ import (
 )
 
 // ArchiveBase is the first archive page index. Business pages live below it,
-// archive pages at ArchiveBase+n (DESIGN.md, invariant 4).
+// archive pages at ArchiveBase+n (docs/rfc/0001-invariants.md, invariant 4).
 const ArchiveBase uint64 = 1 << 49
 
 // MaxArchiveOffset is the largest n that Txn.PutArchive accepts:

@@ -26,6 +26,8 @@ func cutPage(vol string, lsn uint64) []byte {
 // head, exactly what was written (a cut MANIFEST made Pebble open the
 // tables of an older state under a newer write-ahead log: without the check
 // at Open, reads returned older versions of pages).
+//
+//echostore:fault
 func TestCutManifest(t *testing.T) {
 	for _, compactions := range []bool{false, true} {
 		t.Run(fmt.Sprintf("compactions=%v", compactions), func(t *testing.T) {

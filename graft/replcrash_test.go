@@ -23,6 +23,8 @@ var crashPoints = []string{"BeforeSegmentUpload", "BetweenUploadAndCommit", "Aft
 // push either finds its commit landed (the same bytes) or publishes it, the
 // remote chain verifies with one commit per push and no fork, and a fresh
 // follower reads exactly the writer's pages.
+//
+//echostore:fault
 func TestPushCrashPoints(t *testing.T) {
 	if arg, ok := crashtest.Child("TestPushCrashPoints"); ok {
 		pushCrashChild(t, arg)

@@ -453,6 +453,8 @@ func TestPushRetryAfterLostReply(t *testing.T) {
 // TestCorruptRemoteRefused: a follower refuses a corrupted segment frame on
 // page fault and a corrupted commit object on pull, with an error that
 // names the checksum, and changes nothing.
+//
+//echostore:fault
 func TestCorruptRemoteRefused(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -47,6 +47,13 @@ type Store struct {
 	// there); Open sets it. Tests clear it to compare with a synced sync
 	// point.
 	lazySyncPoint bool
+
+	// committing counts the batches inside Pebble's commit (store.commit),
+	// past every lock of graft's. testHookCommitting, when a test sets it,
+	// is told the count each time a batch enters: the group commit waiting
+	// on the WAL then has at least that many members.
+	committing         atomic.Int64
+	testHookCommitting atomic.Pointer[func(n int64)]
 }
 
 // Open opens (creating if needed) the store in dir, e.g. "<data>/graft".

@@ -97,6 +97,8 @@ func TestConnectErrors(t *testing.T) {
 // The client reconnects by itself: after the server is killed and
 // restarted, appends go on, and nothing acknowledged before is lost (AOF
 // with appendfsync always).
+//
+//echostore:fault
 func TestReconnectAfterRestart(t *testing.T) {
 	r, err := testserver.StartRedis(context.Background(), testserver.RedisConfig{AOF: true})
 	if err != nil {

@@ -18,7 +18,7 @@
 //     (accept.Tier) over it, the store and Redis.
 //   - The unix socket <data>/serve.sock (SocketName), mode 0600, on which the
 //     same API answers; removed on shutdown. The CLI's commands that need
-//     the data dir go through it while serve runs (DESIGN.md, Processes).
+//     the data dir go through it while serve runs (docs/rfc/0004-processes-and-nodes.md).
 //   - A faulty archiver (fault.go) that runs a stream's next cycle when an
 //     admin armed a fault (a route that exists only with Config.Faults): it
 //     folds, then fails before the trim.

@@ -50,7 +50,7 @@ var (
 // SocketName is the unix socket in the data dir on which a running serve
 // answers the same API as on its TCP address (mode 0600: the data dir's
 // owner only). It is how commands on the same machine reach the server that
-// holds the data dir (DESIGN.md, Processes). It authenticates its peer by
+// holds the data dir (docs/rfc/0004-processes-and-nodes.md). It authenticates its peer by
 // uid (SO_PEERCRED): serve's own user and root have the admin scope
 // without a token, any other user is refused (403 CodePeerRefused).
 const SocketName = "serve.sock"

@@ -27,7 +27,7 @@ import (
 const serveDialTimeout = 2 * time.Second
 
 // serveClient talks to the `echostore serve` that holds a data dir, over
-// its unix socket <data>/serve.sock (DESIGN.md, Processes): the same HTTP
+// its unix socket <data>/serve.sock (docs/rfc/0004-processes-and-nodes.md): the same HTTP
 // API as on its TCP address. The token, if serve has one, comes from
 // --token-file (or ECHOSTORE_TOKEN_FILE), else ECHOSTORE_TOKEN: never from
 // a flag's value, which every user would see in ps. Without one, serve

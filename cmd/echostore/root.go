@@ -13,7 +13,7 @@ import (
 	"github.com/echostore/echostore/internal/redact"
 )
 
-// Defaults of the global flags (DESIGN.md, "The user's contract").
+// Defaults of the global flags (docs/rfc/0006-user-contract.md).
 const (
 	defaultRedis = "redis://127.0.0.1:6379/0"
 	defaultData  = "./echostore-data"

@@ -57,6 +57,8 @@ func childCrash(dir string) error {
 // no torn object is visible at a final key, every commit the child reported
 // is intact with its pages, the chain verifies, and Sweep clears the
 // temporaries the kill left.
+//
+//echostore:fault
 func TestCrashDuringAppend(t *testing.T) {
 	if dir, ok := crashtest.Child("TestCrashDuringAppend"); ok {
 		if err := childCrash(dir); err != nil {

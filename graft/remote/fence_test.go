@@ -142,6 +142,8 @@ func raceFence(t testing.TB, dir, driver string) [2][]int {
 // TestFenceAcrossProcesses: two processes race conditional creates of the
 // same 3,000 keys on one file:// store. Exactly 3,000 creates win in total,
 // and every key holds its winner's bytes (invariant 6 on file://).
+//
+//echostore:fault
 func TestFenceAcrossProcesses(t *testing.T) {
 	dir := t.TempDir()
 	won := raceFence(t, dir, "ours")

@@ -211,11 +211,13 @@ func sampleCommit(t testing.TB) ([]byte, *Commit) {
 	return b, c
 }
 
+//echostore:fault
 func TestCorruptCommit(t *testing.T) {
 	b, _ := sampleCommit(t)
 	corruptions(t, b, func(b []byte) error { _, err := DecodeCommit(b); return err })
 }
 
+//echostore:fault
 func TestCorruptSegment(t *testing.T) {
 	seg, err := BuildSegment("vol.x", "s", pagesAt(3, 10, 2, 70, 100))
 	if err != nil {
@@ -227,6 +229,7 @@ func TestCorruptSegment(t *testing.T) {
 	corruptions(t, z, func(b []byte) error { _, err := DecodeFrame(f, b); return err })
 }
 
+//echostore:fault
 func TestCorruptMarker(t *testing.T) {
 	m := encodeMarker(checkpointMarker{Volume: "vol.x", LSN: 77, Hash: Hash{1}})
 	corruptions(t, m, func(b []byte) error { _, _, _, err := DecodeCheckpointMarker(b); return err })
@@ -244,6 +247,7 @@ func TestFrameWithoutChecksumRejected(t *testing.T) {
 	}
 }
 
+//echostore:fault
 func TestCorruptTombstone(t *testing.T) {
 	b := encodeTombstone("vol.x", 12)
 	if v, l, err := DecodeTombstone(b); err != nil || v != "vol.x" || l != 12 {

@@ -479,6 +479,8 @@ func TestPrepareRejectsInvalid(t *testing.T) {
 
 // TestCorruptObjectsInStore: corrupt or truncated objects in the store
 // surface as ErrCorrupt from every read path.
+//
+//echostore:fault
 func TestCorruptObjectsInStore(t *testing.T) {
 	ctx := context.Background()
 	s, _ := fileStore(t)

@@ -39,6 +39,8 @@ var errLostReply = errors.New("reply lost")
 // before its reply is seen, and while the PUT is in flight. After a restart
 // the retry of the same prepared commit succeeds in every case (it landed,
 // or it lands now), and the log is whole: no fork, no corrupt entry.
+//
+//echostore:fault
 func TestMinIOKilledMidAppend(t *testing.T) {
 	if _, err := testserver.MinIOBinary(); err != nil {
 		testserver.Unavailable(t, err)

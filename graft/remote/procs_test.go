@@ -47,6 +47,8 @@ func childPusher() error {
 // TestTwoWriterProcesses: two processes push one volume's log at once on
 // file:// and on MinIO. Every LSN is won by exactly one of them, each
 // reported hash is the commit at its LSN, and the chain verifies.
+//
+//echostore:fault
 func TestTwoWriterProcesses(t *testing.T) {
 	for name, open := range map[string]func(testing.TB) (Store, string){"file": fileStore, "s3": minioStore} {
 		t.Run(name, func(t *testing.T) {
