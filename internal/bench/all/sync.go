@@ -121,7 +121,7 @@ func syncTier(ctx context.Context, e *env, remoteURL, dir, queue string, opts ac
 	}
 	pusher := &acceptbench.TimedReplicator{Replicator: graft.Replication{}}
 	node, err := echostore.Open(ctx, echostore.Config{Data: dir, Redis: e.redisURL, Remote: remoteURL,
-		OutboxK: 1000, GroupWait: opts.GroupWait, Replicator: pusher})
+		OutboxK: 1000, GroupWait: opts.GroupWait, Replicator: pusher, Drivers: drivers.All()})
 	if err != nil {
 		return nil, err
 	}
