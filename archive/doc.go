@@ -23,7 +23,7 @@
 // LSN). The trim is XTRIM MINID at W's successor (never past the window's
 // cut, so entries appended during the cycle are never trimmed), capped at
 // every consumer group's oldest pending or undelivered entry, in one script
-// that also checks the lease's fencing token (mq.Client.FencedTrim), so a
+// that also checks the lease's fencing token (fencedTrim, a script of this package on mq.Script), so a
 // driver that stalled past its lease cannot trim. After each fold the
 // stream's last id is raised to W (mq.Client.SetID). A failed fold trims
 // nothing. The volume is the truth about W; the seam cache in Redis is

@@ -119,7 +119,7 @@ func classify(err error) (int, string) {
 		return status, code
 	case errors.Is(err, accept.ErrIDConflict), errors.Is(err, mq.ErrIDConflict):
 		return http.StatusConflict, CodeIDConflict
-	case errors.Is(err, mq.ErrFenced), errors.Is(err, archive.ErrVolumeBehind), errors.Is(err, archive.ErrNoVolume),
+	case errors.Is(err, archive.ErrFenced), errors.Is(err, archive.ErrVolumeBehind), errors.Is(err, archive.ErrNoVolume),
 		errors.Is(err, archive.ErrVolumeOwner), errors.Is(err, accept.ErrDuplicate):
 		return http.StatusConflict, CodeConflict
 	case graft.IsStorageFull(err): // the data dir (graft, the accept outbox) or the remote
@@ -668,7 +668,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
 		if state, err = archive.StreamFrontier(ctx, vol, q, st); err != nil {
 			return err
 		}
-	} else if seam, ok, err := s.mq.GetArchived(ctx, q, st); err != nil {
+	} else if seam, ok, err := archive.GetArchived(ctx, s.mq, q, st); err != nil {
 		return err
 	} else if ok {
 		return fmt.Errorf("%s/%s is archived up to %s but %s is not in this data dir: %w",

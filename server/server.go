@@ -287,7 +287,7 @@ type driverKey struct {
 func (s *Server) newArchiver(k driverKey) (*archive.Archiver, error) {
 	opts := archive.Options{Store: s.store, Live: s.mq, Logger: s.log, TrimAfter: k.ta, Retain: k.retain}
 	if k.ta == archive.TrimAfterRemote {
-		opts.Pusher = archive.GraftPusher{}
+		opts.Pusher = graft.Replication{}
 	}
 	a, err := archive.New(opts)
 	if err != nil {

@@ -1,0 +1,66 @@
+package mq
+
+import (
+	"context"
+	"fmt"
+	"iter"
+
+	"github.com/redis/rueidis"
+)
+
+// scanCount is the COUNT hint of each SCAN and SSCAN of ScanKeys and
+// SetMembers: the work one round trip asks of the server.
+const scanCount = 1000
+
+// isMaster reports whether a ROLE reply is a master's.
+func isMaster(r rueidis.RedisResult) (bool, error) {
+	role, err := r.ToArray()
+	if err != nil {
+		return false, err
+	}
+	if len(role) == 0 {
+		return false, fmt.Errorf("empty ROLE reply")
+	}
+	name, err := role[0].ToString()
+	return name == "master", err
+}
+
+// scanKeys yields the keys of node n matching pattern and of type typ, one
+// SCAN of scanCount at a time.
+func scanKeys(ctx context.Context, n rueidis.Client, pattern, typ string) iter.Seq2[string, error] {
+	return scanning(func(cursor uint64) (rueidis.ScanEntry, error) {
+		return n.Do(ctx, n.B().Scan().Cursor(cursor).Match(pattern).Count(scanCount).Type(typ).Build()).AsScanEntry()
+	})
+}
+
+// setMembers yields the members of the set key, one SSCAN of scanCount at a
+// time.
+func (c *Client) setMembers(ctx context.Context, key string) iter.Seq2[string, error] {
+	return scanning(func(cursor uint64) (rueidis.ScanEntry, error) {
+		return c.rdb.Do(ctx, c.rdb.B().Sscan().Key(key).Cursor(cursor).Count(scanCount).Build()).AsScanEntry()
+	})
+}
+
+// scanning yields the elements of a SCAN-family iteration, calling step
+// with the cursor for each round trip until the cursor comes back 0. An
+// element may come more than once (SCAN's promise); a failed step yields
+// its error and ends.
+func scanning(step func(cursor uint64) (rueidis.ScanEntry, error)) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		for cursor := uint64(0); ; {
+			e, err := step(cursor)
+			if err != nil {
+				yield("", err)
+				return
+			}
+			for _, el := range e.Elements {
+				if !yield(el, nil) {
+					return
+				}
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				return
+			}
+		}
+	}
+}

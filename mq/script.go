@@ -1,0 +1,115 @@
+package mq
+
+import (
+	"context"
+	"fmt"
+	"iter"
+
+	"github.com/redis/rueidis"
+)
+
+// Script is a Lua script that another package runs on the live tier with
+// Client.Run (package archive keeps its lease, seam and delete scripts this
+// way). Its source is the "#!lua" shebang (Redis ≥ 7: Redis checks for OOM
+// before a writing script runs, so one that writes runs whole or not at
+// all), then the helpers mq's own scripts share, then the body:
+//
+//	split(id), cmpid(a, b), nextid(id)   stream ids as decimal strings (never
+//	                                     Lua numbers, which lose precision
+//	                                     above 2^53)
+//	field(flat, name)                    a field of a flat name/value reply
+//	lastid(key)                          a stream's last-generated-id ("0-0"
+//	                                     if the key is missing)
+//	cappedtrim(key, minid)               XTRIM MINID capped at every consumer
+//	                                     group's oldest pending or undelivered
+//	                                     entry, the trim of Client.TrimMinID:
+//	                                     replies {"OK", trimmed, minid, capped}
+//
+// The rules of every script of echostore, which Run relies on: every key the
+// script touches carries one queue's hashtag ({Q}, so all of them hash to
+// one Cluster slot), and every one is passed in KEYS, never built inside
+// the script.
+type Script struct {
+	src string
+	lua *rueidis.Lua
+}
+
+// scriptHead is what NewScript and NewReadScript put before a body, after
+// the shebang line.
+const scriptHead = luaLib + luaTrim
+
+// NewScript returns the script of body, which may write.
+func NewScript(body string) *Script {
+	src := "#!lua\n" + scriptHead + body
+	return &Script{src: src, lua: rueidis.NewLuaScript(src)}
+}
+
+// NewReadScript returns the script of body, which only reads: it is marked
+// so (flags=no-writes) and run with EVALSHA_RO, so it runs while Redis is
+// out of memory and is sent again after a network error like any read.
+func NewReadScript(body string) *Script {
+	src := "#!lua flags=no-writes\n" + scriptHead + body
+	return &Script{src: src, lua: rueidis.NewLuaScriptReadOnly(src)}
+}
+
+// Source returns the script's full source, as sent to Redis.
+func (s *Script) Source() string { return s.src }
+
+// Reply is the reply of one run of a Script.
+type Reply struct{ r rueidis.RedisResult }
+
+// Err returns the error of the run: a failure to get a reply, or an error
+// reply of the server or the script.
+func (r Reply) Err() error { return r.r.Error() }
+
+// Strings returns a reply that is an array of strings.
+func (r Reply) Strings() ([]string, error) { return r.r.AsStrSlice() }
+
+// Int returns a reply that is an integer.
+func (r Reply) Int() (int64, error) { return r.r.AsInt64() }
+
+// Run runs script with keys and args (KEYS and ARGV) on the master that
+// serves keys: every key must carry the same queue hashtag (see Script).
+// The script is sent by its SHA, and whole only when the server does not
+// know it yet.
+func (c *Client) Run(ctx context.Context, script *Script, keys, args []string) Reply {
+	return Reply{script.lua.Exec(ctx, c.rdb, keys, args)}
+}
+
+// ScanKeys yields the keys that match pattern (SCAN MATCH) and are of type
+// typ ("set", "hash", …) on every master (every master of a Cluster;
+// replicas are skipped), one SCAN of scanCount at a time, so a large
+// keyspace never blocks a server and the caller can stop at any time. A key
+// may be yielded more than once (SCAN's promise); one created or deleted
+// while the scan runs may or may not be. A failed round trip yields its
+// error and ends the iteration.
+func (c *Client) ScanKeys(ctx context.Context, pattern, typ string) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		for addr, n := range c.rdb.Nodes() {
+			master, err := isMaster(n.Do(ctx, n.B().Role().Build()))
+			if err != nil {
+				yield("", fmt.Errorf("ROLE on %s: %w", addr, err))
+				return
+			}
+			if !master {
+				continue // its master is scanned
+			}
+			for key, err := range scanKeys(ctx, n, pattern, typ) {
+				if err != nil {
+					yield("", fmt.Errorf("scan %s: %w", addr, err))
+					return
+				}
+				if !yield(key, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// SetMembers yields the members of the set key, one SSCAN of scanCount at a
+// time. A member may come more than once (SSCAN's promise); a failed round
+// trip yields its error and ends.
+func (c *Client) SetMembers(ctx context.Context, key string) iter.Seq2[string, error] {
+	return c.setMembers(ctx, key)
+}
