@@ -336,3 +336,15 @@ func TestSecurityLiveRefusesBadNames(t *testing.T) {
 		t.Fatalf("keys left behind: %q, %v", keys, err)
 	}
 }
+
+// TestPresent: a nil Live and a nil *mq.Client (what callers pass when
+// Redis is unreachable) are no live tier; a client is one.
+func TestPresent(t *testing.T) {
+	var none *mq.Client
+	if present(nil) || present(none) {
+		t.Fatal("a nil live tier counts as present")
+	}
+	if !present(connect(t, servers.Redis(t).URL)) {
+		t.Fatal("a connected client counts as absent")
+	}
+}
