@@ -12,6 +12,37 @@ import (
 // SetMembers: the work one round trip asks of the server.
 const scanCount = 1000
 
+// ScanKeys yields the keys that match pattern (SCAN MATCH) and are of type
+// typ ("set", "hash", …) on every master (every master of a Cluster;
+// replicas are skipped), one SCAN of scanCount at a time, so a large
+// keyspace never blocks a server and the caller can stop at any time. A key
+// may be yielded more than once (SCAN's promise); one created or deleted
+// while the scan runs may or may not be. A failed round trip yields its
+// error and ends the iteration.
+func (c *Client) ScanKeys(ctx context.Context, pattern, typ string) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		for addr, n := range c.rdb.Nodes() {
+			master, err := isMaster(n.Do(ctx, n.B().Role().Build()))
+			if err != nil {
+				yield("", fmt.Errorf("ROLE on %s: %w", addr, err))
+				return
+			}
+			if !master {
+				continue // its master is scanned
+			}
+			for key, err := range scanKeys(ctx, n, pattern, typ) {
+				if err != nil {
+					yield("", fmt.Errorf("scan %s: %w", addr, err))
+					return
+				}
+				if !yield(key, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // isMaster reports whether a ROLE reply is a master's.
 func isMaster(r rueidis.RedisResult) (bool, error) {
 	role, err := r.ToArray()
@@ -33,9 +64,10 @@ func scanKeys(ctx context.Context, n rueidis.Client, pattern, typ string) iter.S
 	})
 }
 
-// setMembers yields the members of the set key, one SSCAN of scanCount at a
-// time.
-func (c *Client) setMembers(ctx context.Context, key string) iter.Seq2[string, error] {
+// SetMembers yields the members of the set key, one SSCAN of scanCount at a
+// time. A member may come more than once (SSCAN's promise); a failed round
+// trip yields its error and ends.
+func (c *Client) SetMembers(ctx context.Context, key string) iter.Seq2[string, error] {
 	return scanning(func(cursor uint64) (rueidis.ScanEntry, error) {
 		return c.rdb.Do(ctx, c.rdb.B().Sscan().Key(key).Cursor(cursor).Count(scanCount).Build()).AsScanEntry()
 	})

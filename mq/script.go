@@ -2,8 +2,6 @@ package mq
 
 import (
 	"context"
-	"fmt"
-	"iter"
 
 	"github.com/redis/rueidis"
 )
@@ -74,42 +72,4 @@ func (r Reply) Int() (int64, error) { return r.r.AsInt64() }
 // know it yet.
 func (c *Client) Run(ctx context.Context, script *Script, keys, args []string) Reply {
 	return Reply{script.lua.Exec(ctx, c.rdb, keys, args)}
-}
-
-// ScanKeys yields the keys that match pattern (SCAN MATCH) and are of type
-// typ ("set", "hash", …) on every master (every master of a Cluster;
-// replicas are skipped), one SCAN of scanCount at a time, so a large
-// keyspace never blocks a server and the caller can stop at any time. A key
-// may be yielded more than once (SCAN's promise); one created or deleted
-// while the scan runs may or may not be. A failed round trip yields its
-// error and ends the iteration.
-func (c *Client) ScanKeys(ctx context.Context, pattern, typ string) iter.Seq2[string, error] {
-	return func(yield func(string, error) bool) {
-		for addr, n := range c.rdb.Nodes() {
-			master, err := isMaster(n.Do(ctx, n.B().Role().Build()))
-			if err != nil {
-				yield("", fmt.Errorf("ROLE on %s: %w", addr, err))
-				return
-			}
-			if !master {
-				continue // its master is scanned
-			}
-			for key, err := range scanKeys(ctx, n, pattern, typ) {
-				if err != nil {
-					yield("", fmt.Errorf("scan %s: %w", addr, err))
-					return
-				}
-				if !yield(key, nil) {
-					return
-				}
-			}
-		}
-	}
-}
-
-// SetMembers yields the members of the set key, one SSCAN of scanCount at a
-// time. A member may come more than once (SSCAN's promise); a failed round
-// trip yields its error and ends.
-func (c *Client) SetMembers(ctx context.Context, key string) iter.Seq2[string, error] {
-	return c.setMembers(ctx, key)
 }
