@@ -12,10 +12,11 @@ import (
 )
 
 // Live is the live tier as the archive uses it: the stream reads of the
-// merge-read and the fold, the id raise after a reset, the window cut that
-// retention computes, and the scripts of the archive's own keys (its lease,
-// seam cache, archived set and delete; see scripts.go), run with Run. A
-// *mq.Client is one.
+// merge-read and the fold, the id raise after a fold, the window cut that
+// retention computes, the scripts of the archive's own keys (its lease,
+// fenced trim, seam cache and delete; see scripts.go), run with Run, and
+// the plain commands that read the seam cache and read and write the
+// archived set. A *mq.Client is one.
 type Live interface {
 	// Read yields the records of stream s of queue q with ids in
 	// [from, to] (mq.Client.Read).
@@ -38,6 +39,11 @@ type Live interface {
 	// (mq.Client.SetMembers). ArchivedStreams lists with them.
 	ScanKeys(ctx context.Context, pattern, typ string) iter.Seq2[string, error]
 	SetMembers(ctx context.Context, key string) iter.Seq2[string, error]
+	// HGetAll reads a hash (the seam cache), SIsMember and SAdd the
+	// archived set (mq.Client.HGetAll, SIsMember, SAdd).
+	HGetAll(ctx context.Context, key string) (map[string]string, error)
+	SIsMember(ctx context.Context, key, member string) (bool, error)
+	SAdd(ctx context.Context, key, member string) error
 }
 
 // present reports whether live is a live tier: neither nil nor a nil

@@ -74,12 +74,6 @@ redis.call('SADD', KEYS[2], ARGV[1])
 return 'OK'
 `)
 
-// scriptSeamRead reads the seam hash: KEYS[1] the seam hash. Replies its
-// fields and values, flat (empty when there is none).
-var scriptSeamRead = mq.NewReadScript(`
-return redis.call('HGETALL', KEYS[1])
-`)
-
 // scriptSeamDrop deletes the seam hash if its w is still ARGV[1], so that a
 // cache another node raised meanwhile is kept. Replies 1 if it deleted.
 var scriptSeamDrop = mq.NewScript(`
@@ -88,18 +82,6 @@ if redis.call('HGET', KEYS[1], 'w') == ARGV[1] then
   return 1
 end
 return 0
-`)
-
-// scriptRegister adds a stream to the archived set: KEYS[1] the set,
-// ARGV[1] the stream's name. Replies SADD's count.
-var scriptRegister = mq.NewScript(`
-return redis.call('SADD', KEYS[1], ARGV[1])
-`)
-
-// scriptIsArchived tells whether a stream is in the archived set: KEYS[1]
-// the set, ARGV[1] the stream's name. Replies 1 or 0.
-var scriptIsArchived = mq.NewReadScript(`
-return redis.call('SISMEMBER', KEYS[1], ARGV[1])
 `)
 
 // scriptDeleteStream deletes an archived stream from the live tier under

@@ -51,16 +51,12 @@ func GetArchived(ctx context.Context, live Live, q, s string) (seam Seam, ok boo
 		return Seam{}, false, err
 	}
 	key := SeamKey(q, s)
-	flat, err := live.Run(ctx, scriptSeamRead, []string{key}, nil).Strings()
+	m, err := live.HGetAll(ctx, key)
 	if err != nil {
 		return Seam{}, false, fmt.Errorf("read seam cache %s: %w", key, err)
 	}
-	if len(flat) == 0 {
+	if len(m) == 0 {
 		return Seam{}, false, nil
-	}
-	m := make(map[string]string, len(flat)/2)
-	for i := 0; i+1 < len(flat); i += 2 {
-		m[flat[i]] = flat[i+1]
 	}
 	return parseSeam(key, m)
 }
@@ -96,7 +92,7 @@ func RegisterArchived(ctx context.Context, live Live, q, s string) error {
 	if err := checkQS(q, s); err != nil {
 		return err
 	}
-	if err := live.Run(ctx, scriptRegister, []string{mq.ArchivedSetKey(q)}, []string{s}).Err(); err != nil {
+	if err := live.SAdd(ctx, mq.ArchivedSetKey(q), s); err != nil {
 		return fmt.Errorf("register %s as archived: %w", where(q, s), err)
 	}
 	return nil
@@ -107,11 +103,11 @@ func IsArchived(ctx context.Context, live Live, q, s string) (bool, error) {
 	if err := checkQS(q, s); err != nil {
 		return false, err
 	}
-	n, err := live.Run(ctx, scriptIsArchived, []string{mq.ArchivedSetKey(q)}, []string{s}).Int()
+	ok, err := live.SIsMember(ctx, mq.ArchivedSetKey(q), s)
 	if err != nil {
 		return false, fmt.Errorf("is %s archived: %w", where(q, s), err)
 	}
-	return n == 1, nil
+	return ok, nil
 }
 
 // dropArchived deletes the seam cache of stream s of queue q if its W is

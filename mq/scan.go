@@ -96,3 +96,20 @@ func scanning(step func(cursor uint64) (rueidis.ScanEntry, error)) iter.Seq2[str
 		}
 	}
 }
+
+// HGetAll returns the fields and values of the hash key (HGETALL): empty
+// when the key is missing. It is a read, sent again after a network error.
+func (c *Client) HGetAll(ctx context.Context, key string) (map[string]string, error) {
+	return c.rdb.Do(ctx, c.rdb.B().Hgetall().Key(key).Build()).AsStrMap()
+}
+
+// SIsMember reports whether member is in the set key (SISMEMBER). It is a
+// read, sent again after a network error.
+func (c *Client) SIsMember(ctx context.Context, key, member string) (bool, error) {
+	return c.rdb.Do(ctx, c.rdb.B().Sismember().Key(key).Member(member).Build()).AsBool()
+}
+
+// SAdd adds member to the set key (SADD).
+func (c *Client) SAdd(ctx context.Context, key, member string) error {
+	return c.rdb.Do(ctx, c.rdb.B().Sadd().Key(key).Member(member).Build()).Error()
+}

@@ -32,22 +32,13 @@ type Script struct {
 	lua *rueidis.Lua
 }
 
-// scriptHead is what NewScript and NewReadScript put before a body, after
-// the shebang line.
+// scriptHead is what NewScript puts before a body, after the shebang line.
 const scriptHead = luaLib + luaTrim
 
 // NewScript returns the script of body, which may write.
 func NewScript(body string) *Script {
 	src := "#!lua\n" + scriptHead + body
 	return &Script{src: src, lua: rueidis.NewLuaScript(src)}
-}
-
-// NewReadScript returns the script of body, which only reads: it is marked
-// so (flags=no-writes) and run with EVALSHA_RO, so it runs while Redis is
-// out of memory and is sent again after a network error like any read.
-func NewReadScript(body string) *Script {
-	src := "#!lua flags=no-writes\n" + scriptHead + body
-	return &Script{src: src, lua: rueidis.NewLuaScriptReadOnly(src)}
 }
 
 // Source returns the script's full source, as sent to Redis.
