@@ -201,7 +201,7 @@ func waitLock[T any](ctx context.Context, wait time.Duration, busy error, open f
 func (n *Node) newArchiver(ta archive.TrimAfter, retain archive.Retention) (*archive.Archiver, error) {
 	opts := archive.Options{Store: n.store, Live: n.mq, Logger: n.log, TrimAfter: ta, Retain: retain}
 	if ta == archive.TrimAfterRemote {
-		opts.Pusher = archive.GraftPusher{}
+		opts.Pusher = graft.Replication{}
 	}
 	a, err := archive.New(opts)
 	if err != nil {

@@ -202,7 +202,7 @@ func (n *Node) Status(ctx context.Context, ref names.StreamRef) (ArchiveStatus, 
 			return ArchiveStatus{}, err
 		}
 	}
-	seam, archived, err := live.GetArchived(ctx, q, s)
+	seam, archived, err := archive.GetArchived(ctx, live, q, s)
 	if err != nil {
 		return ArchiveStatus{}, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
@@ -50,32 +51,18 @@ func ParseTrimAfter(s string) (TrimAfter, error) {
 	return 0, fmt.Errorf("trim-after %q: want local or remote", s)
 }
 
-// Pusher is the replication layer as the archive sees it (wired by the
-// replication work; see graft/remote).
+// Pusher is the replication layer as the archive sees it. graft.Replication
+// is the one of graft's own replication (Volume.Push and the volume's sync
+// point); its store needs a remote attached (graft.Options.Remote or
+// Store.AttachRemote), without one Push fails with graft.ErrNoRemote and
+// the cycle does not trim.
 type Pusher interface {
-	// Push pushes vol's local commits to the remote.
-	Push(ctx context.Context, vol *graft.Volume) error
+	// Push pushes vol's local commits to the remote and returns the new
+	// sync point.
+	Push(ctx context.Context, vol *graft.Volume) (remote.SyncPoint, error)
 	// Pushed returns the newest local LSN of vol that the remote holds
 	// (0: none).
 	Pushed(ctx context.Context, vol *graft.Volume) (localLSN uint64, err error)
-}
-
-// GraftPusher is the Pusher of graft's own replication: Volume.Push and the
-// volume's sync point. The store needs a remote attached
-// (graft.Options.Remote or Store.AttachRemote); without one, Push fails with
-// graft.ErrNoRemote and the cycle does not trim.
-type GraftPusher struct{}
-
-// Push publishes vol's unpushed local commits as one remote commit.
-func (GraftPusher) Push(ctx context.Context, vol *graft.Volume) error {
-	_, err := vol.Push(ctx)
-	return err
-}
-
-// Pushed returns the local LSN that vol's sync point covers.
-func (GraftPusher) Pushed(ctx context.Context, vol *graft.Volume) (uint64, error) {
-	sp, err := vol.SyncPoint(ctx)
-	return sp.Local, err
 }
 
 // Errors of cycles.
@@ -85,9 +72,6 @@ var (
 	// ErrLeaseHeld: another driver held the stream's lease for longer than
 	// Options.LeaseWait.
 	ErrLeaseHeld = errors.New("archive: another driver holds the stream's lease")
-	// ErrFenced: the cycle lost its lease (it stalled past the TTL and
-	// another driver took over), so it did not trim. Same as mq.ErrFenced.
-	ErrFenced = mq.ErrFenced
 )
 
 // Defaults of Options.
@@ -100,8 +84,8 @@ const (
 type Options struct {
 	// Store is the data dir's graft store (<data>/graft), opened writable.
 	Store *graft.Store
-	// Live is the live tier.
-	Live *mq.Client
+	// Live is the live tier (a *mq.Client).
+	Live Live
 	// Logger receives the cycles' logs (default slog.Default()).
 	Logger *slog.Logger
 	// LeaseTTL is the lease's time to live; a cycle renews it before every
@@ -138,7 +122,7 @@ type Archiver struct {
 
 // New returns an Archiver.
 func New(opts Options) (*Archiver, error) {
-	if opts.Store == nil || opts.Live == nil {
+	if opts.Store == nil || !present(opts.Live) {
 		return nil, errors.New("archive: Options.Store and Options.Live are required")
 	}
 	if opts.LeaseTTL <= 0 {
@@ -248,11 +232,11 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 	}
 	res.Token = token
 	defer func() {
-		if _, rerr := live.ReleaseLease(context.WithoutCancel(ctx), q, s, token); rerr != nil {
+		if _, rerr := releaseLease(context.WithoutCancel(ctx), live, q, s, token); rerr != nil {
 			a.log.Warn("archive lease not released; it expires by itself", "queue", q, "stream", s, "err", rerr)
 		}
 	}()
-	seam, ok, err := live.GetArchived(ctx, q, s)
+	seam, ok, err := GetArchived(ctx, live, q, s)
 	if err != nil {
 		return res, err
 	}
@@ -263,7 +247,7 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 	if err := CheckOwner(ctx, vol, q, s); err != nil {
 		return res, err
 	}
-	if err := live.RegisterArchived(ctx, q, s); err != nil {
+	if err := RegisterArchived(ctx, live, q, s); err != nil {
 		return res, err
 	}
 	if !a.opts.Retain.IsZero() {
@@ -299,7 +283,7 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 		return res, err
 	}
 	for {
-		if _, err := live.TakeLease(ctx, q, s, token, a.opts.LeaseTTL); err != nil {
+		if _, err := takeLease(ctx, live, q, s, token, a.opts.LeaseTTL); err != nil {
 			return res, err
 		}
 		from := brand.ID(0)
@@ -355,13 +339,13 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 	if bound.W < cut {
 		minID = bound.W + 1
 	}
-	if _, err := live.TakeLease(ctx, q, s, token, a.opts.LeaseTTL); err != nil {
+	if _, err := takeLease(ctx, live, q, s, token, a.opts.LeaseTTL); err != nil {
 		return res, err
 	}
 	if a.beforeTrim != nil {
 		a.beforeTrim()
 	}
-	tr, err := live.FencedTrim(ctx, q, s, token, minID)
+	tr, err := fencedTrim(ctx, live, q, s, token, minID)
 	if err != nil {
 		return res, err
 	}
@@ -377,7 +361,7 @@ func (a *Archiver) retain(ctx context.Context, q, s string, vol *graft.Volume, s
 	if a.opts.Retain.IsZero() || st.Empty() {
 		return st, nil
 	}
-	if _, err := a.opts.Live.TakeLease(ctx, q, s, res.Token, a.opts.LeaseTTL); err != nil {
+	if _, err := takeLease(ctx, a.opts.Live, q, s, res.Token, a.opts.LeaseTTL); err != nil {
 		return st, err
 	}
 	next, n, err := retainAs(ctx, vol, a.opts.Retain, a.opts.Clock(), &Owner{Queue: q, Stream: s})
@@ -438,7 +422,7 @@ func (a *Archiver) publish(ctx context.Context, q, s string, top, cache State) e
 	if cache.Empty() {
 		return nil
 	}
-	return a.opts.Live.PutArchived(ctx, q, s, mq.Seam{W: cache.W, LSN: cache.LSN})
+	return PutArchived(ctx, a.opts.Live, q, s, Seam{W: cache.W, LSN: cache.LSN})
 }
 
 // localCache is what the seam cache says after a local change of the
@@ -472,7 +456,7 @@ func (a *Archiver) remoteState(ctx context.Context, vol *graft.Volume) (State, e
 // pushed pushes vol and returns the archive state at the newest LSN the
 // remote holds.
 func (a *Archiver) pushed(ctx context.Context, vol *graft.Volume) (State, error) {
-	if err := a.opts.Pusher.Push(ctx, vol); err != nil {
+	if _, err := a.opts.Pusher.Push(ctx, vol); err != nil {
 		return State{}, fmt.Errorf("archive: push %s: %w", vol.Name(), err)
 	}
 	return a.remoteState(ctx, vol)
@@ -483,7 +467,7 @@ func (a *Archiver) pushed(ctx context.Context, vol *graft.Volume) (State, error)
 func (a *Archiver) acquire(ctx context.Context, q, s string) (int64, error) {
 	deadline := time.Now().Add(a.opts.LeaseWait)
 	for {
-		l, err := a.opts.Live.TakeLease(ctx, q, s, 0, a.opts.LeaseTTL)
+		l, err := takeLease(ctx, a.opts.Live, q, s, 0, a.opts.LeaseTTL)
 		if err != nil {
 			return 0, err
 		}

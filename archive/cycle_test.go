@@ -12,6 +12,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
 	"pgregory.net/rapid"
@@ -31,7 +32,7 @@ func TestCycleFoldsThenTrims(t *testing.T) {
 	if live := e.liveIDs(ctx); !slices.Equal(live, all[90:]) {
 		t.Fatalf("live after cycle: %d ids", len(live))
 	}
-	seam, ok, err := e.live.GetArchived(ctx, e.q, e.s)
+	seam, ok, err := GetArchived(ctx, e.live, e.q, e.s)
 	if err != nil || !ok || seam.W != all[89] || seam.LSN != res.State.LSN {
 		t.Fatalf("seam cache %+v %v %v, want W %v LSN %d", seam, ok, err, all[89], res.State.LSN)
 	}
@@ -185,10 +186,10 @@ func TestTrimAfterRemote(t *testing.T) {
 		t.Fatalf("refused cycle touched the stream: %d entries", n)
 	}
 	// graft's own replication with no remote attached: no trim.
-	e3 := newEnv(t, url, Options{TrimAfter: TrimAfterRemote, Pusher: GraftPusher{}})
+	e3 := newEnv(t, url, Options{TrimAfter: TrimAfterRemote, Pusher: graft.Replication{}})
 	e3.append(ctx, 10)
 	if _, err := e3.a.Cycle(ctx, e3.q, e3.s, Window{Keep: 2}); !errors.Is(err, graft.ErrNoRemote) {
-		t.Fatalf("GraftPusher without a remote: %v, want graft.ErrNoRemote", err)
+		t.Fatalf("graft.Replication without a remote: %v, want graft.ErrNoRemote", err)
 	}
 	if n, _ := e3.live.Len(ctx, e3.q, e3.s); n != 10 {
 		t.Fatalf("cycle whose push failed trimmed: %d entries left", n)
@@ -216,7 +217,10 @@ type fakePusher struct {
 	pushes int
 }
 
-func (p *fakePusher) Push(context.Context, *graft.Volume) error { p.pushes++; return nil }
+func (p *fakePusher) Push(context.Context, *graft.Volume) (remote.SyncPoint, error) {
+	p.pushes++
+	return remote.SyncPoint{}, nil
+}
 func (p *fakePusher) Pushed(_ context.Context, v *graft.Volume) (uint64, error) {
 	return min(p.upTo, v.Head()), nil
 }
@@ -253,7 +257,7 @@ func TestFencedDriverCannotTrim(t *testing.T) {
 	}
 	// A held the lease with token 1; B released its token 2; a third holder
 	// takes token 3. A's trim must fail.
-	if l, err := e.live.TakeLease(ctx, e.q, e.s, 0, time.Minute); err != nil || l.Held {
+	if l, err := takeLease(ctx, e.live, e.q, e.s, 0, time.Minute); err != nil || l.Held {
 		t.Fatal(l, err)
 	}
 	close(resume)
@@ -272,7 +276,7 @@ func TestCycleWaitsForADeadDriversLease(t *testing.T) {
 	ctx := testCtx(t)
 	e := newEnv(t, servers.Redis(t).URL, Options{LeaseTTL: time.Second})
 	all := e.append(ctx, 10)
-	dead, err := e.live.TakeLease(ctx, e.q, e.s, 0, 300*time.Millisecond)
+	dead, err := takeLease(ctx, e.live, e.q, e.s, 0, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +288,7 @@ func TestCycleWaitsForADeadDriversLease(t *testing.T) {
 		t.Fatalf("cycle %+v after dead token %d", res, dead.Token)
 	}
 	// A lease held beyond LeaseWait fails with ErrLeaseHeld.
-	if _, err := e.live.TakeLease(ctx, e.q, e.s, 0, time.Minute); err != nil {
+	if _, err := takeLease(ctx, e.live, e.q, e.s, 0, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	short, _ := New(Options{Store: e.st, Live: e.live, Logger: quietLog(), LeaseWait: 10 * time.Millisecond})
@@ -504,7 +508,7 @@ func TestRedisLostDataCannotHideAppends(t *testing.T) {
 	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 0, MaxAge: time.Nanosecond}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := testserver.Do(ctx, r.Addr, "DEL", mq.StreamKey(e.q, e.s), mq.SeamKey(e.q, e.s)); err != nil {
+	if _, err := testserver.Do(ctx, r.Addr, "DEL", mq.StreamKey(e.q, e.s), SeamKey(e.q, e.s)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 5}); err != nil {

@@ -68,7 +68,7 @@ func (a *Archiver) Delete(ctx context.Context, q, s string) (res DeleteResult, e
 		if deleted {
 			return // the delete removed the lease
 		}
-		if _, rerr := live.ReleaseLease(context.WithoutCancel(ctx), q, s, token); rerr != nil {
+		if _, rerr := releaseLease(context.WithoutCancel(ctx), live, q, s, token); rerr != nil {
 			a.log.Warn("archive lease not released; it expires by itself", "queue", q, "stream", s, "err", rerr)
 		}
 	}()
@@ -101,10 +101,10 @@ func (a *Archiver) Delete(ctx context.Context, q, s string) (res DeleteResult, e
 		a.afterDrop(token)
 	}
 	// Renew before the delete: the drop may have taken a while.
-	if _, err := live.TakeLease(ctx, q, s, token, a.opts.LeaseTTL); err != nil {
+	if _, err := takeLease(ctx, live, q, s, token, a.opts.LeaseTTL); err != nil {
 		return res, fmt.Errorf("archive delete %s/%s: %w", q, s, err)
 	}
-	n, err := live.DeleteArchivedStream(ctx, q, s, token)
+	n, err := deleteLiveStream(ctx, live, q, s, token)
 	if err != nil {
 		return res, fmt.Errorf("archive delete %s/%s: %w", q, s, err)
 	}

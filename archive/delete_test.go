@@ -31,12 +31,12 @@ func TestDeleteArchivedStream(t *testing.T) {
 		if got := ids(t, MergeRead(ctx, e.source(ctx), All())); !slices.Equal(got, all) {
 			t.Fatalf("%s: merge-read has %d ids, want %d", what, len(got), len(all))
 		}
-		if ok, err := e.live.IsArchived(ctx, e.q, e.s); err != nil || !ok {
+		if ok, err := IsArchived(ctx, e.live, e.q, e.s); err != nil || !ok {
 			t.Fatalf("%s: IsArchived = %v, %v", what, ok, err)
 		}
-		if l, err := e.live.TakeLease(ctx, e.q, e.s, 0, time.Minute); err != nil || l.Held {
+		if l, err := takeLease(ctx, e.live, e.q, e.s, 0, time.Minute); err != nil || l.Held {
 			t.Fatalf("%s: the lease was not released: %+v, %v", what, l, err)
-		} else if _, err := e.live.ReleaseLease(ctx, e.q, e.s, l.Token); err != nil {
+		} else if _, err := releaseLease(ctx, e.live, e.q, e.s, l.Token); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -53,14 +53,14 @@ func TestDeleteArchivedStream(t *testing.T) {
 	untouched("after a refused drop")
 
 	// A lease held by another (a running driver): nothing deleted.
-	held, err := e.live.TakeLease(ctx, e.q, e.s, 0, time.Minute)
+	held, err := takeLease(ctx, e.live, e.q, e.s, 0, time.Minute)
 	if err != nil || held.Held {
 		t.Fatal(held, err)
 	}
 	if _, err := e.a.Delete(ctx, e.q, e.s); !errors.Is(err, ErrLeaseHeld) {
 		t.Fatalf("Delete with the lease held: %v, want ErrLeaseHeld", err)
 	}
-	if _, err := e.live.ReleaseLease(ctx, e.q, e.s, held.Token); err != nil {
+	if _, err := releaseLease(ctx, e.live, e.q, e.s, held.Token); err != nil {
 		t.Fatal(err)
 	}
 	untouched("after a held lease")
@@ -70,10 +70,10 @@ func TestDeleteArchivedStream(t *testing.T) {
 	// tail alone.
 	var thief int64
 	e.a.afterDrop = func(token int64) {
-		if _, err := e.live.ReleaseLease(ctx, e.q, e.s, token); err != nil {
+		if _, err := releaseLease(ctx, e.live, e.q, e.s, token); err != nil {
 			t.Error(err)
 		}
-		l, err := e.live.TakeLease(ctx, e.q, e.s, 0, time.Minute)
+		l, err := takeLease(ctx, e.live, e.q, e.s, 0, time.Minute)
 		if err != nil || l.Held {
 			t.Error(l, err)
 		}
@@ -92,7 +92,7 @@ func TestDeleteArchivedStream(t *testing.T) {
 		}
 		break
 	}
-	if _, err := e.live.ReleaseLease(ctx, e.q, e.s, thief); err != nil {
+	if _, err := releaseLease(ctx, e.live, e.q, e.s, thief); err != nil {
 		t.Fatal(err)
 	}
 
@@ -107,21 +107,21 @@ func TestDeleteArchivedStream(t *testing.T) {
 	if n, err := e.live.Len(ctx, e.q, e.s); err != nil || n != 0 {
 		t.Fatalf("live entries after delete: %d, %v", n, err)
 	}
-	if _, ok, err := e.live.GetArchived(ctx, e.q, e.s); err != nil || ok {
+	if _, ok, err := GetArchived(ctx, e.live, e.q, e.s); err != nil || ok {
 		t.Fatalf("seam cache after delete: %v, %v", ok, err)
 	}
-	if ok, err := e.live.IsArchived(ctx, e.q, e.s); err != nil || ok {
+	if ok, err := IsArchived(ctx, e.live, e.q, e.s); err != nil || ok {
 		t.Fatalf("IsArchived after delete: %v, %v", ok, err)
 	}
 	if got := ids(t, MergeRead(ctx, e.source(ctx), All())); len(got) != 0 {
 		t.Fatalf("read after delete: %d ids", len(got))
 	}
 	// Tokens keep increasing after the delete.
-	l, err := e.live.TakeLease(ctx, e.q, e.s, 0, time.Minute)
+	l, err := takeLease(ctx, e.live, e.q, e.s, 0, time.Minute)
 	if err != nil || l.Held || l.Token <= res.Token {
 		t.Fatalf("lease after delete: %+v, %v; want a token above %d", l, err, res.Token)
 	}
-	if _, err := e.live.ReleaseLease(ctx, e.q, e.s, l.Token); err != nil {
+	if _, err := releaseLease(ctx, e.live, e.q, e.s, l.Token); err != nil {
 		t.Fatal(err)
 	}
 	// The sibling is whole.

@@ -15,7 +15,11 @@
 // (remotelog.go), the retention horizon (retain.go: Retain drops archived
 // pages below it with graft's DropArchiveBelow; W does not move), and
 // deleting an archived stream (Archiver.Delete: the local volume, its
-// remote log, then the live keys in one script fenced by the lease).
+// remote log, then the live keys in one script fenced by the lease), and
+// its keys in the live tier with the scripts that use them (live.go,
+// scripts.go, lease.go, seam.go: the lease with fencing tokens, the fenced
+// trim, the seam cache, the archived set, the fenced delete), run through
+// Live, the part of a *mq.Client the package uses.
 //
 // Invariant 2, no loss (kept in cycle.go and fold.go): a record leaves the
 // live stream only after its page and a W ≥ its id are durable in ONE synced
@@ -23,8 +27,8 @@
 // LSN). The trim is XTRIM MINID at W's successor (never past the window's
 // cut, so entries appended during the cycle are never trimmed), capped at
 // every consumer group's oldest pending or undelivered entry, in one script
-// that also checks the lease's fencing token (mq.Client.FencedTrim), so a
-// driver that stalled past its lease cannot trim. After each fold the
+// that also checks the lease's fencing token (fencedTrim in lease.go), so
+// a driver that stalled past its lease cannot trim. After each fold the
 // stream's last id is raised to W (mq.Client.SetID). A failed fold trims
 // nothing. The volume is the truth about W; the seam cache in Redis is
 // rewritten after each fold and never trusted over the volume (a volume

@@ -66,8 +66,9 @@ func All() Range { return Range{From: 0, To: brand.Max} }
 type Source struct {
 	// Queue and Stream name the stream.
 	Queue, Stream string
-	// Live is the live tier; nil reads the archive only (Redis may be down).
-	Live *mq.Client
+	// Live is the live tier (a *mq.Client); nil (or a nil *mq.Client)
+	// reads the archive only (Redis may be down).
+	Live Live
 	// Volume is the stream's archive volume in this data dir; nil if the data
 	// dir has none.
 	Volume *graft.Volume
@@ -115,6 +116,9 @@ type Source struct {
 // that belongs to another stream (MetaOwner) fails the read with an
 // *OwnerError before anything is served or pulled.
 func MergeRead(ctx context.Context, src Source, r Range) iter.Seq2[mq.Record, error] {
+	if !present(src.Live) {
+		src.Live = nil // a nil *mq.Client: the archive only
+	}
 	return func(yield func(mq.Record, error) bool) {
 		if r.PageSize <= 0 {
 			r.PageSize = DefaultPageSize
@@ -154,7 +158,7 @@ func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
 	if err != nil || src.Live == nil {
 		return vol, err
 	}
-	seam, ok, err := src.Live.GetArchived(ctx, src.Queue, src.Stream)
+	seam, ok, err := GetArchived(ctx, src.Live, src.Queue, src.Stream)
 	if err != nil {
 		return nil, fmt.Errorf("merge-read %s/%s: %w", src.Queue, src.Stream, err)
 	}

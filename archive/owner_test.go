@@ -84,15 +84,15 @@ func TestVolumeOwnerCollision(t *testing.T) {
 		if got := a.archiveIDs(ctx); !slices.Equal(got, aIDs[:15]) {
 			t.Fatalf("after %s: archive %d records, want %s/%s's 15", what, len(got), a.q, a.s)
 		}
-		if reg, err := e.live.IsArchived(ctx, b.q, b.s); err != nil || reg {
+		if reg, err := IsArchived(ctx, e.live, b.q, b.s); err != nil || reg {
 			t.Fatalf("after %s: %s/%s registered as archived: %v %v", what, b.q, b.s, reg, err)
 		}
-		if _, ok, err := e.live.GetArchived(ctx, b.q, b.s); err != nil || ok {
+		if _, ok, err := GetArchived(ctx, e.live, b.q, b.s); err != nil || ok {
 			t.Fatalf("after %s: %s/%s has a seam cache: %v %v", what, b.q, b.s, ok, err)
 		}
-		if l, err := e.live.TakeLease(ctx, b.q, b.s, 0, time.Second); err != nil || l.Held {
+		if l, err := takeLease(ctx, e.live, b.q, b.s, 0, time.Second); err != nil || l.Held {
 			t.Fatalf("after %s: %s/%s's lease: %+v %v", what, b.q, b.s, l, err)
-		} else if _, err := e.live.ReleaseLease(ctx, b.q, b.s, l.Token); err != nil {
+		} else if _, err := releaseLease(ctx, e.live, b.q, b.s, l.Token); err != nil {
 			t.Fatal(err)
 		}
 	}

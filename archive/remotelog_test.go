@@ -55,7 +55,7 @@ func node(t *testing.T, live *mq.Client, rs remote.Store, q, s string, opts Opti
 	st := openStore(t, t.TempDir())
 	if rs != nil {
 		st.AttachRemote(rs)
-		opts.TrimAfter, opts.Pusher = TrimAfterRemote, GraftPusher{}
+		opts.TrimAfter, opts.Pusher = TrimAfterRemote, graft.Replication{}
 	}
 	opts.Store, opts.Live, opts.Logger = st, live, quietLog()
 	a, err := New(opts)
@@ -209,7 +209,7 @@ func TestCycleTakeoverPulls(t *testing.T) {
 		t.Fatalf("A's cycle: %+v %v", res, err)
 	}
 	// A dies holding the lease.
-	l, err := live.TakeLease(ctx, q, "s", 0, opts.LeaseTTL)
+	l, err := takeLease(ctx, live, q, "s", 0, opts.LeaseTTL)
 	if err != nil || l.Held {
 		t.Fatalf("lease: %+v %v", l, err)
 	}

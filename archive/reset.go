@@ -7,7 +7,6 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
-	"github.com/echostore/echostore/mq"
 )
 
 // WhatDiscarded names the records DiscardCounter counts, for
@@ -28,7 +27,7 @@ const WhatDiscarded = "archived records no longer in the live stream"
 // (MetaOwner). With live nil (Redis unreachable), with a volume that
 // records no owner, or with an empty or missing stream, every such record
 // counts: none can be shown to be live.
-func DiscardCounter(live *mq.Client) graft.DiscardCounter {
+func DiscardCounter(live Live) graft.DiscardCounter {
 	return func(ctx context.Context, u *graft.Unpushed) (uint64, string, error) {
 		if u.Head == u.SyncLSN {
 			return 0, WhatDiscarded, nil
@@ -83,8 +82,8 @@ func DiscardCounter(live *mq.Client) graft.DiscardCounter {
 // liveFirst returns the id of the first entry of the live stream that owns
 // the archive volume at snap (0 when the stream is empty or missing);
 // known is false when that cannot be told (no Redis, no owner recorded).
-func liveFirst(ctx context.Context, live *mq.Client, snap *graft.Snapshot) (first brand.ID, known bool, err error) {
-	if live == nil {
+func liveFirst(ctx context.Context, live Live, snap *graft.Snapshot) (first brand.ID, known bool, err error) {
+	if !present(live) {
 		return 0, false, nil
 	}
 	o, ok, err := ownerAt(ctx, snap)
@@ -115,9 +114,9 @@ func liveFirst(ctx context.Context, live *mq.Client, snap *graft.Snapshot) (firs
 // cache.
 //
 // A reset that emptied the volume (nothing of it was ever pushed) removes
-// the cache instead (mq.Client.DropArchived): the stream then reads its
+// the cache instead (a seam cache drop): the stream then reads its
 // live tail, and its next cycle folds from there, as a stream never folded.
-func RepairSeam(ctx context.Context, live *mq.Client, vol *graft.Volume, before State) (bool, error) {
+func RepairSeam(ctx context.Context, live Live, vol *graft.Volume, before State) (bool, error) {
 	o, ok, err := VolumeOwner(ctx, vol)
 	if err != nil || !ok {
 		return false, err
@@ -127,11 +126,11 @@ func RepairSeam(ctx context.Context, live *mq.Client, vol *graft.Volume, before 
 
 // repairSeam is RepairSeam for the stream o, the volume's owner before the
 // reset.
-func repairSeam(ctx context.Context, live *mq.Client, vol *graft.Volume, o Owner, before State) (bool, error) {
-	if live == nil {
+func repairSeam(ctx context.Context, live Live, vol *graft.Volume, o Owner, before State) (bool, error) {
+	if !present(live) {
 		return false, nil
 	}
-	seam, ok, err := live.GetArchived(ctx, o.Queue, o.Stream)
+	seam, ok, err := GetArchived(ctx, live, o.Queue, o.Stream)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -143,9 +142,9 @@ func repairSeam(ctx context.Context, live *mq.Client, vol *graft.Volume, o Owner
 		return false, nil
 	}
 	if st.Empty() {
-		return live.DropArchived(ctx, o.Queue, o.Stream, seam.W)
+		return dropArchived(ctx, live, o.Queue, o.Stream, seam.W)
 	}
-	return true, live.PutArchived(ctx, o.Queue, o.Stream, mq.Seam{W: st.W, LSN: st.LSN})
+	return true, PutArchived(ctx, live, o.Queue, o.Stream, Seam{W: st.W, LSN: st.LSN})
 }
 
 // ResetResult says what ResetVolume did.
@@ -162,7 +161,7 @@ type ResetResult struct {
 // stream that the unpushed commits hold. After the reset it lowers a seam
 // cache that named the dropped folds (RepairSeam), so that the stream
 // stays readable and trimmable.
-func ResetVolume(ctx context.Context, vol *graft.Volume, live *mq.Client, discard uint64) (ResetResult, error) {
+func ResetVolume(ctx context.Context, vol *graft.Volume, live Live, discard uint64) (ResetResult, error) {
 	var res ResetResult
 	before, err := Frontier(ctx, vol)
 	if err != nil {

@@ -95,17 +95,17 @@ func TestResetRefusesTrimmedArchive(t *testing.T) {
 	}
 }
 
-// flakyPusher is GraftPusher whose pushes fail while fail is set.
+// flakyPusher is graft.Replication whose pushes fail while fail is set.
 type flakyPusher struct {
-	GraftPusher
+	graft.Replication
 	fail atomic.Bool
 }
 
-func (p *flakyPusher) Push(ctx context.Context, v *graft.Volume) error {
+func (p *flakyPusher) Push(ctx context.Context, v *graft.Volume) (remote.SyncPoint, error) {
 	if p.fail.Load() {
-		return errors.New("push refused by the test")
+		return remote.SyncPoint{}, errors.New("push refused by the test")
 	}
-	return p.GraftPusher.Push(ctx, v)
+	return p.Replication.Push(ctx, v)
 }
 
 // TestNoWedgeAfterFailedPush reproduces finding 3: on a trim_after remote
@@ -132,7 +132,7 @@ func TestNoWedgeAfterFailedPush(t *testing.T) {
 			if res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 5}); err == nil || res.Folded != 10 || res.Trimmed != 0 {
 				t.Fatalf("cycle with a failing push: %+v, %v", res, err)
 			}
-			seam, ok, err := e.live.GetArchived(ctx, e.q, e.s)
+			seam, ok, err := GetArchived(ctx, e.live, e.q, e.s)
 			if err != nil || !ok || seam.W != all[14] {
 				t.Errorf("seam cache %+v (%v, %v) after the failed push, want W %s (what the remote holds)",
 					seam, ok, err, brand.EVT.Format(all[14]))

@@ -149,7 +149,7 @@ func TestRetentionSnapshotGCAndFollower(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rs.Close()
-	e := newEnv(t, testRedisURL(t), Options{TrimAfter: TrimAfterRemote, Pusher: GraftPusher{}, Chunk: 250})
+	e := newEnv(t, testRedisURL(t), Options{TrimAfter: TrimAfterRemote, Pusher: graft.Replication{}, Chunk: 250})
 	e.st.AttachRemote(rs)
 	big := strings.Repeat("x", 1024)
 	var all []brand.ID
@@ -176,7 +176,7 @@ func TestRetentionSnapshotGCAndFollower(t *testing.T) {
 	before := vol.Info()
 
 	// Retention: keep the newest 100 archived records.
-	a, err := New(Options{Store: e.st, Live: e.live, Logger: quietLog(), TrimAfter: TrimAfterRemote, Pusher: GraftPusher{},
+	a, err := New(Options{Store: e.st, Live: e.live, Logger: quietLog(), TrimAfter: TrimAfterRemote, Pusher: graft.Replication{},
 		Retain: Retention{Count: 100}})
 	if err != nil {
 		t.Fatal(err)

@@ -154,7 +154,7 @@ func openNode(ctx context.Context, c nodeConf) (n *node, err error) {
 		return n, err
 	}
 	if n.arc, err = archive.New(archive.Options{Store: n.gs, Live: n.live, Logger: quietLog(), Chunk: c.Chunk,
-		LeaseTTL: 400 * time.Millisecond, TrimAfter: archive.TrimAfterRemote, Pusher: archive.GraftPusher{}}); err != nil {
+		LeaseTTL: 400 * time.Millisecond, TrimAfter: archive.TrimAfterRemote, Pusher: graft.Replication{}}); err != nil {
 		return n, err
 	}
 	if !c.Tier {

@@ -104,7 +104,7 @@ type Client struct {
 }
 
 type scriptSet struct {
-	append, trim, setID, seam, publish                   *rueidis.Lua
+	append, trim, setID, publish                         *rueidis.Lua
 	enqueue, promote, claim, ack, fail, recover, redrive *rueidis.Lua
 }
 
@@ -180,10 +180,9 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 
 func newScriptSet() scriptSet {
 	return scriptSet{
-		append:  rueidis.NewLuaScript(ScriptAppend),
-		trim:    rueidis.NewLuaScript(ScriptTrim),
-		setID:   rueidis.NewLuaScript(ScriptSetID),
-		seam:    rueidis.NewLuaScript(scriptSeam),
+		append:  rueidis.NewLuaScript(scriptAppend),
+		trim:    rueidis.NewLuaScript(scriptTrim),
+		setID:   rueidis.NewLuaScript(scriptSetID),
 		publish: rueidis.NewLuaScript(scriptPublish),
 		enqueue: rueidis.NewLuaScript(scriptEnqueue),
 		promote: rueidis.NewLuaScript(scriptPromote),

@@ -19,7 +19,7 @@ import (
 
 // benchClient is the part of a client the comparison exercises.
 type benchClient interface {
-	// script sends one EVALSHA of ScriptAppend per args, pipelined.
+	// script sends one EVALSHA of scriptAppend per args, pipelined.
 	script(ctx context.Context, key string, args [][]string) error
 	// xrange reads one page and decodes it into records.
 	xrange(ctx context.Context, key, start string, count int) ([]Record, error)
@@ -150,7 +150,7 @@ func benchFields() []Field {
 	}
 }
 
-// benchArgs returns the ScriptAppend arguments of one chunk of records
+// benchArgs returns the scriptAppend arguments of one chunk of records
 // with the same fields.
 func benchArgs(ids []brand.ID, fields []Field) []string {
 	recs := make([][]Field, len(ids))
@@ -169,7 +169,7 @@ func BenchmarkClients(b *testing.B) {
 	}{
 		{"goredis", func() (benchClient, error) {
 			c := goredis.NewClient(&goredis.Options{Addr: r.Addr})
-			s := goredis.NewScript(ScriptAppend)
+			s := goredis.NewScript(scriptAppend)
 			if err := s.Load(ctx, c).Err(); err != nil {
 				return nil, err
 			}
@@ -180,7 +180,7 @@ func BenchmarkClients(b *testing.B) {
 			if err != nil {
 				return nil, err
 			}
-			sha, err := c.Do(ctx, c.B().ScriptLoad().Script(ScriptAppend).Build()).ToString()
+			sha, err := c.Do(ctx, c.B().ScriptLoad().Script(scriptAppend).Build()).ToString()
 			if err != nil {
 				return nil, err
 			}

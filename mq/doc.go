@@ -1,8 +1,9 @@
 // Package mq is EchoMQ, echostore's live tier on Redis (≥ 7) or Valkey, a
 // single server or a Redis Cluster: streams of branded records, their
-// retention, the seam cache the archive layer keeps beside them, lanes that
-// announce events to blocked followers, and job queues with consumer
-// groups, retries and dead letters.
+// retention, lanes that announce events to blocked followers, job queues
+// with consumer groups, retries and dead letters, and the script primitive
+// (Script, Client.Run) on which package archive keeps its own keys beside
+// the streams (its lease, seam cache and archived set).
 //
 // # What it promises
 //
@@ -59,7 +60,9 @@
 // # Keys
 //
 // All keys of queue Q share the hashtag {Q}; every script touches keys of
-// one queue only, so all of this works on a Cluster:
+// one queue only, so all of this works on a Cluster (the seam cache, lease
+// and archived set are package archive's keys, listed here for the whole
+// layout):
 //
 //	emq:{Q}:stream:S            stream S
 //	emq:{Q}:stream:S:archived   seam cache of S: hash w (EVT_…), xid, lsn
@@ -76,7 +79,8 @@
 //	                            (the same id with other fields: a conflict)
 //	emq:{vol.V}:lane:lsn        LSN lane of volume V
 //
-// The seam cache is a cache: the archive volume holds the truth.
-// ArchivedStreams lists the streams registered in the emq:{Q}:archived
-// sets of every master, with SCAN and SSCAN in bounded steps.
+// The seam cache is a cache: the archive volume holds the truth. ScanKeys
+// and SetMembers walk the keys of every master and a set's members with
+// SCAN and SSCAN in bounded steps (archive.ArchivedStreams lists the
+// emq:{Q}:archived sets with them).
 package mq

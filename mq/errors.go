@@ -52,9 +52,6 @@ var (
 	// the entries between its last seen id and the oldest kept one are gone.
 	ErrLaneGap = errors.New("lane entries were trimmed before they were read")
 
-	// ErrBadSeam: the seam cache hash holds values that are not a seam.
-	ErrBadSeam = errors.New("malformed seam cache")
-
 	// ErrNoJob: a job id or entry that is not pending in the queue.
 	ErrNoJob = errors.New("no such pending job")
 

@@ -15,8 +15,8 @@ package mq
 // and retried entries are deleted from the job stream, so every entry in it
 // is either pending (claimed) or not yet delivered.
 
-// luaJobs holds helpers of the job scripts (after LuaLib).
-const luaJobs = LuaLib + `
+// luaJobs holds helpers of the job scripts (after luaLib).
+const luaJobs = luaLib + `
 local function attempts(kv, deliveries)
   local n = tonumber(kv[4]) or 1
   return n + deliveries - 1

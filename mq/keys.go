@@ -8,13 +8,16 @@ import (
 
 // Redis keys. Every key of a queue Q carries the hashtag {Q}, so all keys a
 // script touches hash to one Cluster slot. Names cannot contain '{', '}' or
-// ':' (names.Check), so no two of these keys collide.
+// ':' (names.Check), so no two of these keys collide. The keys marked
+// (archive) are package archive's, which builds them on StreamKey and
+// ArchivedSetKey and reads and writes them with its own scripts (Script);
+// mq's trim and retention only read the archived set, to refuse its streams.
 //
 //	emq:{Q}:stream:S            the stream S (a Redis stream)
-//	emq:{Q}:stream:S:archived   the seam cache of S (hash: w, xid, lsn)
-//	emq:{Q}:stream:S:lease      the archive driver's lease on S (string: fencing token)
-//	emq:{Q}:stream:S:lease:seq  the counter fencing tokens are drawn from
-//	emq:{Q}:archived            the set of archived streams of Q
+//	emq:{Q}:stream:S:archived   (archive) the seam cache of S (hash: w, xid, lsn)
+//	emq:{Q}:stream:S:lease      (archive) the archive driver's lease on S (string: fencing token)
+//	emq:{Q}:stream:S:lease:seq  (archive) the counter fencing tokens are drawn from
+//	emq:{Q}:archived            the set of archived streams of Q (archive writes it)
 //	emq:{Q}:lane:L              lane L (a capped stream)
 //	emq:{Q}:jobs                the job stream (one consumer group)
 //	emq:{Q}:jobs:dead           dead letters (a stream)
@@ -25,14 +28,6 @@ import (
 
 // StreamKey returns the key of stream s of queue q: emq:{q}:stream:s.
 func StreamKey(q, s string) string { return "emq:{" + q + "}:stream:" + s }
-
-// SeamKey returns the key of the seam cache of stream s: emq:{q}:stream:s:archived.
-func SeamKey(q, s string) string { return StreamKey(q, s) + ":archived" }
-
-// LeaseKey returns the key of the archive driver's lease on stream s:
-// emq:{q}:stream:s:lease. Its value is the holder's fencing token; the
-// lease scripts (TakeLease, FencedTrim) are in archive_support.go.
-func LeaseKey(q, s string) string { return StreamKey(q, s) + ":lease" }
 
 // ArchivedSetKey returns the key of the set of archived streams of q:
 // emq:{q}:archived.

@@ -120,7 +120,7 @@ func (r *Retention) Run(ctx context.Context, every time.Duration) error {
 // trimOne trims one stream to its window.
 func (r *Retention) trimOne(ctx context.Context, q, s string, w Window) (TrimResult, error) {
 	// A cheap early refusal; the trim script checks again, atomically.
-	if archived, err := r.c.IsArchived(ctx, q, s); err != nil {
+	if archived, err := r.c.isArchived(ctx, q, s); err != nil {
 		return TrimResult{}, err
 	} else if archived {
 		return TrimResult{}, fmt.Errorf("retention of %s: %w", where(q, s), ErrArchived)
@@ -130,6 +130,40 @@ func (r *Retention) trimOne(ctx context.Context, q, s string, w Window) (TrimRes
 		return TrimResult{}, err
 	}
 	return r.c.trim(ctx, q, s, minXID)
+}
+
+// isArchived reports whether stream s is registered as archived in queue
+// q (a member of ArchivedSetKey(q); package archive registers it).
+func (c *Client) isArchived(ctx context.Context, q, s string) (bool, error) {
+	ok, err := c.rdb.Do(ctx, c.rdb.B().Sismember().Key(ArchivedSetKey(q)).Member(s).Build()).AsBool()
+	if err != nil {
+		return false, fmt.Errorf("is %s archived: %w", where(q, s), err)
+	}
+	return ok, nil
+}
+
+// WindowCut returns the lowest id window w keeps live in stream s of queue
+// q at time now, computed exactly as the Retention driver computes its trim
+// point: entries below the cut are outside the window. ok is false when the
+// window keeps every entry. The archive driver folds up to the cut before
+// it trims.
+func (c *Client) WindowCut(ctx context.Context, q, s string, w Window, now time.Time) (cut brand.ID, ok bool, err error) {
+	if err := checkQS(q, s); err != nil {
+		return 0, false, err
+	}
+	if w.Keep < 0 || w.MaxAge < 0 {
+		return 0, false, fmt.Errorf("window of %s: negative limit (keep %d, max age %v)", where(q, s), w.Keep, w.MaxAge)
+	}
+	r := &Retention{c: c, clock: func() time.Time { return now }}
+	xid, err := r.minXID(ctx, StreamKey(q, s), w)
+	if err != nil || xid == "" {
+		return 0, false, err
+	}
+	id, err := brand.ParseRedisID(xid)
+	if err != nil {
+		return 0, false, fmt.Errorf("window cut of %s at %s: %w", where(q, s), xid, err)
+	}
+	return id, true, nil
 }
 
 // minXID computes the id a window trims to ("" for no trim): the larger of

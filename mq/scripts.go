@@ -5,13 +5,13 @@ package mq
 // with the "#!lua" shebang (Redis ≥ 7): Redis then checks for OOM before the
 // script runs, so a script that writes either runs whole or not at all.
 //
-// The sources are exported so that a later layer can build its own scripts
-// from them (the archive driver wraps the trim in a fenced script).
+// Another package builds its scripts on the same helpers with NewScript
+// (script.go): the archive's fenced trim calls cappedtrim, the trim below.
 
-// LuaLib holds helpers the scripts share. Stream ids are compared as
+// luaLib holds helpers the scripts share. Stream ids are compared as
 // strings of decimal digits, never as Lua numbers (doubles lose precision
 // above 2^53).
-const LuaLib = `
+const luaLib = `
 local function split(id)
   local d = string.find(id, '-', 1, true)
   return string.sub(id, 1, d - 1), string.sub(id, d + 1)
@@ -55,7 +55,7 @@ local function lastid(key)
 end
 `
 
-// ScriptAppend appends one chunk of records atomically, each with its given
+// scriptAppend appends one chunk of records atomically, each with its given
 // id, or none of them.
 //
 //	KEYS[1]  the stream
@@ -73,7 +73,7 @@ end
 // (the top is above its first id, and no entry below its first id is left,
 // or one at or above it was deleted): re-minting could append it twice, so
 // the outcome stays unknown. Ids within a chunk must increase.
-const ScriptAppend = "#!lua\n" + LuaLib + `
+const scriptAppend = "#!lua\n" + luaLib + `
 local key = KEYS[1]
 local n = tonumber(ARGV[2])
 local recs = {}
@@ -142,7 +142,36 @@ for i = 2, n do xadd(recs[i], redis.call) end
 return {'OK'}
 `
 
-// ScriptTrim trims a stream to a minimum id, unless it is archived, never
+// luaTrim holds cappedtrim(key, minid), the trim of scriptTrim without its
+// archived check: XTRIM MINID of the stream key to minid, lowered to the
+// oldest entry any consumer group has pending or not yet delivered. It
+// replies {"OK", trimmed, minid, capped} where minid is the id actually
+// trimmed to and capped names the group that held the trim back ("" if
+// none). The archive's fenced trim calls it too (NewScript prepends it), so
+// the consumer-group cap is the same code in both.
+const luaTrim = `
+local function cappedtrim(key, minid)
+  if redis.call('EXISTS', key) == 0 then return {'OK', '0', minid, ''} end
+  local capped = ''
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
+    local name = field(g, 'name')
+    local succ = nextid(field(g, 'last-delivered-id'))
+    if cmpid(succ, minid) < 0 then
+      minid = succ
+      capped = name .. ' (undelivered)'
+    end
+    local pend = redis.call('XPENDING', key, name)
+    if pend[1] > 0 and cmpid(pend[2], minid) < 0 then
+      minid = pend[2]
+      capped = name .. ' (pending)'
+    end
+  end
+  local n = redis.call('XTRIM', key, 'MINID', minid)
+  return {'OK', tostring(n), minid, capped}
+end
+`
+
+// scriptTrim trims a stream to a minimum id, unless it is archived, never
 // past an entry that a consumer group has pending or not yet delivered.
 //
 //	KEYS[1]  the stream
@@ -150,37 +179,19 @@ return {'OK'}
 //	ARGV[1]  the stream's name (its member in KEYS[2])
 //	ARGV[2]  the requested minimum id (entries below it go)
 //
-// Replies {"ARCHIVED"} (nothing trimmed) or {"OK", trimmed, minid, capped}
-// where minid is the id actually trimmed to and capped names the group that
-// held the trim back ("" if none). The check and the trim are one atomic
-// step: a stream registered as archived is never trimmed here.
-const ScriptTrim = "#!lua\n" + LuaLib + `
+// Replies {"ARCHIVED"} (nothing trimmed) or cappedtrim's {"OK", trimmed,
+// minid, capped}. The check and the trim are one atomic step: a stream
+// registered as archived is never trimmed here.
+const scriptTrim = "#!lua\n" + luaLib + luaTrim + `
 if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return {'ARCHIVED'} end
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'OK', '0', ARGV[2], ''} end
-local minid = ARGV[2]
-local capped = ''
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-  local name = field(g, 'name')
-  local succ = nextid(field(g, 'last-delivered-id'))
-  if cmpid(succ, minid) < 0 then
-    minid = succ
-    capped = name .. ' (undelivered)'
-  end
-  local pend = redis.call('XPENDING', KEYS[1], name)
-  if pend[1] > 0 and cmpid(pend[2], minid) < 0 then
-    minid = pend[2]
-    capped = name .. ' (pending)'
-  end
-end
-local n = redis.call('XTRIM', KEYS[1], 'MINID', minid)
-return {'OK', tostring(n), minid, capped}
+return cappedtrim(KEYS[1], ARGV[2])
 `
 
-// ScriptSetID raises a stream's last id to ARGV[1], never lowers it, and
+// scriptSetID raises a stream's last id to ARGV[1], never lowers it, and
 // creates an empty stream with that last id if the key is missing.
 //
 // Replies {"RAISED"|"CREATED"|"KEPT", last id after the call}.
-const ScriptSetID = "#!lua\n" + LuaLib + `
+const scriptSetID = "#!lua\n" + luaLib + `
 local key = KEYS[1]
 if redis.call('EXISTS', key) == 0 then
   redis.call('XADD', key, 'MAXLEN', '0', ARGV[1], 'x', 'x')
@@ -190,16 +201,6 @@ local top = lastid(key)
 if cmpid(ARGV[1], top) <= 0 then return {'KEPT', top} end
 redis.call('XSETID', key, ARGV[1])
 return {'RAISED', ARGV[1]}
-`
-
-// scriptSeam writes the seam cache and registers the stream as archived.
-//
-//	KEYS[1] the seam hash, KEYS[2] the archived set
-//	ARGV    stream name, w (branded text), xid, lsn
-const scriptSeam = "#!lua\n" + `
-redis.call('HSET', KEYS[1], 'w', ARGV[2], 'xid', ARGV[3], 'lsn', ARGV[4])
-redis.call('SADD', KEYS[2], ARGV[1])
-return 'OK'
 `
 
 // scriptPublish appends an entry to a lane, capped, with the id of the

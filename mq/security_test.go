@@ -116,14 +116,11 @@ func TestSecurityClientRefusesBadNames(t *testing.T) {
 				}
 				return nil
 			},
-			"Info":             func(q, s string) error { _, err := c.Info(ctx, q, s); return err },
-			"SetID":            func(q, s string) error { _, err := c.SetID(ctx, q, s, 5); return err },
-			"TrimMinID":        func(q, s string) error { _, err := c.TrimMinID(ctx, q, s, 5); return err },
-			"PutArchived":      func(q, s string) error { return c.PutArchived(ctx, q, s, Seam{W: 1, LSN: 1}) },
-			"RegisterArchived": func(q, s string) error { return c.RegisterArchived(ctx, q, s) },
-			"TakeLease":        func(q, s string) error { _, err := c.TakeLease(ctx, q, s, 1, time.Second); return err },
-			"DeleteArchivedStream": func(q, s string) error {
-				_, err := c.DeleteArchivedStream(ctx, q, s, 1)
+			"Info":      func(q, s string) error { _, err := c.Info(ctx, q, s); return err },
+			"SetID":     func(q, s string) error { _, err := c.SetID(ctx, q, s, 5); return err },
+			"TrimMinID": func(q, s string) error { _, err := c.TrimMinID(ctx, q, s, 5); return err },
+			"WindowCut": func(q, s string) error {
+				_, _, err := c.WindowCut(ctx, q, s, Window{Keep: 1}, time.Now())
 				return err
 			},
 			"Enqueue": func(q, _ string) error {

@@ -151,7 +151,7 @@ var errTrimmedSince = errors.New("the chunk is not in the stream, and the stream
 // appended to without pause by other producers faster than this one.
 const maxRemints = 1000
 
-// appendChunk appends one chunk through ScriptAppend (see its protocol).
+// appendChunk appends one chunk through scriptAppend (see its protocol).
 func (c *Client) appendChunk(ctx context.Context, key string, recs [][]Field) ([]brand.ID, error) {
 	ids := make([]brand.ID, len(recs))
 	if err := c.mint(ids, 0); err != nil {
@@ -255,7 +255,7 @@ func (c *Client) mint(ids []brand.ID, floor brand.ID) error {
 	return nil
 }
 
-// appendArgs builds ScriptAppend's ARGV.
+// appendArgs builds scriptAppend's ARGV.
 func appendArgs(retry bool, ids []brand.ID, recs [][]Field) []string {
 	n := 2
 	for _, r := range recs {
@@ -546,7 +546,7 @@ type TrimResult struct {
 // has pending or not yet delivered, and never on an archived stream: that
 // fails with ErrArchived and trims nothing (only the archive driver, which
 // folds first, trims those). minID 0 trims nothing. The check and the trim
-// are one script (ScriptTrim), so a registration cannot slip between them.
+// are one script (scriptTrim), so a registration cannot slip between them.
 func (c *Client) TrimMinID(ctx context.Context, q, s string, minID brand.ID) (TrimResult, error) {
 	if err := checkQS(q, s); err != nil {
 		return TrimResult{}, err

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
-	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
 
@@ -16,14 +16,14 @@ import (
 const DiscoverEvery = time.Minute
 
 // discoverer paces the discovery of the archived streams registered in
-// Redis (mq.Client.ArchivedStreams) and remembers the streams it left alone.
+// Redis (archive.ArchivedStreams) and remembers the streams it left alone.
 type discoverer struct {
 	mu   sync.Mutex
-	last time.Time             // the last discovery
-	seen map[mq.StreamRef]bool // streams found and left alone (logged once)
+	last time.Time                  // the last discovery
+	seen map[archive.StreamRef]bool // streams found and left alone (logged once)
 }
 
-func newDiscoverer() *discoverer { return &discoverer{seen: map[mq.StreamRef]bool{}} }
+func newDiscoverer() *discoverer { return &discoverer{seen: map[archive.StreamRef]bool{}} }
 
 // due reports whether a discovery is due now (the first always is), and
 // if so counts it as done.
@@ -47,7 +47,7 @@ func (s *Server) discover(ctx context.Context) {
 	if s.disc == nil || !s.disc.due(time.Now()) {
 		return
 	}
-	for k, err := range s.mq.ArchivedStreams(ctx) {
+	for k, err := range archive.ArchivedStreams(ctx, s.mq) {
 		if err != nil {
 			s.log.Warn("serve: discovery of archived streams", "err", err)
 			break
@@ -64,7 +64,7 @@ func (s *Server) discover(ctx context.Context) {
 			continue
 		}
 		if vol == nil {
-			_, folded, err := s.mq.GetArchived(ctx, k.Queue, k.Stream)
+			_, folded, err := archive.GetArchived(ctx, s.mq, k.Queue, k.Stream)
 			if err != nil || folded {
 				s.leftAlone(k, "serve: archived stream left alone: its archive volume is not in this data dir (another node folds it)", err)
 				continue
@@ -89,7 +89,7 @@ func (s *Server) discover(ctx context.Context) {
 }
 
 // leftAlone logs, once per stream, that discovery leaves k alone and why.
-func (s *Server) leftAlone(k mq.StreamRef, msg string, err error) {
+func (s *Server) leftAlone(k archive.StreamRef, msg string, err error) {
 	s.disc.mu.Lock()
 	first := !s.disc.seen[k]
 	s.disc.seen[k] = true

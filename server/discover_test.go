@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/mq"
 )
 
@@ -28,14 +29,14 @@ func TestDiscover(t *testing.T) {
 	if _, err := c.AppendBatch(t.Context(), q, "found", batch); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.RegisterArchived(t.Context(), q, "found"); err != nil {
+	if err := archive.RegisterArchived(t.Context(), c, q, "found"); err != nil {
 		t.Fatal(err)
 	}
 	ids, err := c.AppendBatch(t.Context(), q, "elsewhere", batch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.PutArchived(t.Context(), q, "elsewhere", mq.Seam{W: ids[0], LSN: 1}); err != nil {
+	if err := archive.PutArchived(t.Context(), c, q, "elsewhere", archive.Seam{W: ids[0], LSN: 1}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -11,7 +11,7 @@
 //   - One Redis client (mq.Client) and the remote (graft/remote), attached
 //     to the store so that trim_after: remote can push. Discovery
 //     (discover.go) lists the archived streams through it
-//     (mq.Client.ArchivedStreams), unless Config.Discover is false.
+//     (archive.ArchivedStreams), unless Config.Discover is false.
 //   - Two archive drivers (archive.Driver: trim after local, trim after
 //     remote) and one mq.Retention, cycled together on each beat.
 //   - The accept outbox (<data>/accept/outbox) and the two-tier enqueue

@@ -91,7 +91,7 @@ func classify(err error) (int, string) {
 		return status, code
 	case errors.Is(err, accept.ErrIDConflict), errors.Is(err, mq.ErrIDConflict):
 		return http.StatusConflict, CodeIDConflict
-	case errors.Is(err, mq.ErrFenced), errors.Is(err, archive.ErrVolumeBehind), errors.Is(err, archive.ErrNoVolume),
+	case errors.Is(err, archive.ErrFenced), errors.Is(err, archive.ErrVolumeBehind), errors.Is(err, archive.ErrNoVolume),
 		errors.Is(err, archive.ErrVolumeOwner), errors.Is(err, accept.ErrDuplicate):
 		return http.StatusConflict, CodeConflict
 	case graft.IsStorageFull(err): // the data dir (graft, the accept outbox) or the remote

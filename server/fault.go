@@ -8,6 +8,7 @@ import (
 
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
 )
 
 // ErrInjectedFault is the error of a cycle that an armed fault failed (POST
@@ -20,7 +21,9 @@ var ErrInjectedFault = errors.New("serve: injected fault: the cycle failed after
 // (archive.Archiver.Cycle trims nothing after an error).
 type faultPusher struct{}
 
-func (faultPusher) Push(context.Context, *graft.Volume) error { return ErrInjectedFault }
+func (faultPusher) Push(context.Context, *graft.Volume) (remote.SyncPoint, error) {
+	return remote.SyncPoint{}, ErrInjectedFault
+}
 func (faultPusher) Pushed(context.Context, *graft.Volume) (uint64, error) {
 	return 0, ErrInjectedFault
 }

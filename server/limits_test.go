@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/mq"
 )
@@ -49,7 +50,7 @@ func TestMaxStreams(t *testing.T) {
 	if in, err := c.Info(ctx, q, "d"); err != nil || in.Exists {
 		t.Fatalf("a refused stream is in Redis (%v)", err)
 	}
-	if reg, err := c.IsArchived(ctx, q, "d"); err != nil || reg {
+	if reg, err := archive.IsArchived(ctx, c, q, "d"); err != nil || reg {
 		t.Fatalf("a refused stream is registered as archived (%v)", err)
 	}
 	if _, err := e.srv.store.Volume(ctx, "archive."+q+".d"); !errors.Is(err, graft.ErrVolumeNotFound) {
@@ -62,7 +63,7 @@ func TestMaxStreams(t *testing.T) {
 	e.must("POST", "/v1/streams/"+q+"/b/cycle?keep=1", "")
 
 	// Discovery adopts nothing beyond the limit.
-	if err := c.RegisterArchived(ctx, q, "registered"); err != nil {
+	if err := archive.RegisterArchived(ctx, c, q, "registered"); err != nil {
 		t.Fatal(err)
 	}
 	e.srv.Beat(ctx)

@@ -320,7 +320,7 @@ deleted stream) it refuses and says how to delete that log.`,
 				if rs, err = remote.Open(ctx, g.remoteURL(), drivers.All()...); err != nil {
 					return fmt.Errorf("--trim-after remote: remote %s: %w; check --remote (file:///dir or s3://bucket?endpoint=…), or use --trim-after local", g.remoteShown(), err)
 				}
-				opts.Pusher = archive.GraftPusher{}
+				opts.Pusher = graft.Replication{}
 			} else if rs, err = openConfiguredRemote(ctx, g, false); err != nil {
 				return err
 			}
@@ -380,7 +380,7 @@ are left out (low 0, retained = archived).`,
 				return err
 			}
 			defer ar.close()
-			seam, archived, err := c.GetArchived(ctx, q, s)
+			seam, archived, err := archive.GetArchived(ctx, c, q, s)
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,172 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strconv"
+	"strings"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
+)
+
+// ErrBadSeam: the seam cache hash holds values that are not a seam.
+var ErrBadSeam = errors.New("malformed seam cache")
+
+// Seam is where a stream's archive ends and its live tail begins: the
+// watermark W (the highest archived id) and the volume LSN that made W
+// durable.
+type Seam struct {
+	W   brand.ID // the watermark: the highest archived id
+	LSN uint64   // the archive volume's LSN that made W durable
+}
+
+// PutArchived writes the seam cache of stream s of queue q, the hash
+// emq:{q}:stream:s:archived (SeamKey) with fields w (W as EVT_…), xid (W's
+// Redis id) and lsn (decimal), and registers s in emq:{q}:archived
+// (mq.ArchivedSetKey), in one atomic step. Any Redis client can read the
+// hash to learn where the live tail begins; it is a cache: the truth stays
+// in the archive volume, and the archive overwrites the cache after each
+// fold.
+func PutArchived(ctx context.Context, live Live, q, s string, seam Seam) error {
+	if err := checkQS(q, s); err != nil {
+		return err
+	}
+	keys := []string{SeamKey(q, s), mq.ArchivedSetKey(q)}
+	args := []string{s, brand.EVT.Format(seam.W), seam.W.RedisID(), strconv.FormatUint(seam.LSN, 10)}
+	if err := live.Run(ctx, scriptSeam, keys, args).Err(); err != nil {
+		return fmt.Errorf("write seam cache of %s: %w", where(q, s), err)
+	}
+	return nil
+}
+
+// GetArchived reads the seam cache of stream s of queue q. ok is false when
+// there is none. Fields that do not form a seam (w not an EVT id, xid not
+// w's Redis id, lsn not a number) fail with ErrBadSeam.
+func GetArchived(ctx context.Context, live Live, q, s string) (seam Seam, ok bool, err error) {
+	if err := checkQS(q, s); err != nil {
+		return Seam{}, false, err
+	}
+	key := SeamKey(q, s)
+	m, err := live.HGetAll(ctx, key)
+	if err != nil {
+		return Seam{}, false, fmt.Errorf("read seam cache %s: %w", key, err)
+	}
+	if len(m) == 0 {
+		return Seam{}, false, nil
+	}
+	return parseSeam(key, m)
+}
+
+func parseSeam(key string, m map[string]string) (Seam, bool, error) {
+	w, err := brand.EVT.Parse(m["w"])
+	if err != nil {
+		return Seam{}, false, fmt.Errorf("seam cache %s: w: %w: %w", key, ErrBadSeam, err)
+	}
+	if m["xid"] != w.RedisID() {
+		return Seam{}, false, fmt.Errorf("seam cache %s: xid %q is not the Redis id of w %s (%s): %w",
+			key, clip(m["xid"]), m["w"], w.RedisID(), ErrBadSeam)
+	}
+	lsn, err := strconv.ParseUint(m["lsn"], 10, 64)
+	if err != nil {
+		return Seam{}, false, fmt.Errorf("seam cache %s: lsn %q: %w", key, clip(m["lsn"]), ErrBadSeam)
+	}
+	return Seam{W: w, LSN: lsn}, true, nil
+}
+
+// clip shortens s for an error message.
+func clip(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// RegisterArchived adds stream s to the archived streams of queue q. From
+// then on mq's TrimMinID and its Retention driver refuse to trim it.
+func RegisterArchived(ctx context.Context, live Live, q, s string) error {
+	if err := checkQS(q, s); err != nil {
+		return err
+	}
+	if err := live.SAdd(ctx, mq.ArchivedSetKey(q), s); err != nil {
+		return fmt.Errorf("register %s as archived: %w", where(q, s), err)
+	}
+	return nil
+}
+
+// IsArchived reports whether stream s is registered as archived in queue q.
+func IsArchived(ctx context.Context, live Live, q, s string) (bool, error) {
+	if err := checkQS(q, s); err != nil {
+		return false, err
+	}
+	ok, err := live.SIsMember(ctx, mq.ArchivedSetKey(q), s)
+	if err != nil {
+		return false, fmt.Errorf("is %s archived: %w", where(q, s), err)
+	}
+	return ok, nil
+}
+
+// dropArchived deletes the seam cache of stream s of queue q if its W is
+// still w (the stream stays registered as archived). It is for an archive
+// volume that a confirmed reset emptied: a cache naming folds that no
+// longer exist anywhere would make every read and cycle refuse the volume
+// as behind it. It reports whether it deleted the cache.
+func dropArchived(ctx context.Context, live Live, q, s string, w brand.ID) (bool, error) {
+	if err := checkQS(q, s); err != nil {
+		return false, err
+	}
+	n, err := live.Run(ctx, scriptSeamDrop, []string{SeamKey(q, s)}, []string{brand.EVT.Format(w)}).Int()
+	if err != nil {
+		return false, fmt.Errorf("drop seam cache of %s: %w", where(q, s), err)
+	}
+	return n == 1, nil
+}
+
+// StreamRef names a stream: its queue and its name.
+type StreamRef struct{ Queue, Stream string }
+
+// ArchivedStreams yields every stream registered as archived: the members
+// of every set emq:{Q}:archived (mq.ArchivedSetKey), found with SCAN on
+// each master (every master of a Cluster; replicas are skipped), each set
+// read with SSCAN (mq.Client.ScanKeys and SetMembers: no round trip asks
+// more than a bounded number of keys or members of the server, so a large
+// keyspace or set never blocks it, and the caller can stop at any time). A
+// key that looks like such a set but does not name a valid queue
+// (emq:{a:b}:archived), and a member that is not a valid stream name, are
+// skipped, not errors. Each stream is yielded once; one registered or
+// removed while the scan runs may or may not be yielded (SCAN guarantees
+// only the keys that exist throughout). A failed round trip yields its
+// error and ends the iteration.
+func ArchivedStreams(ctx context.Context, live Live) iter.Seq2[StreamRef, error] {
+	return func(yield func(StreamRef, error) bool) {
+		seen := map[StreamRef]bool{}
+		for key, err := range live.ScanKeys(ctx, mq.ArchivedSetKey("*"), "set") {
+			if err != nil {
+				yield(StreamRef{}, fmt.Errorf("scan for archived streams: %w", err))
+				return
+			}
+			q, ok := strings.CutPrefix(key, "emq:{")
+			if q, ok = strings.CutSuffix(q, "}:archived"); !ok || names.Check(names.KindQueue, q) != nil {
+				continue
+			}
+			for s, err := range live.SetMembers(ctx, key) {
+				if err != nil {
+					yield(StreamRef{}, fmt.Errorf("read %s: %w", key, err))
+					return
+				}
+				ref := StreamRef{q, s}
+				if names.Check(names.KindStream, s) != nil || seen[ref] {
+					continue
+				}
+				seen[ref] = true
+				if !yield(ref, nil) {
+					return
+				}
+			}
+		}
+	}
+}
