@@ -70,6 +70,10 @@ func (p *ScriptProxy) Dropped() int64 { return p.dropped.Load() }
 // Pending returns the drops and LOADING answers not yet played.
 func (p *ScriptProxy) Pending() (drops, loading int64) { return p.drops.Load(), p.loading.Load() }
 
+// loadingCommand is a script call whose reply is the error a server
+// still loading its dataset gives; the commands it stands in for do not run.
+const loadingCommand = "*3\r\n$4\r\nEVAL\r\n$74\r\nreturn redis.error_reply('LOADING Redis is loading the dataset in memory')\r\n$1\r\n0\r\n"
+
 // take decrements c if it is positive and reports whether it did.
 func take(c *atomic.Int64) bool {
 	for {
@@ -96,7 +100,6 @@ func (p *ScriptProxy) serve() {
 			continue
 		}
 		var dropReply atomic.Bool
-		var mu sync.Mutex // one writer to the client at a time
 		closeBoth := func() { client.Close(); server.Close() }
 		p.wg.Add(2)
 		go func() { // client → server
@@ -112,10 +115,11 @@ func (p *ScriptProxy) serve() {
 					// would shift every later reply on the connection.
 					cmds := countCommands(buf[:n])
 					if script && cmds > 0 && !dropReply.Load() && p.drops.Load() <= 0 && take(&p.loading) {
-						mu.Lock()
-						_, werr := client.Write(bytes.Repeat([]byte("-LOADING Redis is loading the dataset in memory\r\n"), cmds))
-						mu.Unlock()
-						if werr != nil {
+						// The server itself answers LOADING, in its place
+						// among the replies to the commands still in flight
+						// on this connection (answered here, it would
+						// overtake them).
+						if _, werr := server.Write(bytes.Repeat([]byte(loadingCommand), cmds)); werr != nil {
 							return
 						}
 						continue
@@ -146,9 +150,7 @@ func (p *ScriptProxy) serve() {
 					return // the reply is lost with the connection
 				}
 				if n > 0 {
-					mu.Lock()
 					_, werr := client.Write(buf[:n])
-					mu.Unlock()
 					if werr != nil {
 						return
 					}
