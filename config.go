@@ -1,0 +1,72 @@
+package echostore
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/echostore/echostore/accept"
+)
+
+// Replicator pushes an accept volume to the remote for the accept tier.
+type Replicator = accept.Replicator
+
+// Config configures a Node. Every field but Data may be left zero: a Config
+// with Data and Redis alone is the node `echostore serve` runs by default.
+type Config struct {
+	// Data is the data directory (required): the graft store is
+	// Data/graft, the accept outbox Data/accept/outbox. Open creates it
+	// with mode 0700 (an existing one keeps its mode).
+	Data string
+	// Redis is the Redis URL of the live tier. "" opens a Node without
+	// Redis: its volumes work, every stream and job operation fails with
+	// ErrNoRedis, and no accept tier runs.
+	Redis string
+	// Remote is the object-store URL the volumes replicate to (default
+	// DefaultRemote(Data), file://<Data>/remote).
+	Remote string
+	// Dev allows a mem:// remote, which keeps nothing across a restart (a
+	// sync enqueue's acknowledgement means nothing after a crash): for
+	// demos and tests only. Without it a mem:// remote is ErrMemRemote.
+	Dev bool
+	// Node is the node number of the ids the node mints (EVT and JOB); the
+	// accept volume of queue Q is accept.Q.Node.
+	Node int
+	// MaxQueues bounds the job queues the accept tier takes (default
+	// accept.DefaultMaxQueues; negative is an error).
+	MaxQueues int
+	// OutboxK is the accept outbox's loss window in records (default
+	// accept.DefaultK).
+	OutboxK int
+	// FlushInterval is the outbox's time bound: a partial block is cut and
+	// synced once its oldest record is this old (default
+	// accept.DefaultFlushInterval). Negative: never by time; the caller
+	// then calls Node.Outbox().Flush itself (serve does, to time each
+	// checkpoint).
+	FlushInterval time.Duration
+	// GroupWait bounds the sync group commit's wait for siblings
+	// (accept.TierOptions.GroupWait; 0: its default, negative: never wait).
+	GroupWait time.Duration
+	// Replicator is the push of the accept volumes (default
+	// Graft's own push, accept.VolumePusher{}); a caller may wrap it, to time the pushes.
+	Replicator Replicator
+	// LockWait is how long Open waits for another process to release the
+	// data dir (0: not at all; the error wraps ErrDataLocked).
+	LockWait time.Duration
+	// AllowEviction connects to a Redis whose maxmemory-policy may evict
+	// (tests only: eviction drops streams silently).
+	AllowEviction bool
+	// Logger receives the node's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// DefaultRemote returns the remote of a data dir when none is given:
+// file://<absolute data>/remote.
+func DefaultRemote(data string) (string, error) {
+	abs, err := filepath.Abs(data)
+	if err != nil {
+		return "", fmt.Errorf("data dir %s: %w", data, err)
+	}
+	return "file://" + filepath.ToSlash(filepath.Join(abs, "remote")), nil
+}

@@ -1,0 +1,32 @@
+// Package echostore is an echostore node as a Go API: a data directory, its
+// Redis and its remote, opened once by Open and closed by Node.Close.
+//
+// A Node bounds Redis streams and folds what retention trims into Graft, a
+// versioned page store replicated to object storage. Its methods are the
+// whole user contract, the one `echostore serve` answers over HTTP and the
+// CLI runs: Append, Read (a merge-read over the archive and the live
+// stream), Cycle, Status and Delete of a stream; Enqueue, Claim, Ack, Dead,
+// Redrive and QueueStatus of a job queue; Volumes, VolumeInfo, Push, Pull,
+// Hydrate, Reset, Checkpoint and GC of a volume. Every method takes checked
+// names (names.StreamRef, names.Queue, names.Volume), so no layer below
+// checks a name again.
+//
+// # Layout
+//
+// Open owns the data directory (Config.Data, mode 0700): the graft store
+// in Data/graft, locked while the Node is open, and the accept outbox in
+// Data/accept/outbox. The remote defaults to file://<Data>/remote.
+//
+// # Redis
+//
+// Config.Redis is optional. Without it a Node has its volumes alone
+// (Volumes, VolumeInfo, Push, Pull, Hydrate, Reset, Checkpoint, GC, and
+// Read with ReadArchiveOnly); every stream and job operation fails with
+// ErrNoRedis.
+//
+// # JSON
+//
+// Every result is a struct of this package (types.go) with JSON tags, and
+// its field order is the key order of its JSON object: serve's HTTP answers
+// and the CLI's output print the same keys in the same order.
+package echostore

@@ -1,0 +1,296 @@
+package echostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/echostore/echostore/accept"
+	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/lane"
+	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/internal/redact"
+	"github.com/echostore/echostore/mq"
+)
+
+// Sentinel errors of Open and of Node's methods.
+var (
+	// ErrConfig: Open was given a Config it cannot use (no Data, a
+	// negative MaxQueues).
+	ErrConfig = errors.New("echostore: invalid configuration")
+	// ErrDataLocked: another process holds the data directory.
+	ErrDataLocked = errors.New("echostore: the data directory is in use by another echostore process")
+	// ErrMemRemote: a mem:// remote without Config.Dev: sync
+	// acknowledgements against process memory would be a lie.
+	ErrMemRemote = errors.New("echostore: a mem:// remote keeps nothing across a restart; it needs --dev (config dev: true)")
+	// ErrNoRedis: a stream or job operation on a Node opened without
+	// Config.Redis.
+	ErrNoRedis = errors.New("echostore: this node has no Redis (Config.Redis is empty): streams and jobs need it")
+	// ErrInvalid: a request's options are out of range (a window with
+	// neither Keep nor MaxAge, a claim of more than MaxBatch jobs, an ack
+	// of no entries).
+	ErrInvalid = errors.New("echostore: invalid request")
+	// ErrClosed: the Node was closed.
+	ErrClosed = errors.New("echostore: node closed")
+)
+
+// MaxBatch bounds the jobs or entries one claim, dead-letter listing or
+// redrive handles, so that no single call takes a queue's every job in one
+// Redis script.
+const MaxBatch = 1000
+
+// CloseTimeout bounds how long Close lets the accept tier's committers
+// finish the batches they hold when its context has no deadline.
+const CloseTimeout = 15 * time.Second
+
+// Node is an open echostore node: the data directory (locked), Redis, the
+// remote, the accept outbox and tier, and the archivers. Get one with Open;
+// its methods are safe for concurrent use. Close it once.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	rurl  string // the remote's URL (secrets in it: never shown unredacted)
+	rs    remote.Store
+	mq    *mq.Client // nil without Redis
+	store *graft.Store
+	out   *accept.Outbox // nil without Redis
+	tier  *accept.Tier   // nil without Redis
+
+	// base are the archivers of the two trim_after settings with no
+	// retention; a cycle with a retention horizon gets one of its own
+	// (an archiver holds only its options).
+	base map[archive.TrimAfter]*archive.Archiver
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// Open opens the node of cfg: it checks the remote's URL, opens the remote
+// and Redis, creates the data dir (mode 0700), opens and locks its graft
+// store with the remote attached (every commit and push announced on the
+// volume's Redis lane), opens the accept outbox and starts the accept tier,
+// which recovers what an earlier process left pending. An unreachable
+// remote does not stop the open (pushes fail until it is back); an
+// unreachable Redis does. A data dir held by another process fails with
+// ErrDataLocked once cfg.LockWait has passed.
+func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
+	if cfg.Data == "" {
+		return nil, fmt.Errorf("%w: no data directory", ErrConfig)
+	}
+	if cfg.MaxQueues < 0 {
+		return nil, fmt.Errorf("%w: max_queues %d: want a positive number (default %d; there is no unlimited)",
+			ErrConfig, cfg.MaxQueues, accept.DefaultMaxQueues)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.OutboxK == 0 {
+		cfg.OutboxK = accept.DefaultK
+	}
+	if cfg.Replicator == nil {
+		cfg.Replicator = accept.VolumePusher{}
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, base: map[archive.TrimAfter]*archive.Archiver{}}
+	defer func() {
+		if err != nil {
+			n.closeAll(context.WithoutCancel(ctx))
+		}
+	}()
+	// The remote URL is checked before anything is contacted or created
+	// (remote.Open creates nothing).
+	n.rurl = cfg.Remote
+	if n.rurl == "" {
+		if n.rurl, err = DefaultRemote(cfg.Data); err != nil {
+			return nil, err
+		}
+	}
+	if u, perr := url.Parse(n.rurl); perr == nil && strings.EqualFold(u.Scheme, "mem") && !cfg.Dev {
+		return nil, ErrMemRemote
+	}
+	n.rs, err = remote.Open(ctx, n.rurl)
+	if err != nil {
+		return nil, fmt.Errorf("echostore: remote %s: %w", redact.URL(n.rurl), err)
+	}
+	var notifier graft.Notifier
+	if cfg.Redis != "" {
+		n.mq, err = mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.Node, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction})
+		if err != nil {
+			return nil, fmt.Errorf("echostore: redis: %w", err)
+		}
+		// Every local commit and push is announced on its volume's lane.
+		notifier = lane.New(n.mq)
+	}
+	// The data dir holds every record and job payload: its owner only
+	// (an existing dir keeps its mode; docs/SECURITY.md).
+	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
+		return nil, fmt.Errorf("echostore: create data dir %s: %w", cfg.Data, err)
+	}
+	n.store, err = waitLock(ctx, cfg.LockWait, graft.ErrLocked, func() (*graft.Store, error) {
+		return graft.Open(ctx, filepath.Join(cfg.Data, "graft"), graft.Options{Logger: cfg.Logger, Notifier: notifier})
+	})
+	if errors.Is(err, graft.ErrLocked) {
+		return nil, fmt.Errorf("%w (%s): %w", ErrDataLocked, cfg.Data, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("echostore: open data dir %s: %w", cfg.Data, err)
+	}
+	n.store.AttachRemote(n.rs)
+	if n.mq == nil {
+		return n, nil
+	}
+	for _, ta := range []archive.TrimAfter{archive.TrimAfterLocal, archive.TrimAfterRemote} {
+		if n.base[ta], err = n.newArchiver(ta, archive.Retention{}); err != nil {
+			return nil, err
+		}
+	}
+	n.out, err = waitLock(ctx, cfg.LockWait, accept.ErrBusy, func() (*accept.Outbox, error) {
+		return accept.Open(ctx, filepath.Join(cfg.Data, "accept", "outbox"),
+			accept.Options{K: cfg.OutboxK, FlushInterval: cfg.FlushInterval, Logger: cfg.Logger})
+	})
+	if errors.Is(err, accept.ErrBusy) {
+		return nil, fmt.Errorf("%w (%s): %w", ErrDataLocked, cfg.Data, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("echostore: open the accept outbox: %w", err)
+	}
+	n.tier, err = accept.NewTier(ctx, n.out, n.store, cfg.Replicator, n.mq,
+		accept.TierOptions{Node: uint16(cfg.Node), MaxQueues: cfg.MaxQueues, GroupWait: cfg.GroupWait, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("echostore: start the accept tier: %w", err)
+	}
+	return n, nil
+}
+
+// waitLock calls open until it succeeds, fails with an error other than
+// busy, or wait passes (0: one call).
+func waitLock[T any](ctx context.Context, wait time.Duration, busy error, open func() (T, error)) (T, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		v, err := open()
+		if err == nil || !errors.Is(err, busy) || wait <= 0 {
+			return v, err
+		}
+		if time.Now().After(deadline) {
+			return v, fmt.Errorf("%w (another echostore process holds it; waited %s)", err, wait)
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// newArchiver returns an archiver over the node's store, Redis and remote.
+func (n *Node) newArchiver(ta archive.TrimAfter, retain archive.Retention) (*archive.Archiver, error) {
+	opts := archive.Options{Store: n.store, Live: n.mq, Logger: n.log, TrimAfter: ta, Retain: retain}
+	if ta == archive.TrimAfterRemote {
+		opts.Pusher = archive.GraftPusher{}
+	}
+	a, err := archive.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("echostore: %w", err)
+	}
+	return a, nil
+}
+
+// Archiver returns an archiver over the node with the given settings, for
+// a caller that schedules cycles itself (serve's drivers:
+// archive.Archiver.NewDriver). Without Redis it fails with ErrNoRedis.
+func (n *Node) Archiver(ta TrimAfter, retain Retention) (*archive.Archiver, error) {
+	if n.mq == nil {
+		return nil, ErrNoRedis
+	}
+	if a, ok := n.base[ta]; ok && retain.IsZero() {
+		return a, nil
+	}
+	return n.newArchiver(ta, retain)
+}
+
+// Live returns the node's Redis client (nil without Redis): the lower layer
+// for a caller that needs more than Node's methods (serve's retention,
+// discovery and events).
+func (n *Node) Live() *mq.Client { return n.mq }
+
+// Store returns the node's graft store, the remote attached.
+func (n *Node) Store() *graft.Store { return n.store }
+
+// Remote returns the node's remote store.
+func (n *Node) Remote() remote.Store { return n.rs }
+
+// RemoteURL returns the remote's URL, secrets and all: never show it
+// without redact.URL.
+func (n *Node) RemoteURL() string { return n.rurl }
+
+// Outbox returns the accept outbox (nil without Redis).
+func (n *Node) Outbox() *accept.Outbox { return n.out }
+
+// Data returns the data directory.
+func (n *Node) Data() string { return n.cfg.Data }
+
+// Close closes the node: the accept tier (its committers finish the
+// batches they hold, bounded by ctx or CloseTimeout; what is still pending
+// stays in the outbox for the next open), the outbox, the graft store
+// (which releases the data dir), the remote and Redis, in that order. A
+// second Close does nothing.
+func (n *Node) Close(ctx context.Context) error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.mu.Unlock()
+	return n.closeAll(ctx)
+}
+
+func (n *Node) closeAll(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, CloseTimeout)
+		defer cancel()
+	}
+	var errs []error
+	if n.tier != nil {
+		if err := n.tier.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("echostore: close the accept tier: %w", err))
+		}
+	}
+	if n.out != nil {
+		if err := n.out.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("echostore: close the accept outbox: %w", err))
+		}
+	}
+	if n.store != nil {
+		if err := n.store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("echostore: close data dir: %w", err))
+		}
+	}
+	if n.rs != nil {
+		if err := n.rs.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("echostore: close remote: %w", err))
+		}
+	}
+	if n.mq != nil {
+		n.mq.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// live returns the Redis client, or ErrNoRedis.
+func (n *Node) live() (*mq.Client, error) {
+	if n.mq == nil {
+		return nil, ErrNoRedis
+	}
+	return n.mq, nil
+}

@@ -1,0 +1,249 @@
+package echostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/names"
+)
+
+// Append appends records to the live stream, in order, as one batch, and
+// returns their ids.
+func (n *Node) Append(ctx context.Context, ref names.StreamRef, records [][]Field) (AppendResult, error) {
+	live, err := n.live()
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if ref.IsZero() {
+		return AppendResult{}, fmt.Errorf("append: no stream: %w", names.ErrInvalid)
+	}
+	ids, err := live.AppendBatch(ctx, ref.Queue().String(), ref.Stream().String(), records)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	out := AppendResult{IDs: make([]string, len(ids))}
+	for i, id := range ids {
+		out.IDs[i] = brand.EVT.Format(id)
+	}
+	return out, nil
+}
+
+// Read yields the records of the stream in opts' range. The merge-read
+// (ReadMerged) serves the archive up to the watermark and the live stream
+// above it as one ordered sequence, each id once, while cycles run beside
+// it; if the seam cache says the stream is archived further than this data
+// dir's volume holds (or the data dir has none), the volume is pulled from
+// the remote once first, and without it there the read fails wrapping
+// archive.ErrNoVolume (it never serves the live tail alone). ReadLiveOnly
+// reads the live stream; ReadArchiveOnly reads the data dir's volume
+// alone, without Redis, failing wrapping graft.ErrVolumeNotFound if there
+// is none. An entry that is not a branded record yields a *mq.EntryError
+// and the read goes on; any other error ends it.
+func (n *Node) Read(ctx context.Context, ref names.StreamRef, opts ReadOptions) iter.Seq2[Record, error] {
+	fail := func(err error) iter.Seq2[Record, error] {
+		return func(yield func(Record, error) bool) { yield(Record{}, err) }
+	}
+	if ref.IsZero() {
+		return fail(fmt.Errorf("read: no stream: %w", names.ErrInvalid))
+	}
+	to := opts.To
+	if to == 0 {
+		to = brand.Max
+	}
+	q, s := ref.Queue().String(), ref.Stream().String()
+	rg := archive.Range{From: opts.From, To: to, Limit: opts.Limit, Reverse: opts.Reverse}
+	switch opts.Side {
+	case ReadLiveOnly:
+		live, err := n.live()
+		if err != nil {
+			return fail(err)
+		}
+		return live.Read(ctx, q, s, rg.From, rg.To, rg.Limit, rg.Reverse)
+	case ReadMerged, ReadArchiveOnly:
+	default:
+		return fail(fmt.Errorf("read: side %d: %w", opts.Side, ErrInvalid))
+	}
+	vol, err := n.archiveVolume(ctx, ref)
+	if err != nil {
+		return fail(err)
+	}
+	src := archive.Source{Queue: q, Stream: s, Volume: vol, Store: n.store}
+	if opts.Side == ReadArchiveOnly {
+		if vol == nil {
+			return fail(fmt.Errorf("no archive of %s in this data dir (volume %s): %w", ref, ref.Volume(), graft.ErrVolumeNotFound))
+		}
+	} else {
+		if src.Live, err = n.live(); err != nil {
+			return fail(fmt.Errorf("%w (ReadArchiveOnly reads the archive without Redis)", err))
+		}
+		src.Pull = func(ctx context.Context, name string) (*graft.Volume, error) { return n.pullArchive(ctx, ref) }
+	}
+	return archive.MergeRead(ctx, src, rg)
+}
+
+// archiveVolume returns the stream's archive volume in the data dir, nil
+// if there is none.
+func (n *Node) archiveVolume(ctx context.Context, ref names.StreamRef) (*graft.Volume, error) {
+	v, err := n.store.Volume(ctx, ref.Volume().String())
+	if errors.Is(err, graft.ErrVolumeNotFound) {
+		return nil, nil
+	}
+	return v, err
+}
+
+// pullArchive creates the stream's archive volume if the remote has
+// commits of it and pulls it up to the remote head (pages are fetched on
+// first read). A remote without the volume fails wrapping
+// archive.ErrNoVolume and creates nothing.
+func (n *Node) pullArchive(ctx context.Context, ref names.StreamRef) (*graft.Volume, error) {
+	name := ref.Volume().String()
+	head, err := n.remoteHead(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if head == 0 {
+		return nil, fmt.Errorf("the remote has no commit of %s (was it pushed? archive cycles with trim_after remote push it): %w", name, archive.ErrNoVolume)
+	}
+	v, err := n.store.Volume(ctx, name)
+	if errors.Is(err, graft.ErrVolumeNotFound) {
+		v, err = n.store.CreateVolume(ctx, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := v.Pull(ctx, nil); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// remoteHead returns the newest remote LSN of the volume name (0: none).
+func (n *Node) remoteHead(ctx context.Context, name string) (uint64, error) {
+	l, err := remote.NewLog(n.rs, name)
+	if err != nil {
+		return 0, err
+	}
+	head, err := l.Head(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("volume %s: remote: %w", name, err)
+	}
+	return head, nil
+}
+
+// watermark renders W: "EVT_…", or nil before the first fold.
+func watermark(st archive.State) *string {
+	if st.Empty() {
+		return nil
+	}
+	w := brand.EVT.Format(st.W)
+	return &w
+}
+
+// Cycle runs one fold-then-trim cycle of the stream now: the records
+// outside opts.Window are folded into the archive volume archive.Q.S, then
+// trimmed from the live stream (never past a consumer group's pending or
+// undelivered entries; with TrimAfterRemote only what a push covers), and
+// the stream is registered as archived. With opts.Retain the archived
+// records beyond the horizon are dropped after the folds. A failed cycle
+// trims nothing unfolded; its result says what it did before the error.
+func (n *Node) Cycle(ctx context.Context, ref names.StreamRef, opts CycleOptions) (CycleResult, error) {
+	if opts.Window.Keep < 0 || opts.Window.MaxAge < 0 || opts.Window.Keep == 0 && opts.Window.MaxAge == 0 {
+		return CycleResult{}, fmt.Errorf("cycle %s: give the window's Keep (the records to leave live) and/or MaxAge, neither negative: %w", ref, ErrInvalid)
+	}
+	if err := opts.Retain.Validate(); err != nil {
+		return CycleResult{}, fmt.Errorf("cycle %s: retention: %w: %w", ref, err, ErrInvalid)
+	}
+	a, err := n.Archiver(opts.TrimAfter, opts.Retain)
+	if err != nil {
+		return CycleResult{}, err
+	}
+	return n.CycleWith(ctx, a, ref, opts.Window)
+}
+
+// CycleWith runs one cycle of the stream with the archiver a (one of
+// Archiver's, or another over the node's store and Redis) and returns its
+// result as Cycle does.
+func (n *Node) CycleWith(ctx context.Context, a *archive.Archiver, ref names.StreamRef, w Window) (CycleResult, error) {
+	if ref.IsZero() {
+		return CycleResult{}, fmt.Errorf("cycle: no stream: %w", names.ErrInvalid)
+	}
+	res, err := a.Cycle(ctx, ref.Queue().String(), ref.Stream().String(), w)
+	return CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Watermark: watermark(res.State), Dropped: res.Dropped, State: res.State}, err
+}
+
+// Status returns where the seam of the stream is, read from its archive
+// volume (the truth) and the live stream. When the seam cache says the
+// stream is archived further than this data dir's volume holds, or the
+// data dir has no volume of an archived stream, Status pulls the volume
+// from the remote first, as a merge-read does, so that it never reports a
+// stale watermark; a remote without it fails wrapping archive.ErrNoVolume.
+func (n *Node) Status(ctx context.Context, ref names.StreamRef) (ArchiveStatus, error) {
+	live, err := n.live()
+	if err != nil {
+		return ArchiveStatus{}, err
+	}
+	if ref.IsZero() {
+		return ArchiveStatus{}, fmt.Errorf("status: no stream: %w", names.ErrInvalid)
+	}
+	q, s := ref.Queue().String(), ref.Stream().String()
+	vol, err := n.archiveVolume(ctx, ref)
+	if err != nil {
+		return ArchiveStatus{}, err
+	}
+	var state archive.State
+	if vol != nil {
+		if state, err = archive.StreamFrontier(ctx, vol, q, s); err != nil {
+			return ArchiveStatus{}, err
+		}
+	}
+	seam, archived, err := live.GetArchived(ctx, q, s)
+	if err != nil {
+		return ArchiveStatus{}, err
+	}
+	if archived && (vol == nil || !state.Covers(seam.W)) {
+		if vol, err = n.pullArchive(ctx, ref); err != nil {
+			return ArchiveStatus{}, fmt.Errorf("%s is archived up to %s but %s is not in this data dir: %w",
+				ref, brand.EVT.Format(seam.W), ref.Volume(), err)
+		}
+		if state, err = archive.StreamFrontier(ctx, vol, q, s); err != nil {
+			return ArchiveStatus{}, err
+		}
+	}
+	length, err := live.Len(ctx, q, s)
+	if err != nil {
+		return ArchiveStatus{}, err
+	}
+	out := ArchiveStatus{Watermark: watermark(state), Archived: state.Pages, Live: length, Volume: ref.Volume().String(), LSN: state.LSN}
+	if state.Low != 0 { // archive retention dropped the oldest pages
+		low, kept := state.Low, state.Retained()
+		out.Low, out.Retained = &low, &kept
+	}
+	return out, nil
+}
+
+// Delete deletes the archived stream: its archive volume in the data dir
+// and its log in the remote, then, under the stream's archive lease (a
+// running cycle is waited for), the live stream, its seam cache, its entry
+// in the queue's archived set and the lease. Copies of the volume in other
+// nodes' data dirs are not deleted.
+func (n *Node) Delete(ctx context.Context, ref names.StreamRef) (DeleteResult, error) {
+	if ref.IsZero() {
+		return DeleteResult{}, fmt.Errorf("delete: no stream: %w", names.ErrInvalid)
+	}
+	a, err := n.Archiver(archive.TrimAfterLocal, archive.Retention{})
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	res, err := a.Delete(ctx, ref.Queue().String(), ref.Stream().String())
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	return DeleteResult{Deleted: true, Volume: res.Volume, VolumeDropped: res.VolumeDropped, LiveEntries: res.LiveEntries,
+		RemoteKept: !res.RemoteDeleted, RemoteObjects: res.RemoteObjects}, nil
+}
