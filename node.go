@@ -294,3 +294,16 @@ func (n *Node) live() (*mq.Client, error) {
 	}
 	return n.mq, nil
 }
+
+// OutboxK returns the accept outbox's loss window K (Config.OutboxK).
+func (n *Node) OutboxK() int { return n.cfg.OutboxK }
+
+// Drain commits and pushes every job pending in the accept tier now and
+// returns once it is pushed (dispatch to the job streams follows in the
+// background). Without Redis it fails with ErrNoRedis.
+func (n *Node) Drain(ctx context.Context) error {
+	if n.tier == nil {
+		return ErrNoRedis
+	}
+	return n.tier.Drain(ctx)
+}

@@ -80,7 +80,7 @@ func TestServeDiskFullChild(t *testing.T) {
 		rurl = f[2]
 	}
 	ctx := context.Background()
-	s, err := server.New(ctx, server.Config{
+	s, err := server.Open(ctx, server.Config{
 		Listen: "127.0.0.1:0", Redis: redis, Data: data, Remote: rurl, Beat: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})

@@ -313,12 +313,20 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// SessionOut is the answer of POST /v1/session: whether a session cookie
+// was set and its scope, or why not (a server without a token needs none).
+type SessionOut struct {
+	Session bool   `json:"session"`
+	Scope   string `json:"scope,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
 // handleSession signs a browser in: the request carried a token (auth
 // checked it), and the answer sets an HttpOnly, SameSite=Strict session
 // cookie that GET /v1/events accepts, with the read scope alone.
 func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) error {
 	if len(s.cfg.tokens) == 0 {
-		writeJSON(w, http.StatusOK, map[string]any{"session": false, "reason": "this server has no token"})
+		writeJSON(w, http.StatusOK, SessionOut{Session: false, Reason: "this server has no token"})
 		return nil
 	}
 	got := []byte(r.Header.Get("Authorization"))
@@ -340,6 +348,6 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) error {
 		SameSite: http.SameSiteStrictMode,
 		Secure:   r.TLS != nil,
 	})
-	writeJSON(w, http.StatusOK, map[string]any{"session": true, "scope": ScopeRead.String()})
+	writeJSON(w, http.StatusOK, SessionOut{Session: true, Scope: ScopeRead.String()})
 	return nil
 }

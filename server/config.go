@@ -217,6 +217,11 @@ type stream struct {
 // key is the archiver that cycles the stream.
 func (st stream) key() driverKey { return driverKey{st.trimAfter, st.retain} }
 
+// Checked returns c with its zero fields filled with their defaults, or
+// the error that New would fail with (wrapping ErrConfig or ErrInsecure):
+// a caller that opens the node itself checks the configuration first.
+func (c Config) Checked() (Config, error) { return c.withDefaults() }
+
 // withDefaults fills the zero fields of c and checks it.
 func (c Config) withDefaults() (Config, error) {
 	if c.Listen == "" {

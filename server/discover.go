@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
+	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 )
 
 // DiscoverEvery is the least time between two discoveries of archived
@@ -53,6 +56,9 @@ func (s *Server) discover(ctx context.Context) {
 			continue
 		}
 		vol, err := s.archiveVolume(ctx, k.Queue, k.Stream)
+		if errors.Is(err, names.ErrInvalid) {
+			continue // the combined volume name is too long: never archived here
+		}
 		if err != nil {
 			s.log.Warn("serve: discovery", "queue", k.Queue, "stream", k.Stream, "err", err)
 			continue
@@ -91,4 +97,18 @@ func (s *Server) leftAlone(k mq.StreamRef, msg string, err error) {
 	if first {
 		s.log.Info(msg, "queue", k.Queue, "stream", k.Stream, "err", err)
 	}
+}
+
+// archiveVolume returns the archive volume of q/st in the data dir, nil if
+// there is none.
+func (s *Server) archiveVolume(ctx context.Context, q, st string) (*graft.Volume, error) {
+	ref, err := names.ParseStreamRef(q, st)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.store.Volume(ctx, ref.Volume().String())
+	if errors.Is(err, graft.ErrVolumeNotFound) {
+		return nil, nil
+	}
+	return v, err
 }

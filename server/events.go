@@ -3,7 +3,12 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
+	"time"
 )
 
 // Event is one server-sent event of /v1/events.
@@ -125,5 +130,42 @@ func (h *hub) closeAll() {
 	for ch := range h.subs {
 		delete(h.subs, ch)
 		close(ch)
+	}
+}
+
+// handleEvents streams server-sent events: "cycle" and "lsn", each first
+// the newest of every stream and volume, then as they happen.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) error {
+	rc := http.NewResponseController(w)
+	ch, unsubscribe := s.hub.subscribe()
+	defer unsubscribe()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.WriteString(w, ": echostore events\n\n"); err != nil {
+		return nil
+	}
+	if err := rc.Flush(); err != nil {
+		return nil
+	}
+	keepalive := time.NewTicker(25 * time.Second)
+	defer keepalive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-s.done:
+			return nil
+		case <-keepalive.C:
+			io.WriteString(w, ": keepalive\n\n")
+		case e, ok := <-ch:
+			if !ok {
+				return nil // shut down, or too slow: the client reconnects
+			}
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Kind, strings.TrimSpace(string(e.Data)))
+		}
+		if err := rc.Flush(); err != nil {
+			return nil
+		}
 	}
 }

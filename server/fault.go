@@ -67,14 +67,23 @@ func (s *Server) takeFaults() []stream {
 	return out
 }
 
+// FaultOut is the answer of POST /v1/streams/{q}/{s}/fault: the fault is
+// armed for the next cycle of the stream.
+type FaultOut struct {
+	Armed  bool   `json:"armed"`
+	Queue  string `json:"queue"`
+	Stream string `json:"stream"`
+}
+
 // handleFault arms a one-shot fault in the next cycle of the stream: it
 // folds, then fails before the trim, which it skips (the stream keeps every
 // record live; nothing is lost). The cycle after it trims again.
 func (s *Server) handleFault(w http.ResponseWriter, r *http.Request) error {
-	q, st, err := streamPath(r)
+	ref, err := streamPath(r)
 	if err != nil {
 		return err
 	}
+	q, st := ref.Queue().String(), ref.Stream().String()
 	cfg, err := s.touch(q, st)
 	if err != nil {
 		return err
@@ -85,6 +94,6 @@ func (s *Server) handleFault(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.armFault(q, st)
 	s.log.Warn("serve: fault armed: the next cycle folds, then fails before its trim", "queue", q, "stream", st)
-	writeJSON(w, http.StatusOK, map[string]any{"armed": true, "queue": q, "stream": st})
+	writeJSON(w, http.StatusOK, FaultOut{Armed: true, Queue: q, Stream: st})
 	return nil
 }

@@ -76,7 +76,7 @@ func TestNewBadRemoteURL(t *testing.T) {
 					t.Errorf("New with remote %q panics: %v", u, r)
 				}
 			}()
-			_, err := New(t.Context(), Config{Redis: "redis://127.0.0.1:1/0", Data: data, Remote: u, Listen: "127.0.0.1:0"})
+			_, err := Open(t.Context(), Config{Redis: "redis://127.0.0.1:1/0", Data: data, Remote: u, Listen: "127.0.0.1:0"})
 			if !errors.Is(err, remote.ErrBadURL) && !errors.Is(err, remote.ErrUnknownScheme) {
 				t.Errorf("New with remote %q: %v, want ErrBadURL", u, err)
 			}
@@ -90,7 +90,7 @@ func TestNewBadRemoteURL(t *testing.T) {
 // TestMemRemoteNeedsDev: a mem:// remote (sync acknowledgements against
 // process memory) is refused with ErrMemRemote unless Config.Dev.
 func TestMemRemoteNeedsDev(t *testing.T) {
-	_, err := New(t.Context(), Config{Redis: servers.Redis(t).URL, Data: t.TempDir(), Remote: "mem://", Listen: "127.0.0.1:0"})
+	_, err := Open(t.Context(), Config{Redis: servers.Redis(t).URL, Data: t.TempDir(), Remote: "mem://", Listen: "127.0.0.1:0"})
 	if !errors.Is(err, ErrMemRemote) {
 		t.Fatalf("mem:// without Dev: %v, want ErrMemRemote", err)
 	}
@@ -189,13 +189,13 @@ func TestServeSecretNowhere(t *testing.T) {
 	redisURL := "redis://:" + secret + "@" + r.Addr + "/0"
 	for _, u := range []string{"s3://AKIA:" + secret + "@b?endpoint=http://127.0.0.1:1", "s3://b?secret_key=" + secret,
 		"s3://AKIA:" + secret + "%zz@b", "gs://b?token=" + secret, "s3://b?endpoint=http://a:" + secret + "@127.0.0.1:1"} {
-		_, err := New(t.Context(), Config{Redis: redisURL, Data: t.TempDir(), Remote: u, Listen: "127.0.0.1:0"})
+		_, err := Open(t.Context(), Config{Redis: redisURL, Data: t.TempDir(), Remote: u, Listen: "127.0.0.1:0"})
 		if err == nil || strings.Contains(err.Error(), "PLANTED") {
 			t.Errorf("New with remote %q: %v", u, err)
 		}
 	}
 	for _, bad := range []string{"redis://:" + secret + "@127.0.0.1:1/0", "redis://:" + secret + "@[::1", "redis://:x" + secret + "@" + r.Addr + "/0"} {
-		_, err := New(t.Context(), Config{Redis: bad, Data: t.TempDir(), Listen: "127.0.0.1:0", AllowEviction: true})
+		_, err := Open(t.Context(), Config{Redis: bad, Data: t.TempDir(), Listen: "127.0.0.1:0", AllowEviction: true})
 		if err == nil || strings.Contains(err.Error(), "PLANTED") {
 			t.Errorf("New with redis %q: %v", bad, err)
 		}

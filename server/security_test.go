@@ -52,7 +52,7 @@ func startLogged(t *testing.T, cfg Config) (*env, *syncBuffer) {
 	cfg.Discover = &off
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(t.Context())
-	srv, err := New(ctx, cfg)
+	srv, err := Open(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatalf("New: %v", err)

@@ -9,21 +9,19 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
-	"github.com/echostore/echostore/graft/lane"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/internal/redact"
 	"github.com/echostore/echostore/mq"
@@ -35,11 +33,13 @@ var (
 	// ErrInsecure: a non-loopback listen address without a token
 	// (Config.withDefaults checks it).
 	ErrInsecure = errors.New("serve: a listen address other than loopback needs a token")
-	// ErrDataLocked: another process holds the data directory.
-	ErrDataLocked = errors.New("serve: the data directory is in use by another echostore process")
+	// ErrDataLocked: another process holds the data directory
+	// (echostore.ErrDataLocked).
+	ErrDataLocked = echostore.ErrDataLocked
 	// ErrMemRemote: a mem:// remote without Config.Dev (serve --dev): sync
-	// acknowledgements against process memory would be a lie.
-	ErrMemRemote = errors.New("serve: a mem:// remote keeps nothing across a restart; it needs --dev (config dev: true)")
+	// acknowledgements against process memory would be a lie
+	// (echostore.ErrMemRemote).
+	ErrMemRemote = echostore.ErrMemRemote
 	// ErrTooManyStreams: a stream new to the server would exceed
 	// Config.MaxStreams; nothing was written for it (HTTP 403,
 	// CodeTooManyStreams).
@@ -61,8 +61,12 @@ const ShutdownTimeout = 15 * time.Second
 // Server is `echostore serve`: the archive driver and trim-only retention on
 // a beat, and the HTTP API. Get one with New, run it with Run.
 type Server struct {
-	cfg   Config
-	log   *slog.Logger
+	cfg  Config
+	log  *slog.Logger
+	node *echostore.Node
+	// ownNode: the server opened node (Open) and closes it.
+	ownNode bool
+	// mq, store and rs are node's Redis, graft store and remote.
 	mq    *mq.Client
 	store *graft.Store
 	rs    remote.Store
@@ -76,8 +80,7 @@ type Server struct {
 	faulty *archive.Archiver
 	disc   *discoverer // archived streams registered in Redis; nil if off
 	ret    *mq.Retention
-	out    *accept.Outbox // <data>/accept/outbox
-	tier   *accept.Tier   // the two-tier enqueue over out, store and mq
+	out    *accept.Outbox // node's accept outbox, <data>/accept/outbox
 	hub    *hub
 	m      *metrics
 	// health checks Redis and the remote for /healthz (health.go).
@@ -105,17 +108,60 @@ type Server struct {
 	closed   bool
 }
 
-// New opens what a Server needs: Redis, the data dir's graft store (which it
-// holds, locked, until Run returns), the remote; it declares the configured
-// streams and listens on cfg.Listen. It does not serve until Run.
-func New(ctx context.Context, cfg Config) (_ *Server, err error) {
-	cfg, err = cfg.withDefaults()
+// NodeConfig returns the node's part of c: the echostore.Config that
+// serve opens (Open). The outbox has no time bound of its own: the
+// server's checkpointer (CheckpointEvery) is it, and times each
+// checkpoint.
+func (c Config) NodeConfig() echostore.Config {
+	return echostore.Config{Data: c.Data, Redis: c.Redis, Remote: c.Remote, Dev: c.Dev, Node: c.Node,
+		MaxQueues: c.MaxQueues, FlushInterval: -1, AllowEviction: c.AllowEviction, Logger: c.Logger}
+}
+
+// Open checks cfg, opens its node (echostore.Open with cfg.NodeConfig())
+// and returns the Server over it (New), which closes the node when Run
+// returns.
+func Open(ctx context.Context, cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
+	node, err := echostore.Open(ctx, cfg.NodeConfig())
+	if err != nil {
+		return nil, err
+	}
+	s, err := newServer(ctx, node, cfg, true)
+	if err != nil {
+		return nil, err // newServer closed the node
+	}
+	return s, nil
+}
+
+// New returns the Server of node: it declares the configured streams and
+// listens on cfg.Listen. It does not serve until Run. The node must have
+// Redis (Config.Redis), and cfg's node fields (Data, Redis, Remote, Node,
+// MaxQueues) should be those node was opened with (Config.NodeConfig, with
+// FlushInterval -1: the server checkpoints the outbox); the caller closes
+// node once Run has returned.
+func New(ctx context.Context, node *echostore.Node, cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return newServer(ctx, node, cfg, false)
+}
+
+// newServer is New with cfg checked; own makes the server close node (also
+// when newServer fails).
+func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) (_ *Server, err error) {
 	s := &Server{
 		cfg:      cfg,
 		log:      cfg.Logger,
+		node:     node,
+		ownNode:  own,
+		mq:       node.Live(),
+		store:    node.Store(),
+		rs:       node.Remote(),
+		out:      node.Outbox(),
 		hub:      newHub(),
 		m:        newMetrics(),
 		done:     make(chan struct{}),
@@ -132,52 +178,17 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 			s.closeAll()
 		}
 	}()
-	// The remote URL is checked before anything is contacted or created
-	// (remote.Open creates nothing).
-	rurl := cfg.Remote
-	if rurl == "" {
-		abs, aerr := filepath.Abs(cfg.Data)
-		if aerr != nil {
-			return nil, fmt.Errorf("serve: data dir %s: %w", cfg.Data, aerr)
-		}
-		rurl = "file://" + filepath.ToSlash(filepath.Join(abs, "remote"))
+	if s.mq == nil {
+		return nil, fmt.Errorf("%w: the node has no Redis", ErrConfig)
 	}
-	if u, perr := url.Parse(rurl); perr == nil && strings.EqualFold(u.Scheme, "mem") && !cfg.Dev {
-		return nil, ErrMemRemote
-	}
-	s.rs, err = remote.Open(ctx, rurl)
-	if err != nil {
-		return nil, fmt.Errorf("serve: remote %s: %w", redact.URL(rurl), err)
-	}
-	s.health = newHealth(s, cfg.Redis, rurl)
-	s.mq, err = mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.Node, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction})
-	if err != nil {
-		return nil, fmt.Errorf("serve: redis: %w", err)
-	}
+	s.health = newHealth(s, cfg.Redis, node.RemoteURL())
 	// An unavailable remote does not stop the start (a restart during an
 	// outage would loop): it is logged, reported by /healthz (503), and
 	// every sync enqueue and push answers 503 until it is back.
 	if h := s.health.check(ctx); h.Remote != "ok" {
 		s.log.Error("serve: the remote is unavailable; starting anyway: sync enqueues and pushes fail (503) until it is back, /healthz reports it",
-			"remote", redact.URL(rurl), "reason", h.Remote)
+			"remote", redact.URL(node.RemoteURL()), "reason", h.Remote)
 	}
-	// The data dir holds every record and job payload: its owner only
-	// (an existing dir keeps its mode; docs/SECURITY.md).
-	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
-		return nil, fmt.Errorf("serve: create data dir %s: %w", cfg.Data, err)
-	}
-	s.store, err = graft.Open(ctx, filepath.Join(cfg.Data, "graft"), graft.Options{
-		Logger: cfg.Logger,
-		// Every local commit and push is announced on its volume's lane.
-		Notifier: lane.New(s.mq),
-	})
-	if errors.Is(err, graft.ErrLocked) {
-		return nil, fmt.Errorf("%w (%s): %w", ErrDataLocked, cfg.Data, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("serve: open data dir %s: %w", cfg.Data, err)
-	}
-	s.store.AttachRemote(s.rs)
 	for _, ta := range []archive.TrimAfter{archive.TrimAfterLocal, archive.TrimAfterRemote} {
 		if _, _, err := s.archiver(driverKey{ta: ta}); err != nil {
 			return nil, err
@@ -190,22 +201,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		s.disc = newDiscoverer()
 	}
 	s.ret = s.mq.NewRetention(nil)
-	// The outbox cuts a block every K records; the time bound is serve's
-	// checkpointer (checkpointLoop), which times each checkpoint.
-	s.out, err = accept.Open(ctx, filepath.Join(cfg.Data, "accept", "outbox"),
-		accept.Options{K: accept.DefaultK, FlushInterval: -1, Logger: cfg.Logger})
-	if errors.Is(err, accept.ErrBusy) {
-		return nil, fmt.Errorf("%w (%s): %w", ErrDataLocked, cfg.Data, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("serve: open the accept outbox: %w", err)
-	}
-	s.m.watchOutbox(s.out, accept.DefaultK)
-	s.tier, err = accept.NewTier(ctx, s.out, s.store, accept.VolumePusher{}, s.mq,
-		accept.TierOptions{Node: uint16(cfg.Node), MaxQueues: cfg.MaxQueues, Logger: cfg.Logger})
-	if err != nil {
-		return nil, fmt.Errorf("serve: start the accept tier: %w", err)
-	}
+	s.m.watchOutbox(s.out, node.OutboxK())
 	for _, q := range cfg.Queues {
 		for _, sc := range q.Streams {
 			st, _ := cfg.resolve(q.Name, sc.Name, sc) // checked by withDefaults
@@ -282,18 +278,9 @@ type driverKey struct {
 	retain archive.Retention
 }
 
-// newArchiver returns an archiver over serve's store, Redis and remote
-// with k's settings.
+// newArchiver returns an archiver over the node with k's settings.
 func (s *Server) newArchiver(k driverKey) (*archive.Archiver, error) {
-	opts := archive.Options{Store: s.store, Live: s.mq, Logger: s.log, TrimAfter: k.ta, Retain: k.retain}
-	if k.ta == archive.TrimAfterRemote {
-		opts.Pusher = archive.GraftPusher{}
-	}
-	a, err := archive.New(opts)
-	if err != nil {
-		return nil, fmt.Errorf("serve: %w", err)
-	}
-	return a, nil
+	return s.node.Archiver(k.ta, k.retain)
 }
 
 // archiver returns the archiver of k and its driver, made on first use.
@@ -454,8 +441,9 @@ func (s *Server) lookup(q, st string) (stream, bool) {
 
 // Run serves until ctx ends, then shuts down gracefully: the beat finishes
 // the cycle in flight, the HTTP requests in flight finish (bounded by
-// ShutdownTimeout), server-sent event streams end, and the data dir, Redis
-// and the remote are closed. It returns nil after a clean shutdown.
+// ShutdownTimeout), server-sent event streams end, and, if the server
+// opened its node (Open), the node is closed. It returns nil after a clean
+// shutdown.
 func (s *Server) Run(ctx context.Context) error {
 	runCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	s.mu.Lock()
@@ -514,7 +502,8 @@ func (s *Server) Run(ctx context.Context) error {
 	return err
 }
 
-// closeAll closes the store, the remote and Redis, once.
+// closeAll closes the listeners and, if the server owns it, the node,
+// once.
 func (s *Server) closeAll() error {
 	s.mu.Lock()
 	if s.closed {
@@ -523,41 +512,24 @@ func (s *Server) closeAll() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	var errs []error
 	if s.ln != nil {
 		s.ln.Close() // already closed after Serve: error ignored
 	}
 	if s.sock != nil {
 		s.sock.Close() // removes the socket file
 	}
+	if !s.ownNode {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
-	if s.tier != nil {
-		// Close lets the committers finish the batches they hold; what is
-		// still pending stays in the outbox for the next start.
-		if err := s.tier.Close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("serve: close the accept tier: %w", err))
-		}
+	// The node closes its accept tier first: the committers finish the
+	// batches they hold; what is still pending stays in the outbox for
+	// the next start.
+	if err := s.node.Close(ctx); err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
-	if s.out != nil {
-		if err := s.out.Close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("serve: close the accept outbox: %w", err))
-		}
-	}
-	if s.store != nil {
-		if err := s.store.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("serve: close data dir: %w", err))
-		}
-	}
-	if s.rs != nil {
-		if err := s.rs.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("serve: close remote: %w", err))
-		}
-	}
-	if s.mq != nil {
-		s.mq.Close()
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // beatLoop runs a beat every cfg.Beat until ctx ends. A beat that has begun
@@ -639,24 +611,18 @@ func (s *Server) checkpoint(ctx context.Context) {
 	s.m.checkpoint.Observe(time.Since(start).Seconds())
 }
 
-// cycle runs one archive cycle of q/s now (the HTTP cycle) with the
-// window w and st's trim_after and retention.
-func (s *Server) cycle(ctx context.Context, st stream, w archive.Window) (archive.CycleResult, error) {
-	var a *archive.Archiver
+// cycle runs one archive cycle of the stream now (the HTTP cycle) with
+// the window w and st's trim_after and retention, through the faulty
+// archiver if a fault is armed.
+func (s *Server) cycle(ctx context.Context, ref names.StreamRef, st stream, w archive.Window) (echostore.CycleResult, error) {
+	var res echostore.CycleResult
 	var err error
-	if d, declared := s.lookup(st.q, st.s); declared && d.key() == st.key() {
-		a, _, err = s.archiver(st.key())
-	} else {
-		a, err = s.newArchiver(st.key()) // settings of this cycle alone
-	}
-	if err != nil {
-		return archive.CycleResult{}, err
-	}
 	if s.takeFault(st.q, st.s) {
-		a = s.faulty
+		res, err = s.node.CycleWith(ctx, s.faulty, ref, w)
+	} else {
+		res, err = s.node.Cycle(ctx, ref, echostore.CycleOptions{Window: w, TrimAfter: st.trimAfter, Retain: st.retain})
 	}
-	res, err := a.Cycle(ctx, st.q, st.s, w)
-	s.reportCycle(ctx, st.q, st.s, res, err)
+	s.reportCycle(ctx, st.q, st.s, archive.CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Dropped: res.Dropped, State: res.State}, err)
 	return res, err
 }
 
@@ -814,15 +780,12 @@ func (s *Server) watchVolume(ctx context.Context, st stream) {
 // volume after the delete; a stream the configuration declares is deleted
 // too and cycled again only once used through the API or after a restart.
 // A failed delete declares the stream again as it was.
-func (s *Server) deleteStream(ctx context.Context, q, st string) (archive.DeleteResult, error) {
-	a, _, err := s.archiver(driverKey{ta: archive.TrimAfterLocal})
-	if err != nil {
-		return archive.DeleteResult{}, err
-	}
+func (s *Server) deleteStream(ctx context.Context, ref names.StreamRef) (echostore.DeleteResult, error) {
+	q, st := ref.Queue().String(), ref.Stream().String()
 	s.beatMu.Lock()
 	defer s.beatMu.Unlock()
 	prev, declared := s.forget(q, st)
-	res, err := a.Delete(ctx, q, st)
+	res, err := s.node.Delete(ctx, ref)
 	if err != nil {
 		if declared {
 			if derr := s.declare(prev); derr != nil {

@@ -46,7 +46,7 @@ const childEnv = "ECHOSTORE_TEST_SERVE_CHILD"
 func serveChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	srv, err := New(ctx, Config{Listen: "127.0.0.1:0", Redis: os.Getenv("ECHOSTORE_REDIS"),
+	srv, err := Open(ctx, Config{Listen: "127.0.0.1:0", Redis: os.Getenv("ECHOSTORE_REDIS"),
 		Data: os.Getenv("ECHOSTORE_DATA"), AllowEviction: true,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	if err != nil {
@@ -95,7 +95,7 @@ func start(t *testing.T, cfg Config) *env {
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(t.Context())
-	srv, err := New(ctx, cfg)
+	srv, err := Open(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatalf("New: %v", err)
@@ -412,7 +412,7 @@ func TestToken(t *testing.T) {
 	if code := e.withCookie("GET", "/v1/events", &http.Cookie{Name: SessionCookie, Value: "forged"}); code != 401 {
 		t.Fatalf("a forged session cookie opened the events: %d, want 401", code)
 	}
-	_, err := New(t.Context(), Config{Listen: "0.0.0.0:0", Redis: e.cfg.Redis, Data: t.TempDir()})
+	_, err := Open(t.Context(), Config{Listen: "0.0.0.0:0", Redis: e.cfg.Redis, Data: t.TempDir()})
 	if !errors.Is(err, ErrInsecure) {
 		t.Fatalf("non-loopback without a token: %v, want ErrInsecure", err)
 	}
@@ -422,7 +422,7 @@ func TestToken(t *testing.T) {
 // refused at once with ErrDataLocked, not left waiting.
 func TestDataLocked(t *testing.T) {
 	e := start(t, Config{})
-	_, err := New(t.Context(), Config{Listen: "127.0.0.1:0", Redis: e.cfg.Redis, Data: e.cfg.Data, AllowEviction: true})
+	_, err := Open(t.Context(), Config{Listen: "127.0.0.1:0", Redis: e.cfg.Redis, Data: e.cfg.Data, AllowEviction: true})
 	if !errors.Is(err, ErrDataLocked) {
 		t.Fatalf("second server on the data dir: %v, want ErrDataLocked", err)
 	}

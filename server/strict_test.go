@@ -108,7 +108,7 @@ func TestEnqueueIDs(t *testing.T) {
 	e.wantError(code, b, http.StatusConflict, CodeIDConflict)
 	e.must("POST", jobs+"?mode=sync", same)
 	// Dispatched: the job stream remembers the id and its payload.
-	if err := e.srv.tier.Drain(t.Context()); err != nil {
+	if err := e.srv.node.Drain(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	c := e.stopAndConnect()

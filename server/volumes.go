@@ -10,10 +10,10 @@ import (
 	"strconv"
 	"strings"
 
+	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
-	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
@@ -66,8 +66,8 @@ func volumeError(err error) error {
 // readable and cycles go on. It returns the fields `volume reset` prints:
 // dropped (local commits) and discarded (records).
 //
-// The CLI (`echostore volume reset V --to-remote [--discard N]`) and serve
-// (POST /v1/volumes/{vid}/reset?to_remote=true[&discard=N]) both call it.
+// Deprecated: the CLI's direct path calls it until it runs on
+// echostore.Node; use Node.Reset, which serve's reset route calls.
 func ResetVolume(ctx context.Context, v *graft.Volume, live *mq.Client, discard uint64) (map[string]any, error) {
 	if strings.HasPrefix(v.Name(), "archive.") {
 		res, err := archive.ResetVolume(ctx, v, live, discard)
@@ -101,6 +101,8 @@ const WhatJobs = "acknowledged jobs not in the remote"
 // layout, accept.DecodeJob) is a job acknowledged to its producer that the
 // remote does not hold. A page that does not decode as a job counts too:
 // nothing shows it is held elsewhere.
+//
+// Deprecated: ResetVolume's counter; Node.Reset has its own.
 func AcceptDiscardCounter(ctx context.Context, u *graft.Unpushed) (uint64, string, error) {
 	if len(u.Pages) == 0 {
 		return 0, WhatJobs, nil
@@ -147,6 +149,10 @@ func ParseDiscard(s string) (uint64, error) {
 // yet fetched (unfetched_frames) and extra's fields: what GET
 // /v1/volumes/{vid}, the replication routes, `echostore volume info` and
 // the replication commands answer.
+//
+// Deprecated: the CLI's direct path calls it until it runs on
+// echostore.Node; use Node.VolumeInfo and the replication methods, whose
+// typed results serve answers.
 func VolumeInfo(ctx context.Context, v *graft.Volume, extra map[string]any) (map[string]any, error) {
 	b, err := json.Marshal(v.Info())
 	if err != nil {
@@ -165,50 +171,25 @@ func VolumeInfo(ctx context.Context, v *graft.Volume, extra map[string]any) (map
 	return out, nil
 }
 
-// volumePath validates {vid} and returns the volume of the data dir.
-// create makes a volume the data dir lacks if the remote has commits of it
-// (a pull), refusing a name the remote does not know.
-func (s *Server) volumePath(r *http.Request, create bool) (*graft.Volume, error) {
-	vid := r.PathValue("vid")
-	if err := names.Check(names.KindVolume, vid); err != nil {
-		return nil, err
-	}
-	ctx := r.Context()
-	v, err := s.store.Volume(ctx, vid)
-	if !create || !errors.Is(err, graft.ErrVolumeNotFound) {
-		return v, err
-	}
-	l, err := remote.NewLog(s.rs, vid)
-	if err != nil {
-		return nil, err
-	}
-	head, err := l.Head(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("volume %s: remote: %w", vid, err)
-	}
-	if head == 0 {
-		return nil, fmt.Errorf("volume %q has no commits on the remote: check the name: %w", vid, graft.ErrVolumeNotFound)
-	}
-	return s.store.CreateVolume(ctx, vid)
+// volumePath checks the {vid} of the path.
+func volumePath(r *http.Request) (names.Volume, error) {
+	return names.ParseVolume(r.PathValue("vid"))
 }
 
-// volumeOp is a replication route: it runs op on the volume and answers
-// the volume's info with op's fields.
-func (s *Server) volumeOp(create bool, op func(ctx context.Context, r *http.Request, v *graft.Volume) (map[string]any, error)) handlerFunc {
+// volumeOp is a replication route: it runs op on the volume named by the
+// path and answers op's result (the volume's info and op's fields), then
+// publishes the volume's LSNs.
+func volumeOp[T any](s *Server, op func(ctx context.Context, r *http.Request, v names.Volume) (T, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		v, err := s.volumePath(r, create)
+		v, err := volumePath(r)
 		if err != nil {
 			return err
 		}
-		extra, err := op(r.Context(), r, v)
+		out, err := op(r.Context(), r, v)
 		if err != nil {
-			return volumeError(fmt.Errorf("volume %s: %w", v.Name(), err))
+			return volumeError(err)
 		}
-		out, err := VolumeInfo(r.Context(), v, extra)
-		if err != nil {
-			return err
-		}
-		s.publishVolume(r.Context(), v.Name(), "")
+		s.publishVolume(r.Context(), v.String(), "")
 		writeJSON(w, http.StatusOK, out)
 		return nil
 	}
@@ -216,30 +197,50 @@ func (s *Server) volumeOp(create bool, op func(ctx context.Context, r *http.Requ
 
 // volumeRoutes registers the replication routes of a volume.
 func (s *Server) volumeRoutes(api func(string, handlerFunc)) {
-	api("POST /v1/volumes/{vid}/push", s.volumeOp(false, func(ctx context.Context, _ *http.Request, v *graft.Volume) (map[string]any, error) {
-		sp, err := v.Push(ctx)
-		return map[string]any{"hash": sp.Hash.String()}, err
+	api("POST /v1/volumes/{vid}/push", volumeOp(s, func(ctx context.Context, _ *http.Request, v names.Volume) (echostore.PushResult, error) {
+		return s.node.Push(ctx, v)
 	}))
-	api("POST /v1/volumes/{vid}/pull", s.volumeOp(true, func(ctx context.Context, _ *http.Request, v *graft.Volume) (map[string]any, error) {
-		sp, err := v.Pull(ctx, nil)
-		return map[string]any{"hash": sp.Hash.String()}, err
+	api("POST /v1/volumes/{vid}/pull", volumeOp(s, func(ctx context.Context, _ *http.Request, v names.Volume) (echostore.PullResult, error) {
+		return s.node.Pull(ctx, v, nil)
 	}))
-	api("POST /v1/volumes/{vid}/hydrate", s.volumeOp(false, func(ctx context.Context, _ *http.Request, v *graft.Volume) (map[string]any, error) {
-		n, err := v.Unfetched(ctx)
-		if err != nil {
-			return nil, err
+	api("POST /v1/volumes/{vid}/hydrate", volumeOp(s, func(ctx context.Context, _ *http.Request, v names.Volume) (echostore.HydrateResult, error) {
+		return s.node.Hydrate(ctx, v, nil)
+	}))
+	api("POST /v1/volumes/{vid}/reset", volumeOp(s, func(ctx context.Context, r *http.Request, v names.Volume) (echostore.ResetResult, error) {
+		// A volume the data dir lacks is 404 before the parameters count.
+		if _, err := s.node.VolumeInfo(ctx, v); err != nil {
+			return echostore.ResetResult{}, err
 		}
-		return map[string]any{"frames_fetched": n}, v.Hydrate(ctx, nil)
-	}))
-	api("POST /v1/volumes/{vid}/reset", s.volumeOp(false, func(ctx context.Context, r *http.Request, v *graft.Volume) (map[string]any, error) {
 		to, err := boolParam(r.URL.Query().Get("to_remote"))
 		if err != nil || !to {
-			return nil, badRequest("volume reset %s: pass to_remote=true: the reset drops the local commits that were never pushed and follows the remote", v.Name())
+			return echostore.ResetResult{}, badRequest("volume reset %s: pass to_remote=true: the reset drops the local commits that were never pushed and follows the remote", v)
 		}
 		discard, err := ParseDiscard(r.URL.Query().Get("discard"))
 		if err != nil {
-			return nil, badRequest("volume reset %s: %v", v.Name(), err)
+			return echostore.ResetResult{}, badRequest("volume reset %s: %v", v, err)
 		}
-		return ResetVolume(ctx, v, s.mq, discard)
+		return s.node.Reset(ctx, v, discard)
 	}))
+}
+
+func (s *Server) handleVolumes(w http.ResponseWriter, r *http.Request) error {
+	res, err := s.node.Volumes(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) handleVolume(w http.ResponseWriter, r *http.Request) error {
+	v, err := volumePath(r)
+	if err != nil {
+		return err
+	}
+	res, err := s.node.VolumeInfo(r.Context(), v)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
 }

@@ -40,7 +40,7 @@ func startServeConfig(t *testing.T, cfg server.Config) (*server.Server, func()) 
 	cfg.Listen, cfg.Beat, cfg.AllowEviction = "127.0.0.1:0", time.Hour, true
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, cfg)
+	srv, err := server.Open(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatalf("serve: %v", err)

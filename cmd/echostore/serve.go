@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/server"
 	"github.com/spf13/cobra"
 )
@@ -117,16 +119,31 @@ the data dir is closed, and serve exits 0.`,
 					"token_file", path, "created", created)
 			}
 			ctx := cmd.Context()
-			srv, err := server.New(ctx, cfg)
+			// The configuration is checked before anything is opened; then
+			// the node, then the server over it.
+			cfg, err := cfg.Checked()
+			if err != nil {
+				return err
+			}
+			node, err := echostore.Open(ctx, cfg.NodeConfig())
 			switch {
-			case errors.Is(err, server.ErrInsecure), errors.Is(err, server.ErrConfig), errors.Is(err, server.ErrMemRemote):
+			case errors.Is(err, server.ErrMemRemote), errors.Is(err, echostore.ErrConfig):
 				return err
 			case errors.Is(err, server.ErrDataLocked):
 				return fmt.Errorf("%w; stop the other serve, or give this one its own --data", err)
 			case err != nil:
 				return fmt.Errorf("%w; check --redis, --data and --remote (or the --config file)", err)
 			}
-			return srv.Run(ctx)
+			srv, err := server.New(ctx, node, cfg)
+			if err != nil {
+				_ = node.Close(context.WithoutCancel(ctx))
+				return fmt.Errorf("%w; check --redis, --data and --remote (or the --config file)", err)
+			}
+			err = srv.Run(ctx)
+			if cerr := node.Close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
+				err = fmt.Errorf("serve: %w", cerr)
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()

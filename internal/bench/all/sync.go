@@ -4,16 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/internal/bench"
+	"github.com/echostore/echostore/names"
 )
 
 // SyncReport is sync enqueue latency against concurrent callers, per
@@ -97,11 +98,11 @@ func syncRemote(ctx context.Context, e *env, dir, queue string, rem remoteSpec, 
 	slices.Sort(puts)
 	sr.PutP50, sr.PutP99 = ms(bench.Percentile(puts, 50)), ms(bench.Percentile(puts, 99))
 
-	if sr.Levels, err = syncTier(ctx, e, st, dir, queue, accept.TierOptions{}, cfg.SyncCallers, cfg.SyncWindow, rem.Name, p); err != nil {
+	if sr.Levels, err = syncTier(ctx, e, rem.URL, dir, queue, accept.TierOptions{}, cfg.SyncCallers, cfg.SyncWindow, rem.Name, p); err != nil {
 		return sr, err
 	}
 	most := slices.Max(cfg.SyncCallers)
-	base, err := syncTier(ctx, e, st, dir+"-nowait", queue+"-nowait", accept.TierOptions{GroupWait: -1}, []int{most}, cfg.SyncWindow, rem.Name+", no group wait", p)
+	base, err := syncTier(ctx, e, rem.URL, dir+"-nowait", queue+"-nowait", accept.TierOptions{GroupWait: -1}, []int{most}, cfg.SyncWindow, rem.Name+", no group wait", p)
 	if err != nil {
 		return sr, err
 	}
@@ -109,39 +110,26 @@ func syncRemote(ctx context.Context, e *env, dir, queue string, rem remoteSpec, 
 	return sr, nil
 }
 
-// syncTier runs the sync enqueue levels (callers) on a tier of its own in
-// dir over remote store st, dispatching to queue.
-func syncTier(ctx context.Context, e *env, st remote.Store, dir, queue string, opts accept.TierOptions, callers []int, window time.Duration, name string, p *bench.Progress) ([]SyncLevel, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	out, err := accept.Open(ctx, filepath.Join(dir, "outbox"), accept.Options{K: 1000})
+// syncTier runs the sync enqueue levels (callers) on a node of its own
+// in dir over the remote at remoteURL, dispatching to queue.
+func syncTier(ctx context.Context, e *env, remoteURL, dir, queue string, opts accept.TierOptions, callers []int, window time.Duration, name string, p *bench.Progress) ([]SyncLevel, error) {
+	q, err := names.ParseQueue(queue)
 	if err != nil {
 		return nil, err
 	}
-	defer out.Close(context.WithoutCancel(ctx))
-	gs, err := graft.Open(ctx, filepath.Join(dir, "graft"), graft.Options{Remote: st})
-	if err != nil {
-		return nil, err
-	}
-	defer gs.Close()
-	mqc, err := e.connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer mqc.Close()
 	pusher := &accept.TimedReplicator{Replicator: accept.VolumePusher{}}
-	tier, err := accept.NewTier(ctx, out, gs, pusher, mqc, opts)
+	node, err := echostore.Open(ctx, echostore.Config{Data: dir, Redis: e.redisURL, Remote: remoteURL,
+		OutboxK: 1000, GroupWait: opts.GroupWait, Replicator: pusher})
 	if err != nil {
 		return nil, err
 	}
-	defer tier.Close(context.WithoutCancel(ctx))
+	defer node.Close(context.WithoutCancel(ctx))
 	// The first enqueue creates the volume; it is not timed.
-	rc, err := tier.Enqueue(ctx, queue, 0, syncPayload, accept.Sync)
+	rc, err := node.Enqueue(ctx, q, syncPayload, echostore.EnqueueOptions{Mode: echostore.Sync})
 	if err != nil {
 		return nil, err
 	}
-	vol, err := gs.Volume(ctx, rc.Volume)
+	vol, err := node.Store().Volume(ctx, rc.Volume)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +137,7 @@ func syncTier(ctx context.Context, e *env, st remote.Store, dir, queue string, o
 	for _, c := range callers {
 		p.Step(fmt.Sprintf("%s: %d callers", name, c))
 		pusher.Take()
-		lv, err := syncLevel(ctx, tier, vol, queue, c, window)
+		lv, err := syncLevel(ctx, node, vol, q, c, window)
 		if err != nil {
 			return nil, err
 		}
@@ -157,14 +145,14 @@ func syncTier(ctx context.Context, e *env, st remote.Store, dir, queue string, o
 		lv.Pushes, lv.PushP50 = len(pushes), ms(bench.Percentile(pushes, 50))
 		levels = append(levels, lv)
 	}
-	if err := tier.Drain(ctx); err != nil {
+	if err := node.Drain(ctx); err != nil {
 		return nil, err
 	}
 	return levels, nil
 }
 
 // syncLevel runs callers goroutines enqueueing with Sync for window.
-func syncLevel(ctx context.Context, tier *accept.Tier, vol *graft.Volume, queue string, callers int, window time.Duration) (SyncLevel, error) {
+func syncLevel(ctx context.Context, node *echostore.Node, vol *graft.Volume, q names.Queue, callers int, window time.Duration) (SyncLevel, error) {
 	head0 := vol.Head()
 	lats := make([][]time.Duration, callers)
 	errs := make([]error, callers)
@@ -177,7 +165,7 @@ func syncLevel(ctx context.Context, tier *accept.Tier, vol *graft.Volume, queue 
 			defer wg.Done()
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				t0 := time.Now()
-				if _, err := tier.Enqueue(ctx, queue, 0, syncPayload, accept.Sync); err != nil {
+				if _, err := node.Enqueue(ctx, q, syncPayload, echostore.EnqueueOptions{Mode: echostore.Sync}); err != nil {
 					errs[k] = err
 					return
 				}

@@ -1,0 +1,182 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	echostore "github.com/echostore/echostore"
+	"github.com/echostore/echostore/accept"
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
+)
+
+// queuePath checks the {q} of the path.
+func queuePath(r *http.Request) (names.Queue, error) {
+	return names.ParseQueue(r.PathValue("q"))
+}
+
+func (s *Server) handleQueueStatus(w http.ResponseWriter, r *http.Request) error {
+	q, err := queuePath(r)
+	if err != nil {
+		return err
+	}
+	st, err := s.node.QueueStatus(r.Context(), q)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
+	q, err := queuePath(r)
+	if err != nil {
+		return err
+	}
+	count, err := intParam(r, "count", 1, 1)
+	if err != nil {
+		return err
+	}
+	consumer := r.URL.Query().Get("consumer")
+	if consumer == "" {
+		consumer = "http"
+	}
+	if err := mq.CheckConsumer(consumer); err != nil {
+		return badRequest("consumer: %w", err)
+	}
+	var stalled time.Duration
+	if v := r.URL.Query().Get("stalled"); v != "" {
+		if stalled, err = time.ParseDuration(v); err != nil || stalled < 0 {
+			return badRequest("stalled %q: want a duration such as 5m", v)
+		}
+	}
+	res, err := s.node.Claim(r.Context(), q, echostore.ClaimOptions{Consumer: consumer, Count: count, Stalled: stalled})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// jobBody is the body of an enqueue.
+type jobBody struct {
+	// Payload is the job, any JSON value.
+	Payload jsontext.Value `json:"payload"`
+	// ID is the job's id (JOB_…) to retry an enqueue idempotently; "" mints.
+	ID string `json:"id"`
+	// RunAt (RFC 3339) makes the job due no earlier; "" is at once.
+	RunAt string `json:"run_at"`
+}
+
+// handleEnqueue is the two-tier enqueue: mode=async (the default) answers
+// once the job is in the outbox (a crash loses at most K), mode=sync once its
+// batch is one commit of the accept volume pushed to the remote.
+func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) error {
+	q, err := queuePath(r)
+	if err != nil {
+		return err
+	}
+	mode := accept.Async
+	if v := r.URL.Query().Get("mode"); v != "" {
+		if mode, err = accept.ParseMode(v); err != nil {
+			return badRequest("mode %q: want async or sync", v)
+		}
+	}
+	var b jobBody
+	if err := decodeBody(r, &b); err != nil {
+		return err
+	}
+	if len(b.Payload) == 0 {
+		return badRequest(`give the job: {"payload":<any JSON value>}`)
+	}
+	var id brand.ID
+	if b.ID != "" {
+		bid, err := brand.Parse(b.ID)
+		if err != nil || bid.Brand != brand.JOB || bid.ID == 0 || brand.JOB.Format(bid.ID) != b.ID {
+			return badRequest("id %q: want a JOB id (JOB_…) that is not zero, as an earlier enqueue answered it, or no id to mint one", b.ID)
+		}
+		id = bid.ID
+	}
+	var runAt time.Time
+	if b.RunAt != "" {
+		if runAt, err = time.Parse(time.RFC3339Nano, b.RunAt); err != nil || runAt.UnixMilli() <= 0 {
+			return badRequest("run_at %q: want an RFC 3339 time after 1970, such as 2030-01-02T03:04:05Z", b.RunAt)
+		}
+	}
+	rc, err := s.node.Enqueue(r.Context(), q, b.Payload, echostore.EnqueueOptions{Mode: mode, ID: id, RunAt: runAt})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rc)
+	return nil
+}
+
+// entriesBody is the body of ack and redrive.
+type entriesBody struct {
+	Entries []string `json:"entries"`
+	All     bool     `json:"all"`
+	Limit   int      `json:"limit"`
+}
+
+func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) error {
+	q, err := queuePath(r)
+	if err != nil {
+		return err
+	}
+	var b entriesBody
+	if err := decodeBody(r, &b); err != nil {
+		return err
+	}
+	if len(b.Entries) == 0 {
+		return badRequest(`give the entries to acknowledge: {"entries":["<entry id>",…]}`)
+	}
+	res, err := s.node.Ack(r.Context(), q, b.Entries)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) handleDead(w http.ResponseWriter, r *http.Request) error {
+	q, err := queuePath(r)
+	if err != nil {
+		return err
+	}
+	limit, err := intParam(r, "limit", 100, 1)
+	if err != nil {
+		return err
+	}
+	res, err := s.node.Dead(r.Context(), q, echostore.DeadOptions{After: r.URL.Query().Get("after"), Limit: limit})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request) error {
+	q, err := queuePath(r)
+	if err != nil {
+		return err
+	}
+	var b entriesBody
+	if err := decodeBody(r, &b); err != nil {
+		return err
+	}
+	if b.All == (len(b.Entries) > 0) {
+		return badRequest(`give the dead-letter entries to redrive {"entries":[…]} or {"all":true,"limit":N} (not both)`)
+	}
+	if b.Limit < 0 || b.Limit > MaxBatch || b.Limit != 0 && !b.All {
+		return badRequest(`limit %d: give {"all":true,"limit":N} with N from 1 to %d (0 or none: %d)`, b.Limit, MaxBatch, MaxBatch)
+	}
+	res, err := s.node.Redrive(r.Context(), q, echostore.RedriveOptions{Entries: b.Entries, All: b.All, Limit: b.Limit})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}

@@ -1,0 +1,283 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	echostore "github.com/echostore/echostore"
+	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
+)
+
+// DeleteConfirm is the value of the confirm parameter that DELETE
+// /v1/streams/{q}/{s} insists on (the CLI's --yes-delete-history).
+const DeleteConfirm = "yes-delete-history"
+
+// DeleteOut is the answer of DELETE /v1/streams/{q}/{s}, field for field
+// what `echostore archive delete` prints: echostore.DeleteResult.
+type DeleteOut = echostore.DeleteResult
+
+// streamPath checks the {q} and {s} of the path, and their archive
+// volume's name, once.
+func streamPath(r *http.Request) (names.StreamRef, error) {
+	return names.ParseStreamRef(r.PathValue("q"), r.PathValue("s"))
+}
+
+// parseRecords parses an append body: one {"fields":…} object (pretty
+// printed or not) or JSON lines of them.
+func parseRecords(body []byte) ([][]mq.Field, error) {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return nil, badRequest(`empty body: send {"fields":{"name":"value",…}} or JSON lines of them`)
+	}
+	if !bytes.Contains(body, []byte("\n")) || json.Valid(body) {
+		f, err := mq.ParseInputLine(body)
+		if err != nil {
+			return nil, fmt.Errorf("record: %w", err)
+		}
+		return [][]mq.Field{f}, nil
+	}
+	var out [][]mq.Field
+	for i, line := range bytes.Split(body, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		f, err := mq.ParseInputLine(line)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", i+1, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) error {
+	ref, err := streamPath(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	recs, err := parseRecords(body)
+	if err != nil {
+		return err
+	}
+	if _, err := s.touch(ref.Queue().String(), ref.Stream().String()); err != nil {
+		return err
+	}
+	res, err := s.node.Append(r.Context(), ref, recs)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// readRange parses from, to, limit, reverse of a read, and whether it is
+// live_only or archive_only.
+func readRange(r *http.Request) (echostore.ReadOptions, error) {
+	q := r.URL.Query()
+	rg := echostore.ReadOptions{From: 0, To: brand.Max, Limit: DefaultMaxReadLimit}
+	var err error
+	if v := q.Get("from"); v != "" {
+		if rg.From, err = brand.EVT.ParseAny(v); err != nil {
+			return rg, badRequest("from: %w", err)
+		}
+	}
+	if v := q.Get("to"); v != "" {
+		if rg.To, err = brand.EVT.ParseAny(v); err != nil {
+			return rg, badRequest("to: %w", err)
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		if rg.Limit, err = strconv.Atoi(v); err != nil || rg.Limit < 0 {
+			return rg, badRequest("limit %q: want 0 (all) or more", v)
+		}
+	}
+	if rg.Reverse, err = boolParam(q.Get("reverse")); err != nil {
+		return rg, badRequest("reverse: %w", err)
+	}
+	liveOnly, err := boolParam(q.Get("live_only"))
+	if err != nil {
+		return rg, badRequest("live_only: %w", err)
+	}
+	archiveOnly, err := boolParam(q.Get("archive_only"))
+	if err != nil {
+		return rg, badRequest("archive_only: %w", err)
+	}
+	switch {
+	case liveOnly && archiveOnly:
+		return rg, badRequest("live_only and archive_only exclude each other: give one, or neither for the merge-read")
+	case liveOnly:
+		rg.Side = echostore.ReadLiveOnly
+	case archiveOnly:
+		rg.Side = echostore.ReadArchiveOnly
+	}
+	return rg, nil
+}
+
+// handleRead answers a read: the merge-read (Node.Read), or the live
+// stream or the archive alone, as JSON lines.
+func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
+	ref, err := streamPath(r)
+	if err != nil {
+		return err
+	}
+	rg, err := readRange(r)
+	if err != nil {
+		return err
+	}
+	q, st := ref.Queue().String(), ref.Stream().String()
+	seq := s.node.Read(r.Context(), ref, rg)
+	// Headers go out with the first record (or the end), so an error before
+	// any record is a JSON error; one after it aborts the response, which the
+	// client sees as a truncated body.
+	var out *bufio.Writer
+	start := func() {
+		if out == nil {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			out = bufio.NewWriterSize(w, 32<<10)
+		}
+	}
+	var buf []byte
+	for rec, err := range seq {
+		var ee *mq.EntryError
+		switch {
+		case errors.As(err, &ee):
+			s.log.Warn("serve: read skipped an entry that is not a branded record", "queue", q, "stream", st, "err", err)
+			continue
+		case err != nil && out == nil:
+			return err
+		case err != nil:
+			out.Flush()
+			s.log.Warn("serve: read failed after its first record; response aborted", "queue", q, "stream", st, "err", err)
+			panic(http.ErrAbortHandler)
+		}
+		start()
+		buf = append(mq.AppendJSON(buf[:0], rec), '\n')
+		if _, err := out.Write(buf); err != nil {
+			return nil // the client went away
+		}
+	}
+	start()
+	out.Flush()
+	return nil
+}
+
+func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
+	ref, err := streamPath(r)
+	if err != nil {
+		return err
+	}
+	q, st := ref.Queue().String(), ref.Stream().String()
+	cfg, known := s.lookup(q, st)
+	if !known {
+		if cfg, err = s.cfg.resolve(q, st, StreamConfig{}); err != nil {
+			return err
+		}
+	}
+	if !cfg.archived {
+		return &apiError{http.StatusConflict, CodeConflict, fmt.Errorf(
+			"%s/%s is declared archived: false (retention trims it, nothing is folded); a cycle would register it as archived", q, st)}
+	}
+	win := cfg.window
+	qv := r.URL.Query()
+	if v := qv.Get("keep"); v != "" {
+		if win.Keep, err = strconv.ParseInt(v, 10, 64); err != nil || win.Keep < 1 {
+			return badRequest("keep %q: want 1 or more (the newest records to leave live); for an age window alone give max_age and no keep", v)
+		}
+		if qv.Get("max_age") == "" {
+			win.MaxAge = 0
+		}
+	}
+	if v := qv.Get("max_age"); v != "" {
+		if win.MaxAge, err = time.ParseDuration(v); err != nil || win.MaxAge < 0 {
+			return badRequest("max_age %q: want a duration such as 24h", v)
+		}
+		if qv.Get("keep") == "" {
+			win.Keep = 0 // an age window alone, as keep alone is a count window
+		}
+	}
+	if v := qv.Get("trim_after"); v != "" {
+		if cfg.trimAfter, err = archive.ParseTrimAfter(v); err != nil {
+			return badRequest("trim_after: %w", err)
+		}
+	}
+	if win.Keep == 0 && win.MaxAge == 0 {
+		return badRequest("give keep=N (the records to leave live) and/or max_age=D")
+	}
+	if rc, ra := qv.Get("retain_count"), qv.Get("retain_age"); rc != "" || ra != "" {
+		// Either one gives this cycle's retention: the other is then none.
+		cfg.retain = archive.Retention{}
+		if rc != "" {
+			if cfg.retain.Count, err = strconv.ParseUint(rc, 10, 64); err != nil {
+				return badRequest("retain_count %q: want 0 (no limit) or more", rc)
+			}
+		}
+		if ra != "" {
+			if cfg.retain.MaxAge, err = time.ParseDuration(ra); err != nil || cfg.retain.MaxAge < 0 {
+				return badRequest("retain_age %q: want a duration such as 720h (0: no limit)", ra)
+			}
+		}
+	}
+	if !known {
+		// Cycled here, undeclared: it gets a volume and a registration,
+		// and discovery adopts it later; it counts from now on.
+		if err := s.admit(q, st); err != nil {
+			return err
+		}
+	}
+	res, err := s.cycle(r.Context(), ref, cfg, win)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// handleDelete deletes an archived stream and its archive (Archiver.Delete
+// with serve's store and remote) once confirm=DeleteConfirm: serve stops
+// cycling the stream first, so no beat re-creates its volume. A failed
+// delete declares the stream again as it was.
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) error {
+	ref, err := streamPath(r)
+	if err != nil {
+		return err
+	}
+	if c := r.URL.Query().Get("confirm"); c != DeleteConfirm {
+		return badRequest("deleting %s deletes the stream and its whole archived history (%s); nothing was deleted: add confirm=%s",
+			ref, ref.Volume(), DeleteConfirm)
+	}
+	res, err := s.deleteStream(r.Context(), ref)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// handleStatus answers where the seam of the stream is (Node.Status,
+// which pulls a volume this data dir lacks or holds behind the seam).
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
+	ref, err := streamPath(r)
+	if err != nil {
+		return err
+	}
+	st, err := s.node.Status(r.Context(), ref)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
