@@ -53,7 +53,7 @@ func TestCLIArchiveDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"deleted":true,"volume":"archive.q.s","volume_dropped":true,"live_entries":3,"remote_log_kept":true,"remote_objects":0}` + "\n"; out != want {
+	if want := `{"deleted":true,"volume":"archive.q.s","volume_dropped":true,"live_entries":3,"remote_log_kept":false,"remote_objects":0}` + "\n"; out != want {
 		t.Fatalf("delete printed %q, want %q", out, want)
 	}
 	if got, want := status("s"), `{"watermark":null,"archived":0,"live":0,"volume":"archive.q.s","lsn":0}`+"\n"; got != want {

@@ -107,9 +107,11 @@ func TestCLIArchiveDeleteRemoteAndTakeover(t *testing.T) {
 	if ents, err := os.ReadDir(logDir); err != nil || len(ents) != 2 {
 		t.Fatalf("remote log before delete: %d objects, %v", len(ents), err)
 	}
-	// A delete from a data dir without the remote keeps the remote log.
+	// A delete from a data dir with another remote (its default one,
+	// file://<data>/remote) keeps the shared remote log: it deletes
+	// nothing in its own.
 	out, _, err = run(t, "", c("archive", "delete", "q", "s", "--yes-delete-history")...)
-	if err != nil || !strings.HasSuffix(out, `"remote_log_kept":true,"remote_objects":0}`+"\n") {
+	if err != nil || !strings.HasSuffix(out, `"remote_log_kept":false,"remote_objects":0}`+"\n") {
 		t.Fatalf("delete without the remote: %q %v", out, err)
 	}
 	appendN(t, c, "q", "s", 3)

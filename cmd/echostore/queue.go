@@ -134,9 +134,9 @@ func newQueueRedriveCmd(g *globals) *cobra.Command {
 				return errors.New("name the dead-letter entries to redrive, or give --all (not both)")
 			}
 			return queueRun(cmd, g, args[0], func(b backend, q names.Queue) error {
-				opts := echostore.RedriveOptions{All: all, Limit: limit}
-				if !all {
-					opts.Entries = args[1:]
+				opts := echostore.RedriveOptions{All: all, Entries: args[1:]}
+				if all {
+					opts.Limit = limit
 				}
 				res, err := b.Redrive(cmd.Context(), q, opts)
 				if err != nil {

@@ -141,7 +141,7 @@ func setupScript(e *testscript.Env, mode, transcripts string) error {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, server.Config{
+	srv, err := server.Open(ctx, server.Config{
 		Redis: r.URL, Data: data, Remote: remoteURL,
 		Listen: "127.0.0.1:0", Beat: time.Hour, AllowEviction: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
