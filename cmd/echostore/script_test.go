@@ -200,6 +200,25 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 		_, err = c.Fail(ctx, args[0], "worker", ds[0], args[1])
 		ts.Check(err)
 	},
+	// waitjobs QUEUE N: wait (10 s at most) until the job stream of QUEUE
+	// holds N entries: a sync enqueue answers once its job is pushed, and
+	// the job reaches the stream just after.
+	"waitjobs": func(ts *testscript.TestScript, neg bool, args []string) {
+		if neg || len(args) != 2 {
+			ts.Fatalf("usage: waitjobs QUEUE N")
+		}
+		want, err := strconv.Atoi(args[1])
+		ts.Check(err)
+		var got string
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			got, err = testserver.Do(context.Background(), ts.Getenv("REDIS_ADDR"), "XLEN", "emq:{"+args[0]+"}:jobs")
+			ts.Check(err)
+			if n, _ := strconv.Atoi(strings.TrimSpace(got)); n >= want {
+				return
+			}
+		}
+		ts.Fatalf("waitjobs %s %d: the job stream holds %s after 10s", args[0], want, got)
+	},
 	// redis ARG…: run a Redis command on the script's redis-server and
 	// print its reply.
 	"redis": func(ts *testscript.TestScript, neg bool, args []string) {
