@@ -28,5 +28,23 @@
 //
 // Every result is a struct of this package (types.go) with JSON tags, and
 // its field order is the key order of its JSON object: serve's HTTP answers
-// and the CLI's output print the same keys in the same order.
+// (docs/SERVE.md), the CLI's output and json.Marshal of a result print the
+// same keys in the same order. No result is a map. A field added to a
+// result goes where its key should print.
+//
+// # Archive status
+//
+// Status, like a merge-read, pulls the stream's archive volume from the
+// remote when the seam cache in Redis says the stream is archived further
+// than this data dir's volume holds (or the data dir has none), so that it
+// never reports a stale watermark; without the volume on the remote it
+// fails wrapping archive.ErrNoVolume. (serve used to refuse in that case,
+// and the CLI to pull: both now do what Status does.)
+//
+// # Close order
+//
+// Close closes the accept tier (its committers finish the batches they
+// hold; what is pending stays in the outbox for the next Open), then the
+// outbox, the graft store (releasing the data dir's lock), the remote and
+// Redis.
 package echostore

@@ -25,7 +25,11 @@ func (n *Node) Enqueue(ctx context.Context, q names.Queue, payload []byte, opts 
 	if q.IsZero() {
 		return Receipt{}, fmt.Errorf("enqueue: no queue: %w", names.ErrInvalid)
 	}
-	rc, err := n.tier.EnqueueAt(ctx, q.String(), opts.ID, payload, opts.Mode, opts.RunAt)
+	mode := opts.Mode
+	if mode == 0 {
+		mode = accept.Async
+	}
+	rc, err := n.tier.EnqueueAt(ctx, q.String(), opts.ID, payload, mode, opts.RunAt)
 	if err != nil {
 		return Receipt{}, fmt.Errorf("enqueue on %s: %w", q, err)
 	}

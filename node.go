@@ -38,8 +38,6 @@ var (
 	// neither Keep nor MaxAge, a claim of more than MaxBatch jobs, an ack
 	// of no entries).
 	ErrInvalid = errors.New("echostore: invalid request")
-	// ErrClosed: the Node was closed.
-	ErrClosed = errors.New("echostore: node closed")
 )
 
 // MaxBatch bounds the jobs or entries one claim, dead-letter listing or
@@ -81,7 +79,9 @@ type Node struct {
 // remote does not stop the open (pushes fail until it is back); an
 // unreachable Redis does. A data dir held by another process fails with
 // ErrDataLocked once cfg.LockWait has passed.
-func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
+func Open(ctx context.Context, cfg Config) (*Node, error) { return open(ctx, cfg) }
+
+func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.Data == "" {
 		return nil, fmt.Errorf("%w: no data directory", ErrConfig)
 	}

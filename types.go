@@ -158,7 +158,7 @@ type DeleteResult struct {
 
 // EnqueueOptions are the options of an enqueue.
 type EnqueueOptions struct {
-	// Mode is Async (the zero Mode) or Sync.
+	// Mode is Async or Sync; the zero Mode is Async.
 	Mode Mode
 	// ID retries an earlier enqueue under its id (not zero, and not ahead
 	// of the node's minter); zero mints one.
@@ -220,11 +220,11 @@ type RedriveOptions struct {
 	Limit   int
 }
 
-// RedriveResult is the answer of a redrive: how many were redriven and
-// their new job stream entries.
+// RedriveResult is the answer of a redrive: the new job stream entries of
+// the jobs redriven, and how many.
 type RedriveResult struct {
-	Redriven int      `json:"redriven"`
 	Entries  []string `json:"entries"`
+	Redriven int      `json:"redriven"`
 }
 
 // VolumeList is the answer of Node.Volumes: every volume of the data dir,

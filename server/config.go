@@ -303,7 +303,7 @@ func (c Config) withDefaults() (Config, error) {
 	// by the volume's recorded owner at run time.
 	volumes := map[string][2]string{}
 	for _, q := range c.Queues {
-		if err := names.Check(names.KindQueue, q.Name); err != nil {
+		if _, err := names.ParseQueue(q.Name); err != nil {
 			return c, fmt.Errorf("%w: queue: %w", ErrConfig, err)
 		}
 		for _, s := range q.Streams {
@@ -318,7 +318,11 @@ func (c Config) withDefaults() (Config, error) {
 			if !st.archived {
 				continue
 			}
-			v, _ := names.ArchiveVolume(q.Name, s.Name) // checked by resolve
+			ref, err := names.ParseStreamRef(q.Name, s.Name)
+			if err != nil { // checked by resolve already
+				return c, fmt.Errorf("%w: stream %s/%s: %w", ErrConfig, q.Name, s.Name, err)
+			}
+			v := ref.Volume().String()
 			if o, ok := volumes[v]; ok {
 				return c, fmt.Errorf("%w: archived streams %s/%s and %s/%s share the archive volume %s; archive one of them under another name",
 					ErrConfig, o[0], o[1], q.Name, s.Name, v)
@@ -336,7 +340,7 @@ func (c Config) withDefaults() (Config, error) {
 // resolve merges sc over the defaults; q and s empty check the defaults.
 func (c Config) resolve(q, s string, sc StreamConfig) (stream, error) {
 	if q != "" {
-		if _, err := names.ArchiveVolume(q, s); err != nil {
+		if _, err := names.ParseStreamRef(q, s); err != nil {
 			return stream{}, fmt.Errorf("%w: stream %s/%s: %w", ErrConfig, q, s, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Tokens of the scope tests, one per scope.
@@ -132,7 +133,7 @@ func TestScopeMatrix(t *testing.T) {
 		return h
 	}
 	cases := scopeCases(f)
-	before := f.settled()
+	before := f.quiesced()
 	for _, tok := range []string{"", "wrong-token-0123456789abcdef"} {
 		for _, c := range cases {
 			code, ecode, _ := f.raw(c.method, c.path, "", hdr(tok), c.body)
@@ -152,7 +153,7 @@ func TestScopeMatrix(t *testing.T) {
 		token string
 		scope Scope
 	}{{readToken, ScopeRead}, {writeToken, ScopeWrite}, {adminToken, ScopeAdmin}} {
-		before := f.state()
+		before := f.quiesced()
 		for _, c := range cases {
 			need := wantScope[c.name]
 			if need <= tk.scope {
@@ -425,4 +426,21 @@ func TestTokenInConfigFile(t *testing.T) {
 	if _, err := LoadConfig(p); err != nil {
 		t.Fatalf("a world-readable configuration without a token: %v", err)
 	}
+}
+
+// quiesced returns the state once the jobs enqueued so far are committed,
+// pushed and dispatched: the accept tier does that in the background, an
+// async job after up to accept.DefaultAsyncInterval, so a state taken at
+// once could change under the requests that follow.
+func (f *fixture) quiesced() string {
+	f.t.Helper()
+	if err := f.srv.node.Drain(f.t.Context()); err != nil {
+		f.t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); f.srv.out.Len() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			f.t.Fatal("the jobs enqueued were not dispatched within 30s")
+		}
+	}
+	return f.settled()
 }

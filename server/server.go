@@ -631,7 +631,9 @@ func (s *Server) reportCycle(ctx context.Context, q, st string, res archive.Cycl
 	result := "ok"
 	ev := CycleEvent{Queue: q, Stream: st, Archived: true, Folded: res.Folded, Trimmed: res.Trimmed,
 		Archive: res.State.Pages, LSN: res.State.LSN, Live: -1, Lag: -1}
-	ev.Volume, _ = names.ArchiveVolume(q, st)
+	if ref, err := names.ParseStreamRef(q, st); err == nil { // a cycled stream's names are checked
+		ev.Volume = ref.Volume().String()
+	}
 	if !res.State.Empty() {
 		ev.Watermark = brand.EVT.Format(res.State.W)
 	}
@@ -743,10 +745,11 @@ func (s *Server) publishVolume(ctx context.Context, name, kind string) {
 // announced commit or push becomes an "lsn" event. The lane blocks (XREAD
 // BLOCK); nothing polls.
 func (s *Server) watchVolume(ctx context.Context, st stream) {
-	name, err := names.ArchiveVolume(st.q, st.s)
+	ref, err := names.ParseStreamRef(st.q, st.s)
 	if err != nil {
 		return
 	}
+	name := ref.Volume().String()
 	lane, err := mq.VolumeLane(name)
 	if err != nil {
 		return
