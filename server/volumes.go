@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
@@ -221,6 +223,38 @@ func (s *Server) volumeRoutes(api func(string, handlerFunc)) {
 		}
 		return s.node.Reset(ctx, v, discard)
 	}))
+	// The remote log's checkpoint and GC (admin, as every volume route).
+	api("POST /v1/volumes/{vid}/checkpoint", volumeOp(s, func(ctx context.Context, _ *http.Request, v names.Volume) (echostore.CheckpointResult, error) {
+		return s.node.Checkpoint(ctx, v)
+	}))
+	api("POST /v1/volumes/{vid}/gc", volumeOp(s, func(ctx context.Context, r *http.Request, v names.Volume) (echostore.GCResult, error) {
+		opts, err := gcOptions(r.URL.Query())
+		if err != nil {
+			return echostore.GCResult{}, badRequest("volume gc %s: %v", v, err)
+		}
+		return s.node.GC(ctx, v, opts)
+	}))
+}
+
+// gcOptions parses the parameters of POST /v1/volumes/{vid}/gc:
+// keep_checkpoints (default 1), min_age (default 1h) and trim_log.
+func gcOptions(q url.Values) (echostore.GCOptions, error) {
+	opts := echostore.GCOptions{KeepCheckpoints: 1, MinAge: time.Hour}
+	var err error
+	if v := q.Get("keep_checkpoints"); v != "" {
+		if opts.KeepCheckpoints, err = strconv.Atoi(v); err != nil || opts.KeepCheckpoints < 1 {
+			return opts, fmt.Errorf("keep_checkpoints %q: want 1 or more", v)
+		}
+	}
+	if v := q.Get("min_age"); v != "" {
+		if opts.MinAge, err = time.ParseDuration(v); err != nil || opts.MinAge < 0 {
+			return opts, fmt.Errorf("min_age %q: want a duration such as 1h", v)
+		}
+	}
+	if opts.TrimLog, err = boolParam(q.Get("trim_log")); err != nil {
+		return opts, fmt.Errorf("trim_log: %w", err)
+	}
+	return opts, nil
 }
 
 func (s *Server) handleVolumes(w http.ResponseWriter, r *http.Request) error {

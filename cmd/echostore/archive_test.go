@@ -5,16 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/echostore/echostore/internal/testserver"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/echostore/echostore/internal/testserver"
+
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
-	"github.com/echostore/echostore/graft"
 )
 
 func TestCLIArchiveCycleStatusRead(t *testing.T) {
@@ -141,9 +140,9 @@ func TestCLIMergeReadRefusesMissingVolume(t *testing.T) {
 	if _, _, err := run(t, "", append(folds, "archive", "cycle", "q", "s", "--keep", "1")...); err != nil {
 		t.Fatal(err)
 	}
-	// No --remote, and no <data>/remote: nothing to pull from.
+	// No --remote: the default file://<data>/remote has nothing to pull.
 	_, _, err := run(t, "", append(other, "stream", "read", "q", "s")...)
-	if !errors.Is(err, archive.ErrNoVolume) || !errors.Is(err, graft.ErrNoRemote) || !strings.Contains(err.Error(), "archive.q.s") {
+	if !errors.Is(err, archive.ErrNoVolume) || !strings.Contains(err.Error(), "archive.q.s") {
 		t.Fatalf("merge-read on a node without the volume nor a remote: %v, want a clear ErrNoVolume", err)
 	}
 	if _, _, err := run(t, "", append(other, "archive", "status", "q", "s")...); !errors.Is(err, archive.ErrNoVolume) {
@@ -154,8 +153,8 @@ func TestCLIMergeReadRefusesMissingVolume(t *testing.T) {
 	if _, _, err := run(t, "", append(empty, "stream", "read", "q", "s")...); !errors.Is(err, archive.ErrNoVolume) || !strings.Contains(err.Error(), "no commit of archive.q.s") {
 		t.Fatalf("merge-read with an empty remote: %v, want ErrNoVolume", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "b", "graft")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("a failed pull left a store in the data dir: %v", err)
+	if out, _, err := run(t, "", append(other, "volume", "ls")...); err != nil || out != "[]\n" {
+		t.Fatalf("a failed pull left a volume in the data dir: %q %v", out, err)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/server"
 )
 
@@ -123,7 +124,8 @@ func TestCLIThroughServe(t *testing.T) {
 
 	stop := startServe(t, r.URL, data, remoteURL, "")
 	// The data dir is serve's: opening it directly fails.
-	if _, err := openGraft(t.Context(), &globals{data: data}, true, nil); err == nil {
+	if n, err := echostore.Open(t.Context(), echostore.Config{Data: data}); err == nil {
+		n.Close(t.Context())
 		t.Fatal("the data dir opened while serve holds it")
 	}
 	for i, args := range reads {

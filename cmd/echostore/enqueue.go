@@ -2,119 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/spf13/cobra"
 
+	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/brand"
-	"github.com/echostore/echostore/graft"
-	"github.com/echostore/echostore/graft/lane"
-	"github.com/echostore/echostore/graft/remote"
-	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/names"
 )
-
-// enqueueLockWait bounds how long enqueue waits for another process to
-// release the outbox or the graft store.
-const enqueueLockWait = 10 * time.Second
-
-// acceptTier is an open accept tier over the data dir, the remote and Redis.
-type acceptTier struct {
-	out  *accept.Outbox
-	gs   *graft.Store
-	tier *accept.Tier
-	stop func()
-}
-
-// openAcceptTier opens the outbox (<data>/accept/outbox), the graft store
-// (<data>/graft) with the remote attached, and Redis, and starts the tier, which recovers
-// what an earlier process left pending.
-func openAcceptTier(ctx context.Context, g *globals) (_ *acceptTier, err error) {
-	node, err := nodeFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	a := &acceptTier{}
-	var closers []func()
-	a.stop = func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
-	}
-	defer func() {
-		if err != nil {
-			a.stop()
-		}
-	}()
-	dir := filepath.Join(g.data, "accept")
-	a.out, err = waitLock(ctx, func() (*accept.Outbox, error) {
-		return accept.Open(ctx, filepath.Join(dir, "outbox"), accept.Options{Logger: g.log})
-	}, accept.ErrBusy)
-	if err != nil {
-		return nil, fmt.Errorf("open the outbox in %s: %w", dir, err)
-	}
-	closers = append(closers, func() {
-		if err := a.out.Close(context.WithoutCancel(ctx)); err != nil {
-			g.log.Warn("close the outbox", "err", err)
-		}
-	})
-	st, err := remote.Open(ctx, g.remoteURL(), drivers.All()...)
-	if err != nil {
-		return nil, fmt.Errorf("open the remote %s: %w; check --remote (or ECHOSTORE_REMOTE)", g.remoteShown(), err)
-	}
-	mqc, err := connectMQ(ctx, g)
-	if err != nil {
-		return nil, err
-	}
-	closers = append(closers, mqc.Close)
-	gdir := filepath.Join(g.data, "graft")
-	a.gs, err = waitLock(ctx, func() (*graft.Store, error) {
-		// Commits and pushes are announced on the volume's lane.
-		return graft.Open(ctx, gdir, graft.Options{Logger: g.log, Remote: st, Notifier: lane.New(mqc)})
-	}, graft.ErrLocked)
-	if err != nil {
-		return nil, fmt.Errorf("open the graft store in %s: %w", gdir, err)
-	}
-	closers = append(closers, func() { _ = a.gs.Close() })
-	a.tier, err = accept.NewTier(ctx, a.out, a.gs, graft.Replication{}, mqc, accept.TierOptions{Node: uint16(node), Logger: g.log})
-	if err != nil {
-		return nil, fmt.Errorf("start the accept tier: %w", err)
-	}
-	closers = append(closers, func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), enqueueLockWait)
-		defer cancel()
-		if err := a.tier.Close(cctx); err != nil {
-			g.log.Warn("close the accept tier", "err", err)
-		}
-	})
-	return a, nil
-}
-
-// waitLock calls open until it succeeds, fails with an error other than
-// busy, or enqueueLockWait passes.
-func waitLock[T any](ctx context.Context, open func() (T, error), busy error) (T, error) {
-	deadline := time.Now().Add(enqueueLockWait)
-	for {
-		v, err := open()
-		if err == nil || !errors.Is(err, busy) || time.Now().After(deadline) {
-			if err != nil && errors.Is(err, busy) {
-				err = fmt.Errorf("%w (another echostore process holds it; waited %s)", err, enqueueLockWait)
-			}
-			return v, err
-		}
-		select {
-		case <-ctx.Done():
-			return v, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
 
 // newEnqueueCmd is `echostore enqueue Q --payload JSON --mode async|sync`.
 func newEnqueueCmd(g *globals) *cobra.Command {
@@ -144,9 +42,9 @@ stream, nor claimed, before. The run-at is kept to the millisecond.
 Prints {"id":…,"mode":…,"lsn":…,"volume":…}.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			q := args[0]
-			if err := names.Check(names.KindQueue, q); err != nil {
-				return fmt.Errorf("queue %q: %w", q, err)
+			q, err := names.ParseQueue(args[0])
+			if err != nil {
+				return fmt.Errorf("queue %q: %w", args[0], err)
 			}
 			m, err := accept.ParseMode(mode)
 			if err != nil {
@@ -170,32 +68,32 @@ Prints {"id":…,"mode":…,"lsn":…,"volume":…}.`,
 				return err
 			}
 			ctx := cmd.Context()
-			if done, err := enqueueViaServe(ctx, g, q, jobID, []byte(payload), m, runAt); done {
-				return err
-			}
-			a, err := openAcceptTier(ctx, g)
+			b, err := open(ctx, g, redisRequired)
 			if err != nil {
 				return err
 			}
-			defer a.stop()
-			r, err := a.tier.EnqueueAt(ctx, q, jobID, []byte(payload), m, runAt)
+			defer b.close()
+			r, err := b.Enqueue(ctx, q, []byte(payload), echostore.EnqueueOptions{Mode: m, ID: jobID, RunAt: runAt})
 			if err != nil {
-				return fmt.Errorf("enqueue on %s: %w", q, err)
+				return err
 			}
-			if m == accept.Async {
-				// K bounds the loss of a crash, not of an exit.
-				if err := a.out.Flush(ctx); err != nil {
+			if b.node != nil && m == accept.Async {
+				// K bounds the loss of a crash, not of an exit. (serve keeps
+				// running: its accept tier holds the job.)
+				if err := b.node.Outbox().Flush(ctx); err != nil {
 					return fmt.Errorf("checkpoint the outbox: %w", err)
 				}
 			}
-			if err := printReceipt(g, r); err != nil {
+			if err := printJSON(g.stdout, r); err != nil {
 				return err
 			}
 			// Any enqueue runs the loop: commit what is pending (earlier
 			// async enqueues, and this one) before exiting. A failure here
 			// loses nothing: the intents stay in the outbox.
-			if err := a.tier.Drain(ctx); err != nil {
-				g.log.Warn("commit pending intents; the next enqueue or serve retries", "err", err)
+			if d, ok := b.backend.(interface{ Drain(context.Context) error }); ok && b.node != nil {
+				if err := d.Drain(ctx); err != nil {
+					g.log.Warn("commit pending intents; the next enqueue or serve retries", "err", err)
+				}
 			}
 			return nil
 		},
@@ -230,23 +128,4 @@ func parseRunAt(runAt string, delay time.Duration, set bool, now time.Time) (tim
 		return now.Add(delay), nil
 	}
 	return time.Time{}, nil
-}
-
-func printReceipt(g *globals, r accept.Receipt) error {
-	var lsn any
-	if r.Mode == accept.Sync {
-		lsn = r.LSN
-	}
-	out := struct {
-		ID     string `json:"id"`
-		Mode   string `json:"mode"`
-		LSN    any    `json:"lsn"`
-		Volume string `json:"volume"`
-	}{brand.JOB.Format(r.ID), r.Mode.String(), lsn, r.Volume}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintln(g.stdout, string(b))
-	return err
 }

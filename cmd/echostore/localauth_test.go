@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/rogpeppe/go-internal/testscript"
+
 	"github.com/echostore/echostore/server"
 )
 
@@ -33,7 +35,8 @@ func TestMain(m *testing.M) {
 	case "peer":
 		os.Exit(peerMain())
 	}
-	os.Exit(m.Run())
+	// The test scripts run the command as "echostore" (script_test.go).
+	testscript.Main(m, map[string]func(){"echostore": scriptMain})
 }
 
 // peerMain is a client of serve's unix socket ($ECHOSTORE_TEST_SOCK), with

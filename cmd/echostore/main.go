@@ -13,8 +13,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
+	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/internal/redact"
 	"github.com/echostore/echostore/mq"
@@ -48,7 +50,9 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, env := range []string{"ECHOSTORE_REDIS", "ECHOSTORE_REMOTE"} {
 		secrets = append(secrets, redact.Secrets(os.Getenv(env))...)
 	}
-	fmt.Fprintf(stderr, "echostore: %s\n", redact.Scrub(err.Error(), secrets...))
+	// The layers' own "echostore: " prefix is not repeated.
+	msg := strings.TrimPrefix(redact.Scrub(err.Error(), secrets...), "echostore: ")
+	fmt.Fprintf(stderr, "echostore: %s\n", msg)
 	return exitCode(err)
 }
 
@@ -67,7 +71,7 @@ func exitCode(err error) int {
 	case errors.As(err, &ee):
 		return ee.code
 	case errors.Is(err, remote.ErrBadURL), errors.Is(err, remote.ErrUnknownScheme),
-		errors.Is(err, mq.ErrBadURL), errors.Is(err, server.ErrMemRemote):
+		errors.Is(err, mq.ErrBadURL), errors.Is(err, server.ErrMemRemote), errors.Is(err, echostore.ErrMemRemote):
 		return exitUsage
 	}
 	return exitFailure

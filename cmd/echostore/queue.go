@@ -1,15 +1,14 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
-	"github.com/echostore/echostore/mq"
 	"github.com/spf13/cobra"
+
+	"github.com/echostore/echostore"
+	"github.com/echostore/echostore/names"
 )
 
 func newQueueCmd(g *globals) *cobra.Command {
@@ -22,27 +21,19 @@ func newQueueCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// queueRun connects and runs f with the client, closing it after.
-func queueRun(cmd *cobra.Command, g *globals, f func(c *mq.Client) error) error {
-	c, err := connectMQ(cmd.Context(), g)
+// queueRun checks the queue's name, opens the backend and runs f with it,
+// closing it after.
+func queueRun(cmd *cobra.Command, g *globals, name string, f func(b backend, q names.Queue) error) error {
+	q, err := names.ParseQueue(name)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	return f(c)
-}
-
-// printJSONLines prints each value as one JSON line.
-func printJSONLines[T any](w io.Writer, vals []T) error {
-	out := bufio.NewWriter(w)
-	enc := json.NewEncoder(out)
-	enc.SetEscapeHTML(false)
-	for _, v := range vals {
-		if err := enc.Encode(v); err != nil {
-			return err
-		}
+	b, err := open(cmd.Context(), g, redisRequired)
+	if err != nil {
+		return err
 	}
-	return out.Flush()
+	defer b.close()
+	return f(b, q)
 }
 
 func newQueueClaimCmd(g *globals) *cobra.Command {
@@ -69,26 +60,12 @@ letters instead). Prints nothing when there is no job.`,
 			if stalled < 0 {
 				return fmt.Errorf("--stalled %v: want a positive duration such as 5m", stalled)
 			}
-			return queueRun(cmd, g, func(c *mq.Client) error {
-				ctx := cmd.Context()
-				var jobs []mq.Delivery
-				if stalled > 0 {
-					rec, err := c.Recover(ctx, args[0], consumer, stalled, count)
-					if err != nil {
-						return err
-					}
-					jobs = rec.Claimed
+			return queueRun(cmd, g, args[0], func(b backend, q names.Queue) error {
+				res, err := b.Claim(cmd.Context(), q, echostore.ClaimOptions{Consumer: consumer, Count: count, Stalled: stalled})
+				if perr := printJSONLines(g.stdout, res.Jobs); perr != nil {
+					return perr
 				}
-				var claimErr error
-				if len(jobs) < count {
-					more, err := c.Claim(ctx, args[0], consumer, count-len(jobs))
-					jobs = append(jobs, more...)
-					claimErr = err
-				}
-				if err := printJSONLines(g.stdout, jobs); err != nil {
-					return err
-				}
-				return claimErr
+				return err
 			})
 		},
 	}
@@ -105,12 +82,12 @@ func newQueueAckCmd(g *globals) *cobra.Command {
 		Short: "Acknowledge finished jobs by entry id; print {\"acked\":N}",
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return queueRun(cmd, g, func(c *mq.Client) error {
-				n, err := c.Ack(cmd.Context(), args[0], args[1:]...)
+			return queueRun(cmd, g, args[0], func(b backend, q names.Queue) error {
+				res, err := b.Ack(cmd.Context(), q, args[1:])
 				if err != nil {
 					return err
 				}
-				return printJSONLines(g.stdout, []any{map[string]int64{"acked": n}})
+				return printJSON(g.stdout, res)
 			})
 		},
 	}
@@ -129,9 +106,9 @@ func newQueueDeadCmd(g *globals) *cobra.Command {
 			if limit < 1 {
 				return fmt.Errorf("--limit %d: want 1 or more", limit)
 			}
-			return queueRun(cmd, g, func(c *mq.Client) error {
-				dead, err := c.Dead(cmd.Context(), args[0], after, limit)
-				if perr := printJSONLines(g.stdout, dead); perr != nil {
+			return queueRun(cmd, g, args[0], func(b backend, q names.Queue) error {
+				res, err := b.Dead(cmd.Context(), q, echostore.DeadOptions{After: after, Limit: limit})
+				if perr := printJSONLines(g.stdout, res.Dead); perr != nil {
 					return perr
 				}
 				return err
@@ -156,24 +133,16 @@ func newQueueRedriveCmd(g *globals) *cobra.Command {
 			if all == (len(args) > 1) {
 				return errors.New("name the dead-letter entries to redrive, or give --all (not both)")
 			}
-			return queueRun(cmd, g, func(c *mq.Client) error {
-				var ids []string
-				var err error
+			return queueRun(cmd, g, args[0], func(b backend, q names.Queue) error {
+				opts := echostore.RedriveOptions{All: all, Entries: args[1:]}
 				if all {
-					ids, err = c.RedriveAll(cmd.Context(), args[0], limit)
-				} else {
-					ids, err = c.Redrive(cmd.Context(), args[0], args[1:]...)
+					opts.Limit = limit
 				}
+				res, err := b.Redrive(cmd.Context(), q, opts)
 				if err != nil {
 					return err
 				}
-				if ids == nil {
-					ids = []string{}
-				}
-				return printJSONLines(g.stdout, []any{struct {
-					Redriven int      `json:"redriven"`
-					Entries  []string `json:"entries"`
-				}{len(ids), ids}})
+				return printJSON(g.stdout, res)
 			})
 		},
 	}
@@ -188,12 +157,12 @@ func newQueueStatusCmd(g *globals) *cobra.Command {
 		Short: "Print the queue's state as JSON {queue, length, pending, lag, delayed, dead, consumers, next_due}",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return queueRun(cmd, g, func(c *mq.Client) error {
-				st, err := c.Status(cmd.Context(), args[0])
+			return queueRun(cmd, g, args[0], func(b backend, q names.Queue) error {
+				st, err := b.QueueStatus(cmd.Context(), q)
 				if err != nil {
 					return err
 				}
-				return printJSONLines(g.stdout, []mq.QueueStatus{st})
+				return printJSON(g.stdout, st)
 			})
 		},
 	}

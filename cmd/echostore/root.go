@@ -1,15 +1,18 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/echostore/echostore/client"
 	"github.com/echostore/echostore/internal/redact"
 )
 
@@ -177,5 +180,30 @@ single ordered stream.`,
 		newVolumeCmd(g),
 		newServeCmd(g),
 	)
+	adviseAll(root)
 	return root
+}
+
+// adviseAll wraps the RunE of cmd and of every command under it, so that an
+// answer of serve that refused the command's credentials says what to give.
+func adviseAll(cmd *cobra.Command) {
+	if run := cmd.RunE; run != nil {
+		cmd.RunE = func(c *cobra.Command, args []string) error { return adviseServe(run(c, args)) }
+	}
+	for _, sub := range cmd.Commands() {
+		adviseAll(sub)
+	}
+}
+
+// adviseServe adds to a 401 or a 403 of serve what to give instead.
+func adviseServe(err error) error {
+	var ae *client.Error
+	switch {
+	case !errors.As(err, &ae):
+	case ae.Status == http.StatusUnauthorized:
+		return fmt.Errorf("%w: give the right token's file with --token-file or ECHOSTORE_TOKEN_FILE, or set ECHOSTORE_TOKEN; run by serve's own user, the command needs none", err)
+	case ae.Status == http.StatusForbidden && ae.Code == client.CodeForbidden:
+		return fmt.Errorf("%w: use a token with that scope", err)
+	}
+	return err
 }

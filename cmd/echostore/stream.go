@@ -3,35 +3,17 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
-	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
 	"github.com/spf13/cobra"
 )
-
-// connectMQ connects to the Redis of --redis with the node of
-// ECHOSTORE_NODE. It opens neither the data dir nor the remote.
-func connectMQ(ctx context.Context, g *globals) (*mq.Client, error) {
-	node, err := nodeFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	c, err := mq.Connect(ctx, mq.Options{URL: g.redis, Node: node, Logger: g.log})
-	switch {
-	case err == nil:
-		return c, nil
-	case errors.Is(err, mq.ErrBadURL), errors.Is(err, mq.ErrEvictingPolicy):
-		return nil, err
-	}
-	return nil, fmt.Errorf("%w; check that Redis is running and that --redis (or ECHOSTORE_REDIS) points at it", err)
-}
 
 func newStreamCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -87,16 +69,20 @@ appended record, one per line, in input order.`,
 					return inputError(false, 0, err)
 				}
 			}
-			ctx := cmd.Context()
-			c, err := connectMQ(ctx, g)
+			ref, err := streamRef(q, s)
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			ids, err := c.AppendBatch(ctx, q, s, batch)
+			ctx := cmd.Context()
+			b, err := open(ctx, g, redisRequired)
+			if err != nil {
+				return err
+			}
+			defer b.close()
+			res, err := b.Append(ctx, ref, batch)
 			out := bufio.NewWriter(g.stdout)
-			for _, id := range ids {
-				out.WriteString(brand.EVT.Format(id))
+			for _, id := range res.IDs {
+				out.WriteString(id)
 				out.WriteByte('\n')
 			}
 			if ferr := out.Flush(); err == nil {
@@ -207,23 +193,28 @@ works with Redis down.`,
 			if limit < 0 {
 				return fmt.Errorf("--limit %d: want 0 (all) or more", limit)
 			}
-			ctx := cmd.Context()
-			if !liveOnly {
-				rg := archive.Range{From: lo, To: hi, Limit: limit, Reverse: reverse}
-				// The data dir is needed: a serve holding it reads for us.
-				if c, ok, err := viaServe(ctx, g); err != nil {
-					return err
-				} else if ok {
-					return c.readStream(ctx, g, args[0], args[1], rg, false, archiveOnly)
-				}
-				return readMerged(ctx, g, args[0], args[1], rg, archiveOnly)
-			}
-			c, err := connectMQ(ctx, g)
+			ref, err := streamRef(args[0], args[1])
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			return printRecords(g, c.Read(ctx, args[0], args[1], lo, hi, limit, reverse))
+			opts := echostore.ReadOptions{From: lo, To: hi, Limit: limit, Reverse: reverse}
+			need := redisRequired
+			switch {
+			case liveOnly:
+				opts.Side = echostore.ReadLiveOnly
+			case archiveOnly:
+				opts.Side, need = echostore.ReadArchiveOnly, redisNone
+			}
+			ctx := cmd.Context()
+			b, err := open(ctx, g, need)
+			if err != nil {
+				if need == redisRequired && !liveOnly {
+					return fmt.Errorf("%w (--archive-only reads the archive without Redis)", err)
+				}
+				return err
+			}
+			defer b.close()
+			return printRecords(g, ref, b.Read(ctx, ref, opts))
 		},
 	}
 	f := cmd.Flags()

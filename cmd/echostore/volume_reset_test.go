@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/echostore/echostore/client"
 	"github.com/echostore/echostore/server"
 )
 
@@ -55,11 +56,11 @@ func TestCLIVolumeResetGuard(t *testing.T) {
 
 	stop := startServe(t, r.URL, data, remoteURL, "")
 	err := reset()
-	var se *serveError
-	if !errors.As(err, &se) || se.status != 409 || se.code != server.CodeWouldDiscard || !strings.Contains(se.message, "--discard 5") {
+	var se *client.Error
+	if !errors.As(err, &se) || se.Status != 409 || se.Code != server.CodeWouldDiscard || !strings.Contains(se.Message, "--discard 5") {
 		t.Fatalf("reset through serve: %v", err)
 	}
-	if err := reset("--discard", "6"); !errors.As(err, &se) || se.code != server.CodeWouldDiscard {
+	if err := reset("--discard", "6"); !errors.As(err, &se) || se.Code != server.CodeWouldDiscard {
 		t.Fatalf("wrong --discard through serve: %v", err)
 	}
 	if n := count(); n != 13 {
@@ -107,8 +108,8 @@ func TestCLIRemoteMismatch(t *testing.T) {
 	r := startRedis(t)
 	startServe(t, r.URL, a, "file://"+b, "")
 	_, _, err := run(t, "", "--data", a, "volume", "push", "vol.m")
-	var se *serveError
-	if !errors.As(err, &se) || se.status != 409 || se.code != server.CodeRemoteMismatch {
+	var se *client.Error
+	if !errors.As(err, &se) || se.Status != 409 || se.Code != server.CodeRemoteMismatch {
 		t.Fatalf("push through serve against B: %v", err)
 	}
 }

@@ -1,0 +1,310 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/echostore/echostore"
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
+)
+
+// DeleteConfirm is the confirmation a delete of a stream sends (serve
+// refuses a delete without it).
+const DeleteConfirm = "yes-delete-history"
+
+// streamPath is the API path of ref, with sub appended.
+func streamPath(ref names.StreamRef, sub string) string {
+	return "/v1/streams/" + url.PathEscape(ref.Queue().String()) + "/" + url.PathEscape(ref.Stream().String()) + sub
+}
+
+func queuePath(q names.Queue, sub string) string {
+	return "/v1/queues/" + url.PathEscape(q.String()) + sub
+}
+
+func volumePath(v names.Volume, sub string) string {
+	return "/v1/volumes/" + url.PathEscape(v.String()) + sub
+}
+
+// Append appends the records to the stream (POST /v1/streams/{q}/{s}, a
+// body of JSON lines {"fields":{…}}), all or none.
+func (c *Client) Append(ctx context.Context, ref names.StreamRef, records [][]echostore.Field) (echostore.AppendResult, error) {
+	if len(records) == 0 {
+		return echostore.AppendResult{}, fmt.Errorf("append %s: no records: %w", ref, ErrInvalid)
+	}
+	var body []byte
+	for _, r := range records {
+		body = append(mq.AppendFieldsJSON(append(body, `{"fields":`...), r), "}\n"...)
+	}
+	var out echostore.AppendResult
+	err := c.call(ctx, request{method: http.MethodPost, path: streamPath(ref, ""), raw: body}, &out)
+	return out, err
+}
+
+// Read reads the stream (GET /v1/streams/{q}/{s}) as opts says, yielding
+// the records as serve sends them. A body cut short (serve aborts a read
+// that fails after its first record) ends the read with an error.
+func (c *Client) Read(ctx context.Context, ref names.StreamRef, opts echostore.ReadOptions) iter.Seq2[echostore.Record, error] {
+	return func(yield func(echostore.Record, error) bool) {
+		v := url.Values{}
+		if opts.From != 0 {
+			v.Set("from", brand.EVT.Format(opts.From))
+		}
+		if opts.To != 0 && opts.To != brand.Max {
+			v.Set("to", brand.EVT.Format(opts.To))
+		}
+		v.Set("limit", strconv.Itoa(max(opts.Limit, 0)))
+		if opts.Reverse {
+			v.Set("reverse", "true")
+		}
+		switch opts.Side {
+		case echostore.ReadLiveOnly:
+			v.Set("live_only", "true")
+		case echostore.ReadArchiveOnly:
+			v.Set("archive_only", "true")
+		}
+		resp, err := c.do(ctx, request{method: http.MethodGet, path: streamPath(ref, ""), query: v})
+		if err != nil {
+			yield(echostore.Record{}, err)
+			return
+		}
+		defer resp.Body.Close()
+		br := bufio.NewReaderSize(resp.Body, 64<<10)
+		for {
+			line, err := br.ReadBytes('\n')
+			if len(line) > 0 && err == nil {
+				var rec echostore.Record
+				if derr := rec.UnmarshalJSON(line); derr != nil {
+					yield(echostore.Record{}, fmt.Errorf("read %s through the serve on %s: %w", ref, c.where, derr))
+					return
+				}
+				if !yield(rec, nil) {
+					return
+				}
+				continue
+			}
+			switch {
+			case errors.Is(err, io.EOF) && len(line) == 0:
+				return
+			case errors.Is(err, io.EOF):
+				err = io.ErrUnexpectedEOF
+			}
+			yield(echostore.Record{}, fmt.Errorf("read %s through the serve on %s: cut short: %w", ref, c.where, err))
+			return
+		}
+	}
+}
+
+// Cycle runs one archive cycle of the stream (POST
+// /v1/streams/{q}/{s}/cycle) with opts's window, trim_after and retention.
+func (c *Client) Cycle(ctx context.Context, ref names.StreamRef, opts echostore.CycleOptions) (echostore.CycleResult, error) {
+	v := url.Values{
+		"trim_after":   {opts.TrimAfter.String()},
+		"retain_count": {strconv.FormatUint(opts.Retain.Count, 10)},
+		"retain_age":   {opts.Retain.MaxAge.String()},
+	}
+	if opts.Window.Keep > 0 {
+		v.Set("keep", strconv.FormatInt(opts.Window.Keep, 10))
+	}
+	if opts.Window.MaxAge > 0 || opts.Window.Keep <= 0 {
+		v.Set("max_age", opts.Window.MaxAge.String())
+	}
+	var out echostore.CycleResult
+	err := c.call(ctx, request{method: http.MethodPost, path: streamPath(ref, "/cycle"), query: v}, &out)
+	return out, err
+}
+
+// Status returns where the seam of the stream is (GET
+// /v1/streams/{q}/{s}/archive).
+func (c *Client) Status(ctx context.Context, ref names.StreamRef) (echostore.ArchiveStatus, error) {
+	var out echostore.ArchiveStatus
+	err := c.call(ctx, request{method: http.MethodGet, path: streamPath(ref, "/archive")}, &out)
+	return out, err
+}
+
+// Delete deletes the archived stream and its archive (DELETE
+// /v1/streams/{q}/{s}, confirmed); serve stops cycling it.
+func (c *Client) Delete(ctx context.Context, ref names.StreamRef) (echostore.DeleteResult, error) {
+	var out echostore.DeleteResult
+	err := c.call(ctx, request{method: http.MethodDelete, path: streamPath(ref, ""), query: url.Values{"confirm": {DeleteConfirm}}}, &out)
+	return out, err
+}
+
+// jobBody is the body of an enqueue.
+type jobBody struct {
+	Payload json.RawMessage `json:"payload"`
+	ID      string          `json:"id,omitempty"`
+	RunAt   string          `json:"run_at,omitempty"`
+}
+
+// Enqueue enqueues one job with payload, a JSON value (POST
+// /v1/queues/{q}/jobs).
+func (c *Client) Enqueue(ctx context.Context, q names.Queue, payload []byte, opts echostore.EnqueueOptions) (echostore.Receipt, error) {
+	b := jobBody{Payload: json.RawMessage(payload)}
+	if opts.ID != 0 {
+		b.ID = brand.JOB.Format(opts.ID)
+	}
+	if !opts.RunAt.IsZero() {
+		b.RunAt = opts.RunAt.Format(time.RFC3339Nano)
+	}
+	var out echostore.Receipt
+	err := c.call(ctx, request{method: http.MethodPost, path: queuePath(q, "/jobs"), query: url.Values{"mode": {opts.Mode.String()}}, body: b}, &out)
+	return out, err
+}
+
+// Claim claims jobs (POST /v1/queues/{q}/claim).
+func (c *Client) Claim(ctx context.Context, q names.Queue, opts echostore.ClaimOptions) (echostore.ClaimResult, error) {
+	v := url.Values{}
+	if opts.Consumer != "" {
+		v.Set("consumer", opts.Consumer)
+	}
+	if opts.Count > 0 {
+		v.Set("count", strconv.Itoa(opts.Count))
+	}
+	if opts.Stalled > 0 {
+		v.Set("stalled", opts.Stalled.String())
+	}
+	var out echostore.ClaimResult
+	err := c.call(ctx, request{method: http.MethodPost, path: queuePath(q, "/claim"), query: v, body: struct{}{}}, &out)
+	if out.Jobs == nil {
+		out.Jobs = []echostore.Job{}
+	}
+	return out, err
+}
+
+// entriesBody is the body of an ack and a redrive.
+type entriesBody struct {
+	Entries []string `json:"entries,omitempty"`
+	All     bool     `json:"all,omitempty"`
+	Limit   int      `json:"limit,omitempty"`
+}
+
+// Ack acknowledges finished jobs by entry (POST /v1/queues/{q}/ack).
+func (c *Client) Ack(ctx context.Context, q names.Queue, entries []string) (echostore.AckResult, error) {
+	var out echostore.AckResult
+	err := c.call(ctx, request{method: http.MethodPost, path: queuePath(q, "/ack"), body: entriesBody{Entries: entries}}, &out)
+	return out, err
+}
+
+// Dead lists dead letters (GET /v1/queues/{q}/dead).
+func (c *Client) Dead(ctx context.Context, q names.Queue, opts echostore.DeadOptions) (echostore.DeadResult, error) {
+	v := url.Values{}
+	if opts.After != "" {
+		v.Set("after", opts.After)
+	}
+	if opts.Limit > 0 {
+		v.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	var out echostore.DeadResult
+	err := c.call(ctx, request{method: http.MethodGet, path: queuePath(q, "/dead"), query: v}, &out)
+	if out.Dead == nil {
+		out.Dead = []echostore.DeadLetter{}
+	}
+	return out, err
+}
+
+// Redrive moves dead letters back to the job stream (POST
+// /v1/queues/{q}/redrive).
+func (c *Client) Redrive(ctx context.Context, q names.Queue, opts echostore.RedriveOptions) (echostore.RedriveResult, error) {
+	var out echostore.RedriveResult
+	err := c.call(ctx, request{method: http.MethodPost, path: queuePath(q, "/redrive"),
+		body: entriesBody{Entries: opts.Entries, All: opts.All, Limit: opts.Limit}}, &out)
+	if out.Entries == nil {
+		out.Entries = []string{}
+	}
+	return out, err
+}
+
+// QueueStatus describes the queue (GET /v1/queues/{q}).
+func (c *Client) QueueStatus(ctx context.Context, q names.Queue) (echostore.QueueStatus, error) {
+	var out echostore.QueueStatus
+	err := c.call(ctx, request{method: http.MethodGet, path: queuePath(q, "")}, &out)
+	return out, err
+}
+
+// Volumes lists the volumes of serve's data dir (GET /v1/volumes).
+func (c *Client) Volumes(ctx context.Context) (echostore.VolumeList, error) {
+	var out echostore.VolumeList
+	err := c.call(ctx, request{method: http.MethodGet, path: "/v1/volumes"}, &out)
+	if out.Volumes == nil {
+		out.Volumes = []graft.Info{}
+	}
+	return out, err
+}
+
+// VolumeInfo describes a volume (GET /v1/volumes/{vid}).
+func (c *Client) VolumeInfo(ctx context.Context, v names.Volume) (echostore.VolumeInfo, error) {
+	var out echostore.VolumeInfo
+	err := c.call(ctx, request{method: http.MethodGet, path: volumePath(v, "")}, &out)
+	return out, err
+}
+
+// Push pushes the volume's local commits not yet pushed (POST
+// /v1/volumes/{vid}/push).
+func (c *Client) Push(ctx context.Context, v names.Volume) (echostore.PushResult, error) {
+	var out echostore.PushResult
+	err := c.call(ctx, request{method: http.MethodPost, path: volumePath(v, "/push")}, &out)
+	return out, err
+}
+
+// Pull follows the remote (POST /v1/volumes/{vid}/pull), creating the
+// volume if the remote has it. progress is not called: serve reports no
+// progress.
+func (c *Client) Pull(ctx context.Context, v names.Volume, progress func(done, total int)) (echostore.PullResult, error) {
+	var out echostore.PullResult
+	err := c.call(ctx, request{method: http.MethodPost, path: volumePath(v, "/pull")}, &out)
+	return out, err
+}
+
+// Hydrate fetches every page of the volume not yet local (POST
+// /v1/volumes/{vid}/hydrate). progress is not called.
+func (c *Client) Hydrate(ctx context.Context, v names.Volume, progress func(done, total int)) (echostore.HydrateResult, error) {
+	var out echostore.HydrateResult
+	err := c.call(ctx, request{method: http.MethodPost, path: volumePath(v, "/hydrate")}, &out)
+	return out, err
+}
+
+// Reset drops the volume's local commits never pushed and follows the
+// remote (POST /v1/volumes/{vid}/reset?to_remote=true); discard confirms
+// the acknowledged records a refused reset named (ErrWouldDiscard).
+func (c *Client) Reset(ctx context.Context, v names.Volume, discard uint64) (echostore.ResetResult, error) {
+	q := url.Values{"to_remote": {"true"}}
+	if discard > 0 {
+		q.Set("discard", strconv.FormatUint(discard, 10))
+	}
+	var out echostore.ResetResult
+	err := c.call(ctx, request{method: http.MethodPost, path: volumePath(v, "/reset"), query: q}, &out)
+	return out, err
+}
+
+// Checkpoint appends a checkpoint commit to the volume's remote log (POST
+// /v1/volumes/{vid}/checkpoint).
+func (c *Client) Checkpoint(ctx context.Context, v names.Volume) (echostore.CheckpointResult, error) {
+	var out echostore.CheckpointResult
+	err := c.call(ctx, request{method: http.MethodPost, path: volumePath(v, "/checkpoint")}, &out)
+	return out, err
+}
+
+// GC collects the volume's remote segments below its horizon (POST
+// /v1/volumes/{vid}/gc).
+func (c *Client) GC(ctx context.Context, v names.Volume, opts echostore.GCOptions) (echostore.GCResult, error) {
+	q := url.Values{
+		"keep_checkpoints": {strconv.Itoa(opts.KeepCheckpoints)},
+		"min_age":          {opts.MinAge.String()},
+		"trim_log":         {strconv.FormatBool(opts.TrimLog)},
+	}
+	var out echostore.GCResult
+	err := c.call(ctx, request{method: http.MethodPost, path: volumePath(v, "/gc"), query: q}, &out)
+	return out, err
+}
