@@ -35,29 +35,31 @@ type sample struct {
 // (TestBoundaryRoutesCovered checks it against the mux), so that a route
 // added later cannot escape the matrices.
 var routeSamples = map[string]sample{
-	"POST /v1/streams/{q}/{s}":        {"/v1/streams/{q}/{s}", `{"fields":{"a":"b"}}`},
-	"GET /v1/streams/{q}/{s}":         {"/v1/streams/{q}/{s}", ""},
-	"DELETE /v1/streams/{q}/{s}":      {"/v1/streams/{q}/{s}?confirm=" + DeleteConfirm, ""},
-	"POST /v1/streams/{q}/{s}/cycle":  {"/v1/streams/{q}/{s}/cycle?keep=1", ""},
-	"GET /v1/streams/{q}/{s}/archive": {"/v1/streams/{q}/{s}/archive", ""},
-	"GET /v1/queues/{q}":              {"/v1/queues/{q}", ""},
-	"POST /v1/queues/{q}/jobs":        {"/v1/queues/{q}/jobs", `{"payload":{"n":1}}`},
-	"POST /v1/queues/{q}/claim":       {"/v1/queues/{q}/claim?consumer=other&count=10&stalled=1ms", ""},
-	"POST /v1/queues/{q}/ack":         {"/v1/queues/{q}/ack", `{"entries":["{entry}"]}`},
-	"GET /v1/queues/{q}/dead":         {"/v1/queues/{q}/dead", ""},
-	"POST /v1/queues/{q}/redrive":     {"/v1/queues/{q}/redrive", `{"all":true}`},
-	"GET /v1/volumes":                 {"/v1/volumes", ""},
-	"GET /v1/volumes/{vid}":           {"/v1/volumes/{vid}", ""},
-	"POST /v1/volumes/{vid}/push":     {"/v1/volumes/{vid}/push", ""},
-	"POST /v1/volumes/{vid}/pull":     {"/v1/volumes/{vid}/pull", ""},
-	"POST /v1/volumes/{vid}/hydrate":  {"/v1/volumes/{vid}/hydrate", ""},
-	"POST /v1/volumes/{vid}/reset":    {"/v1/volumes/{vid}/reset?to_remote=true", ""},
-	"POST /v1/streams/{q}/{s}/fault":  {"/v1/streams/{q}/{s}/fault", ""},
-	"GET /v1/events":                  {"/v1/events", ""},
-	"POST /v1/session":                {"/v1/session", ""},
-	"GET /healthz":                    {"/healthz", ""},
-	"GET /metrics":                    {"/metrics", ""},
-	"GET /{$}":                        {"/", ""},
+	"POST /v1/streams/{q}/{s}":          {"/v1/streams/{q}/{s}", `{"fields":{"a":"b"}}`},
+	"GET /v1/streams/{q}/{s}":           {"/v1/streams/{q}/{s}", ""},
+	"DELETE /v1/streams/{q}/{s}":        {"/v1/streams/{q}/{s}?confirm=" + DeleteConfirm, ""},
+	"POST /v1/streams/{q}/{s}/cycle":    {"/v1/streams/{q}/{s}/cycle?keep=1", ""},
+	"GET /v1/streams/{q}/{s}/archive":   {"/v1/streams/{q}/{s}/archive", ""},
+	"GET /v1/queues/{q}":                {"/v1/queues/{q}", ""},
+	"POST /v1/queues/{q}/jobs":          {"/v1/queues/{q}/jobs", `{"payload":{"n":1}}`},
+	"POST /v1/queues/{q}/claim":         {"/v1/queues/{q}/claim?consumer=other&count=10&stalled=1ms", ""},
+	"POST /v1/queues/{q}/ack":           {"/v1/queues/{q}/ack", `{"entries":["{entry}"]}`},
+	"GET /v1/queues/{q}/dead":           {"/v1/queues/{q}/dead", ""},
+	"POST /v1/queues/{q}/redrive":       {"/v1/queues/{q}/redrive", `{"all":true}`},
+	"GET /v1/volumes":                   {"/v1/volumes", ""},
+	"GET /v1/volumes/{vid}":             {"/v1/volumes/{vid}", ""},
+	"POST /v1/volumes/{vid}/push":       {"/v1/volumes/{vid}/push", ""},
+	"POST /v1/volumes/{vid}/pull":       {"/v1/volumes/{vid}/pull", ""},
+	"POST /v1/volumes/{vid}/hydrate":    {"/v1/volumes/{vid}/hydrate", ""},
+	"POST /v1/volumes/{vid}/reset":      {"/v1/volumes/{vid}/reset?to_remote=true", ""},
+	"POST /v1/volumes/{vid}/checkpoint": {"/v1/volumes/{vid}/checkpoint", ""},
+	"POST /v1/volumes/{vid}/gc":         {"/v1/volumes/{vid}/gc?keep_checkpoints=1&trim_log=true", ""},
+	"POST /v1/streams/{q}/{s}/fault":    {"/v1/streams/{q}/{s}/fault", ""},
+	"GET /v1/events":                    {"/v1/events", ""},
+	"POST /v1/session":                  {"/v1/session", ""},
+	"GET /healthz":                      {"/healthz", ""},
+	"GET /metrics":                      {"/metrics", ""},
+	"GET /{$}":                          {"/", ""},
 }
 
 // changesState reports whether a route's method is one that changes state.
@@ -351,9 +353,7 @@ func TestBoundaryStateRoutesRefuseCrossSite(t *testing.T) {
 func (f *fixture) proper(token string) {
 	f.t.Helper()
 	routes := stateRoutes()
-	slices.SortStableFunc(routes, func(a, b string) int {
-		return boolCmp(strings.HasPrefix(a, "DELETE"), strings.HasPrefix(b, "DELETE"))
-	})
+	slices.SortStableFunc(routes, func(a, b string) int { return routeRank(a) - routeRank(b) })
 	for _, p := range routes {
 		method, _, _ := strings.Cut(p, " ")
 		smp := routeSamples[p]
@@ -367,14 +367,17 @@ func (f *fixture) proper(token string) {
 	}
 }
 
-func boolCmp(a, b bool) int {
+// routeRank orders the proper requests of the route pattern p: the remote
+// log's checkpoint and GC need a push before them, and the delete goes last
+// (the requests after it would find no stream).
+func routeRank(p string) int {
 	switch {
-	case a == b:
-		return 0
-	case a:
+	case strings.HasPrefix(p, "DELETE"):
+		return 2
+	case strings.HasSuffix(p, "/checkpoint"), strings.HasSuffix(p, "/gc"):
 		return 1
 	}
-	return -1
+	return 0
 }
 
 // TestBoundaryNoCorsReset is finding 1 as a page does it: a simple
