@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/client"
 	"github.com/echostore/echostore/internal/redact"
 )
@@ -40,16 +40,16 @@ type globals struct {
 	log    *slog.Logger
 }
 
-// remoteURL returns the remote to use: the flag, or file://<data>/remote.
+// remoteURL returns the remote to use: the flag, or the data dir's default
+// (echostore.DefaultRemote, file://<data>/remote).
 func (g *globals) remoteURL() string {
 	if g.remote != "" {
 		return g.remote
 	}
-	abs, err := filepath.Abs(g.data)
-	if err != nil {
-		abs = g.data
-	}
-	return "file://" + filepath.ToSlash(filepath.Join(abs, "remote"))
+	// It fails only without a working directory; the Node's Open then
+	// reports the data dir.
+	u, _ := echostore.DefaultRemote(g.data)
+	return u
 }
 
 // remoteShown is remoteURL with its secrets hidden: the only form of it
