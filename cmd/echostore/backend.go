@@ -161,18 +161,20 @@ func viaServe(ctx context.Context, g *globals) (*client.Client, bool, error) {
 	c := client.Unix(sock, client.Options{Token: token})
 	hctx, cancel := context.WithTimeout(ctx, client.DialTimeout)
 	defer cancel()
-	h, err := c.Health(hctx)
+	_, err := c.Health(hctx)
 	switch {
 	case errors.Is(err, client.ErrPeerRefused):
 		// Another user's serve: the data dir is not this user's either.
 		return nil, false, err
 	case errors.Is(err, client.ErrNotServe):
 		return nil, false, err
+	case errors.Is(err, client.ErrUnavailable):
+		return nil, false, nil // shutting down: it releases the data dir
 	case err != nil:
 		return nil, false, nil // nobody listens: a serve that died left it
-	case h.Status != "ok":
-		return nil, false, nil // shutting down: it releases the data dir
 	}
+	// "ok", or "degraded" (its Redis or remote is down): serve holds the
+	// data dir either way and answers what needs neither.
 	return c, true, nil
 }
 

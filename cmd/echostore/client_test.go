@@ -14,12 +14,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/echostore/echostore"
+	"github.com/echostore/echostore/client"
 	"github.com/echostore/echostore/server"
 )
 
@@ -289,5 +291,46 @@ func TestServeCommand(t *testing.T) {
 	}
 	if got := cli("stream", "read", "q", "s"); got != read || len(lines(read)) != 5 {
 		t.Fatalf("read directly\n%s\nthrough serve\n%s", got, read)
+	}
+}
+
+// TestCLIThroughDegradedServe: a serve whose Redis is down answers /healthz
+// "degraded" but still holds the data dir and serves what needs no Redis:
+// the commands go through it (they used to take it for a serve shutting
+// down, open the data dir themselves and fail, locked out, after waiting).
+func TestCLIThroughDegradedServe(t *testing.T) {
+	r := startRedis(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	remoteURL := "file://" + filepath.Join(dir, "remote")
+	cli := mustRun(t, []string{"--redis", r.URL, "--data", data, "--remote", remoteURL})
+	for i := range 5 {
+		cli("stream", "append", "q", "s", "n="+strconv.Itoa(i))
+	}
+	cli("archive", "cycle", "q", "s", "--keep", "1")
+	want := cli("stream", "read", "q", "s", "--archive-only")
+	if strings.Count(want, "\n") != 4 {
+		t.Fatalf("archive-only read before serve: %q, want 4 records", want)
+	}
+	startServe(t, r.URL, data, remoteURL, "")
+	if err := r.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// Until serve's health answer (cached for a while) says so.
+	c := client.Unix(filepath.Join(data, server.SocketName), client.Options{})
+	for deadline := time.Now().Add(time.Minute); ; {
+		if h, err := c.Health(t.Context()); err == nil && h.Status == "degraded" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("serve's /healthz never said degraded after its Redis was killed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := cli("stream", "read", "q", "s", "--archive-only"); got != want {
+		t.Fatalf("archive-only read through a degraded serve: %q, want %q", got, want)
+	}
+	if got := cli("volume", "info", "archive.q.s"); !strings.Contains(got, `"volume":"archive.q.s"`) {
+		t.Fatalf("volume info through a degraded serve: %q", got)
 	}
 }
