@@ -40,7 +40,7 @@ func BenchmarkAppend(b *testing.B) {
 	fs := benchFields()
 	key := func() (string, string) {
 		q := fmt.Sprintf("bench.%d", benchKeySeq.Add(1))
-		return q, StreamKey(q, "s")
+		return q, StreamKey(mustRef(b, q, "s"))
 	}
 	b.Run("single/raw-xadd", func(b *testing.B) {
 		_, k := key()
@@ -53,7 +53,7 @@ func BenchmarkAppend(b *testing.B) {
 	b.Run("single/append", func(b *testing.B) {
 		q, _ := key()
 		for b.Loop() {
-			if _, err := c.Append(ctx, q, "s", fs...); err != nil {
+			if _, err := c.Append(ctx, mustRef(b, q, "s"), fs...); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -83,7 +83,7 @@ func BenchmarkAppend(b *testing.B) {
 		}
 		for done := 0; done < b.N; done += 64 {
 			n := min(64, b.N-done)
-			if _, err := c.AppendBatch(ctx, q, "s", batch[:n]); err != nil {
+			if _, err := c.AppendBatch(ctx, mustRef(b, q, "s"), batch[:n]); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -108,7 +108,7 @@ func BenchmarkAppend(b *testing.B) {
 		b.SetParallelism(8)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, err := c.Append(ctx, q, "s", fs...); err != nil {
+				if _, err := c.Append(ctx, mustRef(b, q, "s"), fs...); err != nil {
 					b.Error(err)
 					return
 				}
@@ -127,10 +127,10 @@ func BenchmarkRead(b *testing.B) {
 	for i := range batch {
 		batch[i] = benchFields()
 	}
-	if _, err := c.AppendBatch(ctx, q, "s", batch); err != nil {
+	if _, err := c.AppendBatch(ctx, mustRef(b, q, "s"), batch); err != nil {
 		b.Fatal(err)
 	}
-	key := StreamKey(q, "s")
+	key := StreamKey(mustRef(b, q, "s"))
 	// One page of 512 per round trip; ns/op is per record.
 	b.Run("page512/raw-xrange", func(b *testing.B) {
 		start := "-"
@@ -149,10 +149,10 @@ func BenchmarkRead(b *testing.B) {
 		}
 	})
 	b.Run("page512/cursor", func(b *testing.B) {
-		cur, _ := c.NewCursor(q, "s", 0, brand.Max, false)
+		cur, _ := c.NewCursor(mustRef(b, q, "s"), 0, brand.Max, false)
 		for done := 0; done < b.N; {
 			if cur.Done() {
-				cur, _ = c.NewCursor(q, "s", 0, brand.Max, false)
+				cur, _ = c.NewCursor(mustRef(b, q, "s"), 0, brand.Max, false)
 			}
 			p, err := cur.Next(ctx, 512)
 			if err != nil {
@@ -165,7 +165,7 @@ func BenchmarkRead(b *testing.B) {
 		// Read and render every record as the CLI prints it.
 		var buf []byte
 		for done := 0; done < b.N; {
-			for rec, err := range c.Read(ctx, q, "s", 0, brand.Max, min(b.N-done, total), false) {
+			for rec, err := range c.Read(ctx, mustRef(b, q, "s"), 0, brand.Max, min(b.N-done, total), false) {
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -201,7 +201,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	}
 	b.Run("batch64/enqueue-batch", func(b *testing.B) {
 		run(b, func(q string, jobs []Job) {
-			if _, err := c.EnqueueBatch(ctx, q, jobs); err != nil {
+			if _, err := c.EnqueueBatch(ctx, mustQueue(b, q), jobs); err != nil {
 				b.Fatal(err)
 			}
 		})
@@ -211,7 +211,7 @@ func BenchmarkEnqueue(b *testing.B) {
 			var wg sync.WaitGroup
 			for _, job := range jobs {
 				wg.Go(func() {
-					if _, err := c.Enqueue(ctx, q, job); err != nil {
+					if _, err := c.Enqueue(ctx, mustQueue(b, q), job); err != nil {
 						b.Error(err)
 					}
 				})
@@ -222,7 +222,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	b.Run("batch64/enqueue-sequential", func(b *testing.B) {
 		run(b, func(q string, jobs []Job) {
 			for _, job := range jobs {
-				if _, err := c.Enqueue(ctx, q, job); err != nil {
+				if _, err := c.Enqueue(ctx, mustQueue(b, q), job); err != nil {
 					b.Fatal(err)
 				}
 			}

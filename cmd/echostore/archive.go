@@ -43,11 +43,11 @@ func openGraft(ctx context.Context, g *globals, readOnly bool, n graft.Notifier)
 
 // archiveVolume returns the archive volume of q/s in st, nil if there is none.
 func archiveVolume(ctx context.Context, st *graft.Store, q, s string) (*graft.Volume, error) {
-	name, err := names.ArchiveVolume(q, s)
+	ref, err := names.ParseStreamRef(q, s)
 	if err != nil || st == nil {
 		return nil, err
 	}
-	v, err := st.Volume(ctx, name)
+	v, err := st.Volume(ctx, ref.Volume().String())
 	if errors.Is(err, graft.ErrVolumeNotFound) {
 		return nil, nil
 	}
@@ -165,7 +165,8 @@ func (r *archiveReader) close() {
 // cache) is pulled from the remote first; without one the read fails with
 // archive.ErrNoVolume, it never serves the live tail alone.
 func readMerged(ctx context.Context, g *globals, q, s string, r archive.Range, archiveOnly bool) error {
-	if _, err := names.ArchiveVolume(q, s); err != nil {
+	ref, err := names.ParseStreamRef(q, s)
+	if err != nil {
 		return err
 	}
 	ar, vol, err := openArchiveReader(ctx, g, q, s)
@@ -173,11 +174,11 @@ func readMerged(ctx context.Context, g *globals, q, s string, r archive.Range, a
 		return err
 	}
 	defer ar.close()
-	src := archive.Source{Queue: q, Stream: s, Volume: vol, Pull: ar.pull}
+	src := archive.Source{Ref: ref, Volume: vol, Pull: ar.pull}
 	if archiveOnly {
 		if vol == nil {
-			return fmt.Errorf("no archive of %s/%s in --data %s (volume %s): run `echostore archive cycle` there, `echostore volume pull %s` to fetch it, or point --data at the node that folds it",
-				q, s, g.data, volumeNameOf(q, s), volumeNameOf(q, s))
+			return fmt.Errorf("no archive of %s in --data %s (volume %s): run `echostore archive cycle` there, `echostore volume pull %s` to fetch it, or point --data at the node that folds it",
+				ref, g.data, ref.Volume(), ref.Volume())
 		}
 	} else {
 		c, err := connectMQ(ctx, g)
@@ -188,11 +189,6 @@ func readMerged(ctx context.Context, g *globals, q, s string, r archive.Range, a
 		src.Live = c
 	}
 	return printRecords(g, archive.MergeRead(ctx, src, r))
-}
-
-func volumeNameOf(q, s string) string {
-	v, _ := names.ArchiveVolume(q, s)
-	return v
 }
 
 // printRecords prints records as JSON lines; entries that are not branded
@@ -277,7 +273,8 @@ deleted stream) it refuses and says how to delete that log.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q, s := args[0], args[1]
-			if _, err := names.ArchiveVolume(q, s); err != nil {
+			ref, err := names.ParseStreamRef(q, s)
+			if err != nil {
 				return err
 			}
 			if cmd.Flags().Changed("keep") && keep < 1 {
@@ -332,7 +329,7 @@ deleted stream) it refuses and says how to delete that log.`,
 			if err != nil {
 				return err
 			}
-			res, err := a.Cycle(ctx, q, s, archive.Window{Keep: keep, MaxAge: maxAge})
+			res, err := a.Cycle(ctx, ref, archive.Window{Keep: keep, MaxAge: maxAge})
 			if err != nil {
 				return fmt.Errorf("%w; nothing unfolded was trimmed: fix the cause and run the cycle again", err)
 			}
@@ -362,10 +359,11 @@ are left out (low 0, retained = archived).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q, s := args[0], args[1]
-			name, err := names.ArchiveVolume(q, s)
+			ref, err := names.ParseStreamRef(q, s)
 			if err != nil {
 				return err
 			}
+			name := ref.Volume().String()
 			ctx := cmd.Context()
 			if done, err := archiveStatusViaServe(ctx, g, q, s); done {
 				return err
@@ -380,13 +378,13 @@ are left out (low 0, retained = archived).`,
 				return err
 			}
 			defer ar.close()
-			seam, archived, err := archive.GetArchived(ctx, c, q, s)
+			seam, archived, err := archive.GetArchived(ctx, c, ref)
 			if err != nil {
 				return err
 			}
 			var state archive.State
 			if vol != nil {
-				if state, err = archive.StreamFrontier(ctx, vol, q, s); err != nil {
+				if state, err = archive.StreamFrontier(ctx, vol, ref); err != nil {
 					return err
 				}
 			}
@@ -396,11 +394,11 @@ are left out (low 0, retained = archived).`,
 					return fmt.Errorf("%s/%s is archived up to %s but %s is not in --data %s: %w; give --remote, or run status on the node that folds it",
 						q, s, brand.EVT.Format(seam.W), name, g.data, err)
 				}
-				if state, err = archive.StreamFrontier(ctx, vol, q, s); err != nil {
+				if state, err = archive.StreamFrontier(ctx, vol, ref); err != nil {
 					return err
 				}
 			}
-			n, err := c.Len(ctx, q, s)
+			n, err := c.Len(ctx, ref)
 			if err != nil {
 				return err
 			}
@@ -445,10 +443,11 @@ with its own remote and stops cycling the stream (docs/SERVE.md).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q, s := args[0], args[1]
-			name, err := names.ArchiveVolume(q, s)
+			ref, err := names.ParseStreamRef(q, s)
 			if err != nil {
 				return err
 			}
+			name := ref.Volume().String()
 			if !yes {
 				return fmt.Errorf("archive delete %s/%s deletes the stream and its whole archived history (%s); nothing was deleted: add --%s to confirm",
 					q, s, name, confirmDeleteFlag)
@@ -479,7 +478,7 @@ with its own remote and stops cycling the stream (docs/SERVE.md).`,
 			if err != nil {
 				return err
 			}
-			res, err := a.Delete(ctx, q, s)
+			res, err := a.Delete(ctx, ref)
 			if err != nil {
 				return err
 			}

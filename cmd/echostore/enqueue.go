@@ -144,9 +144,9 @@ stream, nor claimed, before. The run-at is kept to the millisecond.
 Prints {"id":…,"mode":…,"lsn":…,"volume":…}.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			q := args[0]
-			if err := names.Check(names.KindQueue, q); err != nil {
-				return fmt.Errorf("queue %q: %w", q, err)
+			q, err := names.ParseQueue(args[0])
+			if err != nil {
+				return fmt.Errorf("queue %q: %w", args[0], err)
 			}
 			m, err := accept.ParseMode(mode)
 			if err != nil {
@@ -170,7 +170,7 @@ Prints {"id":…,"mode":…,"lsn":…,"volume":…}.`,
 				return err
 			}
 			ctx := cmd.Context()
-			if done, err := enqueueViaServe(ctx, g, q, jobID, []byte(payload), m, runAt); done {
+			if done, err := enqueueViaServe(ctx, g, q.String(), jobID, []byte(payload), m, runAt); done {
 				return err
 			}
 			a, err := openAcceptTier(ctx, g)

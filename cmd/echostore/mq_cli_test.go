@@ -13,6 +13,7 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 )
 
 // startRedis starts a private redis-server for one test.
@@ -169,9 +170,13 @@ func TestCLIQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	jobs, err := names.ParseQueue("jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var jobIDs []string
 	for _, v := range []string{"a", "b", "c"} {
-		res, err := c.Enqueue(ctx, "jobs", mq.Job{Fields: []mq.Field{{Name: "task", Value: v}}})
+		res, err := c.Enqueue(ctx, jobs, mq.Job{Fields: []mq.Field{{Name: "task", Value: v}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,11 +220,11 @@ func TestCLIQueue(t *testing.T) {
 		t.Fatalf("ack: %q, %v", out, err)
 	}
 	// The third job fails once (MaxAttempts 1) and is dead.
-	left, err := c.Claim(ctx, "jobs", "w", 0)
+	left, err := c.Claim(ctx, jobs, "w", 0)
 	if err != nil || len(left) != 1 {
 		t.Fatalf("claim: %v, %v", left, err)
 	}
-	if _, err := c.Fail(ctx, "jobs", "w", left[0], "it broke"); err != nil {
+	if _, err := c.Fail(ctx, jobs, "w", left[0], "it broke"); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err = run(t, "", cmd("queue", "dead", "jobs")...)

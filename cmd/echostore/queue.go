@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 	"github.com/spf13/cobra"
 )
 
@@ -23,13 +24,17 @@ func newQueueCmd(g *globals) *cobra.Command {
 }
 
 // queueRun connects and runs f with the client, closing it after.
-func queueRun(cmd *cobra.Command, g *globals, f func(c *mq.Client) error) error {
+func queueRun(cmd *cobra.Command, g *globals, queue string, f func(c *mq.Client, q names.Queue) error) error {
 	c, err := connectMQ(cmd.Context(), g)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return f(c)
+	q, err := names.ParseQueue(queue)
+	if err != nil {
+		return err
+	}
+	return f(c, q)
 }
 
 // printJSONLines prints each value as one JSON line.
@@ -69,11 +74,11 @@ letters instead). Prints nothing when there is no job.`,
 			if stalled < 0 {
 				return fmt.Errorf("--stalled %v: want a positive duration such as 5m", stalled)
 			}
-			return queueRun(cmd, g, func(c *mq.Client) error {
+			return queueRun(cmd, g, args[0], func(c *mq.Client, q names.Queue) error {
 				ctx := cmd.Context()
 				var jobs []mq.Delivery
 				if stalled > 0 {
-					rec, err := c.Recover(ctx, args[0], consumer, stalled, count)
+					rec, err := c.Recover(ctx, q, consumer, stalled, count)
 					if err != nil {
 						return err
 					}
@@ -81,7 +86,7 @@ letters instead). Prints nothing when there is no job.`,
 				}
 				var claimErr error
 				if len(jobs) < count {
-					more, err := c.Claim(ctx, args[0], consumer, count-len(jobs))
+					more, err := c.Claim(ctx, q, consumer, count-len(jobs))
 					jobs = append(jobs, more...)
 					claimErr = err
 				}
@@ -105,8 +110,8 @@ func newQueueAckCmd(g *globals) *cobra.Command {
 		Short: "Acknowledge finished jobs by entry id; print {\"acked\":N}",
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return queueRun(cmd, g, func(c *mq.Client) error {
-				n, err := c.Ack(cmd.Context(), args[0], args[1:]...)
+			return queueRun(cmd, g, args[0], func(c *mq.Client, q names.Queue) error {
+				n, err := c.Ack(cmd.Context(), q, args[1:]...)
 				if err != nil {
 					return err
 				}
@@ -129,8 +134,8 @@ func newQueueDeadCmd(g *globals) *cobra.Command {
 			if limit < 1 {
 				return fmt.Errorf("--limit %d: want 1 or more", limit)
 			}
-			return queueRun(cmd, g, func(c *mq.Client) error {
-				dead, err := c.Dead(cmd.Context(), args[0], after, limit)
+			return queueRun(cmd, g, args[0], func(c *mq.Client, q names.Queue) error {
+				dead, err := c.Dead(cmd.Context(), q, after, limit)
 				if perr := printJSONLines(g.stdout, dead); perr != nil {
 					return perr
 				}
@@ -156,13 +161,13 @@ func newQueueRedriveCmd(g *globals) *cobra.Command {
 			if all == (len(args) > 1) {
 				return errors.New("name the dead-letter entries to redrive, or give --all (not both)")
 			}
-			return queueRun(cmd, g, func(c *mq.Client) error {
+			return queueRun(cmd, g, args[0], func(c *mq.Client, q names.Queue) error {
 				var ids []string
 				var err error
 				if all {
-					ids, err = c.RedriveAll(cmd.Context(), args[0], limit)
+					ids, err = c.RedriveAll(cmd.Context(), q, limit)
 				} else {
-					ids, err = c.Redrive(cmd.Context(), args[0], args[1:]...)
+					ids, err = c.Redrive(cmd.Context(), q, args[1:]...)
 				}
 				if err != nil {
 					return err
@@ -188,8 +193,8 @@ func newQueueStatusCmd(g *globals) *cobra.Command {
 		Short: "Print the queue's state as JSON {queue, length, pending, lag, delayed, dead, consumers, next_due}",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return queueRun(cmd, g, func(c *mq.Client) error {
-				st, err := c.Status(cmd.Context(), args[0])
+			return queueRun(cmd, g, args[0], func(c *mq.Client, q names.Queue) error {
+				st, err := c.Status(cmd.Context(), q)
 				if err != nil {
 					return err
 				}

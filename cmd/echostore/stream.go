@@ -13,6 +13,7 @@ import (
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 	"github.com/spf13/cobra"
 )
 
@@ -93,7 +94,11 @@ appended record, one per line, in input order.`,
 				return err
 			}
 			defer c.Close()
-			ids, err := c.AppendBatch(ctx, q, s, batch)
+			ref, err := names.ParseStreamRef(q, s)
+			if err != nil {
+				return err
+			}
+			ids, err := c.AppendBatch(ctx, ref, batch)
 			out := bufio.NewWriter(g.stdout)
 			for _, id := range ids {
 				out.WriteString(brand.EVT.Format(id))
@@ -223,7 +228,11 @@ works with Redis down.`,
 				return err
 			}
 			defer c.Close()
-			return printRecords(g, c.Read(ctx, args[0], args[1], lo, hi, limit, reverse))
+			ref, err := names.ParseStreamRef(args[0], args[1])
+			if err != nil {
+				return err
+			}
+			return printRecords(g, c.Read(ctx, ref, lo, hi, limit, reverse))
 		},
 	}
 	f := cmd.Flags()
