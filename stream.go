@@ -89,7 +89,7 @@ func (n *Node) Read(ctx context.Context, ref names.StreamRef, opts ReadOptions) 
 // archiveVolume returns the stream's archive volume in the data dir, nil
 // if there is none.
 func (n *Node) archiveVolume(ctx context.Context, ref names.StreamRef) (*graft.Volume, error) {
-	v, err := n.store.Volume(ctx, ref.Volume().String())
+	v, err := n.store.Volume(ctx, ref.Volume())
 	if errors.Is(err, graft.ErrVolumeNotFound) {
 		return nil, nil
 	}
@@ -109,9 +109,9 @@ func (n *Node) pullArchive(ctx context.Context, ref names.StreamRef) (*graft.Vol
 	if head == 0 {
 		return nil, fmt.Errorf("the remote has no commit of %s (was it pushed? archive cycles with trim_after remote push it): %w", name, archive.ErrNoVolume)
 	}
-	v, err := n.store.Volume(ctx, name)
+	v, err := n.store.Volume(ctx, ref.Volume())
 	if errors.Is(err, graft.ErrVolumeNotFound) {
-		v, err = n.store.CreateVolume(ctx, name)
+		v, err = n.store.CreateVolume(ctx, ref.Volume())
 	}
 	if err != nil {
 		return nil, err

@@ -173,7 +173,7 @@ func TestMaxQueues(t *testing.T) {
 	if got := r.out.Stats().Live; got != live {
 		t.Fatalf("the refused enqueue recorded an intent: %d live, want %d", got, live)
 	}
-	if _, err := r.gs.Volume(ctx, "accept.qc.0"); !errors.Is(err, graft.ErrVolumeNotFound) {
+	if _, err := r.gs.Volume(ctx, volName("accept.qc.0")); !errors.Is(err, graft.ErrVolumeNotFound) {
 		t.Fatalf("the refused queue's volume: %v", err)
 	}
 	if _, err := r.tier.Enqueue(ctx, qn("qa"), 0, []byte(`{}`), Async); err != nil {

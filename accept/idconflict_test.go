@@ -57,7 +57,7 @@ func TestEnqueueIDConflict(t *testing.T) {
 	if r.out.Len() != 0 {
 		t.Fatalf("%d intents after the dispatch", r.out.Len())
 	}
-	if _, err := r.gs.Volume(ctx, "accept."+q+"x.0"); err == nil { // refused while pending
+	if _, err := r.gs.Volume(ctx, volName("accept."+q+"x.0")); err == nil { // refused while pending
 		t.Fatal("a refused enqueue made an accept volume for its queue")
 	}
 	r.tier, err = NewTier(ctx, r.out, r.gs, r.rep, r.mqc, TierOptions{})

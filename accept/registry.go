@@ -124,7 +124,7 @@ func (t *Tier) queue(ctx context.Context, qn names.Queue, recovering bool) (*tie
 		return nil, fmt.Errorf("%w: queue %q would be queue %d, and the tier takes at most %d; raise the limit (TierOptions.MaxQueues; serve: max_queues in its config) or use fewer queues",
 			ErrTooManyQueues, qn, len(t.reg.queues)+1, t.opts.MaxQueues)
 	}
-	vol, err := t.gs.CreateVolume(ctx, vn.String())
+	vol, err := t.gs.CreateVolume(ctx, vn)
 	if err != nil {
 		return nil, fmt.Errorf("accept: volume %s: %w", vn, err)
 	}

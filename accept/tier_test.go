@@ -573,3 +573,13 @@ func qn(s string) names.Queue {
 	}
 	return q
 }
+
+// volName returns volume name s checked; it panics if s is not a valid
+// volume name (test names are made valid).
+func volName(s string) names.Volume {
+	v, err := names.ParseVolume(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

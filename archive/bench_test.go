@@ -14,7 +14,7 @@ import (
 func BenchmarkFold(b *testing.B) {
 	ctx := context.Background()
 	st := openStore(b, b.TempDir())
-	v, err := st.CreateVolume(ctx, "archive.bench.fold")
+	v, err := st.CreateVolume(ctx, volName("archive.bench.fold"))
 	if err != nil {
 		b.Fatal(err)
 	}

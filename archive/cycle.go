@@ -150,7 +150,7 @@ func New(opts Options) (*Archiver, error) {
 // (o.Volume()) in the store when it records an owner other than o. No
 // volume passes.
 func (a *Archiver) checkLocalOwner(ctx context.Context, o names.StreamRef) error {
-	vol, err := a.opts.Store.Volume(ctx, o.Volume().String())
+	vol, err := a.opts.Store.Volume(ctx, o.Volume())
 	if errors.Is(err, graft.ErrVolumeNotFound) {
 		return nil
 	}
@@ -228,7 +228,7 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 	if err != nil {
 		return res, err
 	}
-	vol, err := a.openVolume(ctx, ref, vname, ok)
+	vol, err := a.openVolume(ctx, ref, ok)
 	if err != nil {
 		return res, err
 	}

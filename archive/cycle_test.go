@@ -97,7 +97,7 @@ func TestMergeReadRefusesMissingVolume(t *testing.T) {
 	}
 	// A volume behind the seam cache is refused too.
 	other := openStore(t, t.TempDir())
-	v, _ := other.CreateVolume(ctx, e.ref().Volume().String())
+	v, _ := other.CreateVolume(ctx, e.ref().Volume())
 	if _, err := Fold(ctx, v, recs(all[0])); err != nil {
 		t.Fatal(err)
 	}

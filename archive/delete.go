@@ -79,7 +79,7 @@ func (a *Archiver) Delete(ctx context.Context, ref names.StreamRef) (res DeleteR
 			return res, err
 		}
 	}
-	switch err := a.opts.Store.DropVolume(ctx, vname); {
+	switch err := a.opts.Store.DropVolume(ctx, ref.Volume()); {
 	case err == nil:
 		res.VolumeDropped = true
 	case !errors.Is(err, graft.ErrVolumeNotFound):
@@ -117,7 +117,7 @@ func (a *Archiver) Delete(ctx context.Context, ref names.StreamRef) (res DeleteR
 // owner.
 func (a *Archiver) checkRemoteOwner(ctx context.Context, rs remote.Store, want names.StreamRef) error {
 	vname := want.Volume().String()
-	if vol, err := a.opts.Store.Volume(ctx, vname); err == nil {
+	if vol, err := a.opts.Store.Volume(ctx, want.Volume()); err == nil {
 		if _, ok, err := VolumeOwner(ctx, vol); err != nil || ok {
 			return err // an owner here was checked by checkLocalOwner
 		}

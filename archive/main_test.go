@@ -109,7 +109,7 @@ func (e *env) append(ctx context.Context, n int) []brand.ID {
 }
 
 func (e *env) volume(ctx context.Context) *graft.Volume {
-	v, err := e.st.Volume(ctx, e.ref().Volume().String())
+	v, err := e.st.Volume(ctx, e.ref().Volume())
 	if err != nil {
 		return nil
 	}
@@ -252,3 +252,13 @@ func (e *env) ref() names.StreamRef { return mustRef(e.t, e.q, e.s) }
 
 // ptr returns a pointer to a copy of v.
 func ptr[T any](v T) *T { return &v }
+
+// volName returns volume name s checked; it panics if s is not a valid
+// volume name (test names are made valid).
+func volName(s string) names.Volume {
+	v, err := names.ParseVolume(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -168,7 +168,7 @@ func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
 	}
 	name := src.Ref.Volume().String()
 	if vol == nil && src.Store != nil {
-		v, err := src.Store.Volume(ctx, name)
+		v, err := src.Store.Volume(ctx, src.Ref.Volume())
 		switch {
 		case err == nil:
 			if vol, err = src.checkOwner(ctx, v); err != nil {

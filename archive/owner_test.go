@@ -175,7 +175,7 @@ func TestVolumeOwnerAdopted(t *testing.T) {
 	ctx := testCtx(t)
 	e := newEnv(t, servers.Redis(t).URL, Options{})
 	all := e.append(ctx, 10)
-	vol, err := e.st.CreateVolume(ctx, e.ref().Volume().String())
+	vol, err := e.st.CreateVolume(ctx, e.ref().Volume())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestGoldenArchiveVolumeV1Owner(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	vol, err := s.Volume(ctx, "archive.q.s")
+	vol, err := s.Volume(ctx, volName("archive.q.s"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,9 +76,10 @@ func DeleteRemoteLog(ctx context.Context, rs remote.Store, volume string) (int, 
 // push left a pending remote commit (a crash lost the sync point that
 // follows the PUT) is pulled too: the pull settles it first (the remote
 // holding the same bytes at that LSN means it landed).
-func (a *Archiver) openVolume(ctx context.Context, ref names.StreamRef, vname string, hasSeam bool) (*graft.Volume, error) {
+func (a *Archiver) openVolume(ctx context.Context, ref names.StreamRef, hasSeam bool) (*graft.Volume, error) {
 	store := a.opts.Store
-	vol, err := store.Volume(ctx, vname)
+	vname := ref.Volume().String()
+	vol, err := store.Volume(ctx, ref.Volume())
 	if errors.Is(err, graft.ErrVolumeNotFound) {
 		vol, err = nil, nil
 	}
@@ -99,7 +100,7 @@ func (a *Archiver) openVolume(ctx context.Context, ref names.StreamRef, vname st
 		}
 		if head > 0 && (vol == nil || vol.Info().RemoteLSN < head) {
 			if vol == nil {
-				if vol, err = store.CreateVolume(ctx, vname); err != nil {
+				if vol, err = store.CreateVolume(ctx, ref.Volume()); err != nil {
 					return nil, fmt.Errorf("archive cycle %s: %w", ref, err)
 				}
 			}
@@ -113,7 +114,7 @@ func (a *Archiver) openVolume(ctx context.Context, ref names.StreamRef, vname st
 		}
 	}
 	if vol == nil {
-		if vol, err = store.CreateVolume(ctx, vname); err != nil {
+		if vol, err = store.CreateVolume(ctx, ref.Volume()); err != nil {
 			return nil, fmt.Errorf("archive cycle %s: %w", ref, err)
 		}
 	}

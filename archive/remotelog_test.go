@@ -165,7 +165,7 @@ func TestDeleteRemoteLog(t *testing.T) {
 			if n, _ := live.Len(ctx, mustRef(t, q, "gone")); n != 6 {
 				t.Fatalf("refused cycle left %d live entries, want 6", n)
 			}
-			if _, err := again.st.Volume(ctx, vname); !errors.Is(err, graft.ErrVolumeNotFound) {
+			if _, err := again.st.Volume(ctx, volName(vname)); !errors.Is(err, graft.ErrVolumeNotFound) {
 				t.Fatalf("refused cycle created the volume: %v", err)
 			}
 			if l2, _ := remoteObjects(t, rs, vname); l2 != l {

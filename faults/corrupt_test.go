@@ -249,7 +249,7 @@ func TestCorruptRemoteObjects(t *testing.T) {
 			return nil, nil, err
 		}
 		defer gs.Close()
-		v, err := gs.CreateVolume(ctx, vol)
+		v, err := gs.CreateVolume(ctx, volName(vol))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -346,7 +346,7 @@ func TestCorruptPebbleChild(t *testing.T) {
 		return
 	}
 	defer st.Close()
-	v, err := st.Volume(ctx, "disk")
+	v, err := st.Volume(ctx, volName("disk"))
 	if err != nil {
 		report("ERR volume: %v", err)
 		return
@@ -393,7 +393,7 @@ func TestCorruptPebble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := st.CreateVolume(ctx, "disk")
+	v, err := st.CreateVolume(ctx, volName("disk"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -389,9 +389,9 @@ func streamAudit(ctx context.Context, redisURL, remoteURL, dir, q, s string, ack
 	defer gs.Close()
 	name := "archive." + q + "." + s
 	pull := func(ctx context.Context, name string) (*graft.Volume, error) {
-		v, err := gs.Volume(ctx, name)
+		v, err := gs.Volume(ctx, volName(name))
 		if errors.Is(err, graft.ErrVolumeNotFound) {
-			v, err = gs.CreateVolume(ctx, name)
+			v, err = gs.CreateVolume(ctx, volName(name))
 		}
 		if err != nil {
 			return nil, err
@@ -400,7 +400,7 @@ func streamAudit(ctx context.Context, redisURL, remoteURL, dir, q, s string, ack
 		return v, err
 	}
 	var vol *graft.Volume
-	if v, err := gs.Volume(ctx, name); err == nil {
+	if v, err := gs.Volume(ctx, volName(name)); err == nil {
 		vol = v
 	}
 	var got []brand.ID
@@ -596,4 +596,14 @@ func mustQueue(t testing.TB, q string) names.Queue {
 		t.Fatalf("queue %s: %v", q, err)
 	}
 	return qq
+}
+
+// volName returns volume name s checked; it panics if s is not a valid
+// volume name (test names are made valid).
+func volName(s string) names.Volume {
+	v, err := names.ParseVolume(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

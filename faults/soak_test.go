@@ -310,9 +310,9 @@ func follow(ctx context.Context, dir, remoteURL, q string, streams []string, fig
 	for ctx.Err() == nil {
 		for _, s := range streams {
 			name := "archive." + q + "." + s
-			v, err := gs.Volume(ctx, name)
+			v, err := gs.Volume(ctx, volName(name))
 			if errors.Is(err, graft.ErrVolumeNotFound) {
-				v, err = gs.CreateVolume(ctx, name)
+				v, err = gs.CreateVolume(ctx, volName(name))
 			}
 			if err != nil {
 				return err

@@ -99,7 +99,7 @@ func (s *Server) leftAlone(k names.StreamRef, msg string, err error) {
 // archiveVolume returns the archive volume of ref in the data dir, nil if
 // there is none.
 func (s *Server) archiveVolume(ctx context.Context, ref names.StreamRef) (*graft.Volume, error) {
-	v, err := s.store.Volume(ctx, ref.Volume().String())
+	v, err := s.store.Volume(ctx, ref.Volume())
 	if errors.Is(err, graft.ErrVolumeNotFound) {
 		return nil, nil
 	}

@@ -660,9 +660,7 @@ func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archi
 		s.m.wLag.WithLabelValues(q, st).Set(lag)
 	}
 	s.hub.publish("cycle/"+ref.String(), "cycle", ev)
-	if ev.Volume != "" {
-		s.publishVolume(ctx, ev.Volume, "")
-	}
+	s.publishVolume(ctx, ref.Volume(), "")
 }
 
 // liveAbove counts the live entries above W: the part of the live tail the
@@ -729,11 +727,12 @@ func (s *Server) refreshVolumes(ctx context.Context) {
 
 // publishVolume publishes an "lsn" event with the volume's LSNs as the data
 // dir has them.
-func (s *Server) publishVolume(ctx context.Context, name, kind string) {
-	v, err := s.store.Volume(ctx, name)
+func (s *Server) publishVolume(ctx context.Context, vol names.Volume, kind string) {
+	v, err := s.store.Volume(ctx, vol)
 	if err != nil {
 		return // not in this data dir (yet)
 	}
+	name := vol.String()
 	in := v.Info()
 	s.m.localLSN.WithLabelValues(name).Set(float64(in.LocalLSN))
 	s.m.remoteLSN.WithLabelValues(name).Set(float64(in.RemoteLSN))
@@ -767,7 +766,7 @@ func (s *Server) watchVolume(ctx context.Context, st stream) {
 			// The event carries the data dir's own reading of the volume,
 			// which is at least the announced LSN.
 			kind, _ := mq.Record{Fields: e.Fields}.Get("kind")
-			s.publishVolume(ctx, name, kind)
+			s.publishVolume(ctx, st.ref.Volume(), kind)
 		}
 	}()
 }

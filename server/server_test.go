@@ -576,7 +576,7 @@ func TestBeatAndShutdown(t *testing.T) {
 		t.Fatalf("data dir after shutdown: %v", err)
 	}
 	defer st.Close()
-	vol, err := st.Volume(ctx, "archive."+q+".s")
+	vol, err := st.Volume(ctx, volName("archive."+q+".s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -864,7 +864,7 @@ func TestSIGTERM(t *testing.T) {
 		t.Fatalf("data dir after SIGTERM: %v", err)
 	}
 	defer st.Close()
-	vol, err := st.Volume(ctx, "archive."+q+".s")
+	vol, err := st.Volume(ctx, volName("archive."+q+".s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -948,4 +948,14 @@ func mustQueue(t testing.TB, q string) names.Queue {
 		t.Fatalf("queue %s: %v", q, err)
 	}
 	return qq
+}
+
+// volName returns volume name s checked; it panics if s is not a valid
+// volume name (test names are made valid).
+func volName(s string) names.Volume {
+	v, err := names.ParseVolume(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -47,7 +47,7 @@ func archiveVolume(ctx context.Context, st *graft.Store, q, s string) (*graft.Vo
 	if err != nil || st == nil {
 		return nil, err
 	}
-	v, err := st.Volume(ctx, ref.Volume().String())
+	v, err := st.Volume(ctx, ref.Volume())
 	if errors.Is(err, graft.ErrVolumeNotFound) {
 		return nil, nil
 	}
@@ -129,9 +129,13 @@ func (r *archiveReader) pull(ctx context.Context, name string) (*graft.Volume, e
 	}
 	r.st = st
 	st.AttachRemote(r.rs)
-	v, err := st.Volume(ctx, name)
+	vn, err := names.ParseVolume(name)
+	if err != nil {
+		return nil, err
+	}
+	v, err := st.Volume(ctx, vn)
 	if errors.Is(err, graft.ErrVolumeNotFound) {
-		v, err = st.CreateVolume(ctx, name)
+		v, err = st.CreateVolume(ctx, vn)
 	}
 	if err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/server"
 )
 
@@ -433,4 +434,14 @@ func TestSocketRefusesOtherUser(t *testing.T) {
 	if !strings.Contains(p.logText(), fmt.Sprintf("not uid %d", other)) {
 		t.Errorf("serve's log does not say it refused uid %d:\n%s", other, p.logText())
 	}
+}
+
+// volName returns volume name s checked; it panics if s is not a valid
+// volume name (test names are made valid).
+func volName(s string) names.Volume {
+	v, err := names.ParseVolume(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

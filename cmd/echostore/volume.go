@@ -204,12 +204,15 @@ func replicaCmd(g *globals, use, short string, create bool, query func() url.Val
 }
 
 func volumeOf(ctx context.Context, g *globals, st *graft.Store, name string, create bool) (*graft.Volume, error) {
+	vn, err := names.ParseVolume(name)
+	if err != nil {
+		return nil, err
+	}
 	var v *graft.Volume
-	var err error
 	if create {
-		v, err = st.CreateVolume(ctx, name)
+		v, err = st.CreateVolume(ctx, vn)
 	} else {
-		v, err = st.Volume(ctx, name)
+		v, err = st.Volume(ctx, vn)
 	}
 	if errors.Is(err, graft.ErrVolumeNotFound) {
 		return nil, noVolume(g, name)
@@ -220,8 +223,10 @@ func volumeOf(ctx context.Context, g *globals, st *graft.Store, name string, cre
 // remoteHasVolume refuses to create a local volume that the remote has no
 // commit of (a misspelt name or the wrong --remote): one LIST.
 func remoteHasVolume(ctx context.Context, g *globals, st *graft.Store, rs remote.Store, name string) error {
-	if _, err := st.Volume(ctx, name); err == nil {
-		return nil
+	if vn, err := names.ParseVolume(name); err == nil {
+		if _, err := st.Volume(ctx, vn); err == nil {
+			return nil
+		}
 	}
 	l, err := remote.NewLog(rs, name)
 	if err != nil {

@@ -140,7 +140,7 @@ func runArchive(ctx context.Context, e *env, dir string, cfg Config, p *bench.Pr
 			return nil, err
 		}
 		d.FoldPS = float64(cr.Folded) / time.Since(t0).Seconds()
-		vol, err := st.Volume(ctx, arcRef.Volume().String())
+		vol, err := st.Volume(ctx, arcRef.Volume())
 		if err != nil {
 			return nil, err
 		}
