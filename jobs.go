@@ -29,7 +29,7 @@ func (n *Node) Enqueue(ctx context.Context, q names.Queue, payload []byte, opts 
 	if mode == 0 {
 		mode = accept.Async
 	}
-	rc, err := n.tier.EnqueueAt(ctx, q.String(), opts.ID, payload, mode, opts.RunAt)
+	rc, err := n.tier.EnqueueAt(ctx, q, opts.ID, payload, mode, opts.RunAt)
 	if err != nil {
 		return Receipt{}, fmt.Errorf("enqueue on %s: %w", q, err)
 	}
@@ -70,14 +70,14 @@ func (n *Node) Claim(ctx context.Context, q names.Queue, opts ClaimOptions) (Cla
 	}
 	jobs := []Job{}
 	if opts.Stalled > 0 {
-		rec, err := live.Recover(ctx, q.String(), opts.Consumer, opts.Stalled, opts.Count)
+		rec, err := live.Recover(ctx, q, opts.Consumer, opts.Stalled, opts.Count)
 		if err != nil {
 			return ClaimResult{}, err
 		}
 		jobs = append(jobs, rec.Claimed...)
 	}
 	if len(jobs) < opts.Count {
-		more, err := live.Claim(ctx, q.String(), opts.Consumer, opts.Count-len(jobs))
+		more, err := live.Claim(ctx, q, opts.Consumer, opts.Count-len(jobs))
 		if err != nil && len(jobs)+len(more) == 0 {
 			return ClaimResult{}, err
 		}
@@ -99,7 +99,7 @@ func (n *Node) Ack(ctx context.Context, q names.Queue, entries []string) (AckRes
 	if len(entries) == 0 {
 		return AckResult{}, fmt.Errorf("ack: no entries: %w", ErrInvalid)
 	}
-	acked, err := live.Ack(ctx, q.String(), entries...)
+	acked, err := live.Ack(ctx, q, entries...)
 	if err != nil {
 		return AckResult{}, err
 	}
@@ -122,7 +122,7 @@ func (n *Node) Dead(ctx context.Context, q names.Queue, opts DeadOptions) (DeadR
 	if opts.Limit < 1 || opts.Limit > MaxBatch {
 		return DeadResult{}, fmt.Errorf("dead limit %d: want 1 to %d: %w", opts.Limit, MaxBatch, ErrInvalid)
 	}
-	dead, err := live.Dead(ctx, q.String(), opts.After, opts.Limit)
+	dead, err := live.Dead(ctx, q, opts.After, opts.Limit)
 	if err != nil {
 		return DeadResult{}, err
 	}
@@ -154,9 +154,9 @@ func (n *Node) Redrive(ctx context.Context, q names.Queue, opts RedriveOptions) 
 		if opts.Limit == 0 {
 			opts.Limit = MaxBatch
 		}
-		ids, err = live.RedriveAll(ctx, q.String(), opts.Limit)
+		ids, err = live.RedriveAll(ctx, q, opts.Limit)
 	} else {
-		ids, err = live.Redrive(ctx, q.String(), opts.Entries...)
+		ids, err = live.Redrive(ctx, q, opts.Entries...)
 	}
 	if err != nil {
 		return RedriveResult{}, err
@@ -177,5 +177,5 @@ func (n *Node) QueueStatus(ctx context.Context, q names.Queue) (QueueStatus, err
 	if q.IsZero() {
 		return QueueStatus{}, fmt.Errorf("queue status: no queue: %w", names.ErrInvalid)
 	}
-	return live.Status(ctx, q.String())
+	return live.Status(ctx, q)
 }

@@ -23,7 +23,7 @@ func (n *Node) Append(ctx context.Context, ref names.StreamRef, records [][]Fiel
 	if ref.IsZero() {
 		return AppendResult{}, fmt.Errorf("append: no stream: %w", names.ErrInvalid)
 	}
-	ids, err := live.AppendBatch(ctx, ref.Queue().String(), ref.Stream().String(), records)
+	ids, err := live.AppendBatch(ctx, ref, records)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -56,7 +56,6 @@ func (n *Node) Read(ctx context.Context, ref names.StreamRef, opts ReadOptions) 
 	if to == 0 {
 		to = brand.Max
 	}
-	q, s := ref.Queue().String(), ref.Stream().String()
 	rg := archive.Range{From: opts.From, To: to, Limit: opts.Limit, Reverse: opts.Reverse}
 	switch opts.Side {
 	case ReadLiveOnly:
@@ -64,7 +63,7 @@ func (n *Node) Read(ctx context.Context, ref names.StreamRef, opts ReadOptions) 
 		if err != nil {
 			return fail(err)
 		}
-		return live.Read(ctx, q, s, rg.From, rg.To, rg.Limit, rg.Reverse)
+		return live.Read(ctx, ref, rg.From, rg.To, rg.Limit, rg.Reverse)
 	case ReadMerged, ReadArchiveOnly:
 	default:
 		return fail(fmt.Errorf("read: side %d: %w", opts.Side, ErrInvalid))
@@ -73,7 +72,7 @@ func (n *Node) Read(ctx context.Context, ref names.StreamRef, opts ReadOptions) 
 	if err != nil {
 		return fail(err)
 	}
-	src := archive.Source{Queue: q, Stream: s, Volume: vol, Store: n.store}
+	src := archive.Source{Ref: ref, Volume: vol, Store: n.store}
 	if opts.Side == ReadArchiveOnly {
 		if vol == nil {
 			return fail(fmt.Errorf("no archive of %s in this data dir (volume %s): %w", ref, ref.Volume(), graft.ErrVolumeNotFound))
@@ -90,7 +89,7 @@ func (n *Node) Read(ctx context.Context, ref names.StreamRef, opts ReadOptions) 
 // archiveVolume returns the stream's archive volume in the data dir, nil
 // if there is none.
 func (n *Node) archiveVolume(ctx context.Context, ref names.StreamRef) (*graft.Volume, error) {
-	v, err := n.store.Volume(ctx, ref.Volume().String())
+	v, err := n.store.Volume(ctx, ref.Volume())
 	if errors.Is(err, graft.ErrVolumeNotFound) {
 		return nil, nil
 	}
@@ -110,9 +109,9 @@ func (n *Node) pullArchive(ctx context.Context, ref names.StreamRef) (*graft.Vol
 	if head == 0 {
 		return nil, fmt.Errorf("the remote has no commit of %s (was it pushed? archive cycles with trim_after remote push it): %w", name, archive.ErrNoVolume)
 	}
-	v, err := n.store.Volume(ctx, name)
+	v, err := n.store.Volume(ctx, ref.Volume())
 	if errors.Is(err, graft.ErrVolumeNotFound) {
-		v, err = n.store.CreateVolume(ctx, name)
+		v, err = n.store.CreateVolume(ctx, ref.Volume())
 	}
 	if err != nil {
 		return nil, err
@@ -173,7 +172,7 @@ func (n *Node) CycleWith(ctx context.Context, a *archive.Archiver, ref names.Str
 	if ref.IsZero() {
 		return CycleResult{}, fmt.Errorf("cycle: no stream: %w", names.ErrInvalid)
 	}
-	res, err := a.Cycle(ctx, ref.Queue().String(), ref.Stream().String(), w)
+	res, err := a.Cycle(ctx, ref, w)
 	return CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Watermark: watermark(res.State), Dropped: res.Dropped, State: res.State}, err
 }
 
@@ -191,18 +190,17 @@ func (n *Node) Status(ctx context.Context, ref names.StreamRef) (ArchiveStatus, 
 	if ref.IsZero() {
 		return ArchiveStatus{}, fmt.Errorf("status: no stream: %w", names.ErrInvalid)
 	}
-	q, s := ref.Queue().String(), ref.Stream().String()
 	vol, err := n.archiveVolume(ctx, ref)
 	if err != nil {
 		return ArchiveStatus{}, err
 	}
 	var state archive.State
 	if vol != nil {
-		if state, err = archive.StreamFrontier(ctx, vol, q, s); err != nil {
+		if state, err = archive.StreamFrontier(ctx, vol, ref); err != nil {
 			return ArchiveStatus{}, err
 		}
 	}
-	seam, archived, err := archive.GetArchived(ctx, live, q, s)
+	seam, archived, err := archive.GetArchived(ctx, live, ref)
 	if err != nil {
 		return ArchiveStatus{}, err
 	}
@@ -211,11 +209,11 @@ func (n *Node) Status(ctx context.Context, ref names.StreamRef) (ArchiveStatus, 
 			return ArchiveStatus{}, fmt.Errorf("%s is archived up to %s but %s is not in this data dir: %w",
 				ref, brand.EVT.Format(seam.W), ref.Volume(), err)
 		}
-		if state, err = archive.StreamFrontier(ctx, vol, q, s); err != nil {
+		if state, err = archive.StreamFrontier(ctx, vol, ref); err != nil {
 			return ArchiveStatus{}, err
 		}
 	}
-	length, err := live.Len(ctx, q, s)
+	length, err := live.Len(ctx, ref)
 	if err != nil {
 		return ArchiveStatus{}, err
 	}
@@ -240,7 +238,7 @@ func (n *Node) Delete(ctx context.Context, ref names.StreamRef) (DeleteResult, e
 	if err != nil {
 		return DeleteResult{}, err
 	}
-	res, err := a.Delete(ctx, ref.Queue().String(), ref.Stream().String())
+	res, err := a.Delete(ctx, ref)
 	if err != nil {
 		return DeleteResult{}, err
 	}

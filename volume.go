@@ -51,7 +51,7 @@ func (n *Node) volume(ctx context.Context, v names.Volume, create bool) (*graft.
 	if v.IsZero() {
 		return nil, fmt.Errorf("no volume: %w", names.ErrInvalid)
 	}
-	vol, err := n.store.Volume(ctx, v.String())
+	vol, err := n.store.Volume(ctx, v)
 	if !create || !errors.Is(err, graft.ErrVolumeNotFound) {
 		if errors.Is(err, graft.ErrVolumeNotFound) {
 			return nil, fmt.Errorf("volume %q is not in this data dir (Volumes lists them; Pull fetches it from the remote): %w", v, err)
@@ -65,7 +65,7 @@ func (n *Node) volume(ctx context.Context, v names.Volume, create bool) (*graft.
 	if head == 0 {
 		return nil, fmt.Errorf("volume %q has no commits on the remote: check the name: %w", v, graft.ErrVolumeNotFound)
 	}
-	return n.store.CreateVolume(ctx, v.String())
+	return n.store.CreateVolume(ctx, v)
 }
 
 // Push publishes the volume's local commits not yet pushed as one remote

@@ -23,7 +23,7 @@ func BenchmarkRecordInHeap(b *testing.B) {
 	id := brand.ID(0)
 	for b.Loop() {
 		id++
-		if err := o.Record(ctx, Intent{ID: id, Queue: "jobs", Payload: benchPayload}); err != nil {
+		if err := o.Record(ctx, Intent{ID: id, Queue: qn("jobs"), Payload: benchPayload}); err != nil {
 			b.Fatal(err)
 		}
 	}

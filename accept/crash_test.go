@@ -68,7 +68,7 @@ func TestCrashChild(t *testing.T) {
 			}
 			fmt.Fprintln(os.Stdout, "C", uint64(op.id))
 		} else {
-			if err := o.Record(ctx, Intent{ID: op.id, Queue: "jobs", Payload: []byte(strconv.Itoa(i))}); err != nil {
+			if err := o.Record(ctx, Intent{ID: op.id, Queue: qn("jobs"), Payload: []byte(strconv.Itoa(i))}); err != nil {
 				fmt.Fprintln(os.Stdout, "E", err)
 				os.Exit(2)
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 )
 
 // PayloadField is the field name under which a dispatched job carries its
@@ -20,7 +21,7 @@ type Dispatcher interface {
 	// whose id it has seen is a duplicate and a no-op, so a batch may be
 	// sent again after an error. *mq.Client implements it, one script call
 	// per chunk of jobs.
-	EnqueueBatch(ctx context.Context, q string, jobs []mq.Job) ([]mq.EnqueueResult, error)
+	EnqueueBatch(ctx context.Context, q names.Queue, jobs []mq.Job) ([]mq.EnqueueResult, error)
 	// CheckJob reports whether EnqueueBatch would refuse job for its
 	// fields (*mq.RecordError) without sending anything. Enqueue checks
 	// every job with it before recording: a job acknowledged and then
@@ -31,7 +32,7 @@ type Dispatcher interface {
 	// same fields (a retry: a duplicate), an error wrapping
 	// mq.ErrIDConflict if with other fields. Enqueue asks it about every
 	// explicit id that the outbox does not hold.
-	CheckJobID(ctx context.Context, q string, job mq.Job) (known bool, err error)
+	CheckJobID(ctx context.Context, q names.Queue, job mq.Job) (known bool, err error)
 }
 
 // safeMark is a safe index the dispatcher reached: every job below end is

@@ -45,9 +45,10 @@
 //     unreadable snapshot is set aside (renamed *.corrupt) when an older
 //     one is used instead. Nothing on disk can make recovery panic; every
 //     decoder is total and fuzzed.
-//   - Input. Record rejects id 0, a queue name that names.Check refuses,
-//     a payload over Options.MaxPayload, and an id already pending, with a
-//     typed error and no side effect.
+//   - Input. Record rejects id 0, an intent without a queue (a
+//     names.Queue is checked when made; one read back from disk is checked
+//     by the decoder), a payload over Options.MaxPayload, and an id already
+//     pending, with a typed error and no side effect.
 //   - Order. Pending returns the uncommitted intents in id order; All
 //     iterates over an O(1) snapshot in an order fixed by the set of ids.
 //

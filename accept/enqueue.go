@@ -36,7 +36,7 @@ type Receipt struct {
 // ctx ends, or that gets an error after Record, leaves the job accepted:
 // it is committed and dispatched later, at least once; the Receipt returned
 // with such an error carries the job's ID (and no LSN).
-func (t *Tier) Enqueue(ctx context.Context, q string, id brand.ID, payload []byte, mode Mode) (Receipt, error) {
+func (t *Tier) Enqueue(ctx context.Context, q names.Queue, id brand.ID, payload []byte, mode Mode) (Receipt, error) {
 	return t.EnqueueAt(ctx, q, id, payload, mode, time.Time{})
 }
 
@@ -47,7 +47,7 @@ func (t *Tier) Enqueue(ctx context.Context, q string, id brand.ID, payload []byt
 // delayed set until runAt: it is not on the job stream, and not claimed,
 // before then (by the clock of the Dispatcher; run-ats are kept to the
 // millisecond). A runAt before 1970 is ErrInvalid.
-func (t *Tier) EnqueueAt(ctx context.Context, q string, id brand.ID, payload []byte, mode Mode, runAt time.Time) (Receipt, error) {
+func (t *Tier) EnqueueAt(ctx context.Context, q names.Queue, id brand.ID, payload []byte, mode Mode, runAt time.Time) (Receipt, error) {
 	if mode != Async && mode != Sync {
 		return Receipt{}, fmt.Errorf("%w: mode %d", ErrInvalid, mode)
 	}
@@ -69,8 +69,8 @@ func (t *Tier) EnqueueAt(ctx context.Context, q string, id brand.ID, payload []b
 		}
 		return Receipt{}, fmt.Errorf("%w: the job stream would refuse it: %w", ErrInvalid, err)
 	}
-	if err := names.Check(names.KindQueue, q); err != nil {
-		return Receipt{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	if q.IsZero() {
+		return Receipt{}, fmt.Errorf("%w: no queue: %w", ErrInvalid, names.ErrInvalid)
 	}
 	// An explicit id is checked before anything is made for the queue: it
 	// may not lie ahead of this node's minter (which could mint it later,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/names"
 )
 
 // Sentinel errors. Callers branch on them with errors.Is; every error
@@ -51,7 +52,7 @@ var (
 // wraps ErrInvalid (and brand.ErrAhead); nothing was recorded.
 type FutureIDError struct {
 	ID    brand.ID // the id asked for
-	Queue string
+	Queue names.Queue
 	Top   brand.ID // the minter's top when the id was refused
 	Err   error    // the minter's refusal, wrapping brand.ErrAhead
 }

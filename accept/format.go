@@ -67,7 +67,7 @@ var errBlockBody = fmt.Errorf("an intact block that does not decode (written by 
 type rec struct {
 	kind    byte
 	id      brand.ID
-	queue   string
+	queue   names.Queue
 	payload []byte
 	runAt   int64 // Unix milliseconds; kindDelayed only
 }
@@ -90,9 +90,9 @@ func (r rec) size() int {
 	case kindCommitted:
 		return 9
 	case kindDelayed:
-		return 1 + 8 + 8 + 1 + len(r.queue) + 4 + len(r.payload)
+		return 1 + 8 + 8 + 1 + len(r.queue.String()) + 4 + len(r.payload)
 	}
-	return 1 + 8 + 1 + len(r.queue) + 4 + len(r.payload)
+	return 1 + 8 + 1 + len(r.queue.String()) + 4 + len(r.payload)
 }
 
 func appendRec(dst []byte, r rec) []byte {
@@ -104,18 +104,19 @@ func appendRec(dst []byte, r rec) []byte {
 	if r.kind == kindDelayed {
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(r.runAt))
 	}
-	dst = append(dst, byte(len(r.queue)))
-	dst = append(dst, r.queue...)
+	dst = append(dst, byte(len(r.queue.String())))
+	dst = append(dst, r.queue.String()...)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(r.payload)))
 	return append(dst, r.payload...)
 }
 
 // decodeRec decodes one record from the front of b and returns it with the
-// rest of b. The payload aliases b (its capacity clipped); the queue is a
-// new string unless it equals prevQueue, which is then reused.
+// rest of b. The payload aliases b (its capacity clipped); the queue is
+// checked (names.ParseQueue: the log is read from disk) unless it equals
+// prevQueue, which is then reused.
 // ver is the version of the file that holds it: kind 3 is corruption in
 // version 1.
-func decodeRec(b []byte, prevQueue string, ver uint16) (rec, []byte, error) {
+func decodeRec(b []byte, prevQueue names.Queue, ver uint16) (rec, []byte, error) {
 	if len(b) < 9 {
 		return rec{}, nil, fmt.Errorf("record: %d bytes, want at least 9: %w", len(b), ErrCorrupt)
 	}
@@ -147,11 +148,11 @@ func decodeRec(b []byte, prevQueue string, ver uint16) (rec, []byte, error) {
 		return rec{}, nil, fmt.Errorf("record %d: truncated queue: %w", r.id, ErrCorrupt)
 	}
 	qb := b[1 : 1+int(b[0])]
-	if string(qb) == prevQueue && prevQueue != "" {
+	if !prevQueue.IsZero() && string(qb) == prevQueue.String() {
 		r.queue = prevQueue
 	} else {
-		q := string(qb)
-		if err := names.Check(names.KindQueue, q); err != nil {
+		q, err := names.ParseQueue(string(qb))
+		if err != nil {
 			return rec{}, nil, fmt.Errorf("record %d: %v: %w", r.id, err, ErrCorrupt)
 		}
 		r.queue = q
@@ -253,14 +254,14 @@ func decodeBlockInto(b []byte, recs []rec, ver uint16) (seq uint64, _ []rec, n i
 		return 0, nil, 0, fmt.Errorf("block %d: %d records cannot fit in %d bytes: %w", seq, count, len(body), errBlockBody)
 	}
 	recs = slices.Grow(recs[:0], int(count))
-	queue := ""
+	var queue names.Queue
 	for i := uint32(0); i < count; i++ {
 		// The common case inline: an accepted record with a non-zero id on
 		// the queue of the record before; anything else takes decodeRec.
-		if q := len(queue); q > 0 && len(body) >= 14+q && body[0] == kindAccepted && int(body[9]) == q {
+		if q := len(queue.String()); q > 0 && len(body) >= 14+q && body[0] == kindAccepted && int(body[9]) == q {
 			id := brand.ID(binary.LittleEndian.Uint64(body[1:9]))
 			n := binary.LittleEndian.Uint32(body[10+q:])
-			if end := 14 + q + int(n); id != 0 && uint64(n) <= uint64(len(body)-14-q) && string(body[10:10+q]) == queue {
+			if end := 14 + q + int(n); id != 0 && uint64(n) <= uint64(len(body)-14-q) && string(body[10:10+q]) == queue.String() {
 				recs = append(recs, rec{kind: kindAccepted, id: id, queue: queue, payload: body[14+q : end : end]})
 				body = body[end:]
 				continue
@@ -349,16 +350,16 @@ func decodeSnapshotBody(b, body []byte) (uint64, []Intent, error) {
 		return 0, nil, fmt.Errorf("snapshot: %d intents cannot fit in %d bytes: %w", count, len(rest), ErrCorrupt)
 	}
 	out := make([]Intent, count)
-	queue := ""
+	var queue names.Queue
 	var prev brand.ID
 	for i := range out {
 		// The common case inline: an accepted record with a non-zero id
 		// above the previous one, on the queue of the record before. Anything
 		// else takes decodeRec, which says what is wrong.
-		if q := len(queue); q > 0 && len(rest) >= 14+q && rest[0] == kindAccepted && int(rest[9]) == q {
+		if q := len(queue.String()); q > 0 && len(rest) >= 14+q && rest[0] == kindAccepted && int(rest[9]) == q {
 			id := brand.ID(binary.LittleEndian.Uint64(rest[1:9]))
 			n := binary.LittleEndian.Uint32(rest[10+q:])
-			if end := 14 + q + int(n); id > prev && uint64(n) <= uint64(len(rest)-14-q) && string(rest[10:10+q]) == queue {
+			if end := 14 + q + int(n); id > prev && uint64(n) <= uint64(len(rest)-14-q) && string(rest[10:10+q]) == queue.String() {
 				out[i] = Intent{ID: id, Queue: queue, Payload: rest[14+q : end : end]}
 				rest, prev = rest[end:], id
 				continue

@@ -282,7 +282,7 @@ func FuzzRecoverSegment(f *testing.F) {
 			return
 		}
 		n := o.Len()
-		rerr := o.Record(ctx, Intent{ID: 1 << 60, Queue: "q"})
+		rerr := o.Record(ctx, Intent{ID: 1 << 60, Queue: qn("q")})
 		if err := o.Close(ctx); err != nil {
 			t.Fatal(err)
 		}

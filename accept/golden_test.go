@@ -45,11 +45,11 @@ var (
 
 func goldenBlocks() [][]rec {
 	return [][]rec{
-		{{kind: kindAccepted, id: gid1, queue: "emails", payload: []byte(`{"to":"a"}`)},
-			{kind: kindAccepted, id: gid2, queue: "emails", payload: []byte{}},
+		{{kind: kindAccepted, id: gid1, queue: qn("emails"), payload: []byte(`{"to":"a"}`)},
+			{kind: kindAccepted, id: gid2, queue: qn("emails"), payload: []byte{}},
 			{kind: kindCommitted, id: gid1}},
 		{},
-		{{kind: kindAccepted, id: gid3, queue: "sms.eu-1", payload: []byte("hi")}},
+		{{kind: kindAccepted, id: gid3, queue: qn("sms.eu-1"), payload: []byte("hi")}},
 	}
 }
 
@@ -141,7 +141,7 @@ func checkBlocks(t *testing.T, seg []byte, ver uint16, block1 []byte, want [][]r
 }
 
 func goldenIntents() []Intent {
-	return []Intent{{ID: gid2, Queue: "emails", Payload: []byte{}}}
+	return []Intent{{ID: gid2, Queue: qn("emails"), Payload: []byte{}}}
 }
 
 // TestGoldenSnapshotV1: the snapshot of version 1 as of block 2, byte for
@@ -190,13 +190,13 @@ func recoverGolden(t *testing.T, name string) (string, *Outbox, []Intent) {
 func TestGoldenOutboxDirV1(t *testing.T) {
 	ctx := t.Context()
 	dir, o, got := recoverGolden(t, "dir.v1")
-	want := []Intent{{ID: gid2, Queue: "emails", Payload: []byte{}}, {ID: gid3, Queue: "sms.eu-1", Payload: []byte("hi")}}
+	want := []Intent{{ID: gid2, Queue: qn("emails"), Payload: []byte{}}, {ID: gid3, Queue: qn("sms.eu-1"), Payload: []byte("hi")}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("recovered %+v; want %+v", got, want)
 	}
 	// Blocks are never appended to the version-1 segment: the next one goes
 	// to a new segment of version 2, and the old one is left as it was.
-	if err := o.Record(ctx, Intent{ID: gid4, Queue: "sms.eu-1", Payload: []byte("x")}); err != nil {
+	if err := o.Record(ctx, Intent{ID: gid4, Queue: qn("sms.eu-1"), Payload: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Close(ctx); err != nil {
@@ -232,12 +232,12 @@ var gid4 = brand.ID(2<<22 | 1)
 
 func goldenBlocksV2() [][]rec {
 	return [][]rec{
-		{{kind: kindAccepted, id: gid1, queue: "emails", payload: []byte(`{"to":"a"}`)},
-			{kind: kindDelayed, id: gid2, queue: "emails", payload: []byte{}, runAt: goldenRunAt},
+		{{kind: kindAccepted, id: gid1, queue: qn("emails"), payload: []byte(`{"to":"a"}`)},
+			{kind: kindDelayed, id: gid2, queue: qn("emails"), payload: []byte{}, runAt: goldenRunAt},
 			{kind: kindCommitted, id: gid1}},
 		{},
-		{{kind: kindAccepted, id: gid3, queue: "sms.eu-1", payload: []byte("hi")},
-			{kind: kindDelayed, id: gid4, queue: "sms.eu-1", payload: []byte("later"), runAt: goldenRunAt}},
+		{{kind: kindAccepted, id: gid3, queue: qn("sms.eu-1"), payload: []byte("hi")},
+			{kind: kindDelayed, id: gid4, queue: qn("sms.eu-1"), payload: []byte("later"), runAt: goldenRunAt}},
 	}
 }
 
@@ -253,7 +253,7 @@ func TestGoldenLogSegmentV2(t *testing.T) {
 }
 
 func goldenIntentsV2() []Intent {
-	return []Intent{{ID: gid2, Queue: "emails", Payload: []byte{}, RunAt: goldenRunAt}}
+	return []Intent{{ID: gid2, Queue: qn("emails"), Payload: []byte{}, RunAt: goldenRunAt}}
 }
 
 // TestGoldenSnapshotV2: the snapshot of today's version as of block 2,
@@ -274,14 +274,14 @@ func TestGoldenSnapshotV2(t *testing.T) {
 func TestGoldenOutboxDirV2(t *testing.T) {
 	dir, o, got := recoverGolden(t, "dir.v2")
 	want := []Intent{
-		{ID: gid2, Queue: "emails", Payload: []byte{}, RunAt: goldenRunAt},
-		{ID: gid3, Queue: "sms.eu-1", Payload: []byte("hi")},
-		{ID: gid4, Queue: "sms.eu-1", Payload: []byte("later"), RunAt: goldenRunAt},
+		{ID: gid2, Queue: qn("emails"), Payload: []byte{}, RunAt: goldenRunAt},
+		{ID: gid3, Queue: qn("sms.eu-1"), Payload: []byte("hi")},
+		{ID: gid4, Queue: qn("sms.eu-1"), Payload: []byte("later"), RunAt: goldenRunAt},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("recovered %+v; want %+v", got, want)
 	}
-	if err := o.Record(t.Context(), Intent{ID: gid4 + 1, Queue: "q"}); err != nil {
+	if err := o.Record(t.Context(), Intent{ID: gid4 + 1, Queue: qn("q")}); err != nil {
 		t.Fatal(err)
 	}
 	closeOK(t, o)
@@ -327,7 +327,7 @@ func TestGoldenJobPageV2(t *testing.T) {
 // a torn tail, and the segment is left as it was; the snapshot does not
 // decode.
 func TestGoldenKind3InV1Refused(t *testing.T) {
-	in := Intent{ID: gid3, Queue: "sms.eu-1", Payload: []byte("later"), RunAt: goldenRunAt}
+	in := Intent{ID: gid3, Queue: qn("sms.eu-1"), Payload: []byte("later"), RunAt: goldenRunAt}
 	seg := goldenOld(t, "log-delayed.v1.bin", appendBlock(appendSegHeaderVersion(nil, 1, 1), 1, []rec{acceptedRec(in)}))
 	if _, ver, err := decodeSegHeader(seg); err != nil || ver != 1 {
 		t.Fatalf("segment header: version %d, %v", ver, err)
@@ -404,7 +404,7 @@ func TestGoldenNewerVersionRefused(t *testing.T) {
 // does not decode is another format, and dropping it as a torn tail would
 // delete durable records — the way an older binary would treat kind 3.
 func TestGoldenNewerRecordKindNotTruncated(t *testing.T) {
-	seg := appendBlock(appendSegHeader(nil, 1), 1, []rec{{kind: kindAccepted, id: gid1, queue: "q", payload: []byte("a")}})
+	seg := appendBlock(appendSegHeader(nil, 1), 1, []rec{{kind: kindAccepted, id: gid1, queue: qn("q"), payload: []byte("a")}})
 	// Block 2 holds one record of kind 9, framed and checksummed.
 	seg = append(seg, frameBody(append(append(le64(2), le32(1)...), append([]byte{9}, le64(uint64(gid2))...)...))...)
 	if after, err := openSegment(t, seg); !errors.Is(err, ErrCorrupt) || !bytes.Equal(after, seg) {

@@ -80,14 +80,14 @@ func TestGroupCommitSiblings(t *testing.T) {
 	g.armed.Store(true)
 	first := make(chan Receipt, 1)
 	go func() {
-		rc, err := r.tier.Enqueue(ctx, queue, 0, payload, Sync)
+		rc, err := r.tier.Enqueue(ctx, qn(queue), 0, payload, Sync)
 		if err != nil {
 			t.Error(err)
 		}
 		first <- rc
 	}()
 	<-g.entered // the first push holds; the others pile up behind it
-	q, err := r.tier.queue(ctx, queue, false)
+	q, err := r.tier.queue(ctx, qn(queue), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestGroupCommitSiblings(t *testing.T) {
 	got := make(chan Receipt, others)
 	for range others {
 		wg.Go(func() {
-			rc, err := r.tier.Enqueue(ctx, queue, 0, payload, Sync)
+			rc, err := r.tier.Enqueue(ctx, qn(queue), 0, payload, Sync)
 			if err != nil {
 				t.Error(err)
 			}
@@ -108,7 +108,7 @@ func TestGroupCommitSiblings(t *testing.T) {
 	// The committer waits for the ninth job, or (without the wait) took
 	// the eight at once, which the receipts below show.
 	waitIntake(t, q, "wait for siblings, nor a take of the eight", func(in *intake) bool { return in.want > 0 || in.nsync == 0 })
-	again, err := r.tier.Enqueue(ctx, queue, 0, payload, Sync)
+	again, err := r.tier.Enqueue(ctx, qn(queue), 0, payload, Sync)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestGroupCommitLoneCaller(t *testing.T) {
 	r, _ := groupRig(t)
 	var last uint64
 	for i := range 5 {
-		rc, err := r.tier.Enqueue(ctx, "lone", 0, []byte(`{"n":2}`), Sync)
+		rc, err := r.tier.Enqueue(ctx, qn("lone"), 0, []byte(`{"n":2}`), Sync)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestGroupCommitLoneCaller(t *testing.T) {
 		}
 		last = rc.LSN
 	}
-	q, err := r.tier.queue(ctx, "lone", false)
+	q, err := r.tier.queue(ctx, qn("lone"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,22 +161,22 @@ func TestMaxQueues(t *testing.T) {
 	ctx := t.Context()
 	r, _ := newRig(t, 100, TierOptions{MaxQueues: 2, AsyncInterval: time.Hour})
 	for _, q := range []string{"qa", "qb"} {
-		if _, err := r.tier.Enqueue(ctx, q, 0, []byte(`{}`), Async); err != nil {
+		if _, err := r.tier.Enqueue(ctx, qn(q), 0, []byte(`{}`), Async); err != nil {
 			t.Fatal(err)
 		}
 	}
 	live := r.out.Stats().Live
-	_, err := r.tier.Enqueue(ctx, "qc", 0, []byte(`{}`), Sync)
+	_, err := r.tier.Enqueue(ctx, qn("qc"), 0, []byte(`{}`), Sync)
 	if !errors.Is(err, ErrTooManyQueues) {
 		t.Fatalf("a third queue with MaxQueues 2: %v", err)
 	}
 	if got := r.out.Stats().Live; got != live {
 		t.Fatalf("the refused enqueue recorded an intent: %d live, want %d", got, live)
 	}
-	if _, err := r.gs.Volume(ctx, "accept.qc.0"); !errors.Is(err, graft.ErrVolumeNotFound) {
+	if _, err := r.gs.Volume(ctx, volName("accept.qc.0")); !errors.Is(err, graft.ErrVolumeNotFound) {
 		t.Fatalf("the refused queue's volume: %v", err)
 	}
-	if _, err := r.tier.Enqueue(ctx, "qa", 0, []byte(`{}`), Async); err != nil {
+	if _, err := r.tier.Enqueue(ctx, qn("qa"), 0, []byte(`{}`), Async); err != nil {
 		t.Fatalf("a queue already taken: %v", err)
 	}
 	if err := r.tier.Close(ctx); err != nil {
@@ -191,11 +191,11 @@ func TestMaxQueues(t *testing.T) {
 	}
 	r.settle(t, ctx) // every intent of both queues committed and dispatched
 	for _, q := range []string{"qa", "qb"} {
-		if _, err := r.tier.Enqueue(ctx, q, 0, []byte(`{}`), Sync); err != nil {
+		if _, err := r.tier.Enqueue(ctx, qn(q), 0, []byte(`{}`), Sync); err != nil {
 			t.Fatalf("recovered queue %s: %v", q, err)
 		}
 	}
-	if _, err := r.tier.Enqueue(ctx, "qd", 0, []byte(`{}`), Async); !errors.Is(err, ErrTooManyQueues) {
+	if _, err := r.tier.Enqueue(ctx, qn("qd"), 0, []byte(`{}`), Async); !errors.Is(err, ErrTooManyQueues) {
 		t.Fatalf("a new queue after recovery over the limit: %v", err)
 	}
 }
@@ -213,19 +213,19 @@ func TestPayloadBeyondJobStream(t *testing.T) {
 	big := []byte(strings.Repeat("x", most+1))
 	for _, mode := range []Mode{Sync, Async} {
 		live := r.out.Stats().Live
-		if _, err := r.tier.Enqueue(ctx, "big", 0, big, mode); !errors.Is(err, ErrTooLarge) {
+		if _, err := r.tier.Enqueue(ctx, qn("big"), 0, big, mode); !errors.Is(err, ErrTooLarge) {
 			t.Fatalf("%s enqueue of %d bytes: %v, want ErrTooLarge", mode, len(big), err)
 		}
 		if got := r.out.Stats().Live; got != live {
 			t.Fatalf("%s: the refused payload was recorded", mode)
 		}
 	}
-	rc, err := r.tier.Enqueue(ctx, "big", 0, big[:most], Sync)
+	rc, err := r.tier.Enqueue(ctx, qn("big"), 0, big[:most], Sync)
 	if err != nil {
 		t.Fatalf("a payload at the job stream's limit: %v", err)
 	}
 	r.settle(t, ctx)
-	ds, err := r.mqc.Claim(ctx, "big", "w", 10)
+	ds, err := r.mqc.Claim(ctx, qn("big"), "w", 10)
 	if err != nil {
 		t.Fatal(err)
 	}

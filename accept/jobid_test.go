@@ -32,7 +32,7 @@ func claimPayloads(ctx context.Context, t *testing.T, c *mq.Client, q string) (m
 	t.Helper()
 	payloads, count := map[brand.ID]string{}, map[brand.ID]int{}
 	for {
-		ds, err := c.Claim(ctx, q, "audit", 1000)
+		ds, err := c.Claim(ctx, qn(q), "audit", 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +77,7 @@ func TestPlantedIDs(t *testing.T) {
 			}
 			tried++
 			n := r.out.Len()
-			_, err = r.tier.Enqueue(ctx, q, id, []byte(`"evil"`), Async)
+			_, err = r.tier.Enqueue(ctx, qn(q), id, []byte(`"evil"`), Async)
 			var fe *FutureIDError
 			if !errors.Is(err, ErrInvalid) || !errors.As(err, &fe) || fe.ID != id {
 				// Go on: what follows shows what such a plant does.
@@ -100,7 +100,7 @@ func TestPlantedIDs(t *testing.T) {
 	for k := range int64(ahead) {
 		now.Store(brand.EpochMillis + t0 + k)
 		for range 3 {
-			rc, err := r.tier.Enqueue(ctx, q, 0, []byte(`"legit"`), Async)
+			rc, err := r.tier.Enqueue(ctx, qn(q), 0, []byte(`"legit"`), Async)
 			if err != nil {
 				t.Fatalf("enqueue without an id: %v", err)
 			}
@@ -136,10 +136,10 @@ func TestPoisonID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.tier.Enqueue(ctx, q, poison, []byte(`"evil"`), Sync); !errors.Is(err, ErrInvalid) {
+	if _, err := r.tier.Enqueue(ctx, qn(q), poison, []byte(`"evil"`), Sync); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("enqueue of %s: %v, want ErrInvalid", brand.JOB.Format(poison), err)
 	}
-	if _, err := r.tier.Enqueue(ctx, q, 0, []byte(`"legit"`), Sync); err != nil {
+	if _, err := r.tier.Enqueue(ctx, qn(q), 0, []byte(`"legit"`), Sync); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -159,7 +159,7 @@ func TestPoisonIDRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An older version's outbox: the poison id pending.
-	if err := r.out.Record(ctx, Intent{ID: poison, Queue: q, Payload: []byte(`"evil"`)}); err != nil {
+	if err := r.out.Record(ctx, Intent{ID: poison, Queue: qn(q), Payload: []byte(`"evil"`)}); err != nil {
 		t.Fatal(err)
 	}
 	var err error
@@ -171,7 +171,7 @@ func TestPoisonIDRecovery(t *testing.T) {
 	}
 	after := map[brand.ID]bool{}
 	for _, mode := range []Mode{Async, Sync} {
-		rc, err := r.tier.Enqueue(ctx, q, 0, []byte(`"after"`), mode)
+		rc, err := r.tier.Enqueue(ctx, qn(q), 0, []byte(`"after"`), mode)
 		if err != nil {
 			t.Fatalf("%s enqueue without an id after recovering a far-future id: %v", mode, err)
 		}
@@ -208,14 +208,14 @@ func TestMintedIDTaken(t *testing.T) {
 	}
 	for i, payload := range []string{`"same"`, `"other"`} {
 		taken := next + brand.ID(i)
-		if err := r.out.Record(ctx, Intent{ID: taken, Queue: q, Payload: []byte(payload)}); err != nil {
+		if err := r.out.Record(ctx, Intent{ID: taken, Queue: qn(q), Payload: []byte(payload)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	now.Add(5)
 	var mine []brand.ID
 	for range 2 {
-		rc, err := r.tier.Enqueue(ctx, q, 0, []byte(`"same"`), Async)
+		rc, err := r.tier.Enqueue(ctx, qn(q), 0, []byte(`"same"`), Async)
 		if err != nil {
 			t.Fatalf("enqueue without an id whose minted id is taken: %v", err)
 		}
@@ -253,7 +253,7 @@ func TestExplicitPastAndRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	minted, err := r.tier.Enqueue(ctx, q, 0, []byte(`"m"`), Async)
+	minted, err := r.tier.Enqueue(ctx, qn(q), 0, []byte(`"m"`), Async)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,18 +262,18 @@ func TestExplicitPastAndRetry(t *testing.T) {
 		payload string
 	}{{past, `"p"`}, {minted.ID, `"m"`}} {
 		for _, mode := range []Mode{Async, Sync, Async} {
-			if rc, err := r.tier.Enqueue(ctx, q, c.id, []byte(c.payload), mode); err != nil || rc.ID != c.id {
+			if rc, err := r.tier.Enqueue(ctx, qn(q), c.id, []byte(c.payload), mode); err != nil || rc.ID != c.id {
 				t.Fatalf("%s enqueue of %s: %+v %v", mode, brand.JOB.Format(c.id), rc, err)
 			}
 		}
-		if _, err := r.tier.Enqueue(ctx, q, c.id, []byte(`"x"`), Async); !errors.Is(err, ErrIDConflict) {
+		if _, err := r.tier.Enqueue(ctx, qn(q), c.id, []byte(`"x"`), Async); !errors.Is(err, ErrIDConflict) {
 			t.Fatalf("%s with another payload: %v, want ErrIDConflict", brand.JOB.Format(c.id), err)
 		}
 	}
 	// The clock steps back a minute: the minter still mints above both.
 	now.Add(-120_000)
 	for range 3 {
-		rc, err := r.tier.Enqueue(ctx, q, 0, []byte(`"n"`), Async)
+		rc, err := r.tier.Enqueue(ctx, qn(q), 0, []byte(`"n"`), Async)
 		if err != nil || rc.ID <= minted.ID || rc.ID <= past {
 			t.Fatalf("mint after a clock step back: %+v %v", rc, err)
 		}

@@ -72,7 +72,7 @@ func TestModel(t *testing.T) {
 				}
 				in := Intent{
 					ID:      id,
-					Queue:   rapid.SampledFrom([]string{"a", "jobs", "q.1"}).Draw(t, "queue"),
+					Queue:   qn(rapid.SampledFrom([]string{"a", "jobs", "q.1"}).Draw(t, "queue")),
 					Payload: rapid.SliceOfN(rapid.Byte(), 0, 40).Draw(t, "payload"),
 				}
 				err := o.Record(ctx, in)

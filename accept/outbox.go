@@ -20,9 +20,9 @@ import (
 // Intent is one accepted job waiting to reach Graft. Payloads returned by
 // the Outbox are shared with it and must not be modified.
 type Intent struct {
-	ID      brand.ID // the job's branded id (JOB), never 0
-	Queue   string   // the queue it was enqueued on; a valid names.KindQueue
-	Payload []byte   // the job, opaque; at most Options.MaxPayload bytes
+	ID      brand.ID    // the job's branded id (JOB), never 0
+	Queue   names.Queue // the queue it was enqueued on; never the zero Queue
+	Payload []byte      // the job, opaque; at most Options.MaxPayload bytes
 	// RunAt is the Unix millisecond before which the job is not dispatched
 	// to its job stream; 0 means at once. Never negative.
 	RunAt int64
@@ -231,8 +231,8 @@ func (o *Outbox) Record(ctx context.Context, in Intent) error {
 	if in.RunAt < 0 {
 		return fmt.Errorf("accept: record %s: run-at %d: %w", brand.JOB.Format(in.ID), in.RunAt, ErrInvalid)
 	}
-	if err := names.Check(names.KindQueue, in.Queue); err != nil {
-		return fmt.Errorf("accept: record %s: %w: %w", brand.JOB.Format(in.ID), ErrInvalid, err)
+	if in.Queue.IsZero() {
+		return fmt.Errorf("accept: record %s: no queue: %w", brand.JOB.Format(in.ID), ErrInvalid)
 	}
 	if len(in.Payload) > o.opts.MaxPayload {
 		return fmt.Errorf("accept: record %s: payload of %d bytes, at most %d: %w", brand.JOB.Format(in.ID), len(in.Payload), o.opts.MaxPayload, ErrTooLarge)

@@ -15,7 +15,7 @@ import (
 // registry is the tier's set of queues, one lock domain of Tier.
 type registry struct {
 	mu     sync.Mutex
-	queues map[string]*tierQueue // by queue name; a queue, once in, stays
+	queues map[names.Queue]*tierQueue // by queue name; a queue, once in, stays
 	// closed is set once by Close: no queue is added after it.
 	closed bool
 }
@@ -35,7 +35,7 @@ func (r *registry) all() []*tierQueue {
 // its dispatcher. Its state falls into three parts by who may touch it.
 type tierQueue struct {
 	// Set by queue, read-only after.
-	name     string
+	name     names.Queue
 	vol      *graft.Volume
 	kick     chan struct{} // wakes the committer (poke); capacity 1
 	full     chan struct{} // intake.want reached (group commit); capacity 1
@@ -107,7 +107,7 @@ func (q *tierQueue) hand(end uint64) {
 
 // queue returns the state of queue qn, opening its volume and starting its
 // committer and dispatcher on first use.
-func (t *Tier) queue(ctx context.Context, qn string, recovering bool) (*tierQueue, error) {
+func (t *Tier) queue(ctx context.Context, qn names.Queue, recovering bool) (*tierQueue, error) {
 	t.reg.mu.Lock()
 	defer t.reg.mu.Unlock()
 	if t.reg.closed {
@@ -116,7 +116,7 @@ func (t *Tier) queue(ctx context.Context, qn string, recovering bool) (*tierQueu
 	if q, ok := t.reg.queues[qn]; ok {
 		return q, nil
 	}
-	vn, err := names.AcceptVolume(qn, t.opts.Node)
+	vn, err := names.AcceptVolumeOf(qn, t.opts.Node)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

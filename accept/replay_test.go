@@ -17,7 +17,7 @@ import (
 // again is live once.
 func TestReplayAcceptedTwice(t *testing.T) {
 	acc := func(id uint64) rec {
-		return rec{kind: kindAccepted, id: brand.ID(id), queue: "q", payload: []byte("p")}
+		return rec{kind: kindAccepted, id: brand.ID(id), queue: qn("q"), payload: []byte("p")}
 	}
 	com := func(id uint64) rec { return rec{kind: kindCommitted, id: brand.ID(id)} }
 	cases := []struct {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 )
 
 // TestRecordRunAt: an intent's run-at survives recovery from the log and
@@ -25,11 +26,11 @@ func TestRecordRunAt(t *testing.T) {
 	}
 	want := map[brand.ID]int64{1: 0, 2: 1_900_000_000_000, 3: 1, 4: 0}
 	for id := brand.ID(1); id <= 4; id++ {
-		if err := o.Record(ctx, Intent{ID: id, Queue: "q", Payload: []byte("p"), RunAt: want[id]}); err != nil {
+		if err := o.Record(ctx, Intent{ID: id, Queue: qn("q"), Payload: []byte("p"), RunAt: want[id]}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := o.Record(ctx, Intent{ID: 5, Queue: "q", RunAt: -1}); !errors.Is(err, ErrInvalid) {
+	if err := o.Record(ctx, Intent{ID: 5, Queue: qn("q"), RunAt: -1}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("negative run-at: %v", err)
 	}
 	check := func(o *Outbox, how string) {
@@ -93,13 +94,15 @@ func TestJobPageRunAt(t *testing.T) {
 // volume, for the next tier to dispatch.
 type stuckDispatcher struct{}
 
-func (stuckDispatcher) EnqueueBatch(context.Context, string, []mq.Job) ([]mq.EnqueueResult, error) {
+func (stuckDispatcher) EnqueueBatch(context.Context, names.Queue, []mq.Job) ([]mq.EnqueueResult, error) {
 	return nil, errors.New("job stream down")
 }
 
 func (stuckDispatcher) CheckJob(mq.Job) error { return nil }
 
-func (stuckDispatcher) CheckJobID(context.Context, string, mq.Job) (bool, error) { return false, nil }
+func (stuckDispatcher) CheckJobID(context.Context, names.Queue, mq.Job) (bool, error) {
+	return false, nil
+}
 
 // TestDispatchRunAt: a job with a future run-at is dispatched (after its
 // push) but not put on the job stream, nor claimable, before its run-at,
@@ -129,7 +132,7 @@ func TestDispatchRunAt(t *testing.T) {
 	claim := func() map[brand.ID]string {
 		t.Helper()
 		got := map[brand.ID]string{}
-		ds, err := mqc.Claim(ctx, queue, "w", 100)
+		ds, err := mqc.Claim(ctx, qn(queue), "w", 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +150,7 @@ func TestDispatchRunAt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	late, err := r.tier.EnqueueAt(ctx, queue, 0, []byte(`{"n":"late"}`), Sync, t0.Add(2*time.Hour))
+	late, err := r.tier.EnqueueAt(ctx, qn(queue), 0, []byte(`{"n":"late"}`), Sync, t0.Add(2*time.Hour))
 	if err != nil || late.LSN != 1 {
 		t.Fatalf("%+v %v", late, err)
 	}
@@ -163,11 +166,11 @@ func TestDispatchRunAt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.close(context.WithoutCancel(ctx))
-	soon, err := r.tier.EnqueueAt(ctx, queue, 0, []byte(`{"n":"soon"}`), Sync, t0.Add(time.Hour))
+	soon, err := r.tier.EnqueueAt(ctx, qn(queue), 0, []byte(`{"n":"soon"}`), Sync, t0.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	now1, err := r.tier.Enqueue(ctx, queue, 0, []byte(`{"n":"now"}`), Async)
+	now1, err := r.tier.Enqueue(ctx, qn(queue), 0, []byte(`{"n":"now"}`), Async)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +179,7 @@ func TestDispatchRunAt(t *testing.T) {
 	if got := claim(); len(got) != 1 || got[now1.ID] != `{"n":"now"}` {
 		t.Fatalf("at t0 claimed %v, want only the job due at once", got)
 	}
-	st, err := mqc.Status(ctx, queue)
+	st, err := mqc.Status(ctx, qn(queue))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +202,7 @@ func TestDispatchRunAt(t *testing.T) {
 	if got := claim(); len(got) != 1 || got[late.ID] != `{"n":"late"}` {
 		t.Fatalf("at the second run-at claimed %v (the job enqueued before the restart)", got)
 	}
-	if _, err := r.tier.EnqueueAt(ctx, queue, 0, nil, Async, time.Unix(-5, 0)); !errors.Is(err, ErrInvalid) {
+	if _, err := r.tier.EnqueueAt(ctx, qn(queue), 0, nil, Async, time.Unix(-5, 0)); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("run-at before 1970: %v", err)
 	}
 }

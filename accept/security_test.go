@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/names"
 )
 
 // TestSecurityOutboxRefusesBadInput: a queue name that could reach a key or
@@ -23,15 +24,20 @@ func TestSecurityOutboxRefusesBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A bad queue name cannot be made into an Intent's names.Queue; the
+	// zero one (no queue) is refused.
 	for _, q := range []string{"", ".", "..", "../x", "/abs", "a\x00b", "x}", "x:y", "é", "a b", strings.Repeat("q", 129)} {
-		if err := o.Record(ctx, Intent{ID: 1, Queue: q, Payload: []byte("x")}); !errors.Is(err, ErrInvalid) {
-			t.Errorf("Record(queue %q) = %v, want ErrInvalid", q, err)
+		if _, err := names.ParseQueue(q); !errors.Is(err, names.ErrInvalid) {
+			t.Errorf("ParseQueue(%q) = %v, want names.ErrInvalid", q, err)
 		}
 	}
-	if err := o.Record(ctx, Intent{ID: 0, Queue: "q", Payload: []byte("x")}); !errors.Is(err, ErrInvalid) {
+	if err := o.Record(ctx, Intent{ID: 1, Payload: []byte("x")}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Record(no queue) = %v, want ErrInvalid", err)
+	}
+	if err := o.Record(ctx, Intent{ID: 0, Queue: qn("q"), Payload: []byte("x")}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Record(id 0) = %v, want ErrInvalid", err)
 	}
-	if err := o.Record(ctx, Intent{ID: brand.ID(1), Queue: "q", Payload: make([]byte, 1025)}); !errors.Is(err, ErrTooLarge) {
+	if err := o.Record(ctx, Intent{ID: brand.ID(1), Queue: qn("q"), Payload: make([]byte, 1025)}); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("Record(1025 bytes) = %v, want ErrTooLarge", err)
 	}
 	if err := o.Flush(ctx); err != nil {

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/names"
 )
 
 // Tier is the two-tier enqueue: the outbox accepts, the queue's accept
@@ -55,7 +56,7 @@ func NewTier(ctx context.Context, out *Outbox, gs *graft.Store, rep Replicator, 
 	}
 	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	t := &Tier{out: out, gs: gs, rep: rep, disp: disp, opts: opts, log: opts.Logger,
-		ctx: tctx, cancel: cancel, stop: make(chan struct{}), reg: registry{queues: map[string]*tierQueue{}}}
+		ctx: tctx, cancel: cancel, stop: make(chan struct{}), reg: registry{queues: map[names.Queue]*tierQueue{}}}
 	if err := t.recover(ctx); err != nil {
 		t.Close(ctx)
 		return nil, err

@@ -127,13 +127,13 @@ func syncBenchRemote(t *testing.T, ctx context.Context, name, url, redisURL stri
 		var lat []time.Duration
 		for range lone {
 			start := time.Now()
-			if _, err := r.tier.Enqueue(ctx, queue, 0, payload, Sync); err != nil {
+			if _, err := r.tier.Enqueue(ctx, qn(queue), 0, payload, Sync); err != nil {
 				t.Fatal(err)
 			}
 			lat = append(lat, time.Since(start))
 		}
 		slices.Sort(lat)
-		q, _ := r.tier.queue(ctx, queue, false)
+		q, _ := r.tier.queue(ctx, qn(queue), false)
 		head0 := q.vol.Head()
 
 		var acked atomic.Int64
@@ -145,7 +145,7 @@ func syncBenchRemote(t *testing.T, ctx context.Context, name, url, redisURL stri
 			go func() {
 				defer wg.Done()
 				for wctx.Err() == nil {
-					if _, err := r.tier.Enqueue(wctx, queue, 0, payload, Sync); err != nil {
+					if _, err := r.tier.Enqueue(wctx, qn(queue), 0, payload, Sync); err != nil {
 						if wctx.Err() == nil {
 							t.Error(err)
 						}

@@ -21,6 +21,7 @@ import (
 	"github.com/echostore/echostore/internal/crashtest"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 )
 
 var servers testserver.Pool
@@ -116,7 +117,7 @@ func remoteJobs(ctx context.Context, url, volume string) (map[brand.ID]uint64, e
 func claimAll(ctx context.Context, c *mq.Client, q string) (map[brand.ID]int, error) {
 	got := map[brand.ID]int{}
 	for {
-		ds, err := c.Claim(ctx, q, "audit", 1000)
+		ds, err := c.Claim(ctx, qn(q), "audit", 1000)
 		if err != nil {
 			return nil, err
 		}
@@ -155,18 +156,18 @@ func newRig(t *testing.T, k int, topts TierOptions) (*rig, string) {
 func TestEnqueueSyncAsync(t *testing.T) {
 	ctx := t.Context()
 	r, url := newRig(t, 100, TierOptions{AsyncInterval: time.Hour})
-	s1, err := r.tier.Enqueue(ctx, "jobsA", 0, []byte(`{"n":1}`), Sync)
+	s1, err := r.tier.Enqueue(ctx, qn("jobsA"), 0, []byte(`{"n":1}`), Sync)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s1.LSN != 1 || s1.Volume != "accept.jobsA.0" || s1.Mode != Sync {
 		t.Fatalf("receipt %+v", s1)
 	}
-	a, err := r.tier.Enqueue(ctx, "jobsA", 0, []byte(`{"n":2}`), Async)
+	a, err := r.tier.Enqueue(ctx, qn("jobsA"), 0, []byte(`{"n":2}`), Async)
 	if err != nil || a.LSN != 0 {
 		t.Fatalf("async %+v %v", a, err)
 	}
-	s2, err := r.tier.Enqueue(ctx, "jobsA", 0, []byte(`{"n":3}`), Sync)
+	s2, err := r.tier.Enqueue(ctx, qn("jobsA"), 0, []byte(`{"n":3}`), Sync)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,11 +193,11 @@ func TestEnqueueSyncAsync(t *testing.T) {
 		}
 	}
 	// A second enqueue of a known id is refused before any side effect.
-	if _, err := r.tier.Enqueue(ctx, "jobsA", 0, []byte{0xff}, Async); !errors.Is(err, ErrInvalid) {
+	if _, err := r.tier.Enqueue(ctx, qn("jobsA"), 0, []byte{0xff}, Async); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("invalid UTF-8: %v", err)
 	}
-	if _, err := r.tier.Enqueue(ctx, "bad:name", 0, nil, Async); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("bad queue: %v", err)
+	if _, err := r.tier.Enqueue(ctx, names.Queue{}, 0, nil, Async); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("no queue: %v", err)
 	}
 }
 
@@ -223,7 +224,7 @@ func TestGroupCommit(t *testing.T) {
 	r.tier.rep = br
 	first := make(chan Receipt, 1)
 	go func() {
-		rc, err := r.tier.Enqueue(ctx, "grp", 0, []byte("first"), Sync)
+		rc, err := r.tier.Enqueue(ctx, qn("grp"), 0, []byte("first"), Sync)
 		if err != nil {
 			t.Error(err)
 		}
@@ -237,14 +238,14 @@ func TestGroupCommit(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rc, err := r.tier.Enqueue(ctx, "grp", 0, []byte("x"+strconv.Itoa(i)), Sync)
+			rc, err := r.tier.Enqueue(ctx, qn("grp"), 0, []byte("x"+strconv.Itoa(i)), Sync)
 			if err != nil {
 				t.Error(err)
 			}
 			lsns[i] = rc.LSN
 		}()
 	}
-	q, _ := r.tier.queue(ctx, "grp", false)
+	q, _ := r.tier.queue(ctx, qn("grp"), false)
 	// All 63 recorded and pending behind the held push.
 	waitIntake(t, q, fmt.Sprintf("%d jobs pending", n), func(in *intake) bool { return len(in.pending) == n })
 	close(br.release)
@@ -294,7 +295,7 @@ func TestEnqueueCrashChild(t *testing.T) {
 				if (i+w)%3 == 0 {
 					mode = Sync
 				}
-				rc, err := r.tier.Enqueue(ctx, "crashq", 0, []byte(fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)), mode)
+				rc, err := r.tier.Enqueue(ctx, qn("crashq"), 0, []byte(fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)), mode)
 				if err != nil {
 					t.Error(err)
 					return
@@ -450,7 +451,7 @@ func TestEnqueueMinIO(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rc, err := r.tier.Enqueue(ctx, "mq1", 0, []byte(`{"i":`+strconv.Itoa(i)+`}`), Sync)
+			rc, err := r.tier.Enqueue(ctx, qn("mq1"), 0, []byte(`{"i":`+strconv.Itoa(i)+`}`), Sync)
 			if err != nil {
 				t.Error(err)
 			}
@@ -515,13 +516,13 @@ func TestRemoteDown(t *testing.T) {
 	fr := &failingReplicator{Replicator: r.rep}
 	r.tier.rep = fr
 	var ids []brand.ID
-	rc, err := r.tier.Enqueue(ctx, "down", 0, []byte("1"), Sync)
+	rc, err := r.tier.Enqueue(ctx, qn("down"), 0, []byte("1"), Sync)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids = append(ids, rc.ID)
 	fr.fail.Store(true)
-	rc, err = r.tier.Enqueue(ctx, "down", 0, []byte("2"), Sync)
+	rc, err = r.tier.Enqueue(ctx, qn("down"), 0, []byte("2"), Sync)
 	if !errors.Is(err, errRemoteDown) {
 		t.Fatalf("sync enqueue with the remote down: %v", err)
 	}
@@ -533,13 +534,13 @@ func TestRemoteDown(t *testing.T) {
 	if r.tier, err = NewTier(ctx, r.out, r.gs, fr, r.mqc, TierOptions{AsyncInterval: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	rc, err = r.tier.Enqueue(ctx, "down", 0, []byte("3"), Async)
+	rc, err = r.tier.Enqueue(ctx, qn("down"), 0, []byte("3"), Async)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids = append(ids, rc.ID)
 	fr.fail.Store(false)
-	rc, err = r.tier.Enqueue(ctx, "down", 0, []byte("4"), Sync)
+	rc, err = r.tier.Enqueue(ctx, qn("down"), 0, []byte("4"), Sync)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,4 +562,24 @@ func TestRemoteDown(t *testing.T) {
 			t.Fatalf("job %s: remote %v, claimed %d", brand.JOB.Format(id), ok, got[id])
 		}
 	}
+}
+
+// qn returns queue name s checked; it panics if s is not a valid queue name
+// (test names are literals).
+func qn(s string) names.Queue {
+	q, err := names.ParseQueue(s)
+	if err != nil {
+		panic(err)
+	}
+	return q
+}
+
+// volName returns volume name s checked; it panics if s is not a valid
+// volume name (test names are made valid).
+func volName(s string) names.Volume {
+	v, err := names.ParseVolume(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

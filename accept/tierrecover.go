@@ -23,7 +23,7 @@ func (t *Tier) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	byQueue := map[string][]Intent{}
+	byQueue := map[names.Queue][]Intent{}
 	for _, in := range pend {
 		t.observeRecovered(in.ID, in.Queue)
 		byQueue[in.Queue] = append(byQueue[in.Queue], in)
@@ -34,10 +34,13 @@ func (t *Tier) recover(ctx context.Context) error {
 	}
 	suffix := "." + strconv.Itoa(int(t.opts.Node))
 	for _, v := range vols {
-		qn, ok := strings.CutPrefix(v.Volume, "accept.")
-		if qn, ok = strings.CutSuffix(qn, suffix); ok {
-			if _, seen := byQueue[qn]; !seen && names.Check(names.KindQueue, qn) == nil {
-				byQueue[qn] = nil
+		qs, ok := strings.CutPrefix(v.Volume, "accept.")
+		if qs, ok = strings.CutSuffix(qs, suffix); ok {
+			// A volume name from the store: its queue is checked here.
+			if qn, err := names.ParseQueue(qs); err == nil {
+				if _, seen := byQueue[qn]; !seen {
+					byQueue[qn] = nil
+				}
 			}
 		}
 	}
@@ -95,7 +98,7 @@ const RecoverLead = time.Hour
 
 // observeRecovered raises the minter's floor to id, a job id recovery found,
 // unless it lies more than RecoverLead ahead of the clock.
-func (t *Tier) observeRecovered(id brand.ID, q string) {
+func (t *Tier) observeRecovered(id brand.ID, q names.Queue) {
 	if !t.opts.Minter.ObserveWithin(id, RecoverLead) {
 		t.log.Warn("accept: recover: a job id lies far ahead of the clock; the minter's floor is not raised to it",
 			"queue", q, "id", brand.JOB.Format(id), "time", id.Time().Format(time.RFC3339))

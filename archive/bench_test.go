@@ -14,7 +14,7 @@ import (
 func BenchmarkFold(b *testing.B) {
 	ctx := context.Background()
 	st := openStore(b, b.TempDir())
-	v, err := st.CreateVolume(ctx, "archive.bench.fold")
+	v, err := st.CreateVolume(ctx, volName("archive.bench.fold"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,14 +48,14 @@ func BenchmarkRead100k(b *testing.B) {
 			batch[i] = []mq.Field{{Name: "user", Value: "u-1234"}, {Name: "kind", Value: "click"}, {Name: "n", Value: fmt.Sprint(i)}}
 		}
 		for range n / len(batch) {
-			if _, err := e.live.AppendBatch(ctx, e.q, s, batch); err != nil {
+			if _, err := e.live.AppendBatch(ctx, mustRef(b, e.q, s), batch); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
 	fill(e.s)
 	fill("live")
-	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: n / 100}); err != nil {
+	if _, err := e.a.Cycle(ctx, e.ref(), Window{Keep: n / 100}); err != nil {
 		b.Fatal(err)
 	}
 	count := func(b *testing.B, seq func(func(mq.Record, error) bool)) {
@@ -79,7 +79,7 @@ func BenchmarkRead100k(b *testing.B) {
 	})
 	b.Run("live-xrange", func(b *testing.B) {
 		for b.Loop() {
-			count(b, e.live.Read(ctx, e.q, "live", 0, brand.Max, 0, false))
+			count(b, e.live.Read(ctx, mustRef(b, e.q, "live"), 0, brand.Max, 0, false))
 		}
 		b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "records/s")
 	})

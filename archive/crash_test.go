@@ -50,7 +50,7 @@ func TestCrashCycling(t *testing.T) {
 	a, _ := New(Options{Store: e.st, Live: e.live, Logger: quietLog(), LeaseTTL: 300 * time.Millisecond})
 	e.a = a
 	above := len(all) - int(e.archivedCount(ctx))
-	if _, err := a.Cycle(ctx, e.q, e.s, Window{Keep: 3}); err != nil {
+	if _, err := a.Cycle(ctx, e.ref(), Window{Keep: 3}); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(all) - int(e.archivedCount(ctx)); n != min(3, above) {
@@ -70,7 +70,7 @@ func crashChild(t *testing.T, arg string) {
 	defer st.Close()
 	a, _ := New(Options{Store: st, Live: live, Logger: quietLog(), Chunk: 7, LeaseTTL: 300 * time.Millisecond})
 	for i := 0; ; i++ {
-		res, err := a.Cycle(ctx, parts[2], parts[3], Window{Keep: int64(i % 9)})
+		res, err := a.Cycle(ctx, mustRef(t, parts[2], parts[3]), Window{Keep: int64(i % 9)})
 		if err != nil {
 			t.Fatal(err)
 		}

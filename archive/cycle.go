@@ -146,26 +146,18 @@ func New(opts Options) (*Archiver, error) {
 	return &Archiver{opts: opts, log: opts.Logger}, nil
 }
 
-// volumeName is names.ArchiveVolume for names already checked.
-func volumeName(q, s string) string {
-	v, err := names.ArchiveVolume(q, s)
-	if err != nil {
-		return "archive." + q + "." + s
-	}
-	return v
-}
-
-// checkLocalOwner refuses, with an *OwnerError, a volume vname in the
-// store that records an owner other than o. No volume passes.
-func (a *Archiver) checkLocalOwner(ctx context.Context, vname string, o Owner) error {
-	vol, err := a.opts.Store.Volume(ctx, vname)
+// checkLocalOwner refuses, with an *OwnerError, the archive volume of o
+// (o.Volume()) in the store when it records an owner other than o. No
+// volume passes.
+func (a *Archiver) checkLocalOwner(ctx context.Context, o names.StreamRef) error {
+	vol, err := a.opts.Store.Volume(ctx, o.Volume())
 	if errors.Is(err, graft.ErrVolumeNotFound) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("archive %s: %w", o, err)
 	}
-	return CheckOwner(ctx, vol, o.Queue, o.Stream)
+	return CheckOwner(ctx, vol, o)
 }
 
 // CycleResult says what one cycle did.
@@ -201,59 +193,55 @@ type CycleResult struct {
 //
 // On any error nothing beyond what was folded is trimmed: the stream
 // over-retains. The error is logged and returned.
-func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleResult, err error) {
+func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (res CycleResult, err error) {
 	defer func() {
 		if err != nil {
 			a.log.Error("archive cycle failed; the stream keeps what was not trimmed",
-				"queue", q, "stream", s, "folded", res.Folded, "err", err)
+				"queue", ref.Queue(), "stream", ref.Stream(), "folded", res.Folded, "err", err)
 		}
 	}()
-	vname, err := names.ArchiveVolume(q, s)
-	if err != nil {
-		return res, err
-	}
+	vname := ref.Volume().String()
 	if w.Keep < 0 || w.MaxAge < 0 {
-		return res, fmt.Errorf("archive cycle %s/%s: negative window (keep %d, max age %v)", q, s, w.Keep, w.MaxAge)
+		return res, fmt.Errorf("archive cycle %s: negative window (keep %d, max age %v)", ref, w.Keep, w.MaxAge)
 	}
 	if a.opts.TrimAfter == TrimAfterRemote && a.opts.Pusher == nil {
-		return res, fmt.Errorf("archive cycle %s/%s: %w; pass --trim-after local or configure the remote", q, s, ErrNoRemote)
+		return res, fmt.Errorf("archive cycle %s: %w; pass --trim-after local or configure the remote", ref, ErrNoRemote)
 	}
-	owner := Owner{Queue: q, Stream: s}
 	// A volume of another stream (names with '.' share volume names) is
 	// refused before the lease is taken; again once the volume is open
 	// (a takeover may have pulled it), and by every fold and drop.
-	if err := a.checkLocalOwner(ctx, vname, owner); err != nil {
+	if err := a.checkLocalOwner(ctx, ref); err != nil {
 		return res, err
 	}
 	live := a.opts.Live
-	token, err := a.acquire(ctx, q, s)
+	token, err := a.acquire(ctx, ref)
 	if err != nil {
 		return res, err
 	}
 	res.Token = token
 	defer func() {
-		if _, rerr := releaseLease(context.WithoutCancel(ctx), live, q, s, token); rerr != nil {
-			a.log.Warn("archive lease not released; it expires by itself", "queue", q, "stream", s, "err", rerr)
+		if _, rerr := releaseLease(context.WithoutCancel(ctx), live, ref, token); rerr != nil {
+			a.log.Warn("archive lease not released; it expires by itself", "queue", ref.Queue(), "stream", ref.Stream(), "err", rerr)
 		}
 	}()
-	seam, ok, err := GetArchived(ctx, live, q, s)
+	seam, ok, err := GetArchived(ctx, live, ref)
 	if err != nil {
 		return res, err
 	}
-	vol, err := a.openVolume(ctx, q, s, vname, ok)
+	vol, err := a.openVolume(ctx, ref, ok)
 	if err != nil {
 		return res, err
 	}
-	if err := CheckOwner(ctx, vol, q, s); err != nil {
+	if err := CheckOwner(ctx, vol, ref); err != nil {
 		return res, err
 	}
-	if err := RegisterArchived(ctx, live, q, s); err != nil {
+	if err := RegisterArchived(ctx, live, ref); err != nil {
 		return res, err
 	}
 	if !a.opts.Retain.IsZero() {
 		defer func() {
 			if err == nil {
-				a.reclaim(ctx, q, s, vol)
+				a.reclaim(ctx, ref, vol)
 			}
 		}()
 	}
@@ -263,27 +251,27 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 	}
 	res.State = st
 	if ok && !st.Covers(seam.W) {
-		return res, fmt.Errorf("archive cycle %s/%s: %s ends at %s, the seam cache at %s: refusing to fold or trim; pull the volume first: %w",
-			q, s, vname, formatW(st), brand.EVT.Format(seam.W), ErrVolumeBehind)
+		return res, fmt.Errorf("archive cycle %s: %s ends at %s, the seam cache at %s: refusing to fold or trim; pull the volume first: %w",
+			ref, vname, formatW(st), brand.EVT.Format(seam.W), ErrVolumeBehind)
 	}
 	// With TrimAfterRemote the cache follows the pushes (it is rewritten
 	// after this cycle's push, only ever upwards): here only the stream's
 	// last id is raised to the local W.
 	if !st.Empty() && (!ok || seam.W != st.W || seam.LSN != st.LSN) {
-		if err := a.publish(ctx, q, s, st, a.localCache(st)); err != nil {
+		if err := a.publish(ctx, ref, st, a.localCache(st)); err != nil {
 			return res, err
 		}
 	}
-	cut, hasCut, err := live.WindowCut(ctx, q, s, w, a.opts.Clock())
+	cut, hasCut, err := live.WindowCut(ctx, ref, w, a.opts.Clock())
 	if err != nil {
 		return res, err
 	}
 	if !hasCut {
-		_, err := a.retain(ctx, q, s, vol, st, &res)
+		_, err := a.retain(ctx, ref, vol, st, &res)
 		return res, err
 	}
 	for {
-		if _, err := takeLease(ctx, live, q, s, token, a.opts.LeaseTTL); err != nil {
+		if _, err := takeLease(ctx, live, ref, token, a.opts.LeaseTTL); err != nil {
 			return res, err
 		}
 		from := brand.ID(0)
@@ -296,14 +284,14 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 		if cut == 0 || from > cut-1 {
 			break
 		}
-		slice, err := a.slice(ctx, q, s, from, cut-1)
+		slice, err := a.slice(ctx, ref, from, cut-1)
 		if err != nil {
 			return res, err
 		}
 		if len(slice) == 0 {
 			break
 		}
-		if st, err = foldAs(ctx, vol, slice, &owner); err != nil {
+		if st, err = foldAs(ctx, vol, slice, &ref); err != nil {
 			return res, err
 		}
 		res.Folded += int64(len(slice))
@@ -311,14 +299,14 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 		if a.afterFold != nil {
 			a.afterFold()
 		}
-		if err := a.publish(ctx, q, s, st, a.localCache(st)); err != nil {
+		if err := a.publish(ctx, ref, st, a.localCache(st)); err != nil {
 			return res, err
 		}
 		if len(slice) < a.opts.Chunk {
 			break
 		}
 	}
-	if st, err = a.retain(ctx, q, s, vol, st, &res); err != nil {
+	if st, err = a.retain(ctx, ref, vol, st, &res); err != nil {
 		return res, err
 	}
 	bound := st
@@ -327,7 +315,7 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 			return res, err
 		}
 		if !ok || bound.W >= seam.W {
-			if err := a.publish(ctx, q, s, st, bound); err != nil {
+			if err := a.publish(ctx, ref, st, bound); err != nil {
 				return res, err
 			}
 		}
@@ -339,32 +327,32 @@ func (a *Archiver) Cycle(ctx context.Context, q, s string, w Window) (res CycleR
 	if bound.W < cut {
 		minID = bound.W + 1
 	}
-	if _, err := takeLease(ctx, live, q, s, token, a.opts.LeaseTTL); err != nil {
+	if _, err := takeLease(ctx, live, ref, token, a.opts.LeaseTTL); err != nil {
 		return res, err
 	}
 	if a.beforeTrim != nil {
 		a.beforeTrim()
 	}
-	tr, err := fencedTrim(ctx, live, q, s, token, minID)
+	tr, err := fencedTrim(ctx, live, ref, token, minID)
 	if err != nil {
 		return res, err
 	}
 	res.Trimmed, res.MinXID, res.CappedBy = tr.Trimmed, tr.MinXID, tr.CappedBy
-	a.log.Debug("archive cycle", "queue", q, "stream", s, "folded", res.Folded, "trimmed", res.Trimmed,
+	a.log.Debug("archive cycle", "queue", ref.Queue(), "stream", ref.Stream(), "folded", res.Folded, "trimmed", res.Trimmed,
 		"w", formatW(st), "lsn", st.LSN, "capped_by", tr.CappedBy)
 	return res, nil
 }
 
 // retain applies Options.Retain to vol, whose state is st, and records
 // what it dropped in res.
-func (a *Archiver) retain(ctx context.Context, q, s string, vol *graft.Volume, st State, res *CycleResult) (State, error) {
+func (a *Archiver) retain(ctx context.Context, ref names.StreamRef, vol *graft.Volume, st State, res *CycleResult) (State, error) {
 	if a.opts.Retain.IsZero() || st.Empty() {
 		return st, nil
 	}
-	if _, err := takeLease(ctx, a.opts.Live, q, s, res.Token, a.opts.LeaseTTL); err != nil {
+	if _, err := takeLease(ctx, a.opts.Live, ref, res.Token, a.opts.LeaseTTL); err != nil {
 		return st, err
 	}
-	next, n, err := retainAs(ctx, vol, a.opts.Retain, a.opts.Clock(), &Owner{Queue: q, Stream: s})
+	next, n, err := retainAs(ctx, vol, a.opts.Retain, a.opts.Clock(), &ref)
 	if err != nil {
 		return st, err
 	}
@@ -373,31 +361,31 @@ func (a *Archiver) retain(ctx context.Context, q, s string, vol *graft.Volume, s
 		return next, nil
 	}
 	res.Dropped += int64(n)
-	a.log.Info("archive retention dropped records", "queue", q, "stream", s, "dropped", n, "low", next.Low, "lsn", next.LSN)
-	return next, a.publish(ctx, q, s, next, a.localCache(next))
+	a.log.Info("archive retention dropped records", "queue", ref.Queue(), "stream", ref.Stream(), "dropped", n, "low", next.Low, "lsn", next.LSN)
+	return next, a.publish(ctx, ref, next, a.localCache(next))
 }
 
 // reclaim runs the volume's GC after a successful cycle with retention, so
 // that dropped pages leave the disk once no snapshot and no unpushed LSN
 // needs them (graft's horizon rule). A failure is logged, not returned: the
 // cycle's work is done, and the next cycle tries again.
-func (a *Archiver) reclaim(ctx context.Context, q, s string, vol *graft.Volume) {
+func (a *Archiver) reclaim(ctx context.Context, ref names.StreamRef, vol *graft.Volume) {
 	st, err := vol.GC(ctx)
 	if err != nil {
-		a.log.Warn("archive GC failed; dropped pages stay on disk until the next cycle", "queue", q, "stream", s, "err", err)
+		a.log.Warn("archive GC failed; dropped pages stay on disk until the next cycle", "queue", ref.Queue(), "stream", ref.Stream(), "err", err)
 		return
 	}
 	if st.DroppedPages > 0 {
-		a.log.Info("archive GC reclaimed dropped pages", "queue", q, "stream", s, "pages", st.DroppedPages, "horizon", st.Horizon)
+		a.log.Info("archive GC reclaimed dropped pages", "queue", ref.Queue(), "stream", ref.Stream(), "pages", st.DroppedPages, "horizon", st.Horizon)
 	}
 }
 
 // slice reads up to one chunk of live records in [from, to].
-func (a *Archiver) slice(ctx context.Context, q, s string, from, to brand.ID) ([]mq.Record, error) {
+func (a *Archiver) slice(ctx context.Context, ref names.StreamRef, from, to brand.ID) ([]mq.Record, error) {
 	var out []mq.Record
-	for rec, err := range a.opts.Live.Read(ctx, q, s, from, to, a.opts.Chunk, false) {
+	for rec, err := range a.opts.Live.Read(ctx, ref, from, to, a.opts.Chunk, false) {
 		if err != nil {
-			return nil, fmt.Errorf("archive cycle %s/%s: read the slice to fold: %w", q, s, err)
+			return nil, fmt.Errorf("archive cycle %s: read the slice to fold: %w", ref, err)
 		}
 		out = append(out, rec)
 	}
@@ -415,14 +403,14 @@ func (a *Archiver) slice(ctx context.Context, q, s string, from, to brand.ID) ([
 // only unpushed local commits hold: a reset to the remote after a failed
 // push, which drops them, leaves the cache covered and the stream readable
 // and trimmable, and a copy behind the cache can always pull what it lacks.
-func (a *Archiver) publish(ctx context.Context, q, s string, top, cache State) error {
-	if _, err := a.opts.Live.SetID(ctx, q, s, top.W); err != nil {
+func (a *Archiver) publish(ctx context.Context, ref names.StreamRef, top, cache State) error {
+	if _, err := a.opts.Live.SetID(ctx, ref, top.W); err != nil {
 		return err
 	}
 	if cache.Empty() {
 		return nil
 	}
-	return PutArchived(ctx, a.opts.Live, q, s, Seam{W: cache.W, LSN: cache.LSN})
+	return PutArchived(ctx, a.opts.Live, ref, Seam{W: cache.W, LSN: cache.LSN})
 }
 
 // localCache is what the seam cache says after a local change of the
@@ -464,10 +452,10 @@ func (a *Archiver) pushed(ctx context.Context, vol *graft.Volume) (State, error)
 
 // acquire takes the stream's lease, waiting for a held one to expire, at
 // most Options.LeaseWait.
-func (a *Archiver) acquire(ctx context.Context, q, s string) (int64, error) {
+func (a *Archiver) acquire(ctx context.Context, ref names.StreamRef) (int64, error) {
 	deadline := time.Now().Add(a.opts.LeaseWait)
 	for {
-		l, err := takeLease(ctx, a.opts.Live, q, s, 0, a.opts.LeaseTTL)
+		l, err := takeLease(ctx, a.opts.Live, ref, 0, a.opts.LeaseTTL)
 		if err != nil {
 			return 0, err
 		}
@@ -476,10 +464,10 @@ func (a *Archiver) acquire(ctx context.Context, q, s string) (int64, error) {
 		}
 		wait := max(l.TTL, time.Millisecond)
 		if l.TTL < 0 || time.Until(deadline) < wait {
-			return 0, fmt.Errorf("archive cycle %s/%s: lease held by token %d for %v more: %w; retry later",
-				q, s, l.Token, l.TTL, ErrLeaseHeld)
+			return 0, fmt.Errorf("archive cycle %s: lease held by token %d for %v more: %w; retry later",
+				ref, l.Token, l.TTL, ErrLeaseHeld)
 		}
-		a.log.Info("archive lease held; waiting for it to expire", "queue", q, "stream", s, "token", l.Token, "ttl", l.TTL)
+		a.log.Info("archive lease held; waiting for it to expire", "queue", ref.Queue(), "stream", ref.Stream(), "token", l.Token, "ttl", l.TTL)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -492,10 +480,10 @@ func (a *Archiver) acquire(ctx context.Context, q, s string) (int64, error) {
 
 // Report says what a Driver's cycle did to one stream.
 type Report struct {
-	Queue, Stream string      // the stream
-	Window        Window      // its declared window
-	Result        CycleResult // what the cycle did
-	Err           error       // why it failed, nil if it did not
+	Ref    names.StreamRef // the stream
+	Window Window          // its declared window
+	Result CycleResult     // what the cycle did
+	Err    error           // why it failed, nil if it did not
 }
 
 // Driver runs cycles on a beat over its declared archived streams.
@@ -510,19 +498,19 @@ func (a *Archiver) NewDriver() *Driver {
 }
 
 // Declare sets the window of stream s of queue q.
-func (d *Driver) Declare(q, s string, w Window) error {
-	if _, err := names.ArchiveVolume(q, s); err != nil {
+func (d *Driver) Declare(ref names.StreamRef, w Window) error {
+	if err := checkRef(ref); err != nil {
 		return err
 	}
 	if err := w.Validate(); err != nil {
-		return fmt.Errorf("archive window of %s/%s: %w", q, s, err)
+		return fmt.Errorf("archive window of %s: %w", ref, err)
 	}
-	d.windows.Set(q, s, w)
+	d.windows.Set(ref, w)
 	return nil
 }
 
 // Forget stops driving stream s of queue q.
-func (d *Driver) Forget(q, s string) { d.windows.Delete(q, s) }
+func (d *Driver) Forget(ref names.StreamRef) { d.windows.Delete(ref) }
 
 // Cycle runs one cycle on every declared stream, in name order. One
 // stream's failure does not stop the others; the error joins theirs.
@@ -530,12 +518,12 @@ func (d *Driver) Cycle(ctx context.Context) ([]Report, error) {
 	declared := d.windows.Sorted()
 	reps := make([]Report, len(declared))
 	for i, sw := range declared {
-		reps[i] = Report{Queue: sw.Queue, Stream: sw.Stream, Window: sw.Window}
+		reps[i] = Report{Ref: sw.Ref, Window: sw.Window}
 	}
 	var errs []error
 	for i := range reps {
 		r := &reps[i]
-		r.Result, r.Err = d.a.Cycle(ctx, r.Queue, r.Stream, r.Window)
+		r.Result, r.Err = d.a.Cycle(ctx, r.Ref, r.Window)
 		if r.Err != nil {
 			errs = append(errs, r.Err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 	"pgregory.net/rapid"
 )
 
@@ -22,7 +23,7 @@ func TestCycleFoldsThenTrims(t *testing.T) {
 	ctx := testCtx(t)
 	e := newEnv(t, servers.Redis(t).URL, Options{Chunk: 32})
 	all := e.append(ctx, 100)
-	res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 10})
+	res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,20 +33,20 @@ func TestCycleFoldsThenTrims(t *testing.T) {
 	if live := e.liveIDs(ctx); !slices.Equal(live, all[90:]) {
 		t.Fatalf("live after cycle: %d ids", len(live))
 	}
-	seam, ok, err := GetArchived(ctx, e.live, e.q, e.s)
+	seam, ok, err := GetArchived(ctx, e.live, e.ref())
 	if err != nil || !ok || seam.W != all[89] || seam.LSN != res.State.LSN {
 		t.Fatalf("seam cache %+v %v %v, want W %v LSN %d", seam, ok, err, all[89], res.State.LSN)
 	}
-	if top, _ := e.live.Top(ctx, e.q, e.s); top < all[89] {
+	if top, _ := e.live.Top(ctx, e.ref()); top < all[89] {
 		t.Fatalf("stream top %v below W", top)
 	}
 	// Trim-only retention refuses the archived stream.
-	if _, err := e.live.TrimMinID(ctx, e.q, e.s, brand.Max); !errors.Is(err, mq.ErrArchived) {
+	if _, err := e.live.TrimMinID(ctx, e.ref(), brand.Max); !errors.Is(err, mq.ErrArchived) {
 		t.Fatalf("TrimMinID on an archived stream: %v", err)
 	}
 	e.audit(ctx, all)
 	// A second cycle with nothing new is a no-op.
-	if res, err = e.a.Cycle(ctx, e.q, e.s, Window{Keep: 10}); err != nil || res.Folded != 0 || res.Trimmed != 0 {
+	if res, err = e.a.Cycle(ctx, e.ref(), Window{Keep: 10}); err != nil || res.Folded != 0 || res.Trimmed != 0 {
 		t.Fatalf("idle cycle: %+v %v", res, err)
 	}
 	// Ranges and limits across the seam, both directions.
@@ -73,7 +74,7 @@ func TestCycleFoldsThenTrims(t *testing.T) {
 		}
 	}
 	// Archive only: no Redis needed.
-	arch := ids(t, MergeRead(ctx, Source{Queue: e.q, Stream: e.s, Volume: e.volume(ctx)}, All()))
+	arch := ids(t, MergeRead(ctx, Source{Ref: mustRef(t, e.q, e.s), Volume: e.volume(ctx)}, All()))
 	if !slices.Equal(arch, all[:90]) {
 		t.Fatalf("archive-only read: %d ids", len(arch))
 	}
@@ -83,7 +84,7 @@ func TestMergeReadRefusesMissingVolume(t *testing.T) {
 	ctx := testCtx(t)
 	e := newEnv(t, servers.Redis(t).URL, Options{})
 	all := e.append(ctx, 20)
-	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 5}); err != nil {
+	if _, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 5}); err != nil {
 		t.Fatal(err)
 	}
 	src := e.source(ctx)
@@ -96,7 +97,7 @@ func TestMergeReadRefusesMissingVolume(t *testing.T) {
 	}
 	// A volume behind the seam cache is refused too.
 	other := openStore(t, t.TempDir())
-	v, _ := other.CreateVolume(ctx, volumeName(e.q, e.s))
+	v, _ := other.CreateVolume(ctx, e.ref().Volume())
 	if _, err := Fold(ctx, v, recs(all[0])); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestCycleNeverTrimsPendingOrUndelivered(t *testing.T) {
 	r := servers.Redis(t)
 	e := newEnv(t, r.URL, Options{})
 	all := e.append(ctx, 50)
-	key := mq.StreamKey(e.q, e.s)
+	key := mq.StreamKey(e.ref())
 	if _, err := testserver.Do(ctx, r.Addr, "XGROUP", "CREATE", key, "g", "0"); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestCycleNeverTrimsPendingOrUndelivered(t *testing.T) {
 	if _, err := testserver.Do(ctx, r.Addr, "XACK", key, "g", all[0].RedisID(), all[1].RedisID(), all[2].RedisID()); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 5})
+	res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,19 +180,19 @@ func TestTrimAfterRemote(t *testing.T) {
 	url := servers.Redis(t).URL
 	e := newEnv(t, url, Options{TrimAfter: TrimAfterRemote})
 	e.append(ctx, 10)
-	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 2}); !errors.Is(err, ErrNoRemote) {
+	if _, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 2}); !errors.Is(err, ErrNoRemote) {
 		t.Fatalf("trim-after remote without a remote: %v, want ErrNoRemote", err)
 	}
-	if n, _ := e.live.Len(ctx, e.q, e.s); n != 10 {
+	if n, _ := e.live.Len(ctx, e.ref()); n != 10 {
 		t.Fatalf("refused cycle touched the stream: %d entries", n)
 	}
 	// graft's own replication with no remote attached: no trim.
 	e3 := newEnv(t, url, Options{TrimAfter: TrimAfterRemote, Pusher: graft.Replication{}})
 	e3.append(ctx, 10)
-	if _, err := e3.a.Cycle(ctx, e3.q, e3.s, Window{Keep: 2}); !errors.Is(err, graft.ErrNoRemote) {
+	if _, err := e3.a.Cycle(ctx, mustRef(t, e3.q, e3.s), Window{Keep: 2}); !errors.Is(err, graft.ErrNoRemote) {
 		t.Fatalf("graft.Replication without a remote: %v, want graft.ErrNoRemote", err)
 	}
-	if n, _ := e3.live.Len(ctx, e3.q, e3.s); n != 10 {
+	if n, _ := e3.live.Len(ctx, mustRef(t, e3.q, e3.s)); n != 10 {
 		t.Fatalf("cycle whose push failed trimmed: %d entries left", n)
 	}
 	// A remote that holds only the first fold's commit: the second fold is
@@ -199,7 +200,7 @@ func TestTrimAfterRemote(t *testing.T) {
 	p := &fakePusher{upTo: 1}
 	e2 := newEnv(t, url, Options{TrimAfter: TrimAfterRemote, Pusher: p, Chunk: 4})
 	all := e2.append(ctx, 10)
-	res, err := e2.a.Cycle(ctx, e2.q, e2.s, Window{Keep: 2})
+	res, err := e2.a.Cycle(ctx, mustRef(t, e2.q, e2.s), Window{Keep: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestFencedDriverCannotTrim(t *testing.T) {
 	e.a.beforeTrim = func() { close(stalled); <-resume }
 	errA := make(chan error, 1)
 	go func() {
-		_, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 20})
+		_, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 20})
 		errA <- err
 	}()
 	<-stalled
@@ -248,7 +249,7 @@ func TestFencedDriverCannotTrim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resB, err := b.Cycle(ctx, e.q, e.s, Window{Keep: 15})
+	resB, err := b.Cycle(ctx, e.ref(), Window{Keep: 15})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func TestFencedDriverCannotTrim(t *testing.T) {
 	}
 	// A held the lease with token 1; B released its token 2; a third holder
 	// takes token 3. A's trim must fail.
-	if l, err := takeLease(ctx, e.live, e.q, e.s, 0, time.Minute); err != nil || l.Held {
+	if l, err := takeLease(ctx, e.live, e.ref(), 0, time.Minute); err != nil || l.Held {
 		t.Fatal(l, err)
 	}
 	close(resume)
@@ -276,11 +277,11 @@ func TestCycleWaitsForADeadDriversLease(t *testing.T) {
 	ctx := testCtx(t)
 	e := newEnv(t, servers.Redis(t).URL, Options{LeaseTTL: time.Second})
 	all := e.append(ctx, 10)
-	dead, err := takeLease(ctx, e.live, e.q, e.s, 0, 300*time.Millisecond)
+	dead, err := takeLease(ctx, e.live, e.ref(), 0, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 1})
+	res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,11 +289,11 @@ func TestCycleWaitsForADeadDriversLease(t *testing.T) {
 		t.Fatalf("cycle %+v after dead token %d", res, dead.Token)
 	}
 	// A lease held beyond LeaseWait fails with ErrLeaseHeld.
-	if _, err := takeLease(ctx, e.live, e.q, e.s, 0, time.Minute); err != nil {
+	if _, err := takeLease(ctx, e.live, e.ref(), 0, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	short, _ := New(Options{Store: e.st, Live: e.live, Logger: quietLog(), LeaseWait: 10 * time.Millisecond})
-	if _, err := short.Cycle(ctx, e.q, e.s, Window{Keep: 1}); !errors.Is(err, ErrLeaseHeld) {
+	if _, err := short.Cycle(ctx, e.ref(), Window{Keep: 1}); !errors.Is(err, ErrLeaseHeld) {
 		t.Fatalf("held lease: %v, want ErrLeaseHeld", err)
 	}
 	e.audit(ctx, all)
@@ -322,9 +323,9 @@ func TestRedisRestartMidCycle(t *testing.T) {
 	}
 	// The client reconnects by itself; the cycle may or may not get its
 	// seam write and trim through, but must never lose a record.
-	e.a.Cycle(ctx, e.q, e.s, Window{Keep: 10})
+	e.a.Cycle(ctx, e.ref(), Window{Keep: 10})
 	e.a.afterFold = nil
-	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 10}); err != nil {
+	if _, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 10}); err != nil {
 		t.Fatal(err)
 	}
 	more := append(all, e.append(ctx, 5)...)
@@ -356,7 +357,7 @@ func TestRaceAppendsCyclesReads(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: int64(3 + n%11)}); err != nil {
+			if _, err := e.a.Cycle(ctx, e.ref(), Window{Keep: int64(3 + n%11)}); err != nil {
 				t.Error(err)
 				return
 			}
@@ -411,7 +412,7 @@ func TestRaceAppendsCyclesReads(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 1}); err != nil {
+	if _, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 1}); err != nil {
 		t.Fatal(err)
 	}
 	final := snapshot()
@@ -451,7 +452,7 @@ func TestCycleProperty(t *testing.T) {
 			}
 			keep := rapid.Int64Range(0, 30).Draw(rt, "keep")
 			before := int64(len(all)) - int64(e.archivedCount(ctx))
-			res, err := a.Cycle(ctx, q, "p", Window{Keep: keep})
+			res, err := a.Cycle(ctx, mustRef(t, q, "p"), Window{Keep: keep})
 			if err != nil {
 				rt.Fatalf("step %d: %v", step, err)
 			}
@@ -482,13 +483,13 @@ func TestCycleMaxAge(t *testing.T) {
 	later := time.Now().Add(time.Hour)
 	e := newEnv(t, servers.Redis(t).URL, Options{Clock: func() time.Time { return later }})
 	all := e.append(ctx, 12)
-	res, err := e.a.Cycle(ctx, e.q, e.s, Window{MaxAge: 30 * time.Minute})
+	res, err := e.a.Cycle(ctx, e.ref(), Window{MaxAge: 30 * time.Minute})
 	if err != nil || res.Folded != 12 || res.Trimmed != 12 {
 		t.Fatalf("cycle %+v %v", res, err)
 	}
 	// Both limits apply: the age limit does not bite, the count does.
 	more := e.append(ctx, 6)
-	if res, err = e.a.Cycle(ctx, e.q, e.s, Window{Keep: 4, MaxAge: 2 * time.Hour}); err != nil || res.Folded != 2 {
+	if res, err = e.a.Cycle(ctx, e.ref(), Window{Keep: 4, MaxAge: 2 * time.Hour}); err != nil || res.Folded != 2 {
 		t.Fatalf("cycle %+v %v", res, err)
 	}
 	e.audit(ctx, append(all, more...))
@@ -505,13 +506,13 @@ func TestRedisLostDataCannotHideAppends(t *testing.T) {
 	r := servers.Redis(t)
 	e := newEnv(t, r.URL, Options{})
 	all := e.append(ctx, 10)
-	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 0, MaxAge: time.Nanosecond}); err != nil {
+	if _, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 0, MaxAge: time.Nanosecond}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := testserver.Do(ctx, r.Addr, "DEL", mq.StreamKey(e.q, e.s), SeamKey(e.q, e.s)); err != nil {
+	if _, err := testserver.Do(ctx, r.Addr, "DEL", mq.StreamKey(e.ref()), SeamKey(e.ref())); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 5}); err != nil {
+	if _, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 5}); err != nil {
 		t.Fatal(err)
 	}
 	past, err := brand.NewMinter(0, brand.WithClock(func() time.Time { return all[0].Time().Add(-time.Minute) }))
@@ -523,7 +524,7 @@ func TestRedisLostDataCannotHideAppends(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer behind.Close()
-	id, err := behind.Append(ctx, e.q, e.s, mq.Field{Name: "late", Value: "1"})
+	id, err := behind.Append(ctx, e.ref(), mq.Field{Name: "late", Value: "1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,23 +541,23 @@ func TestDriverCyclesDeclaredStreams(t *testing.T) {
 	e.s = "other"
 	b := e.append(ctx, 4)
 	d := e.a.NewDriver()
-	if err := d.Declare(e.q, "events", Window{Keep: 3}); err != nil {
+	if err := d.Declare(mustRef(t, e.q, "events"), Window{Keep: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Declare(e.q, "other", Window{Keep: 1}); err != nil {
+	if err := d.Declare(mustRef(t, e.q, "other"), Window{Keep: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Declare(e.q, "bad:name", Window{Keep: 1}); err == nil {
-		t.Fatal("Declare accepted a bad name")
+	if err := d.Declare(names.StreamRef{}, Window{Keep: 1}); !errors.Is(err, names.ErrInvalid) {
+		t.Fatalf("Declare of no stream: %v, want names.ErrInvalid", err)
 	}
 	reps, err := d.Cycle(ctx)
-	if err != nil || len(reps) != 2 || reps[0].Stream != "events" || reps[0].Result.Folded != 7 || reps[1].Result.Folded != 3 {
+	if err != nil || len(reps) != 2 || reps[0].Ref.Stream().String() != "events" || reps[0].Result.Folded != 7 || reps[1].Result.Folded != 3 {
 		t.Fatalf("driver cycle: %+v %v", reps, err)
 	}
 	e.audit(ctx, b)
 	e.s = "events"
 	e.audit(ctx, a)
-	d.Forget(e.q, "other")
+	d.Forget(mustRef(t, e.q, "other"))
 	if reps, _ := d.Cycle(ctx); len(reps) != 1 {
 		t.Fatalf("after Forget: %d reports", len(reps))
 	}
@@ -574,7 +575,7 @@ func TestCycleOnCluster(t *testing.T) {
 	cl := servers.Cluster(t)
 	e := newEnv(t, "redis://"+strings.Join(cl.Addrs, ","), Options{Chunk: 5})
 	all := e.append(ctx, 30)
-	res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 4})
+	res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 4})
 	if err != nil || res.Folded != 26 || res.Trimmed != 26 {
 		t.Fatalf("cycle on a cluster: %+v %v", res, err)
 	}

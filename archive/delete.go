@@ -47,18 +47,14 @@ type DeleteResult struct {
 // share volume names), or with a remote attached and no owned local copy
 // the remote log's, is refused with an *OwnerError before anything is
 // deleted.
-func (a *Archiver) Delete(ctx context.Context, q, s string) (res DeleteResult, err error) {
-	vname, err := names.ArchiveVolume(q, s)
-	if err != nil {
-		return res, err
-	}
+func (a *Archiver) Delete(ctx context.Context, ref names.StreamRef) (res DeleteResult, err error) {
+	vname := ref.Volume().String()
 	res.Volume = vname
-	owner := Owner{Queue: q, Stream: s}
-	if err := a.checkLocalOwner(ctx, vname, owner); err != nil {
+	if err := a.checkLocalOwner(ctx, ref); err != nil {
 		return res, err
 	}
 	live := a.opts.Live
-	token, err := a.acquire(ctx, q, s)
+	token, err := a.acquire(ctx, ref)
 	if err != nil {
 		return res, err
 	}
@@ -68,32 +64,32 @@ func (a *Archiver) Delete(ctx context.Context, q, s string) (res DeleteResult, e
 		if deleted {
 			return // the delete removed the lease
 		}
-		if _, rerr := releaseLease(context.WithoutCancel(ctx), live, q, s, token); rerr != nil {
-			a.log.Warn("archive lease not released; it expires by itself", "queue", q, "stream", s, "err", rerr)
+		if _, rerr := releaseLease(context.WithoutCancel(ctx), live, ref, token); rerr != nil {
+			a.log.Warn("archive lease not released; it expires by itself", "queue", ref.Queue(), "stream", ref.Stream(), "err", rerr)
 		}
 	}()
 	// Again under the lease: a cycle of the other stream may have folded
 	// first in between. A data dir without an owned copy asks the remote
 	// log, which this delete would otherwise remove.
-	if err := a.checkLocalOwner(ctx, vname, owner); err != nil {
+	if err := a.checkLocalOwner(ctx, ref); err != nil {
 		return res, err
 	}
 	if rs := a.opts.Store.Remote(); rs != nil {
-		if err := a.checkRemoteOwner(ctx, rs, vname, owner); err != nil {
+		if err := a.checkRemoteOwner(ctx, rs, ref); err != nil {
 			return res, err
 		}
 	}
-	switch err := a.opts.Store.DropVolume(ctx, vname); {
+	switch err := a.opts.Store.DropVolume(ctx, ref.Volume()); {
 	case err == nil:
 		res.VolumeDropped = true
 	case !errors.Is(err, graft.ErrVolumeNotFound):
-		return res, fmt.Errorf("archive delete %s/%s: %w; nothing was deleted", q, s, err)
+		return res, fmt.Errorf("archive delete %s: %w; nothing was deleted", ref, err)
 	}
 	if rs := a.opts.Store.Remote(); rs != nil {
 		n, err := DeleteRemoteLog(ctx, rs, vname)
 		res.RemoteObjects = n
 		if err != nil {
-			return res, fmt.Errorf("archive delete %s/%s: the local volume is gone, the remote log only in part: %w; run the delete again", q, s, err)
+			return res, fmt.Errorf("archive delete %s: the local volume is gone, the remote log only in part: %w; run the delete again", ref, err)
 		}
 		res.RemoteDeleted = true
 	}
@@ -101,25 +97,27 @@ func (a *Archiver) Delete(ctx context.Context, q, s string) (res DeleteResult, e
 		a.afterDrop(token)
 	}
 	// Renew before the delete: the drop may have taken a while.
-	if _, err := takeLease(ctx, live, q, s, token, a.opts.LeaseTTL); err != nil {
-		return res, fmt.Errorf("archive delete %s/%s: %w", q, s, err)
+	if _, err := takeLease(ctx, live, ref, token, a.opts.LeaseTTL); err != nil {
+		return res, fmt.Errorf("archive delete %s: %w", ref, err)
 	}
-	n, err := deleteLiveStream(ctx, live, q, s, token)
+	n, err := deleteLiveStream(ctx, live, ref, token)
 	if err != nil {
-		return res, fmt.Errorf("archive delete %s/%s: %w", q, s, err)
+		return res, fmt.Errorf("archive delete %s: %w", ref, err)
 	}
 	deleted = true
 	res.LiveEntries = n
-	a.log.Info("archived stream deleted", "queue", q, "stream", s, "volume", vname,
+	a.log.Info("archived stream deleted", "queue", ref.Queue(), "stream", ref.Stream(), "volume", vname,
 		"volume_dropped", res.VolumeDropped, "remote_objects", res.RemoteObjects, "remote_deleted", res.RemoteDeleted, "live_entries", n)
 	return res, nil
 }
 
 // checkRemoteOwner refuses, with an *OwnerError, a delete of want when
-// the store holds no copy of vname that records an owner and the remote
-// log of vname records another owner.
-func (a *Archiver) checkRemoteOwner(ctx context.Context, rs remote.Store, vname string, want Owner) error {
-	if vol, err := a.opts.Store.Volume(ctx, vname); err == nil {
+// the store holds no copy of its archive volume (want.Volume()) that
+// records an owner and the remote log of that volume records another
+// owner.
+func (a *Archiver) checkRemoteOwner(ctx context.Context, rs remote.Store, want names.StreamRef) error {
+	vname := want.Volume().String()
+	if vol, err := a.opts.Store.Volume(ctx, want.Volume()); err == nil {
 		if _, ok, err := VolumeOwner(ctx, vol); err != nil || ok {
 			return err // an owner here was checked by checkLocalOwner
 		}
@@ -131,7 +129,7 @@ func (a *Archiver) checkRemoteOwner(ctx context.Context, rs remote.Store, vname 
 		return fmt.Errorf("archive delete %s: %w; nothing was deleted", want, err)
 	}
 	if ok && o != want {
-		return &OwnerError{Queue: want.Queue, Stream: want.Stream, Volume: vname, Owner: o}
+		return &OwnerError{Queue: want.Queue().String(), Stream: want.Stream().String(), Volume: vname, Owner: o}
 	}
 	return nil
 }

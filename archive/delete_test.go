@@ -18,12 +18,12 @@ func TestDeleteArchivedStream(t *testing.T) {
 	ctx := testCtx(t)
 	e := newEnv(t, servers.Redis(t).URL, Options{LeaseTTL: time.Second, LeaseWait: time.Millisecond})
 	all := e.append(ctx, 50)
-	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 10}); err != nil {
+	if _, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 10}); err != nil {
 		t.Fatal(err)
 	}
 	sib := &env{t: t, live: e.live, st: e.st, a: e.a, q: e.q, s: "sibling"}
 	sibAll := sib.append(ctx, 20)
-	if _, err := e.a.Cycle(ctx, sib.q, sib.s, Window{Keep: 5}); err != nil {
+	if _, err := e.a.Cycle(ctx, mustRef(t, sib.q, sib.s), Window{Keep: 5}); err != nil {
 		t.Fatal(err)
 	}
 	untouched := func(what string) {
@@ -31,12 +31,12 @@ func TestDeleteArchivedStream(t *testing.T) {
 		if got := ids(t, MergeRead(ctx, e.source(ctx), All())); !slices.Equal(got, all) {
 			t.Fatalf("%s: merge-read has %d ids, want %d", what, len(got), len(all))
 		}
-		if ok, err := IsArchived(ctx, e.live, e.q, e.s); err != nil || !ok {
+		if ok, err := IsArchived(ctx, e.live, e.ref()); err != nil || !ok {
 			t.Fatalf("%s: IsArchived = %v, %v", what, ok, err)
 		}
-		if l, err := takeLease(ctx, e.live, e.q, e.s, 0, time.Minute); err != nil || l.Held {
+		if l, err := takeLease(ctx, e.live, e.ref(), 0, time.Minute); err != nil || l.Held {
 			t.Fatalf("%s: the lease was not released: %+v, %v", what, l, err)
-		} else if _, err := releaseLease(ctx, e.live, e.q, e.s, l.Token); err != nil {
+		} else if _, err := releaseLease(ctx, e.live, e.ref(), l.Token); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -46,21 +46,21 @@ func TestDeleteArchivedStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.a.Delete(ctx, e.q, e.s); !errors.Is(err, graft.ErrVolumeInUse) {
+	if _, err := e.a.Delete(ctx, e.ref()); !errors.Is(err, graft.ErrVolumeInUse) {
 		t.Fatalf("Delete with a snapshot open: %v, want graft.ErrVolumeInUse", err)
 	}
 	snap.Close()
 	untouched("after a refused drop")
 
 	// A lease held by another (a running driver): nothing deleted.
-	held, err := takeLease(ctx, e.live, e.q, e.s, 0, time.Minute)
+	held, err := takeLease(ctx, e.live, e.ref(), 0, time.Minute)
 	if err != nil || held.Held {
 		t.Fatal(held, err)
 	}
-	if _, err := e.a.Delete(ctx, e.q, e.s); !errors.Is(err, ErrLeaseHeld) {
+	if _, err := e.a.Delete(ctx, e.ref()); !errors.Is(err, ErrLeaseHeld) {
 		t.Fatalf("Delete with the lease held: %v, want ErrLeaseHeld", err)
 	}
-	if _, err := releaseLease(ctx, e.live, e.q, e.s, held.Token); err != nil {
+	if _, err := releaseLease(ctx, e.live, e.ref(), held.Token); err != nil {
 		t.Fatal(err)
 	}
 	untouched("after a held lease")
@@ -70,16 +70,16 @@ func TestDeleteArchivedStream(t *testing.T) {
 	// tail alone.
 	var thief int64
 	e.a.afterDrop = func(token int64) {
-		if _, err := releaseLease(ctx, e.live, e.q, e.s, token); err != nil {
+		if _, err := releaseLease(ctx, e.live, e.ref(), token); err != nil {
 			t.Error(err)
 		}
-		l, err := takeLease(ctx, e.live, e.q, e.s, 0, time.Minute)
+		l, err := takeLease(ctx, e.live, e.ref(), 0, time.Minute)
 		if err != nil || l.Held {
 			t.Error(l, err)
 		}
 		thief = l.Token
 	}
-	if _, err := e.a.Delete(ctx, e.q, e.s); !errors.Is(err, ErrFenced) {
+	if _, err := e.a.Delete(ctx, e.ref()); !errors.Is(err, ErrFenced) {
 		t.Fatalf("Delete that lost its lease: %v, want ErrFenced", err)
 	}
 	e.a.afterDrop = nil
@@ -92,36 +92,36 @@ func TestDeleteArchivedStream(t *testing.T) {
 		}
 		break
 	}
-	if _, err := releaseLease(ctx, e.live, e.q, e.s, thief); err != nil {
+	if _, err := releaseLease(ctx, e.live, e.ref(), thief); err != nil {
 		t.Fatal(err)
 	}
 
 	// Run again: finishes the Redis part.
-	res, err := e.a.Delete(ctx, e.q, e.s)
+	res, err := e.a.Delete(ctx, e.ref())
 	if err != nil {
 		t.Fatalf("second Delete: %v", err)
 	}
-	if res.VolumeDropped || res.LiveEntries != 10 || res.Token <= thief || res.Volume != volumeName(e.q, e.s) {
+	if res.VolumeDropped || res.LiveEntries != 10 || res.Token <= thief || res.Volume != e.ref().Volume().String() {
 		t.Fatalf("second Delete: %+v (thief's token %d)", res, thief)
 	}
-	if n, err := e.live.Len(ctx, e.q, e.s); err != nil || n != 0 {
+	if n, err := e.live.Len(ctx, e.ref()); err != nil || n != 0 {
 		t.Fatalf("live entries after delete: %d, %v", n, err)
 	}
-	if _, ok, err := GetArchived(ctx, e.live, e.q, e.s); err != nil || ok {
+	if _, ok, err := GetArchived(ctx, e.live, e.ref()); err != nil || ok {
 		t.Fatalf("seam cache after delete: %v, %v", ok, err)
 	}
-	if ok, err := IsArchived(ctx, e.live, e.q, e.s); err != nil || ok {
+	if ok, err := IsArchived(ctx, e.live, e.ref()); err != nil || ok {
 		t.Fatalf("IsArchived after delete: %v, %v", ok, err)
 	}
 	if got := ids(t, MergeRead(ctx, e.source(ctx), All())); len(got) != 0 {
 		t.Fatalf("read after delete: %d ids", len(got))
 	}
 	// Tokens keep increasing after the delete.
-	l, err := takeLease(ctx, e.live, e.q, e.s, 0, time.Minute)
+	l, err := takeLease(ctx, e.live, e.ref(), 0, time.Minute)
 	if err != nil || l.Held || l.Token <= res.Token {
 		t.Fatalf("lease after delete: %+v, %v; want a token above %d", l, err, res.Token)
 	}
-	if _, err := releaseLease(ctx, e.live, e.q, e.s, l.Token); err != nil {
+	if _, err := releaseLease(ctx, e.live, e.ref(), l.Token); err != nil {
 		t.Fatal(err)
 	}
 	// The sibling is whole.
@@ -133,7 +133,7 @@ func TestDeleteArchivedStream(t *testing.T) {
 	if fresh[0] <= all[len(all)-1] {
 		t.Fatalf("new append %v at or below the old top %v", fresh[0], all[len(all)-1])
 	}
-	res2, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 3})
+	res2, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 3})
 	if err != nil || res2.Folded != 5 || res2.State.Pages != 5 {
 		t.Fatalf("cycle after delete: %+v, %v", res2, err)
 	}

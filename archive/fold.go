@@ -9,6 +9,7 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 )
 
 // Metadata keys of an archive volume, each set by every fold in the same
@@ -170,7 +171,7 @@ func Fold(ctx context.Context, vol *graft.Volume, slice []mq.Record) (State, err
 // refuses a volume that records another owner (*OwnerError, nothing
 // written), and it records owner in the commit when the volume has none
 // yet: the first fold, or the first after an upgrade.
-func foldAs(ctx context.Context, vol *graft.Volume, slice []mq.Record, owner *Owner) (State, error) {
+func foldAs(ctx context.Context, vol *graft.Volume, slice []mq.Record, owner *names.StreamRef) (State, error) {
 	if err := checkSlice(slice); err != nil {
 		return State{}, err
 	}
@@ -183,10 +184,10 @@ func foldAs(ctx context.Context, vol *graft.Volume, slice []mq.Record, owner *Ow
 	st, err := stateAt(ctx, snap)
 	adopt := false
 	if err == nil && owner != nil {
-		var o Owner
+		var o names.StreamRef
 		var has bool
 		if o, has, err = ownerAt(ctx, snap); err == nil && has && o != *owner {
-			err = &OwnerError{Queue: owner.Queue, Stream: owner.Stream, Volume: vol.Name(), Owner: o}
+			err = &OwnerError{Queue: owner.Queue().String(), Stream: owner.Stream().String(), Volume: vol.Name(), Owner: o}
 		}
 		adopt = !has
 	}
@@ -219,7 +220,7 @@ func foldAs(ctx context.Context, vol *graft.Volume, slice []mq.Record, owner *Ow
 		return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
 	}
 	if adopt {
-		if err := txn.SetMeta(MetaOwner, owner.encode()); err != nil {
+		if err := txn.SetMeta(MetaOwner, encodeOwner(*owner)); err != nil {
 			return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
 		}
 	}

@@ -25,7 +25,7 @@ func recs(ids ...brand.ID) []mq.Record {
 
 func testVolume(t *testing.T) *graft.Volume {
 	st := openStore(t, t.TempDir())
-	v, err := st.CreateVolume(testCtx(t), "archive.q.s")
+	v, err := st.CreateVolume(testCtx(t), volName("archive.q.s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestFoldRejectsBadSlicesBeforeAnySideEffect(t *testing.T) {
 func TestFoldCommitErrorIsTheEngines(t *testing.T) {
 	ctx := testCtx(t)
 	st := openStore(t, t.TempDir())
-	v, _ := st.CreateVolume(ctx, "archive.q.s")
+	v, _ := st.CreateVolume(ctx, volName("archive.q.s"))
 	big := mq.Record{ID: 1, Fields: []mq.Field{{Name: "a", Value: string(make([]byte, graft.DefaultMaxPageSize))}}}
 	// mq.Limits allows 1 MiB of names and values; the page adds its
 	// framing, so graft refuses it: the error is the engine's.

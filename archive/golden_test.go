@@ -166,7 +166,7 @@ func goldenVolume(t *testing.T, src string, fill func(*graft.Volume)) *graft.Vol
 		if err != nil {
 			t.Fatal(err)
 		}
-		vol, err := s.CreateVolume(ctx, "archive.q.s")
+		vol, err := s.CreateVolume(ctx, volName("archive.q.s"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +189,7 @@ func openCopy(t *testing.T, src string) *graft.Volume {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	vol, err := s.Volume(t.Context(), "archive.q.s")
+	vol, err := s.Volume(t.Context(), volName("archive.q.s"))
 	if err != nil {
 		t.Fatal(err)
 	}

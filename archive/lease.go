@@ -9,6 +9,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 )
 
 // The archive driver's lease with fencing tokens, the trim that checks the
@@ -35,56 +36,56 @@ type lease struct {
 // another token is reported (Held, with its remaining TTL), not waited for.
 // Renewing a token that expired and was taken over since fails with
 // ErrFenced.
-func takeLease(ctx context.Context, live Live, q, s string, token int64, ttl time.Duration) (lease, error) {
-	if err := checkQS(q, s); err != nil {
+func takeLease(ctx context.Context, live Live, ref names.StreamRef, token int64, ttl time.Duration) (lease, error) {
+	if err := checkRef(ref); err != nil {
 		return lease{}, err
 	}
 	if ttl < time.Millisecond {
-		return lease{}, fmt.Errorf("lease on %s: ttl %v below 1ms", where(q, s), ttl)
+		return lease{}, fmt.Errorf("lease on %s: ttl %v below 1ms", where(ref), ttl)
 	}
 	tok := ""
 	if token != 0 {
 		tok = strconv.FormatInt(token, 10)
 	}
-	keys := []string{LeaseKey(q, s), LeaseSeqKey(q, s)}
+	keys := []string{LeaseKey(ref), LeaseSeqKey(ref)}
 	args := []string{strconv.FormatInt(ttl.Milliseconds(), 10), tok}
 	reply, err := live.Run(ctx, scriptLease, keys, args).Strings()
 	if err != nil {
-		return lease{}, fmt.Errorf("lease on %s: %w", where(q, s), err)
+		return lease{}, fmt.Errorf("lease on %s: %w", where(ref), err)
 	}
 	switch {
 	case len(reply) == 1 && reply[0] == "LOST":
-		return lease{}, fmt.Errorf("renew lease %d on %s: %w", token, where(q, s), ErrFenced)
+		return lease{}, fmt.Errorf("renew lease %d on %s: %w", token, where(ref), ErrFenced)
 	case len(reply) == 2 && reply[0] == "OK":
 		t, err := strconv.ParseInt(reply[1], 10, 64)
 		if err != nil {
-			return lease{}, fmt.Errorf("lease on %s: bad token %q", where(q, s), reply[1])
+			return lease{}, fmt.Errorf("lease on %s: bad token %q", where(ref), reply[1])
 		}
 		return lease{Token: t}, nil
 	case len(reply) == 3 && reply[0] == "HELD":
 		t, err1 := strconv.ParseInt(reply[1], 10, 64)
 		ms, err2 := strconv.ParseInt(reply[2], 10, 64)
 		if err1 != nil || err2 != nil {
-			return lease{}, fmt.Errorf("lease on %s: bad reply %q", where(q, s), reply)
+			return lease{}, fmt.Errorf("lease on %s: bad reply %q", where(ref), reply)
 		}
 		if token != 0 {
-			return lease{}, fmt.Errorf("renew lease %d on %s: held by %d: %w", token, where(q, s), t, ErrFenced)
+			return lease{}, fmt.Errorf("renew lease %d on %s: held by %d: %w", token, where(ref), t, ErrFenced)
 		}
 		return lease{Token: t, Held: true, TTL: time.Duration(ms) * time.Millisecond}, nil
 	}
-	return lease{}, fmt.Errorf("lease on %s: unexpected reply %q", where(q, s), reply)
+	return lease{}, fmt.Errorf("lease on %s: unexpected reply %q", where(ref), reply)
 }
 
 // releaseLease gives up the lease on stream s of queue q if token holds
 // it, and reports whether it did.
-func releaseLease(ctx context.Context, live Live, q, s string, token int64) (bool, error) {
-	if err := checkQS(q, s); err != nil {
+func releaseLease(ctx context.Context, live Live, ref names.StreamRef, token int64) (bool, error) {
+	if err := checkRef(ref); err != nil {
 		return false, err
 	}
-	n, err := live.Run(ctx, scriptLeaseRelease, []string{LeaseKey(q, s)},
+	n, err := live.Run(ctx, scriptLeaseRelease, []string{LeaseKey(ref)},
 		[]string{strconv.FormatInt(token, 10)}).Int()
 	if err != nil {
-		return false, fmt.Errorf("release lease on %s: %w", where(q, s), err)
+		return false, fmt.Errorf("release lease on %s: %w", where(ref), err)
 	}
 	return n == 1, nil
 }
@@ -95,27 +96,27 @@ func releaseLease(ctx context.Context, live Live, q, s string, token int64) (boo
 // lease; otherwise it trims nothing and fails with ErrFenced. The check and
 // the trim are one script (scriptFencedTrim). It trims archived streams: it
 // is the archive driver's trim, after its fold.
-func fencedTrim(ctx context.Context, live Live, q, s string, token int64, minID brand.ID) (mq.TrimResult, error) {
-	if err := checkQS(q, s); err != nil {
+func fencedTrim(ctx context.Context, live Live, ref names.StreamRef, token int64, minID brand.ID) (mq.TrimResult, error) {
+	if err := checkRef(ref); err != nil {
 		return mq.TrimResult{}, err
 	}
-	keys := []string{mq.StreamKey(q, s), LeaseKey(q, s)}
+	keys := []string{mq.StreamKey(ref), LeaseKey(ref)}
 	args := []string{strconv.FormatInt(token, 10), minID.RedisID()}
 	reply, err := live.Run(ctx, scriptFencedTrim, keys, args).Strings()
 	if err != nil {
-		return mq.TrimResult{}, fmt.Errorf("fenced trim %s to %s: %w", where(q, s), minID.RedisID(), err)
+		return mq.TrimResult{}, fmt.Errorf("fenced trim %s to %s: %w", where(ref), minID.RedisID(), err)
 	}
 	switch {
 	case len(reply) == 1 && reply[0] == "FENCED":
-		return mq.TrimResult{}, fmt.Errorf("trim %s with lease token %d: %w", where(q, s), token, ErrFenced)
+		return mq.TrimResult{}, fmt.Errorf("trim %s with lease token %d: %w", where(ref), token, ErrFenced)
 	case len(reply) == 4 && reply[0] == "OK":
 		n, err := strconv.ParseInt(reply[1], 10, 64)
 		if err != nil {
-			return mq.TrimResult{}, fmt.Errorf("fenced trim %s: bad count %q", where(q, s), reply[1])
+			return mq.TrimResult{}, fmt.Errorf("fenced trim %s: bad count %q", where(ref), reply[1])
 		}
 		return mq.TrimResult{MinXID: reply[2], Trimmed: n, CappedBy: reply[3]}, nil
 	}
-	return mq.TrimResult{}, fmt.Errorf("fenced trim %s: unexpected reply %q", where(q, s), reply)
+	return mq.TrimResult{}, fmt.Errorf("fenced trim %s: unexpected reply %q", where(ref), reply)
 }
 
 // deleteLiveStream deletes stream s of queue q from the live tier: the
@@ -124,25 +125,25 @@ func fencedTrim(ctx context.Context, live Live, q, s string, token int64, minID 
 // stream's lease (take it with takeLease). With another token, or none, on
 // the lease it deletes nothing and fails with ErrFenced. The lease's token
 // counter is kept. It returns the number of entries the stream held.
-func deleteLiveStream(ctx context.Context, live Live, q, s string, token int64) (int64, error) {
-	if err := checkQS(q, s); err != nil {
+func deleteLiveStream(ctx context.Context, live Live, ref names.StreamRef, token int64) (int64, error) {
+	if err := checkRef(ref); err != nil {
 		return 0, err
 	}
-	keys := []string{mq.StreamKey(q, s), SeamKey(q, s), mq.ArchivedSetKey(q), LeaseKey(q, s)}
-	args := []string{strconv.FormatInt(token, 10), s}
+	keys := []string{mq.StreamKey(ref), SeamKey(ref), mq.ArchivedSetKey(ref.Queue()), LeaseKey(ref)}
+	args := []string{strconv.FormatInt(token, 10), ref.Stream().String()}
 	reply, err := live.Run(ctx, scriptDeleteStream, keys, args).Strings()
 	if err != nil {
-		return 0, fmt.Errorf("delete %s: %w", where(q, s), err)
+		return 0, fmt.Errorf("delete %s: %w", where(ref), err)
 	}
 	switch {
 	case len(reply) == 1 && reply[0] == "FENCED":
-		return 0, fmt.Errorf("delete %s with lease token %d: %w", where(q, s), token, ErrFenced)
+		return 0, fmt.Errorf("delete %s with lease token %d: %w", where(ref), token, ErrFenced)
 	case len(reply) == 2 && reply[0] == "OK":
 		n, err := strconv.ParseInt(reply[1], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("delete %s: bad count %q", where(q, s), reply[1])
+			return 0, fmt.Errorf("delete %s: bad count %q", where(ref), reply[1])
 		}
 		return n, nil
 	}
-	return 0, fmt.Errorf("delete %s: unexpected reply %q", where(q, s), reply)
+	return 0, fmt.Errorf("delete %s: unexpected reply %q", where(ref), reply)
 }

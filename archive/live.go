@@ -20,18 +20,18 @@ import (
 type Live interface {
 	// Read yields the records of stream s of queue q with ids in
 	// [from, to] (mq.Client.Read).
-	Read(ctx context.Context, q, s string, from, to brand.ID, count int, reverse bool) iter.Seq2[mq.Record, error]
+	Read(ctx context.Context, ref names.StreamRef, from, to brand.ID, count int, reverse bool) iter.Seq2[mq.Record, error]
 	// NewCursor returns a cursor over the same range, read page by page
 	// (mq.Client.NewCursor).
-	NewCursor(q, s string, from, to brand.ID, reverse bool) (*mq.Cursor, error)
+	NewCursor(ref names.StreamRef, from, to brand.ID, reverse bool) (*mq.Cursor, error)
 	// Info describes stream s of queue q (mq.Client.Info).
-	Info(ctx context.Context, q, s string) (mq.StreamInfo, error)
+	Info(ctx context.Context, ref names.StreamRef) (mq.StreamInfo, error)
 	// SetID raises the stream's last id to id, never lowers it
 	// (mq.Client.SetID).
-	SetID(ctx context.Context, q, s string, id brand.ID) (brand.ID, error)
+	SetID(ctx context.Context, ref names.StreamRef, id brand.ID) (brand.ID, error)
 	// WindowCut is the lowest id window w keeps live at now, computed as
 	// mq's retention computes its trim point (mq.Client.WindowCut).
-	WindowCut(ctx context.Context, q, s string, w Window, now time.Time) (cut brand.ID, ok bool, err error)
+	WindowCut(ctx context.Context, ref names.StreamRef, w Window, now time.Time) (cut brand.ID, ok bool, err error)
 	// Run runs one of the archive's scripts (mq.Client.Run).
 	Run(ctx context.Context, script *mq.Script, keys, args []string) mq.Reply
 	// ScanKeys yields the keys of a pattern and type on every master
@@ -61,24 +61,25 @@ func present(live Live) bool {
 
 // SeamKey returns the key of the seam cache of stream s of queue q:
 // emq:{q}:stream:s:archived.
-func SeamKey(q, s string) string { return mq.StreamKey(q, s) + ":archived" }
+func SeamKey(ref names.StreamRef) string { return mq.StreamKey(ref) + ":archived" }
 
 // LeaseKey returns the key of the archive driver's lease on stream s of
 // queue q: emq:{q}:stream:s:lease. Its value is the holder's fencing token.
-func LeaseKey(q, s string) string { return mq.StreamKey(q, s) + ":lease" }
+func LeaseKey(ref names.StreamRef) string { return mq.StreamKey(ref) + ":lease" }
 
 // LeaseSeqKey returns the key of the counter that mints fencing tokens for
 // the lease on stream s: emq:{q}:stream:s:lease:seq. It outlives every
 // lease, so tokens increase across holders.
-func LeaseSeqKey(q, s string) string { return LeaseKey(q, s) + ":seq" }
+func LeaseSeqKey(ref names.StreamRef) string { return LeaseKey(ref) + ":seq" }
 
-// checkQS checks a queue and a stream name.
-func checkQS(q, s string) error {
-	if err := names.Check(names.KindQueue, q); err != nil {
-		return err
+// checkRef refuses the zero StreamRef: the names types are checked when
+// made, so "no name" is all that is left to refuse.
+func checkRef(ref names.StreamRef) error {
+	if ref.IsZero() {
+		return fmt.Errorf("no stream given: %w", names.ErrInvalid)
 	}
-	return names.Check(names.KindStream, s)
+	return nil
 }
 
 // where names a stream in error messages.
-func where(q, s string) string { return fmt.Sprintf("stream %s/%s", q, s) }
+func where(ref names.StreamRef) string { return "stream " + ref.String() }

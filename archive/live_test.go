@@ -62,9 +62,9 @@ func exists(t testing.TB, live Live, key string) bool {
 // test ./archive -run Golden -update` rewrites the file.
 func TestGoldenArchiveKeysV1(t *testing.T) {
 	rows := []struct{ name, got, want string }{
-		{"seam cache", SeamKey("q", "s"), "emq:{q}:stream:s:archived"},
-		{"lease", LeaseKey("q", "s"), "emq:{q}:stream:s:lease"},
-		{"lease seq", LeaseSeqKey("q", "s"), "emq:{q}:stream:s:lease:seq"},
+		{"seam cache", SeamKey(mustRef(t, "q", "s")), "emq:{q}:stream:s:archived"},
+		{"lease", LeaseKey(mustRef(t, "q", "s")), "emq:{q}:stream:s:lease"},
+		{"lease seq", LeaseSeqKey(mustRef(t, "q", "s")), "emq:{q}:stream:s:lease:seq"},
 	}
 	var enc strings.Builder
 	enc.WriteString("# Redis keys of the archive, layout 1 (docs/FORMAT.md): name<TAB>value\n")
@@ -82,7 +82,7 @@ func TestGoldenArchiveKeysV1(t *testing.T) {
 			t.Fatalf("%s = %s, the spec gives %s", name, val, r.want)
 		}
 	}
-	seam, ok, err := parseSeam(SeamKey("q", "s"), map[string]string{"w": "EVT_0000000040005", "xid": "1704067200001-5", "lsn": "7"})
+	seam, ok, err := parseSeam(SeamKey(mustRef(t, "q", "s")), map[string]string{"w": "EVT_0000000040005", "xid": "1704067200001-5", "lsn": "7"})
 	if err != nil || !ok || seam.W != brand.ID(1<<22|5) || seam.LSN != 7 {
 		t.Fatalf("seam cache: %+v %v %v", seam, ok, err)
 	}
@@ -92,19 +92,19 @@ func TestSeamCache(t *testing.T) {
 	eachLive(t, func(t *testing.T, c *mq.Client, _ []string) {
 		ctx := testCtx(t)
 		q := queueName(t)
-		if _, ok, err := GetArchived(ctx, c, q, "s"); ok || err != nil {
+		if _, ok, err := GetArchived(ctx, c, mustRef(t, q, "s")); ok || err != nil {
 			t.Fatalf("GetArchived before any put: %v, %v", ok, err)
 		}
 		w := brand.FirstAt(time.Now()) + 7
-		if err := PutArchived(ctx, c, q, "s", Seam{W: w, LSN: 42}); err != nil {
+		if err := PutArchived(ctx, c, mustRef(t, q, "s"), Seam{W: w, LSN: 42}); err != nil {
 			t.Fatal(err)
 		}
-		seam, ok, err := GetArchived(ctx, c, q, "s")
+		seam, ok, err := GetArchived(ctx, c, mustRef(t, q, "s"))
 		if err != nil || !ok || seam != (Seam{W: w, LSN: 42}) {
 			t.Fatalf("GetArchived = %+v, %v, %v", seam, ok, err)
 		}
 		// Plain strings any client can read.
-		flat, err := raw(t, c, "HGETALL", SeamKey(q, "s")).Strings()
+		flat, err := raw(t, c, "HGETALL", SeamKey(mustRef(t, q, "s"))).Strings()
 		want := map[string]string{"w": brand.EVT.Format(w), "xid": w.RedisID(), "lsn": "42"}
 		if err != nil || len(flat) != 6 {
 			t.Fatalf("seam hash %v, %v", flat, err)
@@ -114,14 +114,14 @@ func TestSeamCache(t *testing.T) {
 				t.Fatalf("seam hash %v, want %v", flat, want)
 			}
 		}
-		if ok, err := IsArchived(ctx, c, q, "s"); !ok || err != nil {
+		if ok, err := IsArchived(ctx, c, mustRef(t, q, "s")); !ok || err != nil {
 			t.Fatalf("IsArchived after PutArchived = %v, %v", ok, err)
 		}
-		if ok, _ := IsArchived(ctx, c, q, "t"); ok {
+		if ok, _ := IsArchived(ctx, c, mustRef(t, q, "t")); ok {
 			t.Fatal("an unregistered stream is archived")
 		}
-		raw(t, c, "HSET", SeamKey(q, "s"), "xid", "1-1")
-		if _, _, err := GetArchived(ctx, c, q, "s"); !errors.Is(err, ErrBadSeam) {
+		raw(t, c, "HSET", SeamKey(mustRef(t, q, "s")), "xid", "1-1")
+		if _, _, err := GetArchived(ctx, c, mustRef(t, q, "s")); !errors.Is(err, ErrBadSeam) {
 			t.Fatalf("GetArchived of a mismatched xid = %v, want ErrBadSeam", err)
 		}
 	})
@@ -136,14 +136,14 @@ func TestArchivedStreams(t *testing.T) {
 	eachLive(t, func(t *testing.T, c *mq.Client, masters []string) {
 		ctx := testCtx(t)
 		base := queueName(t)
-		want := map[StreamRef]bool{}
+		want := map[names.StreamRef]bool{}
 		for i := range 40 {
 			q := fmt.Sprintf("%s.q%d", base, i)
 			for _, s := range []string{"a", "b.c"}[:1+i%2] {
-				if err := RegisterArchived(ctx, c, q, s); err != nil {
+				if err := RegisterArchived(ctx, c, mustRef(t, q, s)); err != nil {
 					t.Fatal(err)
 				}
-				want[StreamRef{q, s}] = true
+				want[mustRef(t, q, s)] = true
 			}
 		}
 		raw(t, c, "SADD", "emq:{"+base+".bad:name}:archived", "a")        // a queue name with ':'
@@ -151,12 +151,12 @@ func TestArchivedStreams(t *testing.T) {
 		raw(t, c, "SADD", "emq:{"+base+".q0}:archived", "bad:stream", "") // members that are no stream names
 		raw(t, c, "SET", "emq:{"+base+".string}:archived", "a")           // not a set
 
-		got := map[StreamRef]bool{}
+		got := map[names.StreamRef]bool{}
 		for ref, err := range ArchivedStreams(ctx, c) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.HasPrefix(ref.Queue, base+".") {
+			if !strings.HasPrefix(ref.Queue().String(), base+".") {
 				continue // another test's
 			}
 			if got[ref] {
@@ -219,11 +219,11 @@ func TestDeleteLiveStream(t *testing.T) {
 		setup := func(s string) {
 			t.Helper()
 			for i := 0; i < 3; i++ {
-				if _, err := c.Append(ctx, q, s, mq.Field{Name: "k", Value: "v"}); err != nil {
+				if _, err := c.Append(ctx, mustRef(t, q, s), mq.Field{Name: "k", Value: "v"}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := PutArchived(ctx, c, q, s, Seam{W: brand.ID(1) << 22, LSN: 1}); err != nil {
+			if err := PutArchived(ctx, c, mustRef(t, q, s), Seam{W: brand.ID(1) << 22, LSN: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -231,108 +231,113 @@ func TestDeleteLiveStream(t *testing.T) {
 		setup("sib")
 		allThere := func(s string) {
 			t.Helper()
-			for _, k := range []string{mq.StreamKey(q, s), SeamKey(q, s)} {
+			for _, k := range []string{mq.StreamKey(mustRef(t, q, s)), SeamKey(mustRef(t, q, s))} {
 				if !exists(t, c, k) {
 					t.Fatalf("%s deleted", k)
 				}
 			}
-			if ok, err := IsArchived(ctx, c, q, s); err != nil || !ok {
+			if ok, err := IsArchived(ctx, c, mustRef(t, q, s)); err != nil || !ok {
 				t.Fatalf("IsArchived(%s) = %v, %v", s, ok, err)
 			}
 		}
 
 		// No lease at all: fenced.
-		if _, err := deleteLiveStream(ctx, c, q, "s", 1); !errors.Is(err, ErrFenced) {
+		if _, err := deleteLiveStream(ctx, c, mustRef(t, q, "s"), 1); !errors.Is(err, ErrFenced) {
 			t.Fatalf("delete without lease: %v, want ErrFenced", err)
 		}
 		allThere("s")
 
 		// Another holder's token: fenced, its lease kept.
-		other, err := takeLease(ctx, c, q, "s", 0, time.Minute)
+		other, err := takeLease(ctx, c, mustRef(t, q, "s"), 0, time.Minute)
 		if err != nil || other.Held {
 			t.Fatalf("takeLease: %+v, %v", other, err)
 		}
 		for _, tok := range []int64{other.Token + 1, other.Token - 1, 0} {
-			if _, err := deleteLiveStream(ctx, c, q, "s", tok); !errors.Is(err, ErrFenced) {
+			if _, err := deleteLiveStream(ctx, c, mustRef(t, q, "s"), tok); !errors.Is(err, ErrFenced) {
 				t.Fatalf("delete with token %d while %d holds: %v, want ErrFenced", tok, other.Token, err)
 			}
 		}
 		allThere("s")
-		if !exists(t, c, LeaseKey(q, "s")) {
+		if !exists(t, c, LeaseKey(mustRef(t, q, "s"))) {
 			t.Fatal("a fenced delete removed the holder's lease")
 		}
-		if _, err := releaseLease(ctx, c, q, "s", other.Token); err != nil {
+		if _, err := releaseLease(ctx, c, mustRef(t, q, "s"), other.Token); err != nil {
 			t.Fatal(err)
 		}
 
 		// Our own lease: deleted.
-		mine, err := takeLease(ctx, c, q, "s", 0, time.Minute)
+		mine, err := takeLease(ctx, c, mustRef(t, q, "s"), 0, time.Minute)
 		if err != nil || mine.Held || mine.Token <= other.Token {
 			t.Fatalf("takeLease: %+v, %v (previous token %d)", mine, err, other.Token)
 		}
-		n, err := deleteLiveStream(ctx, c, q, "s", mine.Token)
+		n, err := deleteLiveStream(ctx, c, mustRef(t, q, "s"), mine.Token)
 		if err != nil || n != 3 {
 			t.Fatalf("deleteLiveStream = %d, %v; want 3 entries", n, err)
 		}
-		for _, k := range []string{mq.StreamKey(q, "s"), SeamKey(q, "s"), LeaseKey(q, "s")} {
+		for _, k := range []string{mq.StreamKey(mustRef(t, q, "s")), SeamKey(mustRef(t, q, "s")), LeaseKey(mustRef(t, q, "s"))} {
 			if exists(t, c, k) {
 				t.Errorf("%s still exists", k)
 			}
 		}
-		if !exists(t, c, LeaseSeqKey(q, "s")) {
+		if !exists(t, c, LeaseSeqKey(mustRef(t, q, "s"))) {
 			t.Error("the token counter was deleted")
 		}
-		if ok, err := IsArchived(ctx, c, q, "s"); err != nil || ok {
+		if ok, err := IsArchived(ctx, c, mustRef(t, q, "s")); err != nil || ok {
 			t.Errorf("IsArchived after delete = %v, %v", ok, err)
 		}
 		allThere("sib")
 
 		// The same (stale) token again: the lease is gone, fenced.
-		if _, err := deleteLiveStream(ctx, c, q, "s", mine.Token); !errors.Is(err, ErrFenced) {
+		if _, err := deleteLiveStream(ctx, c, mustRef(t, q, "s"), mine.Token); !errors.Is(err, ErrFenced) {
 			t.Fatalf("second delete with the released token: %v, want ErrFenced", err)
 		}
 		// Tokens keep increasing.
-		next, err := takeLease(ctx, c, q, "s", 0, time.Minute)
+		next, err := takeLease(ctx, c, mustRef(t, q, "s"), 0, time.Minute)
 		if err != nil || next.Token <= mine.Token {
 			t.Fatalf("lease after delete: %+v, %v; want a token above %d", next, err, mine.Token)
 		}
 		// A missing stream with the lease held: deletes what is there.
-		if n, err := deleteLiveStream(ctx, c, q, "s", next.Token); err != nil || n != 0 {
+		if n, err := deleteLiveStream(ctx, c, mustRef(t, q, "s"), next.Token); err != nil || n != 0 {
 			t.Fatalf("delete of a deleted stream = %d, %v", n, err)
 		}
 	})
 }
 
-// TestSecurityLiveRefusesBadNames: every function of the archive that
-// builds a live-tier key from a queue or stream name refuses a bad one with
-// names.ErrInvalid, and Redis is left without any key of it.
+// TestSecurityLiveRefusesBadNames: a bad queue or stream name cannot be
+// made into the names.StreamRef every function of the archive that builds
+// a live-tier key takes, and each refuses the zero one (no stream) with
+// names.ErrInvalid, leaving Redis without any key of it.
 func TestSecurityLiveRefusesBadNames(t *testing.T) {
 	r := servers.Redis(t)
 	c := connect(t, r.URL)
 	ctx := testCtx(t)
 	good := queueName(t)
-	calls := map[string]func(q, s string) error{
-		"PutArchived":      func(q, s string) error { return PutArchived(ctx, c, q, s, Seam{W: 1, LSN: 1}) },
-		"GetArchived":      func(q, s string) error { _, _, err := GetArchived(ctx, c, q, s); return err },
-		"RegisterArchived": func(q, s string) error { return RegisterArchived(ctx, c, q, s) },
-		"IsArchived":       func(q, s string) error { _, err := IsArchived(ctx, c, q, s); return err },
-		"dropArchived":     func(q, s string) error { _, err := dropArchived(ctx, c, q, s, 1); return err },
-		"takeLease":        func(q, s string) error { _, err := takeLease(ctx, c, q, s, 1, time.Second); return err },
-		"releaseLease":     func(q, s string) error { _, err := releaseLease(ctx, c, q, s, 1); return err },
-		"fencedTrim":       func(q, s string) error { _, err := fencedTrim(ctx, c, q, s, 1, 5); return err },
-		"deleteLiveStream": func(q, s string) error { _, err := deleteLiveStream(ctx, c, q, s, 1); return err },
-	}
 	for _, n := range []string{"../x", "x}", "{x", "x:archived", "a\x00b", "é", strings.Repeat("a", names.MaxLen+1), ""} {
-		for what, call := range calls {
-			if err := call(n, "s"); !errors.Is(err, names.ErrInvalid) {
-				t.Errorf("%s(queue %q): %v, want names.ErrInvalid", what, n, err)
-			}
-			if err := call(good, n); !errors.Is(err, names.ErrInvalid) {
-				t.Errorf("%s(stream %q): %v, want names.ErrInvalid", what, n, err)
-			}
+		if _, err := names.ParseStreamRef(n, "s"); !errors.Is(err, names.ErrInvalid) {
+			t.Errorf("ParseStreamRef(queue %q): %v, want names.ErrInvalid", n, err)
+		}
+		if _, err := names.ParseStreamRef(good, n); !errors.Is(err, names.ErrInvalid) {
+			t.Errorf("ParseStreamRef(stream %q): %v, want names.ErrInvalid", n, err)
 		}
 	}
-	if keys, err := testserver.Do(ctx, r.Addr, "KEYS", "emq:{"+good+"}*"); err != nil || keys != "" {
+	var ref names.StreamRef
+	calls := map[string]func() error{
+		"PutArchived":      func() error { return PutArchived(ctx, c, ref, Seam{W: 1, LSN: 1}) },
+		"GetArchived":      func() error { _, _, err := GetArchived(ctx, c, ref); return err },
+		"RegisterArchived": func() error { return RegisterArchived(ctx, c, ref) },
+		"IsArchived":       func() error { _, err := IsArchived(ctx, c, ref); return err },
+		"dropArchived":     func() error { _, err := dropArchived(ctx, c, ref, 1); return err },
+		"takeLease":        func() error { _, err := takeLease(ctx, c, ref, 1, time.Second); return err },
+		"releaseLease":     func() error { _, err := releaseLease(ctx, c, ref, 1); return err },
+		"fencedTrim":       func() error { _, err := fencedTrim(ctx, c, ref, 1, 5); return err },
+		"deleteLiveStream": func() error { _, err := deleteLiveStream(ctx, c, ref, 1); return err },
+	}
+	for what, call := range calls {
+		if err := call(); !errors.Is(err, names.ErrInvalid) {
+			t.Errorf("%s(no stream): %v, want names.ErrInvalid", what, err)
+		}
+	}
+	if keys, err := testserver.Do(ctx, r.Addr, "KEYS", "emq:{}*"); err != nil || keys != "" {
 		t.Fatalf("keys left behind: %q, %v", keys, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 )
 
 var servers testserver.Pool
@@ -100,7 +101,7 @@ func (e *env) append(ctx context.Context, n int) []brand.ID {
 	for i := range batch {
 		batch[i] = []mq.Field{{Name: "n", Value: fmt.Sprint(i)}, {Name: "k", Value: "v"}}
 	}
-	ids, err := e.live.AppendBatch(ctx, e.q, e.s, batch)
+	ids, err := e.live.AppendBatch(ctx, e.ref(), batch)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func (e *env) append(ctx context.Context, n int) []brand.ID {
 }
 
 func (e *env) volume(ctx context.Context) *graft.Volume {
-	v, err := e.st.Volume(ctx, volumeName(e.q, e.s))
+	v, err := e.st.Volume(ctx, e.ref().Volume())
 	if err != nil {
 		return nil
 	}
@@ -116,7 +117,7 @@ func (e *env) volume(ctx context.Context) *graft.Volume {
 }
 
 func (e *env) source(ctx context.Context) Source {
-	return Source{Queue: e.q, Stream: e.s, Live: e.live, Volume: e.volume(ctx)}
+	return Source{Ref: e.ref(), Live: e.live, Volume: e.volume(ctx)}
 }
 
 // ids collects the ids of a read, failing the test on an error.
@@ -134,7 +135,7 @@ func ids(t tb, seq func(func(mq.Record, error) bool)) []brand.ID {
 
 // liveIDs returns the ids in the live stream.
 func (e *env) liveIDs(ctx context.Context) []brand.ID {
-	return ids(e.t, e.live.Read(ctx, e.q, e.s, 0, brand.Max, 0, false))
+	return ids(e.t, e.live.Read(ctx, e.ref(), 0, brand.Max, 0, false))
 }
 
 // archiveIDs returns the ids in the archive.
@@ -222,4 +223,42 @@ func firstDiff(a, b []brand.ID) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// mustRef returns the StreamRef of stream s of queue q, failing the test if
+// the names are not valid.
+func mustRef(t tb, q, s string) names.StreamRef {
+	t.Helper()
+	ref, err := names.ParseStreamRef(q, s)
+	if err != nil {
+		t.Fatalf("stream %s/%s: %v", q, s, err)
+	}
+	return ref
+}
+
+// mustQueue returns queue name q checked, failing the test if it is not
+// valid.
+func mustQueue(t tb, q string) names.Queue {
+	t.Helper()
+	qq, err := names.ParseQueue(q)
+	if err != nil {
+		t.Fatalf("queue %s: %v", q, err)
+	}
+	return qq
+}
+
+// ref returns the StreamRef of e's stream.
+func (e *env) ref() names.StreamRef { return mustRef(e.t, e.q, e.s) }
+
+// ptr returns a pointer to a copy of v.
+func ptr[T any](v T) *T { return &v }
+
+// volName returns volume name s checked; it panics if s is not a valid
+// volume name (test names are made valid).
+func volName(s string) names.Volume {
+	v, err := names.ParseVolume(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

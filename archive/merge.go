@@ -9,6 +9,7 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 )
 
 // ErrNoVolume: the stream has an archive (its seam cache says so) but its
@@ -64,8 +65,8 @@ func All() Range { return Range{From: 0, To: brand.Max} }
 
 // Source is what a merge-read reads from.
 type Source struct {
-	// Queue and Stream name the stream.
-	Queue, Stream string
+	// Ref names the stream and its archive volume.
+	Ref names.StreamRef
 	// Live is the live tier (a *mq.Client); nil (or a nil *mq.Client)
 	// reads the archive only (Redis may be down).
 	Live Live
@@ -158,34 +159,34 @@ func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
 	if err != nil || src.Live == nil {
 		return vol, err
 	}
-	seam, ok, err := GetArchived(ctx, src.Live, src.Queue, src.Stream)
+	seam, ok, err := GetArchived(ctx, src.Live, src.Ref)
 	if err != nil {
-		return nil, fmt.Errorf("merge-read %s/%s: %w", src.Queue, src.Stream, err)
+		return nil, fmt.Errorf("merge-read %s: %w", src.Ref, err)
 	}
 	if !ok {
 		return vol, nil
 	}
-	name := volumeName(src.Queue, src.Stream)
+	name := src.Ref.Volume().String()
 	if vol == nil && src.Store != nil {
-		v, err := src.Store.Volume(ctx, name)
+		v, err := src.Store.Volume(ctx, src.Ref.Volume())
 		switch {
 		case err == nil:
 			if vol, err = src.checkOwner(ctx, v); err != nil {
 				return nil, err
 			}
 		case !errors.Is(err, graft.ErrVolumeNotFound):
-			return nil, fmt.Errorf("merge-read %s/%s: %w", src.Queue, src.Stream, err)
+			return nil, fmt.Errorf("merge-read %s: %w", src.Ref, err)
 		}
 	}
 	pulled := false
 	if vol == nil {
 		if src.Pull == nil {
-			return nil, fmt.Errorf("merge-read %s/%s: the archive ends at %s, but %s is missing; pull it from the remote or read on the node that folds it: %w",
-				src.Queue, src.Stream, brand.EVT.Format(seam.W), name, ErrNoVolume)
+			return nil, fmt.Errorf("merge-read %s: the archive ends at %s, but %s is missing; pull it from the remote or read on the node that folds it: %w",
+				src.Ref, brand.EVT.Format(seam.W), name, ErrNoVolume)
 		}
 		if vol, err = src.Pull(ctx, name); err != nil {
-			return nil, fmt.Errorf("merge-read %s/%s: the archive ends at %s, but %s is missing here and the pull failed: %w",
-				src.Queue, src.Stream, brand.EVT.Format(seam.W), name, typed(err, ErrNoVolume))
+			return nil, fmt.Errorf("merge-read %s: the archive ends at %s, but %s is missing here and the pull failed: %w",
+				src.Ref, brand.EVT.Format(seam.W), name, typed(err, ErrNoVolume))
 		}
 		if vol, err = src.checkOwner(ctx, vol); err != nil {
 			return nil, err
@@ -199,8 +200,8 @@ func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
 	if !st.Covers(seam.W) && !pulled && src.Pull != nil {
 		// Behind the seam cache: another node folded more. Pull once.
 		if vol, err = src.Pull(ctx, name); err != nil {
-			return nil, fmt.Errorf("merge-read %s/%s: %s ends at %s but the seam cache at %s, and the pull failed: %w",
-				src.Queue, src.Stream, name, formatW(st), brand.EVT.Format(seam.W), typed(err, ErrVolumeBehind))
+			return nil, fmt.Errorf("merge-read %s: %s ends at %s but the seam cache at %s, and the pull failed: %w",
+				src.Ref, name, formatW(st), brand.EVT.Format(seam.W), typed(err, ErrVolumeBehind))
 		}
 		if vol, err = src.checkOwner(ctx, vol); err != nil {
 			return nil, err
@@ -210,8 +211,8 @@ func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
 		}
 	}
 	if !st.Covers(seam.W) {
-		return nil, fmt.Errorf("merge-read %s/%s: %s ends at %s but the seam cache at %s (LSN %d); pull the volume: %w",
-			src.Queue, src.Stream, vol.Name(), formatW(st), brand.EVT.Format(seam.W), seam.LSN, ErrVolumeBehind)
+		return nil, fmt.Errorf("merge-read %s: %s ends at %s but the seam cache at %s (LSN %d); pull the volume: %w",
+			src.Ref, vol.Name(), formatW(st), brand.EVT.Format(seam.W), seam.LSN, ErrVolumeBehind)
 	}
 	return vol, nil
 }
@@ -222,8 +223,8 @@ func (src Source) checkOwner(ctx context.Context, vol *graft.Volume) (*graft.Vol
 	if vol == nil {
 		return nil, nil
 	}
-	if err := CheckOwner(ctx, vol, src.Queue, src.Stream); err != nil {
-		return nil, fmt.Errorf("merge-read %s/%s: %w", src.Queue, src.Stream, err)
+	if err := CheckOwner(ctx, vol, src.Ref); err != nil {
+		return nil, fmt.Errorf("merge-read %s: %w", src.Ref, err)
 	}
 	return vol, nil
 }
@@ -294,14 +295,14 @@ func (m *merger) archive(ctx context.Context, snap *graft.Snapshot, st State, fr
 
 // page reads one live page of [lo, hi].
 func (m *merger) page(ctx context.Context, lo, hi brand.ID) (mq.Page, bool) {
-	cur, err := m.src.Live.NewCursor(m.src.Queue, m.src.Stream, lo, hi, m.r.Reverse)
+	cur, err := m.src.Live.NewCursor(m.src.Ref, lo, hi, m.r.Reverse)
 	if err == nil {
 		var p mq.Page
 		if p, err = cur.Next(ctx, m.r.PageSize); err == nil {
 			return p, true
 		}
 	}
-	m.emit(mq.Record{}, fmt.Errorf("merge-read %s/%s: live tail: %w", m.src.Queue, m.src.Stream, err))
+	m.emit(mq.Record{}, fmt.Errorf("merge-read %s: live tail: %w", m.src.Ref, err))
 	return mq.Page{}, false
 }
 
@@ -316,8 +317,8 @@ func (m *merger) foreign(p mq.Page) (edge brand.ID, any bool, ok bool) {
 		id, err := brand.ParseRedisID(fe.XID)
 		if err != nil {
 			// No branded id to move the cursor past: stop here.
-			m.emit(mq.Record{}, fmt.Errorf("merge-read %s/%s: cannot page past entry %s: %w",
-				m.src.Queue, m.src.Stream, fe.XID, err))
+			m.emit(mq.Record{}, fmt.Errorf("merge-read %s: cannot page past entry %s: %w",
+				m.src.Ref, fe.XID, err))
 			return 0, false, false
 		}
 		if !any || (!m.r.Reverse && id > edge) || (m.r.Reverse && id < edge) {
@@ -349,7 +350,7 @@ func (m *merger) catchUp(ctx context.Context, cur *brand.ID) bool {
 	if m.parts > 1 && st.Low > 0 {
 		through, ok, err := droppedThrough(ctx, snap)
 		if err == nil && ok && through >= *cur {
-			err = &DroppedError{Queue: m.src.Queue, Stream: m.src.Stream, From: *cur, Through: min(through, m.r.To)}
+			err = &DroppedError{Queue: m.src.Ref.Queue().String(), Stream: m.src.Ref.Stream().String(), From: *cur, Through: min(through, m.r.To)}
 		}
 		if err != nil && (!m.emit(mq.Record{}, err) || !errors.Is(err, ErrDropped)) {
 			snap.Close()

@@ -24,32 +24,29 @@ const MetaOwner = "archive.owner"
 // are refused before anything is done.
 var ErrVolumeOwner = errors.New("archive: the archive volume belongs to another stream")
 
-// Owner is the stream an archive volume belongs to.
-type Owner struct {
-	Queue, Stream string
-}
+// encodeOwner returns the value of MetaOwner for the stream o: "Q/S".
+func encodeOwner(o names.StreamRef) []byte { return []byte(o.String()) }
 
-// String returns "Q/S".
-func (o Owner) String() string { return o.Queue + "/" + o.Stream }
-
-// encode returns the value of MetaOwner.
-func (o Owner) encode() []byte { return []byte(o.Queue + "/" + o.Stream) }
-
-// decodeOwner parses a value of MetaOwner.
-func decodeOwner(b []byte) (Owner, error) {
+// decodeOwner parses a value of MetaOwner. The names come from the volume,
+// so they are checked here.
+func decodeOwner(b []byte) (names.StreamRef, error) {
 	q, s, ok := strings.Cut(string(b), "/")
-	if !ok || names.Check(names.KindQueue, q) != nil || names.Check(names.KindStream, s) != nil {
-		return Owner{}, fmt.Errorf("%s %q is not queue/stream: %w", MetaOwner, b, ErrCorrupt)
+	if !ok {
+		return names.StreamRef{}, fmt.Errorf("%s %q is not queue/stream: %w", MetaOwner, b, ErrCorrupt)
 	}
-	return Owner{Queue: q, Stream: s}, nil
+	o, err := names.ParseStreamRef(q, s)
+	if err != nil {
+		return names.StreamRef{}, fmt.Errorf("%s %q is not queue/stream: %w", MetaOwner, b, ErrCorrupt)
+	}
+	return o, nil
 }
 
 // OwnerError is a request of stream Queue/Stream refused because its
 // archive volume belongs to Owner. Nothing was done.
 type OwnerError struct {
-	Queue, Stream string // the stream the request was for
-	Volume        string // the shared volume name
-	Owner         Owner  // the stream the volume belongs to
+	Queue, Stream string          // the stream the request was for
+	Volume        string          // the shared volume name
+	Owner         names.StreamRef // the stream the volume belongs to
 }
 
 // Error names both streams and the volume.
@@ -63,39 +60,39 @@ func (e *OwnerError) Unwrap() error { return ErrVolumeOwner }
 
 // ownerAt reads the owner recorded at snap; ok is false when the volume
 // has none (nothing folded yet, or folded before owners were recorded).
-func ownerAt(ctx context.Context, snap *graft.Snapshot) (o Owner, ok bool, err error) {
+func ownerAt(ctx context.Context, snap *graft.Snapshot) (o names.StreamRef, ok bool, err error) {
 	b, err := snap.Meta(ctx, MetaOwner)
 	if errors.Is(err, graft.ErrNotFound) {
-		return Owner{}, false, nil
+		return names.StreamRef{}, false, nil
 	}
 	if err != nil {
-		return Owner{}, false, fmt.Errorf("archive owner of %s at LSN %d: %w", snap.Volume().Name(), snap.LSN(), err)
+		return names.StreamRef{}, false, fmt.Errorf("archive owner of %s at LSN %d: %w", snap.Volume().Name(), snap.LSN(), err)
 	}
 	if o, err = decodeOwner(b); err != nil {
-		return Owner{}, false, fmt.Errorf("archive owner of %s at LSN %d: %w", snap.Volume().Name(), snap.LSN(), err)
+		return names.StreamRef{}, false, fmt.Errorf("archive owner of %s at LSN %d: %w", snap.Volume().Name(), snap.LSN(), err)
 	}
 	return o, true, nil
 }
 
 // checkOwnerAt returns an *OwnerError if snap records an owner other than
 // want; nil if it records want or none.
-func checkOwnerAt(ctx context.Context, snap *graft.Snapshot, want Owner) error {
+func checkOwnerAt(ctx context.Context, snap *graft.Snapshot, want names.StreamRef) error {
 	o, ok, err := ownerAt(ctx, snap)
 	if err != nil {
 		return err
 	}
 	if ok && o != want {
-		return &OwnerError{Queue: want.Queue, Stream: want.Stream, Volume: snap.Volume().Name(), Owner: o}
+		return &OwnerError{Queue: want.Queue().String(), Stream: want.Stream().String(), Volume: snap.Volume().Name(), Owner: o}
 	}
 	return nil
 }
 
 // VolumeOwner returns the stream the archive volume vol belongs to, at its
 // head; ok is false when the volume records none.
-func VolumeOwner(ctx context.Context, vol *graft.Volume) (o Owner, ok bool, err error) {
+func VolumeOwner(ctx context.Context, vol *graft.Volume) (o names.StreamRef, ok bool, err error) {
 	snap, err := vol.Snapshot(ctx)
 	if err != nil {
-		return Owner{}, false, fmt.Errorf("archive owner of %s: %w", vol.Name(), err)
+		return names.StreamRef{}, false, fmt.Errorf("archive owner of %s: %w", vol.Name(), err)
 	}
 	defer snap.Close()
 	return ownerAt(ctx, snap)
@@ -105,25 +102,25 @@ func VolumeOwner(ctx context.Context, vol *graft.Volume) (o Owner, ok bool, err 
 // volume vol records an owner other than stream s of queue q. A volume
 // that records none passes: it was never folded, or was folded before
 // owners were recorded, and its next fold by an Archiver records one.
-func CheckOwner(ctx context.Context, vol *graft.Volume, q, s string) error {
+func CheckOwner(ctx context.Context, vol *graft.Volume, ref names.StreamRef) error {
 	snap, err := vol.Snapshot(ctx)
 	if err != nil {
 		return fmt.Errorf("archive owner of %s: %w", vol.Name(), err)
 	}
 	defer snap.Close()
-	return checkOwnerAt(ctx, snap, Owner{Queue: q, Stream: s})
+	return checkOwnerAt(ctx, snap, ref)
 }
 
 // StreamFrontier is Frontier for stream s of queue q: it reads the state
 // and the owner at one snapshot of vol's head and refuses a volume that
 // belongs to another stream (*OwnerError).
-func StreamFrontier(ctx context.Context, vol *graft.Volume, q, s string) (State, error) {
+func StreamFrontier(ctx context.Context, vol *graft.Volume, ref names.StreamRef) (State, error) {
 	snap, err := vol.Snapshot(ctx)
 	if err != nil {
 		return State{}, fmt.Errorf("archive frontier of %s: %w", vol.Name(), err)
 	}
 	defer snap.Close()
-	if err := checkOwnerAt(ctx, snap, Owner{Queue: q, Stream: s}); err != nil {
+	if err := checkOwnerAt(ctx, snap, ref); err != nil {
 		return State{}, err
 	}
 	return stateAt(ctx, snap)
@@ -135,19 +132,19 @@ func StreamFrontier(ctx context.Context, vol *graft.Volume, q, s string) (State,
 // after it oldest first until one sets MetaOwner (an owner, once set, is
 // never changed). ok is false when the log records none (or is empty, or
 // was partly deleted by an earlier delete).
-func remoteOwner(ctx context.Context, rs remote.Store, vname string) (o Owner, ok bool, err error) {
+func remoteOwner(ctx context.Context, rs remote.Store, vname string) (o names.StreamRef, ok bool, err error) {
 	l, err := remote.NewLog(rs, vname)
 	if err != nil {
-		return Owner{}, false, err
+		return names.StreamRef{}, false, err
 	}
-	from := func(meta map[string][]byte) (Owner, bool, error) {
+	from := func(meta map[string][]byte) (names.StreamRef, bool, error) {
 		b, has := meta[MetaOwner]
 		if !has {
-			return Owner{}, false, nil
+			return names.StreamRef{}, false, nil
 		}
 		o, err := decodeOwner(b)
 		if err != nil {
-			return Owner{}, false, fmt.Errorf("remote log of %s: %w", vname, err)
+			return names.StreamRef{}, false, fmt.Errorf("remote log of %s: %w", vname, err)
 		}
 		return o, true, nil
 	}
@@ -161,7 +158,7 @@ func remoteOwner(ctx context.Context, rs remote.Store, vname string) (o Owner, o
 	switch {
 	case errors.Is(err, remote.ErrNoCheckpoint), gone(err):
 	case err != nil:
-		return Owner{}, false, fmt.Errorf("archive owner of %s in the remote: %w", vname, err)
+		return names.StreamRef{}, false, fmt.Errorf("archive owner of %s in the remote: %w", vname, err)
 	default:
 		if o, ok, err := from(cp.Commit.Meta); ok || err != nil {
 			return o, ok, err
@@ -173,11 +170,11 @@ func remoteOwner(ctx context.Context, rs remote.Store, vname string) (o Owner, o
 			break
 		}
 		if err != nil {
-			return Owner{}, false, fmt.Errorf("archive owner of %s in the remote: %w", vname, err)
+			return names.StreamRef{}, false, fmt.Errorf("archive owner of %s in the remote: %w", vname, err)
 		}
 		if o, ok, err := from(e.Commit.Meta); ok || err != nil {
 			return o, ok, err
 		}
 	}
-	return Owner{}, false, nil
+	return names.StreamRef{}, false, nil
 }

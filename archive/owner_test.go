@@ -12,20 +12,21 @@ import (
 	"github.com/echostore/echostore/graft"
 	goldenfile "github.com/echostore/echostore/internal/golden"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 )
 
 // wantOwnerError checks that err is an *OwnerError of stream q/s refused
 // for volume vol owned by owner, naming both streams and the volume.
-func wantOwnerError(t *testing.T, what string, err error, q, s, vol string, owner Owner) {
+func wantOwnerError(t *testing.T, what string, err error, ref names.StreamRef, vol string, owner names.StreamRef) {
 	t.Helper()
 	var oe *OwnerError
 	if !errors.Is(err, ErrVolumeOwner) || !errors.As(err, &oe) {
 		t.Fatalf("%s: %v, want an *OwnerError (ErrVolumeOwner)", what, err)
 	}
-	if oe.Queue != q || oe.Stream != s || oe.Volume != vol || oe.Owner != owner {
-		t.Fatalf("%s: %+v, want %s/%s refused, volume %s owned by %s", what, oe, q, s, vol, owner)
+	if oe.Queue != ref.Queue().String() || oe.Stream != ref.Stream().String() || oe.Volume != vol || oe.Owner != owner {
+		t.Fatalf("%s: %+v, want %s refused, volume %s owned by %s", what, oe, ref, vol, owner)
 	}
-	for _, n := range []string{q + "/" + s, owner.String(), vol} {
+	for _, n := range []string{ref.String(), owner.String(), vol} {
 		if !strings.Contains(err.Error(), n) {
 			t.Fatalf("%s: %q does not name %s", what, err, n)
 		}
@@ -45,16 +46,16 @@ func TestVolumeOwnerCollision(t *testing.T) {
 	base := e.q
 	a := &env{t: t, live: e.live, st: e.st, a: e.a, q: base + ".b", s: "c"}
 	b := &env{t: t, live: e.live, st: e.st, a: e.a, q: base, s: "b.c"}
-	vname := volumeName(a.q, a.s)
-	if other := volumeName(b.q, b.s); other != vname {
+	vname := a.ref().Volume().String()
+	if other := b.ref().Volume().String(); other != vname {
 		t.Fatalf("volumes %s and %s: want the shared name", vname, other)
 	}
-	owner := Owner{Queue: a.q, Stream: a.s}
+	owner := mustRef(t, a.q, a.s)
 
 	aIDs := a.append(ctx, 20)
-	res, err := a.a.Cycle(ctx, a.q, a.s, Window{Keep: 5})
+	res, err := a.a.Cycle(ctx, a.ref(), Window{Keep: 5})
 	if err != nil || res.Folded != 15 || res.Trimmed != 15 {
-		t.Fatalf("cycle of %s/%s: %+v, %v", a.q, a.s, res, err)
+		t.Fatalf("cycle of %s: %+v, %v", a.ref(), res, err)
 	}
 	vol := a.volume(ctx)
 	if o, ok, err := VolumeOwner(ctx, vol); err != nil || !ok || o != owner {
@@ -76,29 +77,29 @@ func TestVolumeOwnerCollision(t *testing.T) {
 			t.Fatalf("after %s: volume %+v, %v; want %+v", what, st, err, before)
 		}
 		if got := b.liveIDs(ctx); !slices.Equal(got, bIDs) {
-			t.Fatalf("after %s: %s/%s holds %d live records, want its %d", what, b.q, b.s, len(got), len(bIDs))
+			t.Fatalf("after %s: %s holds %d live records, want its %d", what, b.ref(), len(got), len(bIDs))
 		}
 		if got := a.liveIDs(ctx); !slices.Equal(got, aIDs[15:]) {
-			t.Fatalf("after %s: %s/%s live %d records, want 5", what, a.q, a.s, len(got))
+			t.Fatalf("after %s: %s live %d records, want 5", what, a.ref(), len(got))
 		}
 		if got := a.archiveIDs(ctx); !slices.Equal(got, aIDs[:15]) {
-			t.Fatalf("after %s: archive %d records, want %s/%s's 15", what, len(got), a.q, a.s)
+			t.Fatalf("after %s: archive %d records, want %s's 15", what, len(got), a.ref())
 		}
-		if reg, err := IsArchived(ctx, e.live, b.q, b.s); err != nil || reg {
-			t.Fatalf("after %s: %s/%s registered as archived: %v %v", what, b.q, b.s, reg, err)
+		if reg, err := IsArchived(ctx, e.live, b.ref()); err != nil || reg {
+			t.Fatalf("after %s: %s registered as archived: %v %v", what, b.ref(), reg, err)
 		}
-		if _, ok, err := GetArchived(ctx, e.live, b.q, b.s); err != nil || ok {
-			t.Fatalf("after %s: %s/%s has a seam cache: %v %v", what, b.q, b.s, ok, err)
+		if _, ok, err := GetArchived(ctx, e.live, b.ref()); err != nil || ok {
+			t.Fatalf("after %s: %s has a seam cache: %v %v", what, b.ref(), ok, err)
 		}
-		if l, err := takeLease(ctx, e.live, b.q, b.s, 0, time.Second); err != nil || l.Held {
-			t.Fatalf("after %s: %s/%s's lease: %+v %v", what, b.q, b.s, l, err)
-		} else if _, err := releaseLease(ctx, e.live, b.q, b.s, l.Token); err != nil {
+		if l, err := takeLease(ctx, e.live, b.ref(), 0, time.Second); err != nil || l.Held {
+			t.Fatalf("after %s: %s's lease: %+v %v", what, b.ref(), l, err)
+		} else if _, err := releaseLease(ctx, e.live, b.ref(), l.Token); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	res, err = b.a.Cycle(ctx, b.q, b.s, Window{Keep: 2})
-	wantOwnerError(t, "cycle", err, b.q, b.s, vname, owner)
+	res, err = b.a.Cycle(ctx, b.ref(), Window{Keep: 2})
+	wantOwnerError(t, "cycle", err, b.ref(), vname, owner)
 	if res.Folded != 0 || res.Trimmed != 0 {
 		t.Fatalf("refused cycle: %+v", res)
 	}
@@ -106,14 +107,14 @@ func TestVolumeOwnerCollision(t *testing.T) {
 
 	ret := &Archiver{opts: e.a.opts, log: e.a.log}
 	ret.opts.Retain = Retention{Count: 1}
-	_, err = ret.Cycle(ctx, b.q, b.s, Window{Keep: 2})
-	wantOwnerError(t, "cycle with retention", err, b.q, b.s, vname, owner)
+	_, err = ret.Cycle(ctx, b.ref(), Window{Keep: 2})
+	wantOwnerError(t, "cycle with retention", err, b.ref(), vname, owner)
 	unchanged("the cycle with retention")
 
 	for _, src := range []Source{
-		{Queue: b.q, Stream: b.s, Live: e.live, Volume: vol},
-		{Queue: b.q, Stream: b.s, Volume: vol},
-		{Queue: b.q, Stream: b.s, Live: e.live, Volume: vol, Pull: func(context.Context, string) (*graft.Volume, error) {
+		{Ref: b.ref(), Live: e.live, Volume: vol},
+		{Ref: b.ref(), Volume: vol},
+		{Ref: b.ref(), Live: e.live, Volume: vol, Pull: func(context.Context, string) (*graft.Volume, error) {
 			t.Fatal("pull called for a volume of another stream")
 			return nil, nil
 		}},
@@ -121,25 +122,25 @@ func TestVolumeOwnerCollision(t *testing.T) {
 		n := 0
 		for r, err := range MergeRead(ctx, src, All()) {
 			if err == nil {
-				t.Fatalf("merge-read of %s/%s served %s", b.q, b.s, brand.EVT.Format(r.ID))
+				t.Fatalf("merge-read of %s served %s", b.ref(), brand.EVT.Format(r.ID))
 			}
-			wantOwnerError(t, "merge-read", err, b.q, b.s, vname, owner)
+			wantOwnerError(t, "merge-read", err, b.ref(), vname, owner)
 			n++
 		}
 		if n != 1 {
 			t.Fatalf("merge-read: %d errors, want 1", n)
 		}
 	}
-	if _, err := StreamFrontier(ctx, vol, b.q, b.s); err != nil {
-		wantOwnerError(t, "status", err, b.q, b.s, vname, owner)
+	if _, err := StreamFrontier(ctx, vol, b.ref()); err != nil {
+		wantOwnerError(t, "status", err, b.ref(), vname, owner)
 	} else {
 		t.Fatal("status of the other stream succeeded")
 	}
-	if err := CheckOwner(ctx, vol, b.q, b.s); err == nil {
+	if err := CheckOwner(ctx, vol, b.ref()); err == nil {
 		t.Fatal("CheckOwner passed the other stream")
 	}
-	dres, err := b.a.Delete(ctx, b.q, b.s)
-	wantOwnerError(t, "delete", err, b.q, b.s, vname, owner)
+	dres, err := b.a.Delete(ctx, b.ref())
+	wantOwnerError(t, "delete", err, b.ref(), vname, owner)
 	if dres.VolumeDropped || dres.LiveEntries != 0 {
 		t.Fatalf("refused delete: %+v", dres)
 	}
@@ -147,20 +148,20 @@ func TestVolumeOwnerCollision(t *testing.T) {
 
 	// The fold and the drop check the owner at their commit's base too (a
 	// race the checks before them cannot see).
-	bo := Owner{Queue: b.q, Stream: b.s}
+	bo := mustRef(t, b.q, b.s)
 	_, err = foldAs(ctx, vol, []mq.Record{{ID: brand.Max - 1, Fields: []mq.Field{{Name: "k", Value: "v"}}}}, &bo)
-	wantOwnerError(t, "fold", err, b.q, b.s, vname, owner)
+	wantOwnerError(t, "fold", err, b.ref(), vname, owner)
 	_, _, err = retainAs(ctx, vol, Retention{Count: 1}, time.Now(), &bo)
-	wantOwnerError(t, "retain", err, b.q, b.s, vname, owner)
+	wantOwnerError(t, "retain", err, b.ref(), vname, owner)
 	unchanged("the fold and the drop")
 
 	// The owner goes on as before.
-	if st, err := StreamFrontier(ctx, vol, a.q, a.s); err != nil || st != before {
+	if st, err := StreamFrontier(ctx, vol, a.ref()); err != nil || st != before {
 		t.Fatalf("status of the owner: %+v, %v", st, err)
 	}
 	a.audit(ctx, aIDs)
 	more := a.append(ctx, 5)
-	if res, err := a.a.Cycle(ctx, a.q, a.s, Window{Keep: 5}); err != nil || res.Folded != 5 {
+	if res, err := a.a.Cycle(ctx, a.ref(), Window{Keep: 5}); err != nil || res.Folded != 5 {
 		t.Fatalf("owner's next cycle: %+v, %v", res, err)
 	}
 	a.audit(ctx, append(aIDs, more...))
@@ -174,12 +175,12 @@ func TestVolumeOwnerAdopted(t *testing.T) {
 	ctx := testCtx(t)
 	e := newEnv(t, servers.Redis(t).URL, Options{})
 	all := e.append(ctx, 10)
-	vol, err := e.st.CreateVolume(ctx, volumeName(e.q, e.s))
+	vol, err := e.st.CreateVolume(ctx, e.ref().Volume())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var old []mq.Record
-	for r, err := range e.live.Read(ctx, e.q, e.s, 0, all[4], 0, false) {
+	for r, err := range e.live.Read(ctx, e.ref(), 0, all[4], 0, false) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,14 +192,14 @@ func TestVolumeOwnerAdopted(t *testing.T) {
 	if _, ok, err := VolumeOwner(ctx, vol); err != nil || ok {
 		t.Fatalf("owner after Fold: %v %v, want none", ok, err)
 	}
-	if _, err := StreamFrontier(ctx, vol, e.q, e.s); err != nil {
+	if _, err := StreamFrontier(ctx, vol, e.ref()); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 2})
+	res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 2})
 	if err != nil || res.Folded != 3 || res.Trimmed != 8 {
 		t.Fatalf("cycle: %+v, %v", res, err)
 	}
-	if o, ok, err := VolumeOwner(ctx, vol); err != nil || !ok || o != (Owner{Queue: e.q, Stream: e.s}) {
+	if o, ok, err := VolumeOwner(ctx, vol); err != nil || !ok || o != mustRef(t, e.q, e.s) {
 		t.Fatalf("owner after the cycle: %v %v %v", o, ok, err)
 	}
 	// Recorded in the fold's own commit, not before it.
@@ -226,31 +227,31 @@ func TestGoldenArchiveVolumeV1Owner(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	vol, err := s.Volume(ctx, "archive.q.s")
+	vol, err := s.Volume(ctx, volName("archive.q.s"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := VolumeOwner(ctx, vol); err != nil || ok {
 		t.Fatalf("owner of the golden volume: %v %v, want none", ok, err)
 	}
-	for _, o := range []Owner{{"q", "s"}, {"other", "stream"}} {
-		if err := CheckOwner(ctx, vol, o.Queue, o.Stream); err != nil {
+	for _, o := range []names.StreamRef{mustRef(t, "q", "s"), mustRef(t, "other", "stream")} {
+		if err := CheckOwner(ctx, vol, o); err != nil {
 			t.Fatalf("a volume without an owner refused %s: %v", o, err)
 		}
 	}
 	recs := goldenRecords()
 	next := mq.Record{ID: recs[2].ID + 1, Fields: []mq.Field{{Name: "k", Value: "v"}}}
-	st, err := foldAs(ctx, vol, []mq.Record{next}, &Owner{"q", "s"})
+	st, err := foldAs(ctx, vol, []mq.Record{next}, ptr(mustRef(t, "q", "s")))
 	if err != nil || st.Pages != 4 || st.W != next.ID {
 		t.Fatalf("fold: %+v, %v", st, err)
 	}
-	if o, ok, err := VolumeOwner(ctx, vol); err != nil || !ok || o != (Owner{"q", "s"}) {
+	if o, ok, err := VolumeOwner(ctx, vol); err != nil || !ok || o != mustRef(t, "q", "s") {
 		t.Fatalf("owner after the fold: %v %v %v", o, ok, err)
 	}
 	checkReads(t, vol, append(recs, next))
-	err = CheckOwner(ctx, vol, "q.s", "x")
+	err = CheckOwner(ctx, vol, mustRef(t, "q.s", "x"))
 	var oe *OwnerError
-	if !errors.As(err, &oe) || oe.Owner != (Owner{"q", "s"}) {
+	if !errors.As(err, &oe) || oe.Owner != mustRef(t, "q", "s") {
 		t.Fatalf("another stream: %v", err)
 	}
 }
@@ -258,9 +259,9 @@ func TestGoldenArchiveVolumeV1Owner(t *testing.T) {
 // TestOwnerValue: the metadata value round-trips and anything else is
 // ErrCorrupt.
 func TestOwnerValue(t *testing.T) {
-	o := Owner{Queue: "a.b", Stream: "c"}
-	if got, err := decodeOwner(o.encode()); err != nil || got != o || string(o.encode()) != "a.b/c" {
-		t.Fatalf("%q → %v, %v", o.encode(), got, err)
+	o := mustRef(t, "a.b", "c")
+	if got, err := decodeOwner(encodeOwner(o)); err != nil || got != o || string(encodeOwner(o)) != "a.b/c" {
+		t.Fatalf("%q → %v, %v", encodeOwner(o), got, err)
 	}
 	for _, bad := range []string{"", "/", "a", "a/", "/b", "a/b/c", "a:b/c", "a/b c", "../x"} {
 		if _, err := decodeOwner([]byte(bad)); !errors.Is(err, ErrCorrupt) {
@@ -279,23 +280,23 @@ func TestVolumeOwnerCollisionRemote(t *testing.T) {
 	base := queueName(t)
 	a := node(t, live, rs, base+".b", "c", Options{Chunk: 4})
 	b := node(t, live, rs, base, "b.c", Options{})
-	vname := volumeName(a.q, a.s)
+	vname := a.ref().Volume().String()
 	aIDs := a.append(ctx, 12)
-	if res, err := a.a.Cycle(ctx, a.q, a.s, Window{Keep: 2}); err != nil || res.Folded != 10 || res.Trimmed != 10 {
-		t.Fatalf("cycle of %s/%s: %+v, %v", a.q, a.s, res, err)
+	if res, err := a.a.Cycle(ctx, a.ref(), Window{Keep: 2}); err != nil || res.Folded != 10 || res.Trimmed != 10 {
+		t.Fatalf("cycle of %s: %+v, %v", a.ref(), res, err)
 	}
 	logN, segN := remoteObjects(t, rs, vname)
 	if logN == 0 {
 		t.Fatal("nothing pushed")
 	}
 	bIDs := b.append(ctx, 3)
-	_, err := b.a.Delete(ctx, b.q, b.s)
-	wantOwnerError(t, "delete with the remote", err, b.q, b.s, vname, Owner{Queue: a.q, Stream: a.s})
+	_, err := b.a.Delete(ctx, b.ref())
+	wantOwnerError(t, "delete with the remote", err, b.ref(), vname, mustRef(t, a.q, a.s))
 	if l, s := remoteObjects(t, rs, vname); l != logN || s != segN {
 		t.Fatalf("remote objects %d/%d after the refused delete, want %d/%d", l, s, logN, segN)
 	}
 	if got := b.liveIDs(ctx); !slices.Equal(got, bIDs) {
-		t.Fatalf("%s/%s live: %d records, want 3", b.q, b.s, len(got))
+		t.Fatalf("%s live: %d records, want 3", b.ref(), len(got))
 	}
 	a.audit(ctx, aIDs)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/names"
 )
 
 // ErrRemoteLogExists: a cycle was about to start a new archive volume while
@@ -75,45 +76,46 @@ func DeleteRemoteLog(ctx context.Context, rs remote.Store, volume string) (int, 
 // push left a pending remote commit (a crash lost the sync point that
 // follows the PUT) is pulled too: the pull settles it first (the remote
 // holding the same bytes at that LSN means it landed).
-func (a *Archiver) openVolume(ctx context.Context, q, s, vname string, hasSeam bool) (*graft.Volume, error) {
+func (a *Archiver) openVolume(ctx context.Context, ref names.StreamRef, hasSeam bool) (*graft.Volume, error) {
 	store := a.opts.Store
-	vol, err := store.Volume(ctx, vname)
+	vname := ref.Volume().String()
+	vol, err := store.Volume(ctx, ref.Volume())
 	if errors.Is(err, graft.ErrVolumeNotFound) {
 		vol, err = nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("archive cycle %s/%s: %w", q, s, err)
+		return nil, fmt.Errorf("archive cycle %s: %w", ref, err)
 	}
 	if rs := store.Remote(); rs != nil {
 		l, err := remote.NewLog(rs, vname)
 		if err != nil {
-			return nil, fmt.Errorf("archive cycle %s/%s: %w", q, s, err)
+			return nil, fmt.Errorf("archive cycle %s: %w", ref, err)
 		}
 		head, err := l.Head(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("archive cycle %s/%s: remote head of %s: %w", q, s, vname, err)
+			return nil, fmt.Errorf("archive cycle %s: remote head of %s: %w", ref, vname, err)
 		}
 		if head > 0 && (vol == nil || vol.Head() == 0) && !hasSeam {
-			return nil, &RemoteLogError{Queue: q, Stream: s, Volume: vname, Head: head}
+			return nil, &RemoteLogError{Queue: ref.Queue().String(), Stream: ref.Stream().String(), Volume: vname, Head: head}
 		}
 		if head > 0 && (vol == nil || vol.Info().RemoteLSN < head) {
 			if vol == nil {
-				if vol, err = store.CreateVolume(ctx, vname); err != nil {
-					return nil, fmt.Errorf("archive cycle %s/%s: %w", q, s, err)
+				if vol, err = store.CreateVolume(ctx, ref.Volume()); err != nil {
+					return nil, fmt.Errorf("archive cycle %s: %w", ref, err)
 				}
 			}
 			from := vol.Info().RemoteLSN
 			if _, err := vol.Pull(ctx, nil); err != nil {
-				return nil, fmt.Errorf("archive cycle %s/%s: pull %s from the remote (head %d) before folding: %w",
-					q, s, vname, head, err)
+				return nil, fmt.Errorf("archive cycle %s: pull %s from the remote (head %d) before folding: %w",
+					ref, vname, head, err)
 			}
-			a.log.Info("archive volume pulled before the cycle", "queue", q, "stream", s, "volume", vname,
+			a.log.Info("archive volume pulled before the cycle", "queue", ref.Queue(), "stream", ref.Stream(), "volume", vname,
 				"remote_from", from, "remote_head", head)
 		}
 	}
 	if vol == nil {
-		if vol, err = store.CreateVolume(ctx, vname); err != nil {
-			return nil, fmt.Errorf("archive cycle %s/%s: %w", q, s, err)
+		if vol, err = store.CreateVolume(ctx, ref.Volume()); err != nil {
+			return nil, fmt.Errorf("archive cycle %s: %w", ref, err)
 		}
 	}
 	return vol, nil

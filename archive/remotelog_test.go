@@ -73,7 +73,7 @@ func (e *env) appendBig(ctx context.Context, n int) []brand.ID {
 	for i := range batch {
 		batch[i] = []mq.Field{{Name: "n", Value: fmt.Sprint(i)}, {Name: "pad", Value: strings.Repeat("p", 4096)}}
 	}
-	got, err := e.live.AppendBatch(ctx, e.q, e.s, batch)
+	got, err := e.live.AppendBatch(ctx, e.ref(), batch)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -114,17 +114,17 @@ func TestDeleteRemoteLog(t *testing.T) {
 			a.appendBig(ctx, 50)
 			sib.appendBig(ctx, 10)
 			for _, e := range []*env{a, sib} {
-				if _, err := e.a.Cycle(ctx, q, e.s, Window{Keep: 5}); err != nil {
+				if _, err := e.a.Cycle(ctx, mustRef(t, q, e.s), Window{Keep: 5}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			vname := volumeName(q, "gone")
+			vname := mustRef(t, q, "gone").Volume().String()
 			logN, segN := remoteObjects(t, rs, vname)
-			sibLog, sibSeg := remoteObjects(t, rs, volumeName(q, "kept"))
+			sibLog, sibSeg := remoteObjects(t, rs, mustRef(t, q, "kept").Volume().String())
 			if logN == 0 || segN == 0 || sibLog == 0 {
 				t.Fatalf("before delete: %d log and %d segment objects, sibling %d", logN, segN, sibLog)
 			}
-			res, err := a.a.Delete(ctx, q, "gone")
+			res, err := a.a.Delete(ctx, mustRef(t, q, "gone"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,19 +134,19 @@ func TestDeleteRemoteLog(t *testing.T) {
 			if l, sg := remoteObjects(t, rs, vname); l != 0 || sg != 0 {
 				t.Fatalf("after delete the remote still holds %d log and %d segment objects", l, sg)
 			}
-			if l, sg := remoteObjects(t, rs, volumeName(q, "kept")); l != sibLog || sg != sibSeg {
+			if l, sg := remoteObjects(t, rs, mustRef(t, q, "kept").Volume().String()); l != sibLog || sg != sibSeg {
 				t.Fatalf("sibling's remote objects %d/%d, were %d/%d", l, sg, sibLog, sibSeg)
 			}
 			// The name archives afresh over the emptied remote.
 			fresh := a.appendBig(ctx, 8)
-			if _, err := a.a.Cycle(ctx, q, "gone", Window{Keep: 2}); err != nil {
+			if _, err := a.a.Cycle(ctx, mustRef(t, q, "gone"), Window{Keep: 2}); err != nil {
 				t.Fatal(err)
 			}
 			a.audit(ctx, fresh)
 
 			// A delete from a data dir with no remote keeps the remote log.
 			local := node(t, live, nil, q, "gone", Options{})
-			res, err = local.a.Delete(ctx, q, "gone")
+			res, err = local.a.Delete(ctx, mustRef(t, q, "gone"))
 			if err != nil || res.RemoteDeleted || res.VolumeDropped {
 				t.Fatalf("delete without a remote: %+v %v", res, err)
 			}
@@ -157,26 +157,26 @@ func TestDeleteRemoteLog(t *testing.T) {
 			// A new stream of that name on a node with the remote: refused.
 			again := node(t, live, rs, q, "gone", Options{})
 			again.appendBig(ctx, 6)
-			_, err = again.a.Cycle(ctx, q, "gone", Window{Keep: 1})
+			_, err = again.a.Cycle(ctx, mustRef(t, q, "gone"), Window{Keep: 1})
 			var rle *RemoteLogError
 			if !errors.Is(err, ErrRemoteLogExists) || !errors.As(err, &rle) || rle.Head == 0 || !strings.Contains(err.Error(), "archive delete") {
 				t.Fatalf("cycle over a leftover remote log: %v", err)
 			}
-			if n, _ := live.Len(ctx, q, "gone"); n != 6 {
+			if n, _ := live.Len(ctx, mustRef(t, q, "gone")); n != 6 {
 				t.Fatalf("refused cycle left %d live entries, want 6", n)
 			}
-			if _, err := again.st.Volume(ctx, vname); !errors.Is(err, graft.ErrVolumeNotFound) {
+			if _, err := again.st.Volume(ctx, volName(vname)); !errors.Is(err, graft.ErrVolumeNotFound) {
 				t.Fatalf("refused cycle created the volume: %v", err)
 			}
 			if l2, _ := remoteObjects(t, rs, vname); l2 != l {
 				t.Fatalf("refused cycle changed the remote: %d objects, were %d", l2, l)
 			}
 			// A delete with the remote clears it; then the cycle goes ahead.
-			if res, err = again.a.Delete(ctx, q, "gone"); err != nil || !res.RemoteDeleted || res.RemoteObjects != l {
+			if res, err = again.a.Delete(ctx, mustRef(t, q, "gone")); err != nil || !res.RemoteDeleted || res.RemoteObjects != l {
 				t.Fatalf("delete with the remote: %+v %v", res, err)
 			}
 			ids := again.appendBig(ctx, 4)
-			if res, err := again.a.Cycle(ctx, q, "gone", Window{Keep: 1}); err != nil || res.Folded != 3 {
+			if res, err := again.a.Cycle(ctx, mustRef(t, q, "gone"), Window{Keep: 1}); err != nil || res.Folded != 3 {
 				t.Fatalf("cycle after the delete: %+v %v", res, err)
 			}
 			again.audit(ctx, ids)
@@ -205,16 +205,16 @@ func TestCycleTakeoverPulls(t *testing.T) {
 	a := node(t, live, rs, q, "s", opts)
 	b := node(t, live, rs, q, "s", opts)
 	all := a.append(ctx, 40)
-	if res, err := a.a.Cycle(ctx, q, "s", Window{Keep: 10}); err != nil || res.Folded != 30 {
+	if res, err := a.a.Cycle(ctx, mustRef(t, q, "s"), Window{Keep: 10}); err != nil || res.Folded != 30 {
 		t.Fatalf("A's cycle: %+v %v", res, err)
 	}
 	// A dies holding the lease.
-	l, err := takeLease(ctx, live, q, "s", 0, opts.LeaseTTL)
+	l, err := takeLease(ctx, live, mustRef(t, q, "s"), 0, opts.LeaseTTL)
 	if err != nil || l.Held {
 		t.Fatalf("lease: %+v %v", l, err)
 	}
 	all = append(all, b.append(ctx, 20)...)
-	res, err := b.a.Cycle(ctx, q, "s", Window{Keep: 10})
+	res, err := b.a.Cycle(ctx, mustRef(t, q, "s"), Window{Keep: 10})
 	if err != nil {
 		t.Fatalf("B's takeover cycle: %v", err)
 	}
@@ -228,11 +228,11 @@ func TestCycleTakeoverPulls(t *testing.T) {
 
 	// A is back, behind the remote: it pulls B's folds before its own.
 	all = append(all, a.append(ctx, 15)...)
-	if res, err = a.a.Cycle(ctx, q, "s", Window{Keep: 10}); err != nil || res.Folded != 15 || res.State.Pages != 65 {
+	if res, err = a.a.Cycle(ctx, mustRef(t, q, "s"), Window{Keep: 10}); err != nil || res.Folded != 15 || res.State.Pages != 65 {
 		t.Fatalf("A's cycle after B's: %+v %v", res, err)
 	}
 	a.audit(ctx, all)
-	if _, err := b.a.Cycle(ctx, q, "s", Window{Keep: 10}); err != nil { // and B pulls A's
+	if _, err := b.a.Cycle(ctx, mustRef(t, q, "s"), Window{Keep: 10}); err != nil { // and B pulls A's
 		t.Fatal(err)
 	}
 	b.audit(ctx, all)

@@ -106,19 +106,19 @@ func TestMemoryFlat(t *testing.T) {
 	var mem []int64
 	var afterFirst int64
 	for i := range rounds {
-		if _, err := e.live.AppendBatch(ctx, e.q, e.s, batch); err != nil {
+		if _, err := e.live.AppendBatch(ctx, e.ref(), batch); err != nil {
 			t.Fatal(err)
 		}
 		if i == 0 {
 			afterFirst = usedMemory(ctx, t, r.Addr)
 		}
-		if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: window}); err != nil {
+		if _, err := e.a.Cycle(ctx, e.ref(), Window{Keep: window}); err != nil {
 			t.Fatal(err)
 		}
 		mem = append(mem, usedMemory(ctx, t, r.Addr))
 	}
 	// One more round with no cycle: what a window of live records costs.
-	if _, err := e.live.AppendBatch(ctx, e.q, e.s, batch); err != nil {
+	if _, err := e.live.AppendBatch(ctx, e.ref(), batch); err != nil {
 		t.Fatal(err)
 	}
 	perWindow := usedMemory(ctx, t, r.Addr) - mem[len(mem)-1]
@@ -203,12 +203,12 @@ func wholeProcessRead(ctx context.Context, t *testing.T, bin string, n int) {
 	batch := benchBatch(1000)
 	for _, s := range []string{"archived", "live"} {
 		for left := n; left > 0; left -= len(batch) {
-			if _, err := live.AppendBatch(ctx, "bench", s, batch[:min(left, len(batch))]); err != nil {
+			if _, err := live.AppendBatch(ctx, mustRef(t, "bench", s), batch[:min(left, len(batch))]); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	res, err := a.Cycle(ctx, "bench", "archived", Window{Keep: int64(n / 100)})
+	res, err := a.Cycle(ctx, mustRef(t, "bench", "archived"), Window{Keep: int64(n / 100)})
 	st.Close()
 	if err != nil {
 		t.Fatal(err)

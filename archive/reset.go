@@ -7,6 +7,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/names"
 )
 
 // WhatDiscarded names the records DiscardCounter counts, for
@@ -90,7 +91,7 @@ func liveFirst(ctx context.Context, live Live, snap *graft.Snapshot) (first bran
 	if err != nil || !ok {
 		return 0, false, err
 	}
-	in, err := live.Info(ctx, o.Queue, o.Stream)
+	in, err := live.Info(ctx, o)
 	if err != nil {
 		if errors.Is(err, ctx.Err()) && ctx.Err() != nil {
 			return 0, false, err
@@ -126,11 +127,11 @@ func RepairSeam(ctx context.Context, live Live, vol *graft.Volume, before State)
 
 // repairSeam is RepairSeam for the stream o, the volume's owner before the
 // reset.
-func repairSeam(ctx context.Context, live Live, vol *graft.Volume, o Owner, before State) (bool, error) {
+func repairSeam(ctx context.Context, live Live, vol *graft.Volume, o names.StreamRef, before State) (bool, error) {
 	if !present(live) {
 		return false, nil
 	}
-	seam, ok, err := GetArchived(ctx, live, o.Queue, o.Stream)
+	seam, ok, err := GetArchived(ctx, live, o)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -142,9 +143,9 @@ func repairSeam(ctx context.Context, live Live, vol *graft.Volume, o Owner, befo
 		return false, nil
 	}
 	if st.Empty() {
-		return dropArchived(ctx, live, o.Queue, o.Stream, seam.W)
+		return dropArchived(ctx, live, o, seam.W)
 	}
-	return true, PutArchived(ctx, live, o.Queue, o.Stream, Seam{W: st.W, LSN: st.LSN})
+	return true, PutArchived(ctx, live, o, Seam{W: st.W, LSN: st.LSN})
 }
 
 // ResetResult says what ResetVolume did.

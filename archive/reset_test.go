@@ -48,7 +48,7 @@ func TestResetRefusesTrimmedArchive(t *testing.T) {
 			ctx := testCtx(t)
 			e := remoteEnv(t, servers.Redis(t).URL, mk(t), Options{Chunk: 100})
 			all := e.append(ctx, 20)
-			if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 5}); err != nil {
+			if _, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 5}); err != nil {
 				t.Fatal(err)
 			}
 			vol := e.volume(ctx)
@@ -57,7 +57,7 @@ func TestResetRefusesTrimmedArchive(t *testing.T) {
 			}
 			for range 6 {
 				all = append(all, e.append(ctx, 10)...)
-				res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 5})
+				res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 5})
 				if err != nil || res.Folded != 10 || res.Trimmed != 10 {
 					t.Fatalf("cycle: %+v, %v", res, err)
 				}
@@ -87,7 +87,7 @@ func TestResetRefusesTrimmedArchive(t *testing.T) {
 				t.Fatalf("after the confirmed reset: %d records, %v; want %d", len(got), err, len(want))
 			}
 			more := e.append(ctx, 10)
-			if res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 5}); err != nil || res.Folded != 10 || res.Trimmed != 10 {
+			if res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 5}); err != nil || res.Folded != 10 || res.Trimmed != 10 {
 				t.Fatalf("cycle after the reset: %+v, %v", res, err)
 			}
 			e.audit(ctx, append(want, more...))
@@ -124,15 +124,15 @@ func TestNoWedgeAfterFailedPush(t *testing.T) {
 			p := &flakyPusher{}
 			e := remoteEnv(t, servers.Redis(t).URL, mk(t), Options{TrimAfter: TrimAfterRemote, Pusher: p, Chunk: 4})
 			all := e.append(ctx, 20)
-			if res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 5}); err != nil || res.Trimmed != 15 {
+			if res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 5}); err != nil || res.Trimmed != 15 {
 				t.Fatalf("cycle: %+v, %v", res, err)
 			}
 			p.fail.Store(true)
 			all = append(all, e.append(ctx, 10)...)
-			if res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 5}); err == nil || res.Folded != 10 || res.Trimmed != 0 {
+			if res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 5}); err == nil || res.Folded != 10 || res.Trimmed != 0 {
 				t.Fatalf("cycle with a failing push: %+v, %v", res, err)
 			}
-			seam, ok, err := GetArchived(ctx, e.live, e.q, e.s)
+			seam, ok, err := GetArchived(ctx, e.live, e.ref())
 			if err != nil || !ok || seam.W != all[14] {
 				t.Errorf("seam cache %+v (%v, %v) after the failed push, want W %s (what the remote holds)",
 					seam, ok, err, brand.EVT.Format(all[14]))
@@ -150,7 +150,7 @@ func TestNoWedgeAfterFailedPush(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.fail.Store(false)
-			if res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 5}); err != nil || res.Folded != 10 || res.Trimmed != 10 {
+			if res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 5}); err != nil || res.Folded != 10 || res.Trimmed != 10 {
 				t.Fatalf("cycle after the reset: %+v, %v", res, err)
 			}
 			e.audit(ctx, all)
@@ -185,7 +185,7 @@ func TestNoWedgeAfterResetToEmpty(t *testing.T) {
 			ctx := testCtx(t)
 			e := remoteEnv(t, servers.Redis(t).URL, mk(t), Options{Chunk: 100})
 			all := e.append(ctx, 20)
-			if res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 2}); err != nil || res.Trimmed != 18 {
+			if res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 2}); err != nil || res.Trimmed != 18 {
 				t.Fatalf("cycle: %+v, %v", res, err)
 			}
 			vol := e.volume(ctx)
@@ -201,7 +201,7 @@ func TestNoWedgeAfterResetToEmpty(t *testing.T) {
 				t.Fatalf("after the reset to empty: %d records, %v; want the %d live ones", len(got), err, 2)
 			}
 			more := e.append(ctx, 10)
-			if res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 2}); err != nil || res.Folded != 10 || res.Trimmed != 10 {
+			if res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 2}); err != nil || res.Folded != 10 || res.Trimmed != 10 {
 				t.Fatalf("cycle after the reset: %+v, %v", res, err)
 			}
 			e.audit(ctx, append(all[18:], more...))

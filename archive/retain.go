@@ -9,6 +9,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/names"
 )
 
 // Retention is the archive's retention horizon: below it, archived pages
@@ -54,7 +55,7 @@ func Retain(ctx context.Context, vol *graft.Volume, r Retention, now time.Time) 
 // retainAs is Retain on behalf of owner (nil: anyone): at the commit's base
 // it refuses a volume that records another owner (*OwnerError, nothing
 // dropped).
-func retainAs(ctx context.Context, vol *graft.Volume, r Retention, now time.Time, owner *Owner) (State, uint64, error) {
+func retainAs(ctx context.Context, vol *graft.Volume, r Retention, now time.Time, owner *names.StreamRef) (State, uint64, error) {
 	if err := r.Validate(); err != nil {
 		return State{}, 0, err
 	}

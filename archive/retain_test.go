@@ -69,7 +69,7 @@ func TestRetentionProperty(t *testing.T) {
 				rt.Fatal(err)
 			}
 			e.a = a
-			res, err := a.Cycle(ctx, q, e.s, Window{Keep: rapid.Int64Range(0, 20).Draw(rt, "keep")})
+			res, err := a.Cycle(ctx, mustRef(t, q, e.s), Window{Keep: rapid.Int64Range(0, 20).Draw(rt, "keep")})
 			if err != nil {
 				rt.Fatalf("step %d: %v", step, err)
 			}
@@ -158,13 +158,13 @@ func TestRetentionSnapshotGCAndFollower(t *testing.T) {
 		for i := range batch {
 			batch[i] = []mq.Field{{Name: "n", Value: strconv.Itoa(i)}, {Name: "pad", Value: big}}
 		}
-		got, err := e.live.AppendBatch(ctx, e.q, e.s, batch)
+		got, err := e.live.AppendBatch(ctx, e.ref(), batch)
 		if err != nil {
 			t.Fatal(err)
 		}
 		all = append(all, got...)
 	}
-	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 0, MaxAge: time.Nanosecond}); err != nil {
+	if _, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 0, MaxAge: time.Nanosecond}); err != nil {
 		t.Fatal(err)
 	}
 	vol := e.volume(ctx)
@@ -181,7 +181,7 @@ func TestRetentionSnapshotGCAndFollower(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := a.Cycle(ctx, e.q, e.s, Window{Keep: 0, MaxAge: time.Nanosecond})
+	res, err := a.Cycle(ctx, e.ref(), Window{Keep: 0, MaxAge: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestRetentionSnapshotGCAndFollower(t *testing.T) {
 	readOld()
 	_ = old.Close()
 	// The next cycle ends with the volume's GC, which now reclaims them.
-	if _, err := a.Cycle(ctx, e.q, e.s, Window{Keep: 0, MaxAge: time.Nanosecond}); err != nil {
+	if _, err := a.Cycle(ctx, e.ref(), Window{Keep: 0, MaxAge: time.Nanosecond}); err != nil {
 		t.Fatal(err)
 	}
 	if gs, err = vol.GC(ctx); err != nil || gs.DroppedPages != 0 {
@@ -236,7 +236,7 @@ func TestRetentionSnapshotGCAndFollower(t *testing.T) {
 	// A second data dir pulls the volume: the drop came with it.
 	fs := openStore(t, t.TempDir())
 	fs.AttachRemote(rs)
-	fv, err := fs.CreateVolume(ctx, vol.Name())
+	fv, err := fs.CreateVolume(ctx, volName(vol.Name()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +434,7 @@ func raceRetentionReads(t *testing.T, count uint64) {
 				return
 			default:
 			}
-			if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: int64(3 + n%11)}); err != nil {
+			if _, err := e.a.Cycle(ctx, e.ref(), Window{Keep: int64(3 + n%11)}); err != nil {
 				t.Error(err)
 				return
 			}
@@ -504,7 +504,7 @@ func dropDuringRead(t *testing.T, ctx context.Context, r func([]brand.ID) Range)
 	t.Helper()
 	e := newEnv(t, testRedisURL(t), Options{})
 	all := e.append(ctx, 10)
-	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 5}); err != nil {
+	if _, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 5}); err != nil {
 		t.Fatal(err)
 	}
 	next, stop := pullRead(ctx, e.source(ctx), r(all))
@@ -513,7 +513,7 @@ func dropDuringRead(t *testing.T, ctx context.Context, r func([]brand.ID) Range)
 		t.Fatalf("first step %+v, want %s", s, brand.EVT.Format(all[0]))
 	}
 	all = append(all, e.append(ctx, 10)...)
-	if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 2}); err != nil {
+	if _, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 2}); err != nil {
 		t.Fatal(err)
 	}
 	st, dropped, err := Retain(ctx, e.volume(ctx), Retention{Count: 3}, time.Now())
@@ -621,7 +621,7 @@ func TestMergeReadFirstCycleDuringRead(t *testing.T) {
 			if s := next(); s.id != all[0] {
 				t.Fatalf("first step %+v, want %s", s, brand.EVT.Format(all[0]))
 			}
-			if _, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 3}); err != nil {
+			if _, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 3}); err != nil {
 				t.Fatal(err)
 			}
 			if how == "neither" {

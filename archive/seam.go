@@ -31,14 +31,14 @@ type Seam struct {
 // hash to learn where the live tail begins; it is a cache: the truth stays
 // in the archive volume, and the archive overwrites the cache after each
 // fold.
-func PutArchived(ctx context.Context, live Live, q, s string, seam Seam) error {
-	if err := checkQS(q, s); err != nil {
+func PutArchived(ctx context.Context, live Live, ref names.StreamRef, seam Seam) error {
+	if err := checkRef(ref); err != nil {
 		return err
 	}
-	keys := []string{SeamKey(q, s), mq.ArchivedSetKey(q)}
-	args := []string{s, brand.EVT.Format(seam.W), seam.W.RedisID(), strconv.FormatUint(seam.LSN, 10)}
+	keys := []string{SeamKey(ref), mq.ArchivedSetKey(ref.Queue())}
+	args := []string{ref.Stream().String(), brand.EVT.Format(seam.W), seam.W.RedisID(), strconv.FormatUint(seam.LSN, 10)}
 	if err := live.Run(ctx, scriptSeam, keys, args).Err(); err != nil {
-		return fmt.Errorf("write seam cache of %s: %w", where(q, s), err)
+		return fmt.Errorf("write seam cache of %s: %w", where(ref), err)
 	}
 	return nil
 }
@@ -46,11 +46,11 @@ func PutArchived(ctx context.Context, live Live, q, s string, seam Seam) error {
 // GetArchived reads the seam cache of stream s of queue q. ok is false when
 // there is none. Fields that do not form a seam (w not an EVT id, xid not
 // w's Redis id, lsn not a number) fail with ErrBadSeam.
-func GetArchived(ctx context.Context, live Live, q, s string) (seam Seam, ok bool, err error) {
-	if err := checkQS(q, s); err != nil {
+func GetArchived(ctx context.Context, live Live, ref names.StreamRef) (seam Seam, ok bool, err error) {
+	if err := checkRef(ref); err != nil {
 		return Seam{}, false, err
 	}
-	key := SeamKey(q, s)
+	key := SeamKey(ref)
 	m, err := live.HGetAll(ctx, key)
 	if err != nil {
 		return Seam{}, false, fmt.Errorf("read seam cache %s: %w", key, err)
@@ -88,24 +88,24 @@ func clip(s string) string {
 
 // RegisterArchived adds stream s to the archived streams of queue q. From
 // then on mq's TrimMinID and its Retention driver refuse to trim it.
-func RegisterArchived(ctx context.Context, live Live, q, s string) error {
-	if err := checkQS(q, s); err != nil {
+func RegisterArchived(ctx context.Context, live Live, ref names.StreamRef) error {
+	if err := checkRef(ref); err != nil {
 		return err
 	}
-	if err := live.SAdd(ctx, mq.ArchivedSetKey(q), s); err != nil {
-		return fmt.Errorf("register %s as archived: %w", where(q, s), err)
+	if err := live.SAdd(ctx, mq.ArchivedSetKey(ref.Queue()), ref.Stream().String()); err != nil {
+		return fmt.Errorf("register %s as archived: %w", where(ref), err)
 	}
 	return nil
 }
 
 // IsArchived reports whether stream s is registered as archived in queue q.
-func IsArchived(ctx context.Context, live Live, q, s string) (bool, error) {
-	if err := checkQS(q, s); err != nil {
+func IsArchived(ctx context.Context, live Live, ref names.StreamRef) (bool, error) {
+	if err := checkRef(ref); err != nil {
 		return false, err
 	}
-	ok, err := live.SIsMember(ctx, mq.ArchivedSetKey(q), s)
+	ok, err := live.SIsMember(ctx, mq.ArchivedSetKey(ref.Queue()), ref.Stream().String())
 	if err != nil {
-		return false, fmt.Errorf("is %s archived: %w", where(q, s), err)
+		return false, fmt.Errorf("is %s archived: %w", where(ref), err)
 	}
 	return ok, nil
 }
@@ -115,19 +115,16 @@ func IsArchived(ctx context.Context, live Live, q, s string) (bool, error) {
 // volume that a confirmed reset emptied: a cache naming folds that no
 // longer exist anywhere would make every read and cycle refuse the volume
 // as behind it. It reports whether it deleted the cache.
-func dropArchived(ctx context.Context, live Live, q, s string, w brand.ID) (bool, error) {
-	if err := checkQS(q, s); err != nil {
+func dropArchived(ctx context.Context, live Live, ref names.StreamRef, w brand.ID) (bool, error) {
+	if err := checkRef(ref); err != nil {
 		return false, err
 	}
-	n, err := live.Run(ctx, scriptSeamDrop, []string{SeamKey(q, s)}, []string{brand.EVT.Format(w)}).Int()
+	n, err := live.Run(ctx, scriptSeamDrop, []string{SeamKey(ref)}, []string{brand.EVT.Format(w)}).Int()
 	if err != nil {
-		return false, fmt.Errorf("drop seam cache of %s: %w", where(q, s), err)
+		return false, fmt.Errorf("drop seam cache of %s: %w", where(ref), err)
 	}
 	return n == 1, nil
 }
-
-// StreamRef names a stream: its queue and its name.
-type StreamRef struct{ Queue, Stream string }
 
 // ArchivedStreams yields every stream registered as archived: the members
 // of every set emq:{Q}:archived (mq.ArchivedSetKey), found with SCAN on
@@ -136,30 +133,39 @@ type StreamRef struct{ Queue, Stream string }
 // more than a bounded number of keys or members of the server, so a large
 // keyspace or set never blocks it, and the caller can stop at any time). A
 // key that looks like such a set but does not name a valid queue
-// (emq:{a:b}:archived), and a member that is not a valid stream name, are
-// skipped, not errors. Each stream is yielded once; one registered or
+// (emq:{a:b}:archived), and a member that is not a valid stream name (or
+// whose archive volume name would not be valid), are skipped, not errors:
+// the names come from Redis, so they are checked here. Each stream is yielded once; one registered or
 // removed while the scan runs may or may not be yielded (SCAN guarantees
 // only the keys that exist throughout). A failed round trip yields its
 // error and ends the iteration.
-func ArchivedStreams(ctx context.Context, live Live) iter.Seq2[StreamRef, error] {
-	return func(yield func(StreamRef, error) bool) {
-		seen := map[StreamRef]bool{}
-		for key, err := range live.ScanKeys(ctx, mq.ArchivedSetKey("*"), "set") {
+func ArchivedStreams(ctx context.Context, live Live) iter.Seq2[names.StreamRef, error] {
+	return func(yield func(names.StreamRef, error) bool) {
+		seen := map[names.StreamRef]bool{}
+		for key, err := range live.ScanKeys(ctx, mq.ArchivedSetPattern, "set") {
 			if err != nil {
-				yield(StreamRef{}, fmt.Errorf("scan for archived streams: %w", err))
+				yield(names.StreamRef{}, fmt.Errorf("scan for archived streams: %w", err))
 				return
 			}
-			q, ok := strings.CutPrefix(key, "emq:{")
-			if q, ok = strings.CutSuffix(q, "}:archived"); !ok || names.Check(names.KindQueue, q) != nil {
+			qs, ok := strings.CutPrefix(key, "emq:{")
+			if qs, ok = strings.CutSuffix(qs, "}:archived"); !ok {
+				continue
+			}
+			q, err := names.ParseQueue(qs)
+			if err != nil {
 				continue
 			}
 			for s, err := range live.SetMembers(ctx, key) {
 				if err != nil {
-					yield(StreamRef{}, fmt.Errorf("read %s: %w", key, err))
+					yield(names.StreamRef{}, fmt.Errorf("read %s: %w", key, err))
 					return
 				}
-				ref := StreamRef{q, s}
-				if names.Check(names.KindStream, s) != nil || seen[ref] {
+				st, err := names.ParseStream(s)
+				if err != nil {
+					continue
+				}
+				ref, err := names.NewStreamRef(q, st)
+				if err != nil || seen[ref] {
 					continue
 				}
 				seen[ref] = true

@@ -37,12 +37,12 @@ func TestSecurityLargestAcceptedRecordFolds(t *testing.T) {
 				t.Fatalf("the record is not within mq's limits: %v", err)
 			}
 			e := newEnv(t, servers.Redis(t).URL, Options{})
-			id, err := e.live.Append(ctx, e.q, e.s, tc.fields...)
+			id, err := e.live.Append(ctx, e.ref(), tc.fields...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			e.append(ctx, 3)
-			res, err := e.a.Cycle(ctx, e.q, e.s, Window{Keep: 1})
+			res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 1})
 			if err != nil || res.Folded != 3 || res.State.Pages != 3 {
 				t.Fatalf("a cycle over the largest accepted record %s: %+v, %v", brand.EVT.Format(id), res, err)
 			}

@@ -127,7 +127,7 @@ func TestCorruptOutbox(t *testing.T) {
 	}
 	var order []accept.Intent
 	for i := 1; i <= 150; i++ {
-		in := accept.Intent{ID: brand.ID(1000 + i), Queue: "q", Payload: []byte(strconv.Itoa(i))}
+		in := accept.Intent{ID: brand.ID(1000 + i), Queue: mustQueue(t, "q"), Payload: []byte(strconv.Itoa(i))}
 		if err := out.Record(ctx, in); err != nil {
 			t.Fatal(err)
 		}
@@ -226,10 +226,10 @@ func TestCorruptRemoteObjects(t *testing.T) {
 		if _, err := appendBatch(ctx, n.live, c.Queue, "s", 200, size); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := n.arc.Cycle(ctx, c.Queue, "s", archive.Window{Keep: 1}); err != nil {
+		if _, err := n.arc.Cycle(ctx, mustRef(t, c.Queue, "s"), archive.Window{Keep: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := n.tier.Enqueue(ctx, c.Queue, 0, []byte(`{"x":1}`), accept.Sync); err != nil {
+		if _, err := n.tier.Enqueue(ctx, mustQueue(t, c.Queue), 0, []byte(`{"x":1}`), accept.Sync); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -249,7 +249,7 @@ func TestCorruptRemoteObjects(t *testing.T) {
 			return nil, nil, err
 		}
 		defer gs.Close()
-		v, err := gs.CreateVolume(ctx, vol)
+		v, err := gs.CreateVolume(ctx, volName(vol))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -346,7 +346,7 @@ func TestCorruptPebbleChild(t *testing.T) {
 		return
 	}
 	defer st.Close()
-	v, err := st.Volume(ctx, "disk")
+	v, err := st.Volume(ctx, volName("disk"))
 	if err != nil {
 		report("ERR volume: %v", err)
 		return
@@ -393,7 +393,7 @@ func TestCorruptPebble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := st.CreateVolume(ctx, "disk")
+	v, err := st.CreateVolume(ctx, volName("disk"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,7 +115,7 @@ func audit(t *testing.T, ctx context.Context, c workerConf, acked, unknown map[s
 		}
 	}
 	for _, s := range c.Streams {
-		if _, err := n.arc.Cycle(sctx, c.Queue, s, archive.Window{Keep: 5}); err != nil {
+		if _, err := n.arc.Cycle(sctx, mustRef(t, c.Queue, s), archive.Window{Keep: 5}); err != nil {
 			t.Fatal(err)
 		}
 	}

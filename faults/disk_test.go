@@ -51,7 +51,7 @@ func TestDiskFullChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := st.CreateVolume(ctx, "disk")
+	v, err := st.CreateVolume(ctx, volName("disk"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestDiskFull(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: reopen after the full disk: %v", round, err)
 		}
-		v, err := st.Volume(t.Context(), "disk")
+		v, err := st.Volume(t.Context(), volName("disk"))
 		if err != nil {
 			t.Fatal(err)
 		}

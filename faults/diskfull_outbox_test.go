@@ -37,7 +37,7 @@ func TestOutboxDiskFull(t *testing.T) {
 	next := brand.ID(1)
 	record := func() error {
 		id := next
-		err := o.Record(ctx, accept.Intent{ID: id, Queue: "q", Payload: []byte(strings.Repeat("j", 512))})
+		err := o.Record(ctx, accept.Intent{ID: id, Queue: mustQueue(t, "q"), Payload: []byte(strings.Repeat("j", 512))})
 		if err == nil {
 			want[id] = true
 			next++

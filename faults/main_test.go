@@ -28,6 +28,7 @@ import (
 	"github.com/echostore/echostore/internal/crashtest"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 )
 
 var servers testserver.Pool
@@ -253,7 +254,7 @@ func runWorker(t *testing.T, arg string) {
 				if (i+w)%3 == 0 {
 					mode = accept.Sync
 				}
-				rc, err := n.tier.Enqueue(ctx, c.Queue, 0, []byte(fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)), mode)
+				rc, err := n.tier.Enqueue(ctx, mustQueue(t, c.Queue), 0, []byte(fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)), mode)
 				if err != nil {
 					fail("enqueue", err)
 					continue
@@ -271,7 +272,7 @@ func runWorker(t *testing.T, arg string) {
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
 	for i := 0; ; i++ {
 		s := c.Streams[i%len(c.Streams)]
-		res, err := n.arc.Cycle(ctx, c.Queue, s, archive.Window{Keep: int64(rng.IntN(c.Keep + 1))})
+		res, err := n.arc.Cycle(ctx, mustRef(t, c.Queue, s), archive.Window{Keep: int64(rng.IntN(c.Keep + 1))})
 		if err != nil {
 			fail("cycle "+s, err)
 			continue
@@ -367,6 +368,10 @@ func startWorker(t *testing.T, c workerConf) *crashtest.Process {
 // acknowledged id once, and nothing that was never appended. unknown are
 // ids whose append outcome was never learnt (they may or may not be there).
 func streamAudit(ctx context.Context, redisURL, remoteURL, dir, q, s string, acked, unknown []brand.ID) (int, error) {
+	ref, err := names.ParseStreamRef(q, s)
+	if err != nil {
+		return 0, err
+	}
 	live, err := mq.Connect(ctx, mq.Options{URL: redisURL, Logger: quietLog()})
 	if err != nil {
 		return 0, err
@@ -384,9 +389,9 @@ func streamAudit(ctx context.Context, redisURL, remoteURL, dir, q, s string, ack
 	defer gs.Close()
 	name := "archive." + q + "." + s
 	pull := func(ctx context.Context, name string) (*graft.Volume, error) {
-		v, err := gs.Volume(ctx, name)
+		v, err := gs.Volume(ctx, volName(name))
 		if errors.Is(err, graft.ErrVolumeNotFound) {
-			v, err = gs.CreateVolume(ctx, name)
+			v, err = gs.CreateVolume(ctx, volName(name))
 		}
 		if err != nil {
 			return nil, err
@@ -395,11 +400,11 @@ func streamAudit(ctx context.Context, redisURL, remoteURL, dir, q, s string, ack
 		return v, err
 	}
 	var vol *graft.Volume
-	if v, err := gs.Volume(ctx, name); err == nil {
+	if v, err := gs.Volume(ctx, volName(name)); err == nil {
 		vol = v
 	}
 	var got []brand.ID
-	for r, err := range archive.MergeRead(ctx, archive.Source{Queue: q, Stream: s, Live: live, Volume: vol, Pull: pull}, archive.All()) {
+	for r, err := range archive.MergeRead(ctx, archive.Source{Ref: ref, Live: live, Volume: vol, Pull: pull}, archive.All()) {
 		if err != nil {
 			return 0, fmt.Errorf("merge-read %s/%s: %w", q, s, err)
 		}
@@ -463,7 +468,11 @@ func (d deliveries) add(ds []mq.Delivery) {
 
 // drainJobs claims and acknowledges every job left in q (also those claimed
 // before and never acknowledged) into d.
-func drainJobs(ctx context.Context, c *mq.Client, q string, d deliveries) error {
+func drainJobs(ctx context.Context, c *mq.Client, queue string, d deliveries) error {
+	q, err := names.ParseQueue(queue)
+	if err != nil {
+		return err
+	}
 	rec, err := c.Recover(ctx, q, "audit", time.Nanosecond, 100000)
 	if err != nil {
 		return err
@@ -529,7 +538,11 @@ func appendBatch(ctx context.Context, c *mq.Client, q, s string, n, pad int) ([]
 	for i := range batch {
 		batch[i] = []mq.Field{{Name: "i", Value: strconv.Itoa(i)}, {Name: "s", Value: s}, {Name: "pad", Value: strings.Repeat("x", pad)}}
 	}
-	return c.AppendBatch(ctx, q, s, batch)
+	ref, err := names.ParseStreamRef(q, s)
+	if err != nil {
+		return nil, err
+	}
+	return c.AppendBatch(ctx, ref, batch)
 }
 
 // waitDispatched drains q's job stream into deliveries until every job id
@@ -561,4 +574,36 @@ func waitDispatched(t *testing.T, c *mq.Client, q string, acked map[string]bool)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// mustRef returns the StreamRef of stream s of queue q, failing the test if
+// the names are not valid.
+func mustRef(t testing.TB, q, s string) names.StreamRef {
+	t.Helper()
+	ref, err := names.ParseStreamRef(q, s)
+	if err != nil {
+		t.Fatalf("stream %s/%s: %v", q, s, err)
+	}
+	return ref
+}
+
+// mustQueue returns queue name q checked, failing the test if it is not
+// valid.
+func mustQueue(t testing.TB, q string) names.Queue {
+	t.Helper()
+	qq, err := names.ParseQueue(q)
+	if err != nil {
+		t.Fatalf("queue %s: %v", q, err)
+	}
+	return qq
+}
+
+// volName returns volume name s checked; it panics if s is not a valid
+// volume name (test names are made valid).
+func volName(s string) names.Volume {
+	v, err := names.ParseVolume(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

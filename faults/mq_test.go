@@ -30,7 +30,7 @@ func TestAppendReplyLostThenLoading(t *testing.T) {
 	proxy.AnswerLoading(1)
 	ids, err := appendBatch(ctx, c, q, s, 5, 8)
 	var in []brand.ID
-	for r, rerr := range direct.Read(ctx, q, s, 0, brand.Max, 0, false) {
+	for r, rerr := range direct.Read(ctx, mustRef(t, q, s), 0, brand.Max, 0, false) {
 		if rerr != nil {
 			t.Fatal(rerr)
 		}

@@ -69,7 +69,7 @@ func (o outageRun) run(t *testing.T) {
 	}
 	acked[s] = ids
 	enqueue := func(mode accept.Mode) error {
-		rc, err := n.tier.Enqueue(ctx, q, 0, []byte(`{"outage":true}`), mode)
+		rc, err := n.tier.Enqueue(ctx, mustQueue(t, q), 0, []byte(`{"outage":true}`), mode)
 		if err == nil {
 			if mode == accept.Sync {
 				a.sync[rc.ID] = rc.LSN
@@ -83,16 +83,16 @@ func (o outageRun) run(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.down(t)
-	before, err := n.live.Len(ctx, q, s)
+	before, err := n.live.Len(ctx, mustRef(t, q, s))
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, cycleErr := n.arc.Cycle(ctx, q, s, archive.Window{Keep: 1})
+	res, cycleErr := n.arc.Cycle(ctx, mustRef(t, q, s), archive.Window{Keep: 1})
 	if cycleErr != nil && res.Trimmed != 0 {
 		t.Fatalf("the failed cycle trimmed %d records: %v", res.Trimmed, cycleErr)
 	}
 	if cycleErr != nil {
-		if l, err := n.live.Len(ctx, q, s); err == nil && l != before {
+		if l, err := n.live.Len(ctx, mustRef(t, q, s)); err == nil && l != before {
 			t.Fatalf("the failed cycle left %d live records of %d", l, before)
 		}
 	}
@@ -109,7 +109,7 @@ func (o outageRun) run(t *testing.T) {
 		t.Fatal(err)
 	}
 	acked[s] = append(acked[s], ids...)
-	if _, err := n.arc.Cycle(ctx, q, s, archive.Window{Keep: 10}); err != nil {
+	if _, err := n.arc.Cycle(ctx, mustRef(t, q, s), archive.Window{Keep: 10}); err != nil {
 		t.Fatalf("cycle after the outage: %v", err)
 	}
 	if err := enqueue(accept.Sync); err != nil {

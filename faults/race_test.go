@@ -114,7 +114,7 @@ appending:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := n.arc.Cycle(ctx, q, "s", archive.Window{Keep: 1}); err != nil {
+		if _, err := n.arc.Cycle(ctx, mustRef(t, q, "s"), archive.Window{Keep: 1}); err != nil {
 			t.Errorf("node %s cannot cycle after the race: %v", filepath.Base(c.Dir), err)
 		}
 		n.close(context.WithoutCancel(ctx))

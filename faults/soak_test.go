@@ -159,13 +159,13 @@ func TestSoak(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for load.Err() == nil {
-			ds, err := live.Claim(load, q, "soak", 100)
+			ds, err := live.Claim(load, mustQueue(t, q), "soak", 100)
 			if err == nil && len(ds) > 0 {
 				ids := make([]string, len(ds))
 				for i, x := range ds {
 					ids[i] = x.EntryID
 				}
-				_, err = live.Ack(load, q, ids...)
+				_, err = live.Ack(load, mustQueue(t, q), ids...)
 			}
 			fig.mu.Lock()
 			d.add(ds)
@@ -242,7 +242,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range streams {
-		if _, err := n.arc.Cycle(sctx, q, s, archive.Window{Keep: 10}); err != nil {
+		if _, err := n.arc.Cycle(sctx, mustRef(t, q, s), archive.Window{Keep: 10}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -310,9 +310,9 @@ func follow(ctx context.Context, dir, remoteURL, q string, streams []string, fig
 	for ctx.Err() == nil {
 		for _, s := range streams {
 			name := "archive." + q + "." + s
-			v, err := gs.Volume(ctx, name)
+			v, err := gs.Volume(ctx, volName(name))
 			if errors.Is(err, graft.ErrVolumeNotFound) {
-				v, err = gs.CreateVolume(ctx, name)
+				v, err = gs.CreateVolume(ctx, volName(name))
 			}
 			if err != nil {
 				return err

@@ -166,7 +166,7 @@ func benchOpens(b *testing.B, dir string, opts Options, vol string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Volume(ctx, vol); err != nil {
+		if _, err := s.Volume(ctx, volName(vol)); err != nil {
 			b.Fatal(err)
 		}
 		if err := s.Close(); err != nil {

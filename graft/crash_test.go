@@ -160,7 +160,7 @@ func TestCrashKill9(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: reopen after SIGKILL: %v", round, err)
 		}
-		v, err := s.Volume(ctx, "crash")
+		v, err := s.Volume(ctx, volName("crash"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +189,7 @@ func crashChild(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := s.CreateVolume(ctx, "crash")
+	v, err := s.CreateVolume(ctx, volName("crash"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestCrashStrictFS(t *testing.T) {
 
 		s2 := openMem(t, clone, Options{})
 		for k := range vs {
-			v, err := s2.Volume(ctx, fmt.Sprintf("vol%d", k))
+			v, err := s2.Volume(ctx, volName(fmt.Sprintf("vol%d", k)))
 			if err != nil {
 				t.Fatal(err)
 			}

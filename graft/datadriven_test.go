@@ -91,7 +91,7 @@ func (st *graftScript) store(t *testing.T, d *datadriven.TestData) *Store {
 }
 
 func (st *graftScript) volume(t *testing.T, d *datadriven.TestData) (*Volume, error) {
-	return st.store(t, d).Volume(context.Background(), arg(d, t, "vol", "v"))
+	return st.store(t, d).Volume(context.Background(), volName(arg(d, t, "vol", "v")))
 }
 
 // snapshot returns the held snapshot snap=, or opens one at lsn= (the head
@@ -141,7 +141,7 @@ func (st *graftScript) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return "ok"
 	case "create":
-		if _, err := st.store(t, d).CreateVolume(ctx, arg(d, t, "vol", "v")); err != nil {
+		if _, err := st.store(t, d).CreateVolume(ctx, volName(arg(d, t, "vol", "v"))); err != nil {
 			return errText(err)
 		}
 		return "ok"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/echostore/echostore/names"
 )
 
 var (
@@ -61,11 +62,12 @@ func (v *Volume) checkDropped(op string) error {
 // drop, every use of the volume's *Volume handle fails with
 // ErrVolumeDropped, and Store.Volume of the name with ErrVolumeNotFound. A
 // name that does not exist fails with ErrVolumeNotFound.
-func (s *Store) DropVolume(ctx context.Context, name string) error {
-	v, err := s.Volume(ctx, name)
+func (s *Store) DropVolume(ctx context.Context, vol names.Volume) error {
+	v, err := s.Volume(ctx, vol)
 	if err != nil {
 		return err
 	}
+	name := vol.String()
 	if err := s.checkWritable(); err != nil {
 		return fmt.Errorf("graft: drop volume %q: %w", name, err)
 	}

@@ -79,7 +79,7 @@ func TestDropVolume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DropVolume(ctx, "b"); !errors.Is(err, ErrVolumeInUse) {
+	if err := s.DropVolume(ctx, volName("b")); !errors.Is(err, ErrVolumeInUse) {
 		t.Fatalf("drop with a snapshot open: %v, want ErrVolumeInUse", err)
 	}
 	snap.Close()
@@ -88,11 +88,11 @@ func TestDropVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.noPending.Store(false)
-	if err := s.DropVolume(ctx, "b"); !errors.Is(err, ErrPushPending) {
+	if err := s.DropVolume(ctx, volName("b")); !errors.Is(err, ErrPushPending) {
 		t.Fatalf("drop with a pending push: %v, want ErrPushPending", err)
 	}
 	var refused *DropRefusedError
-	if err := s.DropVolume(ctx, "b"); !errors.As(err, &refused) || !refused.Pending {
+	if err := s.DropVolume(ctx, volName("b")); !errors.As(err, &refused) || !refused.Pending {
 		t.Fatalf("drop with a pending push: %v, want *DropRefusedError{Pending}", err)
 	}
 	if sn, err := b.Snapshot(ctx); err != nil {
@@ -109,7 +109,7 @@ func TestDropVolume(t *testing.T) {
 	}
 	ofB, before = storeKeys(t, s, b.id, "b")
 
-	if err := s.DropVolume(ctx, "b"); err != nil {
+	if err := s.DropVolume(ctx, volName("b")); err != nil {
 		t.Fatalf("DropVolume: %v", err)
 	}
 	check := func(s *Store) {
@@ -126,10 +126,10 @@ func TestDropVolume(t *testing.T) {
 				t.Fatalf("key %x of another volume changed by the drop", k)
 			}
 		}
-		if _, err := s.Volume(ctx, "b"); !errors.Is(err, ErrVolumeNotFound) {
+		if _, err := s.Volume(ctx, volName("b")); !errors.Is(err, ErrVolumeNotFound) {
 			t.Fatalf("Volume(b) after the drop: %v, want ErrVolumeNotFound", err)
 		}
-		if err := s.DropVolume(ctx, "b"); !errors.Is(err, ErrVolumeNotFound) {
+		if err := s.DropVolume(ctx, volName("b")); !errors.Is(err, ErrVolumeNotFound) {
 			t.Fatalf("second drop: %v, want ErrVolumeNotFound", err)
 		}
 	}
@@ -225,7 +225,7 @@ func TestDropVolumeRacesWriters(t *testing.T) {
 			}()
 		}
 		for deadline := time.Now().Add(time.Minute); ; {
-			err := s.DropVolume(ctx, "v")
+			err := s.DropVolume(ctx, volName("v"))
 			if err == nil {
 				break
 			}

@@ -96,7 +96,7 @@ func fenceChild(t *testing.T, arg string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := s.CreateVolume(ctx, "fence")
+	v, err := s.CreateVolume(ctx, volName("fence"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -257,7 +257,7 @@ func makeGoldenDataDir(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"archive.q.s", "old.v1"} {
-		v, err := s.CreateVolume(ctx, name)
+		v, err := s.CreateVolume(ctx, volName(name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,7 +319,7 @@ func TestGoldenDataDirV1(t *testing.T) {
 			t.Fatalf("volumes: %+v, %v", infos, err)
 		}
 		for _, name := range []string{"archive.q.s", "old.v1"} {
-			v, err := s.Volume(ctx, name)
+			v, err := s.Volume(ctx, volName(name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -352,7 +352,7 @@ func TestGoldenDataDirV1(t *testing.T) {
 			}
 		}
 		if !readOnly {
-			v, _ := s.Volume(ctx, "old.v1")
+			v, _ := s.Volume(ctx, volName("old.v1"))
 			tx := v.Begin()
 			if err := tx.Put(2, []byte("two")); err != nil {
 				t.Fatal(err)
@@ -382,7 +382,7 @@ func TestGoldenPendingCommitV1(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	v, err := s.CreateVolume(ctx, "v")
+	v, err := s.CreateVolume(ctx, volName("v"))
 	if err != nil {
 		t.Fatal(err)
 	}

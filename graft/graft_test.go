@@ -27,7 +27,7 @@ func openMem(t testing.TB, fs vfs.FS, opts Options) *Store {
 
 func mustCreate(t testing.TB, s *Store, name string) *Volume {
 	t.Helper()
-	v, err := s.CreateVolume(context.Background(), name)
+	v, err := s.CreateVolume(context.Background(), volName(name))
 	if err != nil {
 		t.Fatalf("CreateVolume(%q): %v", name, err)
 	}
@@ -139,7 +139,7 @@ func TestCommitAndRead(t *testing.T) {
 	}
 	s = openMem(t, fs, Options{})
 	defer s.Close()
-	v, err = s.Volume(ctx, "vol.a")
+	v, err = s.Volume(ctx, volName("vol.a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,11 +156,14 @@ func TestCommitAndRead(t *testing.T) {
 	if err != nil || len(vols) != 1 || vols[0].Volume != "vol.a" || vols[0].LocalLSN != 3 {
 		t.Fatalf("Volumes = %+v, %v", vols, err)
 	}
-	if _, err := s.Volume(ctx, "nope"); !errors.Is(err, ErrVolumeNotFound) {
+	if _, err := s.Volume(ctx, volName("nope")); !errors.Is(err, ErrVolumeNotFound) {
 		t.Errorf("Volume(nope): %v", err)
 	}
-	if _, err := s.CreateVolume(ctx, "a:b"); !errors.Is(err, names.ErrInvalid) {
-		t.Errorf("CreateVolume(a:b): %v", err)
+	if _, err := names.ParseVolume("a:b"); !errors.Is(err, names.ErrInvalid) {
+		t.Errorf("ParseVolume(a:b): %v", err)
+	}
+	if _, err := s.CreateVolume(ctx, names.Volume{}); !errors.Is(err, names.ErrInvalid) {
+		t.Errorf("CreateVolume(no name): %v", err)
 	}
 }
 
@@ -287,7 +290,7 @@ func TestReadOnlyAndLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	v, err = ro.Volume(ctx, "ro")
+	v, err = ro.Volume(ctx, volName("ro"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,10 +318,10 @@ func TestReadOnlyAndLock(t *testing.T) {
 	if err := v.SetKeepFrom(ctx, 1); !errors.Is(err, ErrReadOnly) {
 		t.Errorf("SetKeepFrom on a read-only store: %v", err)
 	}
-	if _, err := ro.CreateVolume(ctx, "new"); !errors.Is(err, ErrReadOnly) {
+	if _, err := ro.CreateVolume(ctx, volName("new")); !errors.Is(err, ErrReadOnly) {
 		t.Errorf("CreateVolume on a read-only store: %v", err)
 	}
-	if _, err := ro.CreateVolume(ctx, "ro"); err != nil { // exists: just opened
+	if _, err := ro.CreateVolume(ctx, volName("ro")); err != nil { // exists: just opened
 		t.Errorf("CreateVolume of an existing volume, read-only: %v", err)
 	}
 }

@@ -124,7 +124,7 @@ func TestRemoteMismatch(t *testing.T) {
 			}
 			s = openMem(t, fs, Options{Remote: rb})
 			defer s.Close()
-			v, err = s.Volume(ctx, "vol.m")
+			v, err = s.Volume(ctx, volName("vol.m"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -358,7 +358,7 @@ func TestCheckpointKeepsWriterLocal(t *testing.T) {
 	}
 	s = openMem(t, fs, Options{})
 	defer s.Close()
-	v, err = s.Volume(ctx, "vol.c")
+	v, err = s.Volume(ctx, volName("vol.c"))
 	if err != nil {
 		t.Fatal(err)
 	}

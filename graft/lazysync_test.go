@@ -164,7 +164,7 @@ func TestLazySyncPointStrictFS(t *testing.T) {
 				other = takeover(t, rs, "lazy", "other")
 			}
 			c := openMem(t, clone, Options{Remote: rs})
-			v, err := c.Volume(ctx, "lazy")
+			v, err := c.Volume(ctx, volName("lazy"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -271,7 +271,7 @@ func TestSyncPointDurability(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := openMem(t, clone, Options{Remote: rs})
-		cv, err := c.Volume(ctx, "sp")
+		cv, err := c.Volume(ctx, volName("sp"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -256,7 +256,7 @@ func (m *graftMachine) Reopen(t *rapid.T) {
 	if m.s, err = Open(context.Background(), "graft", Options{FS: m.fs}); err != nil {
 		t.Fatal(err)
 	}
-	if m.v, err = m.s.Volume(context.Background(), "model"); err != nil {
+	if m.v, err = m.s.Volume(context.Background(), volName("model")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -408,7 +408,7 @@ func TestModel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := s.CreateVolume(context.Background(), "model")
+		v, err := s.CreateVolume(context.Background(), volName("model"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -54,7 +54,7 @@ func testCutManifest(t *testing.T, compactions bool) {
 	}
 	for l := uint64(1); l <= n; l++ {
 		for _, name := range vols {
-			v, _ := st.Volume(ctx, name)
+			v, _ := st.Volume(ctx, volName(name))
 			commitPages(t, v, map[uint64][]byte{l % 64: cutPage(name, l)}, nil)
 		}
 	}
@@ -120,7 +120,7 @@ func testCutManifest(t *testing.T, compactions bool) {
 				continue
 			}
 			for _, name := range vols {
-				v, err := s.Volume(ctx, name)
+				v, err := s.Volume(ctx, volName(name))
 				if errors.Is(err, ErrVolumeNotFound) {
 					continue
 				} else if err != nil {

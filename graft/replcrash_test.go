@@ -90,7 +90,7 @@ func openCrashed(t *testing.T, dir string, rs remote.Store) (*Store, *Volume) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := s.Volume(context.Background(), "crash")
+	v, err := s.Volume(context.Background(), volName("crash"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func pushCrashChild(t *testing.T, arg string) {
 		t.Fatal(err)
 	}
 	s.lazySyncPoint = point == "AfterPush"
-	v, err := s.CreateVolume(ctx, "crash")
+	v, err := s.CreateVolume(ctx, volName("crash"))
 	if err != nil {
 		t.Fatal(err)
 	}

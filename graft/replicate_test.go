@@ -19,6 +19,7 @@ import (
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/testserver"
+	"github.com/echostore/echostore/names"
 )
 
 var servers testserver.Pool
@@ -662,4 +663,14 @@ func TestResetNeverPushed(t *testing.T) {
 	if i := b.Info(); len(got) != 1 || string(got[1]) != "a" || i.Pages != 1 || i.Bytes != 1 || i.RemoteLSN != 1 {
 		t.Fatalf("after reset: %v, %+v", got, i)
 	}
+}
+
+// volName returns volume name s checked; it panics if s is not a valid
+// volume name (test names are made valid).
+func volName(s string) names.Volume {
+	v, err := names.ParseVolume(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

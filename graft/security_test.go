@@ -20,17 +20,21 @@ func TestSecurityBadInputBeforeAnySideEffect(t *testing.T) {
 	defer s.Close()
 	for _, n := range []string{"", ".", "..", "../x", "a/b", "/abs", "a\x00b", "a b", "é", "\u0430", "a\u200bb",
 		"x{y}", "x:y", strings.Repeat("v", names.MaxLen+1)} {
-		if _, err := s.CreateVolume(ctx, n); !errors.Is(err, names.ErrInvalid) {
-			t.Errorf("CreateVolume(%q) = %v, want names.ErrInvalid", n, err)
+		// A bad name cannot be made into the names.Volume the store takes.
+		if _, err := names.ParseVolume(n); !errors.Is(err, names.ErrInvalid) {
+			t.Errorf("ParseVolume(%q) = %v, want names.ErrInvalid", n, err)
 		}
-		if _, err := s.Volume(ctx, n); !errors.Is(err, names.ErrInvalid) {
-			t.Errorf("Volume(%q) = %v, want names.ErrInvalid", n, err)
-		}
+	}
+	if _, err := s.CreateVolume(ctx, names.Volume{}); !errors.Is(err, names.ErrInvalid) {
+		t.Errorf("CreateVolume(no name) = %v, want names.ErrInvalid", err)
+	}
+	if _, err := s.Volume(ctx, names.Volume{}); !errors.Is(err, names.ErrInvalid) {
+		t.Errorf("Volume(no name) = %v, want names.ErrInvalid", err)
 	}
 	if vs, err := s.Volumes(ctx); err != nil || len(vs) != 0 {
 		t.Fatalf("volumes after refused names: %v, %v", vs, err)
 	}
-	v, err := s.CreateVolume(ctx, "v")
+	v, err := s.CreateVolume(ctx, volName("v"))
 	if err != nil {
 		t.Fatal(err)
 	}

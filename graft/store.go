@@ -297,21 +297,23 @@ func checkRoomToOpen(dir string, fs vfs.FS, g *diskguard.Guard) error {
 }
 
 // Volume returns the named volume, or an error wrapping ErrVolumeNotFound.
-// The same *Volume is returned for the same name until Close.
-func (s *Store) Volume(ctx context.Context, name string) (*Volume, error) {
-	return s.volume(ctx, name, false)
+// The same *Volume is returned for the same name until Close. The zero
+// names.Volume (no name) fails wrapping names.ErrInvalid.
+func (s *Store) Volume(ctx context.Context, vol names.Volume) (*Volume, error) {
+	return s.volume(ctx, vol, false)
 }
 
 // CreateVolume returns the named volume, creating it (head LSN 0, no pages)
 // if it does not exist. Creation is synced before it returns.
-func (s *Store) CreateVolume(ctx context.Context, name string) (*Volume, error) {
-	return s.volume(ctx, name, true)
+func (s *Store) CreateVolume(ctx context.Context, vol names.Volume) (*Volume, error) {
+	return s.volume(ctx, vol, true)
 }
 
-func (s *Store) volume(ctx context.Context, name string, create bool) (*Volume, error) {
-	if err := names.Check(names.KindVolume, name); err != nil {
-		return nil, fmt.Errorf("graft: %w", err)
+func (s *Store) volume(ctx context.Context, vol names.Volume, create bool) (*Volume, error) {
+	if vol.IsZero() {
+		return nil, fmt.Errorf("graft: no volume name: %w", names.ErrInvalid)
 	}
+	name := vol.String()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("graft: volume %q: %w", name, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/names"
 	"github.com/redis/rueidis"
 )
 
@@ -40,7 +41,7 @@ func BenchmarkAppend(b *testing.B) {
 	fs := benchFields()
 	key := func() (string, string) {
 		q := fmt.Sprintf("bench.%d", benchKeySeq.Add(1))
-		return q, StreamKey(q, "s")
+		return q, StreamKey(mustRef(b, q, "s"))
 	}
 	b.Run("single/raw-xadd", func(b *testing.B) {
 		_, k := key()
@@ -52,8 +53,9 @@ func BenchmarkAppend(b *testing.B) {
 	})
 	b.Run("single/append", func(b *testing.B) {
 		q, _ := key()
+		ref := mustRef(b, q, "s")
 		for b.Loop() {
-			if _, err := c.Append(ctx, q, "s", fs...); err != nil {
+			if _, err := c.Append(ctx, ref, fs...); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -77,13 +79,14 @@ func BenchmarkAppend(b *testing.B) {
 	})
 	b.Run("batch64/append-batch", func(b *testing.B) {
 		q, _ := key()
+		ref := mustRef(b, q, "s")
 		batch := make([][]Field, 64)
 		for i := range batch {
 			batch[i] = fs
 		}
 		for done := 0; done < b.N; done += 64 {
 			n := min(64, b.N-done)
-			if _, err := c.AppendBatch(ctx, q, "s", batch[:n]); err != nil {
+			if _, err := c.AppendBatch(ctx, ref, batch[:n]); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -104,11 +107,12 @@ func BenchmarkAppend(b *testing.B) {
 	})
 	b.Run("parallel16/append", func(b *testing.B) {
 		q, _ := key()
+		ref := mustRef(b, q, "s")
 		before := c.Stats().Remints
 		b.SetParallelism(8)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, err := c.Append(ctx, q, "s", fs...); err != nil {
+				if _, err := c.Append(ctx, ref, fs...); err != nil {
 					b.Error(err)
 					return
 				}
@@ -122,15 +126,16 @@ func BenchmarkRead(b *testing.B) {
 	c := mqBenchClient(b)
 	ctx := context.Background()
 	q := fmt.Sprintf("bench.%d", benchKeySeq.Add(1))
+	ref := mustRef(b, q, "s")
 	const total = 8192
 	batch := make([][]Field, total)
 	for i := range batch {
 		batch[i] = benchFields()
 	}
-	if _, err := c.AppendBatch(ctx, q, "s", batch); err != nil {
+	if _, err := c.AppendBatch(ctx, ref, batch); err != nil {
 		b.Fatal(err)
 	}
-	key := StreamKey(q, "s")
+	key := StreamKey(ref)
 	// One page of 512 per round trip; ns/op is per record.
 	b.Run("page512/raw-xrange", func(b *testing.B) {
 		start := "-"
@@ -149,10 +154,10 @@ func BenchmarkRead(b *testing.B) {
 		}
 	})
 	b.Run("page512/cursor", func(b *testing.B) {
-		cur, _ := c.NewCursor(q, "s", 0, brand.Max, false)
+		cur, _ := c.NewCursor(ref, 0, brand.Max, false)
 		for done := 0; done < b.N; {
 			if cur.Done() {
-				cur, _ = c.NewCursor(q, "s", 0, brand.Max, false)
+				cur, _ = c.NewCursor(ref, 0, brand.Max, false)
 			}
 			p, err := cur.Next(ctx, 512)
 			if err != nil {
@@ -165,7 +170,7 @@ func BenchmarkRead(b *testing.B) {
 		// Read and render every record as the CLI prints it.
 		var buf []byte
 		for done := 0; done < b.N; {
-			for rec, err := range c.Read(ctx, q, "s", 0, brand.Max, min(b.N-done, total), false) {
+			for rec, err := range c.Read(ctx, ref, 0, brand.Max, min(b.N-done, total), false) {
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -191,8 +196,8 @@ func BenchmarkEnqueue(b *testing.B) {
 	for i := range batch {
 		batch[i] = Job{Fields: benchFields()}
 	}
-	run := func(b *testing.B, send func(q string, jobs []Job)) {
-		q := fmt.Sprintf("bench.%d", benchKeySeq.Add(1))
+	run := func(b *testing.B, send func(q names.Queue, jobs []Job)) {
+		q := mustQueue(b, fmt.Sprintf("bench.%d", benchKeySeq.Add(1)))
 		cpu := cpuTime()
 		for done := 0; done < b.N; done += len(batch) {
 			send(q, batch[:min(len(batch), b.N-done)])
@@ -200,14 +205,14 @@ func BenchmarkEnqueue(b *testing.B) {
 		b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
 	}
 	b.Run("batch64/enqueue-batch", func(b *testing.B) {
-		run(b, func(q string, jobs []Job) {
+		run(b, func(q names.Queue, jobs []Job) {
 			if _, err := c.EnqueueBatch(ctx, q, jobs); err != nil {
 				b.Fatal(err)
 			}
 		})
 	})
 	b.Run("batch64/enqueue-concurrent", func(b *testing.B) {
-		run(b, func(q string, jobs []Job) {
+		run(b, func(q names.Queue, jobs []Job) {
 			var wg sync.WaitGroup
 			for _, job := range jobs {
 				wg.Go(func() {
@@ -220,7 +225,7 @@ func BenchmarkEnqueue(b *testing.B) {
 		})
 	})
 	b.Run("batch64/enqueue-sequential", func(b *testing.B) {
-		run(b, func(q string, jobs []Job) {
+		run(b, func(q names.Queue, jobs []Job) {
 			for _, job := range jobs {
 				if _, err := c.Enqueue(ctx, q, job); err != nil {
 					b.Fatal(err)

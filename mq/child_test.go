@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/names"
 )
 
 // The test binary doubles as a producer process: TestMain runs runChild
@@ -68,6 +69,10 @@ func producerChild() error {
 	if line, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil || line != "go\n" {
 		return fmt.Errorf("waiting for go: %q, %v", line, err)
 	}
+	ref, err := names.ParseStreamRef(env("QUEUE"), env("STREAM"))
+	if err != nil {
+		return err
+	}
 	p, _ := strconv.Atoi(index)
 	for sent := 0; sent < n; {
 		size := min(1+(sent+p)%7, n-sent)
@@ -75,7 +80,7 @@ func producerChild() error {
 		for i := range batch {
 			batch[i] = []Field{{"p", index}, {"n", strconv.Itoa(sent + i)}}
 		}
-		ids, err := c.AppendBatch(ctx, env("QUEUE"), env("STREAM"), batch)
+		ids, err := c.AppendBatch(ctx, ref, batch)
 		if err != nil {
 			return err
 		}

@@ -40,7 +40,7 @@ func TestEvictingPolicyRefused(t *testing.T) {
 	}
 	// The explicit overrides: an option, or the URL.
 	c := connect(t, r.URL, Options{AllowEviction: true})
-	if _, err := c.Append(testCtx(t), "q", "s", fields("a", "1")...); err != nil {
+	if _, err := c.Append(testCtx(t), mustRef(t, "q", "s"), fields("a", "1")...); err != nil {
 		t.Fatal(err)
 	}
 	connect(t, r.URL+"?allow_eviction=true", Options{})
@@ -85,7 +85,7 @@ func TestConnectErrors(t *testing.T) {
 		t.Fatal("connected with a wrong password")
 	}
 	c := connect(t, "redis://emqtest:s3cret@"+r.Addr+"/3", Options{})
-	if _, err := c.Append(testCtx(t), "q", "s", fields("a", "1")...); err != nil {
+	if _, err := c.Append(testCtx(t), mustRef(t, "q", "s"), fields("a", "1")...); err != nil {
 		t.Fatal(err)
 	}
 	info, err := c.rdb.Do(testCtx(t), c.rdb.B().ClientInfo().Build()).ToString()
@@ -107,14 +107,14 @@ func TestReconnectAfterRestart(t *testing.T) {
 	t.Cleanup(func() { r.Stop() })
 	c := connect(t, r.URL, Options{RetryBackoff: 10 * time.Millisecond})
 	ctx := testCtx(t)
-	first, err := c.Append(ctx, "q", "s", fields("n", "1")...)
+	first, err := c.Append(ctx, mustRef(t, "q", "s"), fields("n", "1")...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Restart(ctx); err != nil { // SIGKILL, then start again
 		t.Fatal(err)
 	}
-	second, err := c.Append(ctx, "q", "s", fields("n", "2")...)
+	second, err := c.Append(ctx, mustRef(t, "q", "s"), fields("n", "2")...)
 	if err != nil {
 		t.Fatalf("append after a restart: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/internal/testserver"
+	"github.com/echostore/echostore/names"
 	"pgregory.net/rapid"
 )
 
@@ -25,7 +26,7 @@ type queueState struct {
 	IDs     []string
 }
 
-func snapshotQueue(ctx context.Context, c *Client, q string, label func(string) string) (queueState, error) {
+func snapshotQueue(ctx context.Context, c *Client, q names.Queue, label func(string) string) (queueState, error) {
 	var st queueState
 	msgs, err := c.rdb.Do(ctx, c.rdb.B().Xrange().Key(JobsKey(q)).Start("-").End("+").Build()).ToArray()
 	if err != nil {
@@ -114,7 +115,7 @@ func TestEnqueueBatchMatchesEnqueue(t *testing.T) {
 			}
 			for i, id := range pool[:rapid.IntRange(0, len(pool)).Draw(rt, "enqueued before")] {
 				for _, q := range []string{qa, qb} {
-					if _, err := per.Enqueue(ctx, q, Job{ID: id, Fields: fields("before", fmt.Sprint(i))}); err != nil {
+					if _, err := per.Enqueue(ctx, mustQueue(t, q), Job{ID: id, Fields: fields("before", fmt.Sprint(i))}); err != nil {
 						rt.Fatal(err)
 					}
 				}
@@ -137,13 +138,13 @@ func TestEnqueueBatchMatchesEnqueue(t *testing.T) {
 				jobs[i] = j
 			}
 
-			got, err := bc.EnqueueBatch(ctx, qa, jobs)
+			got, err := bc.EnqueueBatch(ctx, mustQueue(t, qa), jobs)
 			if err != nil {
 				rt.Fatalf("EnqueueBatch: %v", err)
 			}
 			want := make([]EnqueueResult, n)
 			for i, j := range jobs {
-				if want[i], err = per.Enqueue(ctx, qb, j); err != nil {
+				if want[i], err = per.Enqueue(ctx, mustQueue(t, qb), j); err != nil {
 					rt.Fatalf("Enqueue of job %d: %v", i, err)
 				}
 			}
@@ -161,11 +162,11 @@ func TestEnqueueBatchMatchesEnqueue(t *testing.T) {
 				}
 				seen[g.ID] = true
 			}
-			sa, err := snapshotQueue(ctx, bc, qa, labeller(jobs, got))
+			sa, err := snapshotQueue(ctx, bc, mustQueue(t, qa), labeller(jobs, got))
 			if err != nil {
 				rt.Fatal(err)
 			}
-			sb, err := snapshotQueue(ctx, per, qb, labeller(jobs, want))
+			sb, err := snapshotQueue(ctx, per, mustQueue(t, qb), labeller(jobs, want))
 			if err != nil {
 				rt.Fatal(err)
 			}
@@ -179,7 +180,7 @@ func TestEnqueueBatchMatchesEnqueue(t *testing.T) {
 					xids = append(xids, r.EntryID)
 				}
 			}
-			msgs, _ := bc.rdb.Do(ctx, bc.rdb.B().Xrange().Key(JobsKey(qa)).Start("-").End("+").Build()).ToArray()
+			msgs, _ := bc.rdb.Do(ctx, bc.rdb.B().Xrange().Key(JobsKey(mustQueue(t, qa))).Start("-").End("+").Build()).ToArray()
 			entries, _ := rawEntries(msgs)
 			var inStream []string
 			for _, e := range entries[len(entries)-len(xids):] {
@@ -210,20 +211,20 @@ func TestEnqueueBatchBadInputWritesNothing(t *testing.T) {
 		} {
 			q := queueName(t)
 			jobs := []Job{{Fields: fields("a", "1")}, {}, {RunAt: time.Now().Add(time.Hour)}, {Fields: bad.fields}, {}}
-			res, err := c.EnqueueBatch(ctx, q, jobs)
+			res, err := c.EnqueueBatch(ctx, mustQueue(t, q), jobs)
 			var re *RecordError
 			if !errors.Is(err, bad.want) || !errors.As(err, &re) || re.Index != 3 || res != nil {
 				t.Fatalf("batch with %q at 3: %v, %v; want %v naming job 3", bad.fields, res, err, bad.want)
 			}
-			n, err := c.rdb.Do(ctx, c.rdb.B().Exists().Key(JobsKey(q), DelayedKey(q), JobIDsKey(q)).Build()).AsInt64()
+			n, err := c.rdb.Do(ctx, c.rdb.B().Exists().Key(JobsKey(mustQueue(t, q)), DelayedKey(mustQueue(t, q)), JobIDsKey(mustQueue(t, q))).Build()).AsInt64()
 			if err != nil || n != 0 {
 				t.Fatalf("after a refused batch %d of the queue's keys exist (%v)", n, err)
 			}
 		}
-		if _, err := c.EnqueueBatch(ctx, "bad:name", []Job{{}}); err == nil {
-			t.Fatal("a batch on an invalid queue name was taken")
+		if _, err := c.EnqueueBatch(ctx, names.Queue{}, []Job{{}}); !errors.Is(err, names.ErrInvalid) {
+			t.Fatalf("a batch on no queue: %v, want names.ErrInvalid", err)
 		}
-		if res, err := c.EnqueueBatch(ctx, queueName(t), nil); err != nil || len(res) != 0 {
+		if res, err := c.EnqueueBatch(ctx, mustQueue(t, queueName(t)), nil); err != nil || len(res) != 0 {
 			t.Fatalf("empty batch: %v, %v", res, err)
 		}
 	})
@@ -234,7 +235,7 @@ func TestEnqueueScriptRefusesMalformedArgs(t *testing.T) {
 	c := plain(t, Options{})
 	ctx := testCtx(t)
 	q := queueName(t)
-	keys := []string{JobsKey(q), DelayedKey(q), JobIDsKey(q)}
+	keys := []string{JobsKey(mustQueue(t, q)), DelayedKey(mustQueue(t, q)), JobIDsKey(mustQueue(t, q))}
 	head := []string{"1000", "60000", "workers"}
 	for _, args := range [][]string{
 		append(head, "0"),
@@ -260,7 +261,7 @@ func TestEnqueueScriptRefusesMalformedArgs(t *testing.T) {
 // often as it is there.
 func jobsInQueue(t *testing.T, c *Client, q string) []string {
 	t.Helper()
-	st, err := snapshotQueue(testCtx(t), c, q, func(s string) string { return s })
+	st, err := snapshotQueue(testCtx(t), c, mustQueue(t, q), func(s string) string { return s })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +293,7 @@ func TestEnqueueBatchLostReplyRetried(t *testing.T) {
 	ctx := testCtx(t)
 	jobs[5].ID = brand.FirstAt(time.Now().Add(-time.Hour)) // not the minter's
 	proxy.DropReplies(1)
-	res, err := c.EnqueueBatch(ctx, q, jobs)
+	res, err := c.EnqueueBatch(ctx, mustQueue(t, q), jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +323,7 @@ func TestEnqueueBatchOutcomeUnknownThenResent(t *testing.T) {
 	q := queueName(t)
 	jobs := []Job{{Fields: fields("n", "0")}, {Fields: fields("n", "1"), RunAt: time.Now().Add(time.Hour)}, {Fields: fields("n", "2")}}
 	proxy.DropReplies(1 << 30)
-	_, err := c.EnqueueBatch(ctx, q, jobs)
+	_, err := c.EnqueueBatch(ctx, mustQueue(t, q), jobs)
 	var ee *EnqueueError
 	if !errors.Is(err, ErrOutcomeUnknown) || !errors.As(err, &ee) || len(ee.Unknown) != 3 || len(ee.Done) != 0 {
 		t.Fatalf("EnqueueBatch = %v, want ErrOutcomeUnknown naming the 3 ids", err)
@@ -331,7 +332,7 @@ func TestEnqueueBatchOutcomeUnknownThenResent(t *testing.T) {
 		jobs[i].ID = ee.Unknown[i]
 	}
 	direct := plain(t, Options{})
-	res, err := direct.EnqueueBatch(ctx, q, jobs)
+	res, err := direct.EnqueueBatch(ctx, mustQueue(t, q), jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +353,7 @@ func proxiedJobs(t *testing.T) (*Client, *testserver.ScriptProxy, string, Enqueu
 	t.Helper()
 	c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond, ChunkRecords: 4})
 	q := queueName(t)
-	warm, err := c.Enqueue(testCtx(t), q, Job{Fields: fields("warm", "1")})
+	warm, err := c.Enqueue(testCtx(t), mustQueue(t, q), Job{Fields: fields("warm", "1")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +377,7 @@ func TestEnqueueBatchRetriesLoading(t *testing.T) {
 		c, proxy, q, warm, jobs := proxiedJobs(t)
 		proxy.DropReplies(drops)
 		proxy.AnswerLoading(3)
-		res, err := c.EnqueueBatch(testCtx(t), q, jobs)
+		res, err := c.EnqueueBatch(testCtx(t), mustQueue(t, q), jobs)
 		if err != nil {
 			t.Fatalf("EnqueueBatch after LOADING: %v", err)
 		}

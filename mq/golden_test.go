@@ -21,13 +21,13 @@ import (
 func TestGoldenRedisFormsV1(t *testing.T) {
 	rec := Record{ID: 1<<22 | 5, Fields: []Field{{Name: "z", Value: "last"}, {Name: "a", Value: ""}, {Name: "émoji", Value: "🙂 \"q\"\n<>&"}}}
 	rows := []struct{ name, got, want string }{
-		{"stream", StreamKey("q", "s"), "emq:{q}:stream:s"},
-		{"archived set", ArchivedSetKey("q"), "emq:{q}:archived"},
+		{"stream", StreamKey(mustRef(t, "q", "s")), "emq:{q}:stream:s"},
+		{"archived set", ArchivedSetKey(mustQueue(t, "q")), "emq:{q}:archived"},
 		{"lane", LaneKey("q", "events"), "emq:{q}:lane:events"},
-		{"jobs", JobsKey("q"), "emq:{q}:jobs"},
-		{"dead letters", DeadKey("q"), "emq:{q}:jobs:dead"},
-		{"delayed", DelayedKey("q"), "emq:{q}:jobs:delayed"},
-		{"job ids", JobIDsKey("q"), "emq:{q}:jobs:ids"},
+		{"jobs", JobsKey(mustQueue(t, "q")), "emq:{q}:jobs"},
+		{"dead letters", DeadKey(mustQueue(t, "q")), "emq:{q}:jobs:dead"},
+		{"delayed", DelayedKey(mustQueue(t, "q")), "emq:{q}:jobs:delayed"},
+		{"job ids", JobIDsKey(mustQueue(t, "q")), "emq:{q}:jobs:ids"},
 		{"volume lsn lane", mustLane(t).Key, "emq:{vol.archive.q.s}:lane:lsn"},
 		{"record json", string(AppendJSON(nil, rec)), `{"id":"EVT_0000000040005","fields":{"z":"last","a":"","émoji":"🙂 \"q\"\n\u003c\u003e\u0026"}}`},
 	}
@@ -54,18 +54,18 @@ func TestGoldenRedisFormsV1(t *testing.T) {
 	}
 
 	// Entries as Redis holds them, read by today's decoders.
-	got, err := decodeEntry(StreamKey("q", "s"), "1704067200001-5", []string{"z", "last", "a", "", "émoji", "🙂 \"q\"\n<>&"})
+	got, err := decodeEntry(StreamKey(mustRef(t, "q", "s")), "1704067200001-5", []string{"z", "last", "a", "", "émoji", "🙂 \"q\"\n<>&"})
 	if err != nil || !reflect.DeepEqual(got, rec) {
 		t.Fatalf("stream entry: %+v, %v", got, err)
 	}
-	d, err := decodeJob(JobsKey("q"), "1704067200002-0", []string{"job", "JOB_0000000080000", "attempt", "2", "task", "x"}, 0)
+	d, err := decodeJob(JobsKey(mustQueue(t, "q")), "1704067200002-0", []string{"job", "JOB_0000000080000", "attempt", "2", "task", "x"}, 0)
 	if err != nil || d.ID != brand.ID(2<<22) || d.Attempt != 2 || d.EntryID != "1704067200002-0" || !reflect.DeepEqual(d.Fields, []Field{{Name: "task", Value: "x"}}) {
 		t.Fatalf("job entry: %+v, %v", d, err)
 	}
 }
 
 func mustLane(t *testing.T) Lane {
-	l, err := VolumeLane("archive.q.s")
+	l, err := VolumeLane(mustVolume(t, "archive.q.s"))
 	if err != nil {
 		t.Fatal(err)
 	}

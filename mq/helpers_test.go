@@ -12,6 +12,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/internal/testserver"
+	"github.com/echostore/echostore/names"
 )
 
 // testCtx returns a context that ends with the test.
@@ -118,11 +119,44 @@ func fields(kv ...string) []Field {
 func readAll(t testing.TB, c *Client, q, s string, from, to brand.ID, count int, reverse bool) []Record {
 	t.Helper()
 	var out []Record
-	for rec, err := range c.Read(testCtx(t), q, s, from, to, count, reverse) {
+	for rec, err := range c.Read(testCtx(t), mustRef(t, q, s), from, to, count, reverse) {
 		if err != nil {
 			t.Fatalf("Read: %v", err)
 		}
 		out = append(out, rec)
 	}
 	return out
+}
+
+// mustRef returns the StreamRef of stream s of queue q, failing the test if
+// the names are not valid.
+func mustRef(t testing.TB, q, s string) names.StreamRef {
+	t.Helper()
+	ref, err := names.ParseStreamRef(q, s)
+	if err != nil {
+		t.Fatalf("stream %s/%s: %v", q, s, err)
+	}
+	return ref
+}
+
+// mustQueue returns queue name q checked, failing the test if it is not
+// valid.
+func mustQueue(t testing.TB, q string) names.Queue {
+	t.Helper()
+	qq, err := names.ParseQueue(q)
+	if err != nil {
+		t.Fatalf("queue %s: %v", q, err)
+	}
+	return qq
+}
+
+// mustVolume returns volume name v checked, failing the test if it is not
+// valid.
+func mustVolume(t testing.TB, v string) names.Volume {
+	t.Helper()
+	vv, err := names.ParseVolume(v)
+	if err != nil {
+		t.Fatalf("volume %s: %v", v, err)
+	}
+	return vv
 }

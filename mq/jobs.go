@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/names"
 	"github.com/redis/rueidis"
 )
 
@@ -199,7 +200,7 @@ func (c *Client) CheckJob(job Job) error {
 // to the delayed set. A job id already enqueued within the dedup window is
 // a no-op (Duplicate), so a producer may retry an enqueue safely. It is
 // EnqueueBatch of one job: see there for what happens to a lost reply.
-func (c *Client) Enqueue(ctx context.Context, q string, job Job) (EnqueueResult, error) {
+func (c *Client) Enqueue(ctx context.Context, q names.Queue, job Job) (EnqueueResult, error) {
 	res, err := c.EnqueueBatch(ctx, q, []Job{job})
 	if err != nil {
 		return EnqueueResult{}, err
@@ -230,8 +231,8 @@ func (c *Client) Enqueue(ctx context.Context, q string, job Job) (EnqueueResult,
 // in its Done), and if the chunk's outcome is unknown (ErrOutcomeUnknown),
 // its Unknown lists the ids under which its jobs are enqueued or not at
 // all: enqueueing them again under those ids is safe.
-func (c *Client) EnqueueBatch(ctx context.Context, q string, jobs []Job) ([]EnqueueResult, error) {
-	if err := checkQ(q); err != nil {
+func (c *Client) EnqueueBatch(ctx context.Context, q names.Queue, jobs []Job) ([]EnqueueResult, error) {
+	if err := checkQueue(q); err != nil {
 		return nil, err
 	}
 	for i, job := range jobs {
@@ -258,7 +259,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, q string, jobs []Job) ([]Enqu
 	for start := 0; start < len(jobs); {
 		end := c.chunkEnd(len(jobs), start, func(i int) []Field { return jobs[i].Fields })
 		if err := c.enqueueChunk(ctx, keys, jobs[start:end], ids[start:end], out[start:end]); err != nil {
-			ee := &EnqueueError{Queue: q, Done: out[:start], Err: err}
+			ee := &EnqueueError{Queue: q.String(), Done: out[:start], Err: err}
 			var unknown *unknownOutcome
 			if errors.As(err, &unknown) {
 				ee.Unknown = unknown.ids
@@ -339,8 +340,8 @@ func jobDigest(fields []Field) string {
 // an error wrapping ErrIDConflict if with other fields. A job with id 0 is
 // new. An id remembered without a digest (enqueued by an older version) is
 // known, whatever its fields.
-func (c *Client) CheckJobID(ctx context.Context, q string, job Job) (known bool, err error) {
-	if err := checkQ(q); err != nil {
+func (c *Client) CheckJobID(ctx context.Context, q names.Queue, job Job) (known bool, err error) {
+	if err := checkQueue(q); err != nil {
 		return false, err
 	}
 	if job.ID == 0 {
@@ -377,8 +378,8 @@ func (c *Client) CheckJobID(ctx context.Context, q string, job Job) (known bool,
 // Promote moves the delayed jobs of q that are due to the job stream and
 // returns how many it moved. Claim does this too; call Promote to make due
 // jobs visible (to Status, to other readers) without claiming.
-func (c *Client) Promote(ctx context.Context, q string) (int64, error) {
-	if err := checkQ(q); err != nil {
+func (c *Client) Promote(ctx context.Context, q names.Queue) (int64, error) {
+	if err := checkQueue(q); err != nil {
 		return 0, err
 	}
 	n, err := c.lua.promote.Exec(ctx, c.rdb, []string{JobsKey(q), DelayedKey(q)},
@@ -398,8 +399,8 @@ func (c *Client) Promote(ctx context.Context, q string) (int64, error) {
 // the job stream that is not a job is reported in the error (an
 // *EntryError) beside the deliveries of the others; it stays pending, and
 // Recover buries it once its attempts are used up.
-func (c *Client) Claim(ctx context.Context, q, consumer string, n int) ([]Delivery, error) {
-	if err := checkQ(q); err != nil {
+func (c *Client) Claim(ctx context.Context, q names.Queue, consumer string, n int) ([]Delivery, error) {
+	if err := checkQueue(q); err != nil {
 		return nil, err
 	}
 	if err := CheckConsumer(consumer); err != nil {
@@ -460,8 +461,8 @@ func decodeJob(key, xid string, kv []string, attempt int) (Delivery, error) {
 // Ack acknowledges finished jobs (by entry id) and deletes them from the
 // job stream. It returns how many were pending; acknowledging a job twice
 // is harmless.
-func (c *Client) Ack(ctx context.Context, q string, entryIDs ...string) (int64, error) {
-	if err := checkQ(q); err != nil {
+func (c *Client) Ack(ctx context.Context, q names.Queue, entryIDs ...string) (int64, error) {
+	if err := checkQueue(q); err != nil {
 		return 0, err
 	}
 	if len(entryIDs) == 0 {
@@ -493,8 +494,8 @@ type FailResult struct {
 // JobOptions.Backoff, or, once it has had MaxAttempts, to the dead letters
 // with reason. A delivery no longer pending fails with ErrNoJob, as does
 // one that another consumer has taken over.
-func (c *Client) Fail(ctx context.Context, q, consumer string, d Delivery, reason string) (FailResult, error) {
-	if err := checkQ(q); err != nil {
+func (c *Client) Fail(ctx context.Context, q names.Queue, consumer string, d Delivery, reason string) (FailResult, error) {
+	if err := checkQueue(q); err != nil {
 		return FailResult{}, err
 	}
 	if err := CheckConsumer(consumer); err != nil {
@@ -541,8 +542,8 @@ type RecoverResult struct {
 // JobOptions.ClaimBatch): those that had MaxAttempts deliveries go to the
 // dead letters, the others are claimed by consumer, each delivery counting
 // as an attempt.
-func (c *Client) Recover(ctx context.Context, q, consumer string, minIdle time.Duration, n int) (RecoverResult, error) {
-	if err := checkQ(q); err != nil {
+func (c *Client) Recover(ctx context.Context, q names.Queue, consumer string, minIdle time.Duration, n int) (RecoverResult, error) {
+	if err := checkQueue(q); err != nil {
 		return RecoverResult{}, err
 	}
 	if err := CheckConsumer(consumer); err != nil {
@@ -594,8 +595,8 @@ func (c *Client) Recover(ctx context.Context, q, consumer string, minIdle time.D
 
 // Dead lists up to n dead letters of q (n ≤ 0: 100), oldest first, after the
 // dead-letter entry id after ("" from the start).
-func (c *Client) Dead(ctx context.Context, q, after string, n int) ([]DeadLetter, error) {
-	if err := checkQ(q); err != nil {
+func (c *Client) Dead(ctx context.Context, q names.Queue, after string, n int) ([]DeadLetter, error) {
+	if err := checkQueue(q); err != nil {
 		return nil, err
 	}
 	if n <= 0 {
@@ -638,7 +639,7 @@ func (c *Client) Dead(ctx context.Context, q, after string, n int) ([]DeadLetter
 // Redrive moves dead letters of q (by their entry ids) back to the job
 // stream with fresh attempts and returns their new job entry ids. Ids that
 // are not dead letters (any more) are skipped.
-func (c *Client) Redrive(ctx context.Context, q string, deadIDs ...string) ([]string, error) {
+func (c *Client) Redrive(ctx context.Context, q names.Queue, deadIDs ...string) ([]string, error) {
 	if err := checkEntryIDs(deadIDs); err != nil {
 		return nil, fmt.Errorf("redrive dead letters of %s: %w", q, err)
 	}
@@ -647,15 +648,15 @@ func (c *Client) Redrive(ctx context.Context, q string, deadIDs ...string) ([]st
 
 // RedriveAll moves up to n of the oldest dead letters of q back to the job
 // stream (n ≤ 0: 1000) and returns their new job entry ids.
-func (c *Client) RedriveAll(ctx context.Context, q string, n int) ([]string, error) {
+func (c *Client) RedriveAll(ctx context.Context, q names.Queue, n int) ([]string, error) {
 	if n <= 0 {
 		n = 1000
 	}
 	return c.redrive(ctx, q, []string{c.opts.Jobs.Group, "all", strconv.Itoa(n)})
 }
 
-func (c *Client) redrive(ctx context.Context, q string, args []string) ([]string, error) {
-	if err := checkQ(q); err != nil {
+func (c *Client) redrive(ctx context.Context, q names.Queue, args []string) ([]string, error) {
+	if err := checkQueue(q); err != nil {
 		return nil, err
 	}
 	ids, err := c.lua.redrive.Exec(ctx, c.rdb, []string{JobsKey(q), DeadKey(q)}, args).AsStrSlice()
@@ -666,8 +667,8 @@ func (c *Client) redrive(ctx context.Context, q string, args []string) ([]string
 }
 
 // Status returns the state of queue q.
-func (c *Client) Status(ctx context.Context, q string) (QueueStatus, error) {
-	if err := checkQ(q); err != nil {
+func (c *Client) Status(ctx context.Context, q names.Queue) (QueueStatus, error) {
+	if err := checkQueue(q); err != nil {
 		return QueueStatus{}, err
 	}
 	b := c.rdb.B()
@@ -677,7 +678,7 @@ func (c *Client) Status(ctx context.Context, q string) (QueueStatus, error) {
 		b.Xlen().Key(DeadKey(q)).Build(),
 		b.Zrange().Key(DelayedKey(q)).Min("0").Max("0").Withscores().Build(),
 	)
-	st := QueueStatus{Queue: q}
+	st := QueueStatus{Queue: q.String()}
 	var err error
 	for i, p := range []*int64{&st.Length, &st.Delayed, &st.Dead} {
 		if *p, err = res[i].AsInt64(); err != nil {

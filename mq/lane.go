@@ -22,22 +22,22 @@ type Lane struct {
 }
 
 // QueueLane returns lane l of queue q: emq:{q}:lane:l.
-func QueueLane(q, l string) (Lane, error) {
-	if err := checkQ(q); err != nil {
+func QueueLane(q names.Queue, l string) (Lane, error) {
+	if err := checkQueue(q); err != nil {
 		return Lane{}, err
 	}
 	if err := names.Check(names.KindLane, l); err != nil {
 		return Lane{}, err
 	}
-	return Lane{Key: LaneKey(q, l)}, nil
+	return Lane{Key: LaneKey(q.String(), l)}, nil
 }
 
 // VolumeLane returns the LSN lane of volume v: emq:{vol.v}:lane:lsn.
-func VolumeLane(v string) (Lane, error) {
-	if err := names.Check(names.KindVolume, v); err != nil {
-		return Lane{}, err
+func VolumeLane(v names.Volume) (Lane, error) {
+	if v.IsZero() {
+		return Lane{}, fmt.Errorf("no volume given: %w", names.ErrInvalid)
 	}
-	return Lane{Key: LaneKey("vol."+v, "lsn")}, nil
+	return Lane{Key: LaneKey("vol."+v.String(), "lsn")}, nil
 }
 
 // LaneEntry is one entry of a lane. Lane ids are the server's (XADD *).

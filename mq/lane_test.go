@@ -68,7 +68,7 @@ func waitBlocked(t testing.TB, ctx context.Context, c *Client, base int) {
 func TestLaneWakesBlockedFollower(t *testing.T) {
 	eachServer(t, Options{}, func(t *testing.T, c *Client) {
 		ctx := testCtx(t)
-		lane, err := QueueLane(queueName(t), "events")
+		lane, err := QueueLane(mustQueue(t, queueName(t)), "events")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +105,7 @@ func TestLaneWakesBlockedFollower(t *testing.T) {
 func TestLaneCatchUp(t *testing.T) {
 	c := plain(t, Options{PageSize: 2})
 	ctx := testCtx(t)
-	lane, _ := QueueLane(queueName(t), "l")
+	lane, _ := QueueLane(mustQueue(t, queueName(t)), "l")
 	var ids []brand.ID
 	for i := 0; i < 7; i++ {
 		id, err := c.Publish(ctx, lane, fields("i", strconv.Itoa(i))...)
@@ -133,7 +133,7 @@ func TestLaneCatchUp(t *testing.T) {
 func TestLaneGap(t *testing.T) {
 	eachServer(t, Options{}, func(t *testing.T, c *Client) {
 		ctx := testCtx(t)
-		lane, _ := QueueLane(queueName(t), "capped")
+		lane, _ := QueueLane(mustQueue(t, queueName(t)), "capped")
 		lane.Cap = 10 // MAXLEN ~ 10 trims whole nodes of 100 entries
 		first, err := c.Publish(ctx, lane, fields("i", "0")...)
 		if err != nil {
@@ -201,14 +201,14 @@ func TestLaneGap(t *testing.T) {
 }
 
 func TestLaneKeys(t *testing.T) {
-	l, err := VolumeLane("archive.q.s")
+	l, err := VolumeLane(mustVolume(t, "archive.q.s"))
 	if err != nil || l.Key != "emq:{vol.archive.q.s}:lane:lsn" {
 		t.Fatalf("VolumeLane = %+v, %v", l, err)
 	}
-	if l, err := QueueLane("q", "l"); err != nil || l.Key != "emq:{q}:lane:l" {
+	if l, err := QueueLane(mustQueue(t, "q"), "l"); err != nil || l.Key != "emq:{q}:lane:l" {
 		t.Fatalf("QueueLane = %+v, %v", l, err)
 	}
-	if _, err := QueueLane("q", "a:b"); err == nil {
+	if _, err := QueueLane(mustQueue(t, "q"), "a:b"); err == nil {
 		t.Fatal("a lane name with ':' was accepted")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/names"
 )
 
 // Window declares how much of a stream retention keeps. Both limits apply:
@@ -23,8 +24,8 @@ type Window struct {
 
 // TrimReport says what one Cycle did to one stream.
 type TrimReport struct {
-	Queue, Stream string // the stream
-	Window        Window // its declared window
+	Ref    names.StreamRef // the stream
+	Window Window          // its declared window
 	// Result is zero when the window asked for no trim (or Err is set).
 	Result TrimResult
 	// Err is why the stream was not trimmed; ErrArchived for an archived one.
@@ -53,19 +54,19 @@ func (c *Client) NewRetention(clock func() time.Time) *Retention {
 }
 
 // Declare sets the window of stream s of queue q (replacing any before).
-func (r *Retention) Declare(q, s string, w Window) error {
-	if err := checkQS(q, s); err != nil {
+func (r *Retention) Declare(ref names.StreamRef, w Window) error {
+	if err := checkRef(ref); err != nil {
 		return err
 	}
 	if err := w.Validate(); err != nil {
-		return fmt.Errorf("retention window of %s (keep %d, max age %v): %w", where(q, s), w.Keep, w.MaxAge, err)
+		return fmt.Errorf("retention window of %s (keep %d, max age %v): %w", where(ref), w.Keep, w.MaxAge, err)
 	}
-	r.windows.Set(q, s, w)
+	r.windows.Set(ref, w)
 	return nil
 }
 
 // Forget removes the window of stream s of queue q.
-func (r *Retention) Forget(q, s string) { r.windows.Delete(q, s) }
+func (r *Retention) Forget(ref names.StreamRef) { r.windows.Delete(ref) }
 
 // Cycle trims every declared stream once, in name order, and reports what
 // it did to each. The error joins the streams' errors (errors.Is finds
@@ -74,12 +75,12 @@ func (r *Retention) Cycle(ctx context.Context) ([]TrimReport, error) {
 	declared := r.windows.Sorted()
 	reports := make([]TrimReport, len(declared))
 	for i, d := range declared {
-		reports[i] = TrimReport{Queue: d.Queue, Stream: d.Stream, Window: d.Window}
+		reports[i] = TrimReport{Ref: d.Ref, Window: d.Window}
 	}
 	var errs []error
 	for i := range reports {
 		rep := &reports[i]
-		rep.Result, rep.Err = r.trimOne(ctx, rep.Queue, rep.Stream, rep.Window)
+		rep.Result, rep.Err = r.trimOne(ctx, rep.Ref, rep.Window)
 		if rep.Err != nil {
 			errs = append(errs, rep.Err)
 		}
@@ -106,11 +107,11 @@ func (r *Retention) Run(ctx context.Context, every time.Duration) error {
 			switch {
 			case errors.Is(rep.Err, ErrArchived):
 				r.c.log.Error("retention refused an archived stream; remove its window: the archive driver trims it",
-					"queue", rep.Queue, "stream", rep.Stream)
+					"queue", rep.Ref.Queue(), "stream", rep.Ref.Stream())
 			case rep.Err != nil:
-				r.c.log.Warn("retention failed", "queue", rep.Queue, "stream", rep.Stream, "err", rep.Err)
+				r.c.log.Warn("retention failed", "queue", rep.Ref.Queue(), "stream", rep.Ref.Stream(), "err", rep.Err)
 			case rep.Result.Trimmed > 0 || rep.Result.CappedBy != "":
-				r.c.log.Info("retention trimmed", "queue", rep.Queue, "stream", rep.Stream,
+				r.c.log.Info("retention trimmed", "queue", rep.Ref.Queue(), "stream", rep.Ref.Stream(),
 					"trimmed", rep.Result.Trimmed, "minid", rep.Result.MinXID, slog.String("capped_by", rep.Result.CappedBy))
 			}
 		}
@@ -118,26 +119,26 @@ func (r *Retention) Run(ctx context.Context, every time.Duration) error {
 }
 
 // trimOne trims one stream to its window.
-func (r *Retention) trimOne(ctx context.Context, q, s string, w Window) (TrimResult, error) {
+func (r *Retention) trimOne(ctx context.Context, ref names.StreamRef, w Window) (TrimResult, error) {
 	// A cheap early refusal; the trim script checks again, atomically.
-	if archived, err := r.c.isArchived(ctx, q, s); err != nil {
+	if archived, err := r.c.isArchived(ctx, ref); err != nil {
 		return TrimResult{}, err
 	} else if archived {
-		return TrimResult{}, fmt.Errorf("retention of %s: %w", where(q, s), ErrArchived)
+		return TrimResult{}, fmt.Errorf("retention of %s: %w", where(ref), ErrArchived)
 	}
-	minXID, err := r.minXID(ctx, StreamKey(q, s), w)
+	minXID, err := r.minXID(ctx, StreamKey(ref), w)
 	if err != nil || minXID == "" {
 		return TrimResult{}, err
 	}
-	return r.c.trim(ctx, q, s, minXID)
+	return r.c.trim(ctx, ref, minXID)
 }
 
 // isArchived reports whether stream s is registered as archived in queue
 // q (a member of ArchivedSetKey(q); package archive registers it).
-func (c *Client) isArchived(ctx context.Context, q, s string) (bool, error) {
-	ok, err := c.rdb.Do(ctx, c.rdb.B().Sismember().Key(ArchivedSetKey(q)).Member(s).Build()).AsBool()
+func (c *Client) isArchived(ctx context.Context, ref names.StreamRef) (bool, error) {
+	ok, err := c.rdb.Do(ctx, c.rdb.B().Sismember().Key(ArchivedSetKey(ref.Queue())).Member(ref.Stream().String()).Build()).AsBool()
 	if err != nil {
-		return false, fmt.Errorf("is %s archived: %w", where(q, s), err)
+		return false, fmt.Errorf("is %s archived: %w", where(ref), err)
 	}
 	return ok, nil
 }
@@ -147,21 +148,21 @@ func (c *Client) isArchived(ctx context.Context, q, s string) (bool, error) {
 // point: entries below the cut are outside the window. ok is false when the
 // window keeps every entry. The archive driver folds up to the cut before
 // it trims.
-func (c *Client) WindowCut(ctx context.Context, q, s string, w Window, now time.Time) (cut brand.ID, ok bool, err error) {
-	if err := checkQS(q, s); err != nil {
+func (c *Client) WindowCut(ctx context.Context, ref names.StreamRef, w Window, now time.Time) (cut brand.ID, ok bool, err error) {
+	if err := checkRef(ref); err != nil {
 		return 0, false, err
 	}
 	if w.Keep < 0 || w.MaxAge < 0 {
-		return 0, false, fmt.Errorf("window of %s: negative limit (keep %d, max age %v)", where(q, s), w.Keep, w.MaxAge)
+		return 0, false, fmt.Errorf("window of %s: negative limit (keep %d, max age %v)", where(ref), w.Keep, w.MaxAge)
 	}
 	r := &Retention{c: c, clock: func() time.Time { return now }}
-	xid, err := r.minXID(ctx, StreamKey(q, s), w)
+	xid, err := r.minXID(ctx, StreamKey(ref), w)
 	if err != nil || xid == "" {
 		return 0, false, err
 	}
 	id, err := brand.ParseRedisID(xid)
 	if err != nil {
-		return 0, false, fmt.Errorf("window cut of %s at %s: %w", where(q, s), xid, err)
+		return 0, false, fmt.Errorf("window cut of %s at %s: %w", where(ref), xid, err)
 	}
 	return id, true, nil
 }

@@ -20,7 +20,7 @@ func appendN(t testing.TB, c *Client, q, s string, n int) []brand.ID {
 	for i := range batch {
 		batch[i] = fields("n", strconv.Itoa(i))
 	}
-	ids, err := c.AppendBatch(testCtx(t), q, s, batch)
+	ids, err := c.AppendBatch(testCtx(t), mustRef(t, q, s), batch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,10 +33,10 @@ func TestRetentionKeep(t *testing.T) {
 		q := queueName(t)
 		ids := appendN(t, c, q, "s", 100)
 		r := c.NewRetention(nil)
-		if err := r.Declare(q, "s", Window{Keep: 30}); err != nil {
+		if err := r.Declare(mustRef(t, q, "s"), Window{Keep: 30}); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Declare(q, "short", Window{Keep: 30}); err != nil {
+		if err := r.Declare(mustRef(t, q, "short"), Window{Keep: 30}); err != nil {
 			t.Fatal(err)
 		}
 		appendN(t, c, q, "short", 10)
@@ -44,22 +44,22 @@ func TestRetentionKeep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(reports) != 2 || reports[0].Stream != "s" || reports[0].Result.Trimmed != 70 || reports[1].Result.Trimmed != 0 {
+		if len(reports) != 2 || reports[0].Ref.Stream().String() != "s" || reports[0].Result.Trimmed != 70 || reports[1].Result.Trimmed != 0 {
 			t.Fatalf("reports %+v", reports)
 		}
-		in, _ := c.Info(ctx, q, "s")
+		in, _ := c.Info(ctx, mustRef(t, q, "s"))
 		if in.Length != 30 || in.First != ids[70] {
 			t.Fatalf("after keep 30: %+v, want 30 entries from %v", in, ids[70])
 		}
 		// Walk from the oldest end when fewer are dropped than kept.
 		more := appendN(t, c, q, "s", 5)
-		if err := r.Declare(q, "s", Window{Keep: 20}); err != nil {
+		if err := r.Declare(mustRef(t, q, "s"), Window{Keep: 20}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := r.Cycle(ctx); err != nil {
 			t.Fatal(err)
 		}
-		in, _ = c.Info(ctx, q, "s")
+		in, _ = c.Info(ctx, mustRef(t, q, "s"))
 		if in.Length != 20 || in.First != ids[85] || in.Last != more[4] {
 			t.Fatalf("after keep 20: %+v", in)
 		}
@@ -86,19 +86,19 @@ func TestRetentionMaxAge(t *testing.T) {
 	}
 	now.Store(t0.Add(4*time.Minute + 30*time.Second).UnixNano())
 	r := c.NewRetention(clock)
-	r.Declare(q, "s", Window{MaxAge: 2 * time.Minute}) // keeps t0+3m, t0+4m
+	r.Declare(mustRef(t, q, "s"), Window{MaxAge: 2 * time.Minute}) // keeps t0+3m, t0+4m
 	if _, err := r.Cycle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if in, _ := c.Info(ctx, q, "s"); in.Length != 2 || in.First != ids[3] {
+	if in, _ := c.Info(ctx, mustRef(t, q, "s")); in.Length != 2 || in.First != ids[3] {
 		t.Fatalf("after max age 2m: %+v", in)
 	}
 	// Both limits: the tighter one wins.
-	r.Declare(q, "s", Window{MaxAge: time.Hour, Keep: 1})
+	r.Declare(mustRef(t, q, "s"), Window{MaxAge: time.Hour, Keep: 1})
 	if _, err := r.Cycle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if in, _ := c.Info(ctx, q, "s"); in.Length != 1 || in.First != ids[4] {
+	if in, _ := c.Info(ctx, mustRef(t, q, "s")); in.Length != 1 || in.First != ids[4] {
 		t.Fatalf("after keep 1 within an hour: %+v", in)
 	}
 }
@@ -112,12 +112,12 @@ func TestRetentionRefusesArchived(t *testing.T) {
 		ids := appendN(t, c, q, "s", 10)
 		appendN(t, c, q, "other", 10)
 		// Registered as the archive registers it (archive.RegisterArchived).
-		if err := c.rdb.Do(ctx, c.rdb.B().Sadd().Key(ArchivedSetKey(q)).Member("s").Build()).Error(); err != nil {
+		if err := c.rdb.Do(ctx, c.rdb.B().Sadd().Key(ArchivedSetKey(mustQueue(t, q))).Member("s").Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
 		r := c.NewRetention(nil)
-		r.Declare(q, "s", Window{Keep: 1})
-		r.Declare(q, "other", Window{Keep: 1})
+		r.Declare(mustRef(t, q, "s"), Window{Keep: 1})
+		r.Declare(mustRef(t, q, "other"), Window{Keep: 1})
 		reports, err := r.Cycle(ctx)
 		if !errors.Is(err, ErrArchived) {
 			t.Fatalf("Cycle = %v, want ErrArchived", err)
@@ -126,10 +126,10 @@ func TestRetentionRefusesArchived(t *testing.T) {
 			t.Fatalf("reports %+v: want other trimmed, s refused", reports)
 		}
 		// The primitive's script refuses too (no early check in front of it).
-		if _, err := c.TrimMinID(ctx, q, "s", ids[9]); !errors.Is(err, ErrArchived) {
+		if _, err := c.TrimMinID(ctx, mustRef(t, q, "s"), ids[9]); !errors.Is(err, ErrArchived) {
 			t.Fatalf("TrimMinID on an archived stream = %v, want ErrArchived", err)
 		}
-		if n, _ := c.Len(ctx, q, "s"); n != 10 {
+		if n, _ := c.Len(ctx, mustRef(t, q, "s")); n != 10 {
 			t.Fatalf("archived stream has %d entries, want all 10", n)
 		}
 	})
@@ -142,7 +142,7 @@ func TestTrimNeverPassesConsumerGroups(t *testing.T) {
 		ctx := testCtx(t)
 		q := queueName(t)
 		ids := appendN(t, c, q, "s", 20)
-		key := StreamKey(q, "s")
+		key := StreamKey(mustRef(t, q, "s"))
 		do := func(cmd string, args ...string) { // cmd may be two words: "XGROUP CREATE"
 			t.Helper()
 			if err := c.rdb.Do(ctx, c.rdb.B().Arbitrary(strings.Fields(cmd)...).Keys(key).Args(args...).Build()).Error(); err != nil {
@@ -159,7 +159,7 @@ func TestTrimNeverPassesConsumerGroups(t *testing.T) {
 			do("XACK", "g", id.RedisID())
 		}
 		r := c.NewRetention(nil)
-		r.Declare(q, "s", Window{Keep: 2})
+		r.Declare(mustRef(t, q, "s"), Window{Keep: 2})
 		reports, err := r.Cycle(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -179,7 +179,7 @@ func TestTrimNeverPassesConsumerGroups(t *testing.T) {
 		if res.Trimmed != 5 || res.MinXID != ids[10].RedisID() || res.CappedBy != "g (undelivered)" {
 			t.Fatalf("with 10..19 undelivered: %+v", res)
 		}
-		if in, _ := c.Info(ctx, q, "s"); in.Length != 10 || in.First != ids[10] {
+		if in, _ := c.Info(ctx, mustRef(t, q, "s")); in.Length != 10 || in.First != ids[10] {
 			t.Fatalf("stream after the trims: %+v", in)
 		}
 	})
@@ -192,12 +192,12 @@ func TestRetentionRun(t *testing.T) {
 	q := queueName(t)
 	appendN(t, c, q, "s", 10)
 	r := c.NewRetention(nil)
-	r.Declare(q, "s", Window{Keep: 3})
+	r.Declare(mustRef(t, q, "s"), Window{Keep: 3})
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(rctx, time.Millisecond) }()
 	for { // wait for the beat to have trimmed; bounded by the test's context
-		if n, err := c.Len(ctx, q, "s"); err != nil || n == 3 {
+		if n, err := c.Len(ctx, mustRef(t, q, "s")); err != nil || n == 3 {
 			break
 		}
 		if ctx.Err() != nil {
@@ -208,7 +208,7 @@ func TestRetentionRun(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v, want context.Canceled", err)
 	}
-	r.Forget(q, "s")
+	r.Forget(mustRef(t, q, "s"))
 	if reports, err := r.Cycle(ctx); err != nil || len(reports) != 0 {
 		t.Fatalf("Cycle after Forget: %+v, %v", reports, err)
 	}

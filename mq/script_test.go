@@ -12,7 +12,7 @@ func TestScriptRun(t *testing.T) {
 	eachServer(t, Options{}, func(t *testing.T, c *Client) {
 		ctx := testCtx(t)
 		q := queueName(t)
-		key := StreamKey(q, "s")
+		key := StreamKey(mustRef(t, q, "s"))
 
 		cmp := NewScript(`return cmpid(ARGV[1], ARGV[2])`)
 		if !strings.HasPrefix(cmp.Source(), "#!lua\n") || !strings.HasSuffix(cmp.Source(), "return cmpid(ARGV[1], ARGV[2])") {
@@ -32,10 +32,10 @@ func TestScriptRun(t *testing.T) {
 			t.Fatalf("write script: %q, %v", got, err)
 		}
 
-		if n, _ := c.Len(ctx, q, "s"); n != 1 {
+		if n, _ := c.Len(ctx, mustRef(t, q, "s")); n != 1 {
 			t.Fatalf("stream holds %d entries, want 1", n)
 		}
-		set, hash := ArchivedSetKey(q), StreamKey(q, "s")+":h"
+		set, hash := ArchivedSetKey(mustQueue(t, q)), StreamKey(mustRef(t, q, "s"))+":h"
 		if err := c.SAdd(ctx, set, "s"); err != nil {
 			t.Fatal(err)
 		}

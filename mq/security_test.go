@@ -67,82 +67,78 @@ func TestSecurityRedactKeepsWhatHelps(t *testing.T) {
 }
 
 // TestSecurityNamesRefusedBeforeRedis: queue and stream names that could
-// break out of the key's hashtag or collide with another key are refused
-// by every entry point before a command is sent (the client points at a
-// port where nothing listens: any command would fail with another error).
+// break out of the key's hashtag or collide with another key cannot be made
+// into the checked names every key builder and Client method takes; lane
+// names, still strings, are refused by QueueLane.
 func TestSecurityNamesRefusedBeforeRedis(t *testing.T) {
 	bad := []string{"", ".", "..", "../x", "a/b", "/abs", "x}", "{x", "x:archived", "a b", "a\x00b", "é",
 		"\u0430dmin", "a\u200bb", strings.Repeat("a", names.MaxLen+1), "a\nb", "a*", "a?b", "a[1]"}
-	keyFuncs := map[string]func(string) error{
-		"checkQ":         checkQ,
-		"checkQS queue":  func(n string) error { return checkQS(n, "s") },
-		"checkQS stream": func(n string) error { return checkQS("q", n) },
+	parsers := map[string]func(string) error{
+		"ParseQueue":            func(n string) error { _, err := names.ParseQueue(n); return err },
+		"ParseStreamRef queue":  func(n string) error { _, err := names.ParseStreamRef(n, "s"); return err },
+		"ParseStreamRef stream": func(n string) error { _, err := names.ParseStreamRef("q", n); return err },
+		"ParseVolume":           func(n string) error { _, err := names.ParseVolume(n); return err },
 	}
 	for _, n := range bad {
-		for what, f := range keyFuncs {
+		for what, f := range parsers {
 			if err := f(n); !errors.Is(err, names.ErrInvalid) {
 				t.Errorf("%s(%q) = %v, want names.ErrInvalid", what, n, err)
 			}
 		}
-		if _, err := QueueLane(n, "l"); err == nil {
-			t.Errorf("QueueLane(%q) accepted", n)
-		}
-		if _, err := QueueLane("q", n); err == nil {
+		if _, err := QueueLane(mustQueue(t, "q"), n); err == nil {
 			t.Errorf("QueueLane lane %q accepted", n)
 		}
-		if _, err := VolumeLane(n); err == nil {
-			t.Errorf("VolumeLane(%q) accepted", n)
-		}
+	}
+	if _, err := QueueLane(names.Queue{}, "l"); !errors.Is(err, names.ErrInvalid) {
+		t.Errorf("QueueLane(zero queue) = %v, want names.ErrInvalid", err)
+	}
+	if _, err := VolumeLane(names.Volume{}); !errors.Is(err, names.ErrInvalid) {
+		t.Errorf("VolumeLane(zero volume) = %v, want names.ErrInvalid", err)
 	}
 }
 
 // TestSecurityClientRefusesBadNames: every Client method that builds a key
-// from a queue or stream name refuses a bad one with names.ErrInvalid, and
-// Redis is left without any key of it.
+// from a queue or stream name refuses the zero (no) name with
+// names.ErrInvalid, and Redis is left without any key of it; a bad name
+// cannot be made into a checked one at all (TestSecurityNamesRefusedBeforeRedis).
 func TestSecurityClientRefusesBadNames(t *testing.T) {
 	c := plain(t, Options{})
 	ctx := testCtx(t)
-	good := queueName(t)
-	for _, n := range []string{"../x", "x}", "{x", "x:archived", "a\x00b", "é", strings.Repeat("a", names.MaxLen+1), ""} {
-		calls := map[string]func(q, s string) error{
-			"Append": func(q, s string) error { _, err := c.Append(ctx, q, s, Field{Name: "k", Value: "v"}); return err },
-			"AppendBatch": func(q, s string) error {
-				_, err := c.AppendBatch(ctx, q, s, [][]Field{{{Name: "k", Value: "v"}}})
+	var ref names.StreamRef
+	var q names.Queue
+	calls := map[string]func() error{
+		"Append": func() error { _, err := c.Append(ctx, ref, Field{Name: "k", Value: "v"}); return err },
+		"AppendBatch": func() error {
+			_, err := c.AppendBatch(ctx, ref, [][]Field{{{Name: "k", Value: "v"}}})
+			return err
+		},
+		"Read": func() error {
+			for _, err := range c.Read(ctx, ref, 0, ^brand.ID(0), 10, false) {
 				return err
-			},
-			"Read": func(q, s string) error {
-				for _, err := range c.Read(ctx, q, s, 0, ^brand.ID(0), 10, false) {
-					return err
-				}
-				return nil
-			},
-			"Info":      func(q, s string) error { _, err := c.Info(ctx, q, s); return err },
-			"SetID":     func(q, s string) error { _, err := c.SetID(ctx, q, s, 5); return err },
-			"TrimMinID": func(q, s string) error { _, err := c.TrimMinID(ctx, q, s, 5); return err },
-			"WindowCut": func(q, s string) error {
-				_, _, err := c.WindowCut(ctx, q, s, Window{Keep: 1}, time.Now())
-				return err
-			},
-			"Enqueue": func(q, _ string) error {
-				_, err := c.Enqueue(ctx, q, Job{Fields: []Field{{Name: "k", Value: "v"}}})
-				return err
-			},
-			"Claim":  func(q, _ string) error { _, err := c.Claim(ctx, q, "c", 1); return err },
-			"Status": func(q, _ string) error { _, err := c.Status(ctx, q); return err },
-		}
-		for what, call := range calls {
-			if err := call(n, "s"); !errors.Is(err, names.ErrInvalid) {
-				t.Errorf("%s(queue %q): %v, want names.ErrInvalid", what, n, err)
 			}
-			if what == "Enqueue" || what == "Claim" || what == "Status" {
-				continue
-			}
-			if err := call(good, n); !errors.Is(err, names.ErrInvalid) {
-				t.Errorf("%s(stream %q): %v, want names.ErrInvalid", what, n, err)
-			}
+			return nil
+		},
+		"Info":      func() error { _, err := c.Info(ctx, ref); return err },
+		"Len":       func() error { _, err := c.Len(ctx, ref); return err },
+		"SetID":     func() error { _, err := c.SetID(ctx, ref, 5); return err },
+		"TrimMinID": func() error { _, err := c.TrimMinID(ctx, ref, 5); return err },
+		"WindowCut": func() error {
+			_, _, err := c.WindowCut(ctx, ref, Window{Keep: 1}, time.Now())
+			return err
+		},
+		"Enqueue": func() error {
+			_, err := c.Enqueue(ctx, q, Job{Fields: []Field{{Name: "k", Value: "v"}}})
+			return err
+		},
+		"Claim":  func() error { _, err := c.Claim(ctx, q, "c", 1); return err },
+		"Status": func() error { _, err := c.Status(ctx, q); return err },
+	}
+	for what, call := range calls {
+		if err := call(); !errors.Is(err, names.ErrInvalid) {
+			t.Errorf("%s(no name): %v, want names.ErrInvalid", what, err)
 		}
 	}
-	keys, err := c.rdb.Do(ctx, c.rdb.B().Keys().Pattern("emq:{"+good+"}*").Build()).AsStrSlice()
+	keys, err := c.rdb.Do(ctx, c.rdb.B().Keys().Pattern("emq:{}*").Build()).AsStrSlice()
 	if err != nil || len(keys) != 0 {
 		t.Fatalf("keys left behind: %v, %v", keys, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/names"
 	"github.com/redis/rueidis"
 )
 
@@ -25,7 +26,7 @@ type AppendError struct {
 }
 
 func (e *AppendError) Error() string {
-	msg := fmt.Sprintf("append to %s: %v", where(e.Queue, e.Stream), e.Err)
+	msg := fmt.Sprintf("append to %s: %v", "stream "+e.Queue+"/"+e.Stream, e.Err)
 	if len(e.Appended) > 0 {
 		msg += fmt.Sprintf(" (%d records of the batch were appended before)", len(e.Appended))
 	}
@@ -43,23 +44,23 @@ func (e *AppendError) Unwrap() error { return e.Err }
 // AppendBatch for what a chunk promises). If ctx ends while the record
 // waits, it is not appended; once its chunk is in flight, Append waits for
 // the chunk's outcome.
-func (c *Client) Append(ctx context.Context, q, s string, fields ...Field) (brand.ID, error) {
-	if err := checkQS(q, s); err != nil {
+func (c *Client) Append(ctx context.Context, ref names.StreamRef, fields ...Field) (brand.ID, error) {
+	if err := checkRef(ref); err != nil {
 		return 0, err
 	}
 	if err := c.opts.Limits.Check(fields); err != nil {
-		return 0, fmt.Errorf("append to %s: %w", where(q, s), err)
+		return 0, fmt.Errorf("append to %s: %w", where(ref), err)
 	}
-	id, err := c.appendOne(ctx, StreamKey(q, s), fields)
+	id, err := c.appendOne(ctx, StreamKey(ref), fields)
 	if err != nil {
-		return 0, appendError(q, s, nil, err)
+		return 0, appendError(ref, nil, err)
 	}
 	return id, nil
 }
 
 // appendError wraps a failed chunk into an *AppendError.
-func appendError(q, s string, appended []brand.ID, err error) error {
-	ae := &AppendError{Queue: q, Stream: s, Appended: appended, Err: err}
+func appendError(ref names.StreamRef, appended []brand.ID, err error) error {
+	ae := &AppendError{Queue: ref.Queue().String(), Stream: ref.Stream().String(), Appended: appended, Err: err}
 	var unknown *unknownOutcome
 	if errors.As(err, &unknown) {
 		ae.Unknown = unknown.ids
@@ -80,8 +81,8 @@ func appendError(q, s string, appended []brand.ID, err error) error {
 // ids, and counts as appended if it had landed, so no record is appended
 // twice. If a later chunk fails, the error is an *AppendError whose
 // Appended lists what did land.
-func (c *Client) AppendBatch(ctx context.Context, q, s string, records [][]Field) ([]brand.ID, error) {
-	if err := checkQS(q, s); err != nil {
+func (c *Client) AppendBatch(ctx context.Context, ref names.StreamRef, records [][]Field) ([]brand.ID, error) {
+	if err := checkRef(ref); err != nil {
 		return nil, err
 	}
 	for i, rec := range records {
@@ -90,21 +91,21 @@ func (c *Client) AppendBatch(ctx context.Context, q, s string, records [][]Field
 			if errors.As(err, &re) {
 				re.Index = i
 			}
-			return nil, fmt.Errorf("append to %s: %w", where(q, s), err)
+			return nil, fmt.Errorf("append to %s: %w", where(ref), err)
 		}
 	}
-	key := StreamKey(q, s)
+	key := StreamKey(ref)
 	slot := c.slot(key)
 	ids := make([]brand.ID, 0, len(records))
 	for start := 0; start < len(records); {
 		end := c.chunkEnd(len(records), start, func(i int) []Field { return records[i] })
 		if err := slot.acquire(ctx); err != nil {
-			return ids, appendError(q, s, ids, err)
+			return ids, appendError(ref, ids, err)
 		}
 		got, err := c.appendChunk(ctx, key, records[start:end])
 		slot.release()
 		if err != nil {
-			return ids, appendError(q, s, ids, err)
+			return ids, appendError(ref, ids, err)
 		}
 		ids = append(ids, got...)
 		start = end
@@ -310,11 +311,11 @@ type Cursor struct {
 // NewCursor returns a cursor over the records of stream s of queue q with
 // ids in [from, to]. from = 0 and to = brand.Max leave that end open, so
 // that entries whose ids have no branded id are read and reported too.
-func (c *Client) NewCursor(q, s string, from, to brand.ID, reverse bool) (*Cursor, error) {
-	if err := checkQS(q, s); err != nil {
+func (c *Client) NewCursor(ref names.StreamRef, from, to brand.ID, reverse bool) (*Cursor, error) {
+	if err := checkRef(ref); err != nil {
 		return nil, err
 	}
-	return &Cursor{c: c, key: StreamKey(q, s), start: startBound(from), end: endBound(to), reverse: reverse, done: from > to}, nil
+	return &Cursor{c: c, key: StreamKey(ref), start: startBound(from), end: endBound(to), reverse: reverse, done: from > to}, nil
 }
 
 // Done reports whether the cursor has read its whole range.
@@ -378,9 +379,9 @@ func (cur *Cursor) fetch(ctx context.Context, count int) ([]rawEntry, error) {
 // a branded record yields an *EntryError (wrapping ErrForeignEntry) in its
 // place; the iteration goes on if the loop does. A failed read yields its
 // error and ends the iteration.
-func (c *Client) Read(ctx context.Context, q, s string, from, to brand.ID, count int, reverse bool) iter.Seq2[Record, error] {
+func (c *Client) Read(ctx context.Context, ref names.StreamRef, from, to brand.ID, count int, reverse bool) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
-		cur, err := c.NewCursor(q, s, from, to, reverse)
+		cur, err := c.NewCursor(ref, from, to, reverse)
 		if err != nil {
 			yield(Record{}, err)
 			return
@@ -424,11 +425,11 @@ type StreamInfo struct {
 
 // Info returns what XINFO STREAM says of stream s of queue q. A missing
 // stream has Exists false and zero values.
-func (c *Client) Info(ctx context.Context, q, s string) (StreamInfo, error) {
-	if err := checkQS(q, s); err != nil {
+func (c *Client) Info(ctx context.Context, ref names.StreamRef) (StreamInfo, error) {
+	if err := checkRef(ref); err != nil {
 		return StreamInfo{}, err
 	}
-	return c.info(ctx, StreamKey(q, s))
+	return c.info(ctx, StreamKey(ref))
 }
 
 func (c *Client) info(ctx context.Context, key string) (StreamInfo, error) {
@@ -493,19 +494,19 @@ func (c *Client) info(ctx context.Context, key string) (StreamInfo, error) {
 
 // Top returns the stream's last generated id as a branded id (0 for a
 // missing or fresh stream): every append lands above it.
-func (c *Client) Top(ctx context.Context, q, s string) (brand.ID, error) {
-	in, err := c.Info(ctx, q, s)
+func (c *Client) Top(ctx context.Context, ref names.StreamRef) (brand.ID, error) {
+	in, err := c.Info(ctx, ref)
 	return in.Top, err
 }
 
 // Len returns the number of entries of stream s of queue q.
-func (c *Client) Len(ctx context.Context, q, s string) (int64, error) {
-	if err := checkQS(q, s); err != nil {
+func (c *Client) Len(ctx context.Context, ref names.StreamRef) (int64, error) {
+	if err := checkRef(ref); err != nil {
 		return 0, err
 	}
-	n, err := c.rdb.Do(ctx, c.rdb.B().Xlen().Key(StreamKey(q, s)).Build()).AsInt64()
+	n, err := c.rdb.Do(ctx, c.rdb.B().Xlen().Key(StreamKey(ref)).Build()).AsInt64()
 	if err != nil {
-		return 0, fmt.Errorf("XLEN %s: %w", StreamKey(q, s), err)
+		return 0, fmt.Errorf("XLEN %s: %w", StreamKey(ref), err)
 	}
 	return n, nil
 }
@@ -515,11 +516,11 @@ func (c *Client) Len(ctx context.Context, q, s string) (int64, error) {
 // missing. It returns the last id after the call. The archive calls it after
 // each fold so that no append can land at or below its watermark, even
 // after Redis lost data (invariant 2).
-func (c *Client) SetID(ctx context.Context, q, s string, id brand.ID) (brand.ID, error) {
-	if err := checkQS(q, s); err != nil {
+func (c *Client) SetID(ctx context.Context, ref names.StreamRef, id brand.ID) (brand.ID, error) {
+	if err := checkRef(ref); err != nil {
 		return 0, err
 	}
-	key := StreamKey(q, s)
+	key := StreamKey(ref)
 	reply, err := c.lua.setID.Exec(ctx, c.rdb, []string{key}, []string{id.RedisID()}).AsStrSlice()
 	if err != nil {
 		return 0, fmt.Errorf("set last id of %s to %s: %w", key, id.RedisID(), err)
@@ -547,31 +548,31 @@ type TrimResult struct {
 // fails with ErrArchived and trims nothing (only the archive driver, which
 // folds first, trims those). minID 0 trims nothing. The check and the trim
 // are one script (scriptTrim), so a registration cannot slip between them.
-func (c *Client) TrimMinID(ctx context.Context, q, s string, minID brand.ID) (TrimResult, error) {
-	if err := checkQS(q, s); err != nil {
+func (c *Client) TrimMinID(ctx context.Context, ref names.StreamRef, minID brand.ID) (TrimResult, error) {
+	if err := checkRef(ref); err != nil {
 		return TrimResult{}, err
 	}
 	if minID == 0 {
 		return TrimResult{MinXID: "0-0"}, nil
 	}
-	return c.trim(ctx, q, s, minID.RedisID())
+	return c.trim(ctx, ref, minID.RedisID())
 }
 
-func (c *Client) trim(ctx context.Context, q, s, minXID string) (TrimResult, error) {
-	keys := []string{StreamKey(q, s), ArchivedSetKey(q)}
-	reply, err := c.lua.trim.Exec(ctx, c.rdb, keys, []string{s, minXID}).AsStrSlice()
+func (c *Client) trim(ctx context.Context, ref names.StreamRef, minXID string) (TrimResult, error) {
+	keys := []string{StreamKey(ref), ArchivedSetKey(ref.Queue())}
+	reply, err := c.lua.trim.Exec(ctx, c.rdb, keys, []string{ref.Stream().String(), minXID}).AsStrSlice()
 	if err != nil {
-		return TrimResult{}, fmt.Errorf("trim %s to %s: %w", where(q, s), minXID, err)
+		return TrimResult{}, fmt.Errorf("trim %s to %s: %w", where(ref), minXID, err)
 	}
 	switch {
 	case len(reply) == 1 && reply[0] == "ARCHIVED":
-		return TrimResult{}, fmt.Errorf("trim %s: %w", where(q, s), ErrArchived)
+		return TrimResult{}, fmt.Errorf("trim %s: %w", where(ref), ErrArchived)
 	case len(reply) == 4 && reply[0] == "OK":
 		n, err := strconv.ParseInt(reply[1], 10, 64)
 		if err != nil {
-			return TrimResult{}, fmt.Errorf("trim %s: bad count %q", where(q, s), reply[1])
+			return TrimResult{}, fmt.Errorf("trim %s: bad count %q", where(ref), reply[1])
 		}
 		return TrimResult{MinXID: reply[2], Trimmed: n, CappedBy: reply[3]}, nil
 	}
-	return TrimResult{}, fmt.Errorf("trim %s: unexpected reply %q", where(q, s), reply)
+	return TrimResult{}, fmt.Errorf("trim %s: unexpected reply %q", where(ref), reply)
 }

@@ -30,7 +30,7 @@ func TestAppendRead(t *testing.T) {
 	eachServer(t, Options{ChunkRecords: 64, PageSize: 7}, func(t *testing.T, c *Client) {
 		ctx := testCtx(t)
 		q := queueName(t)
-		first, err := c.Append(ctx, q, "s", fields("n", "0", "kind", "single")...)
+		first, err := c.Append(ctx, mustRef(t, q, "s"), fields("n", "0", "kind", "single")...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +38,7 @@ func TestAppendRead(t *testing.T) {
 		for i := range batch {
 			batch[i] = fields("n", strconv.Itoa(i+1), "z", "last", "a", "first?")
 		}
-		ids, err := c.AppendBatch(ctx, q, "s", batch)
+		ids, err := c.AppendBatch(ctx, mustRef(t, q, "s"), batch)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +80,7 @@ func TestAppendRead(t *testing.T) {
 			t.Fatalf("from > to read %d records", len(got))
 		}
 		// The cursor reads page by page.
-		cur, err := c.NewCursor(q, "s", ids[0], brand.Max, false)
+		cur, err := c.NewCursor(mustRef(t, q, "s"), ids[0], brand.Max, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,17 +97,17 @@ func TestAppendRead(t *testing.T) {
 			t.Fatalf("cursor pages %v, want [100 100 100 0]", sizes)
 		}
 		// Info, Top, Len.
-		in, err := c.Info(ctx, q, "s")
+		in, err := c.Info(ctx, mustRef(t, q, "s"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !in.Exists || in.Length != 301 || in.First != first || in.Last != ids[299] || in.Top != ids[299] {
 			t.Fatalf("Info = %+v", in)
 		}
-		if l, err := c.Len(ctx, q, "s"); err != nil || l != 301 {
+		if l, err := c.Len(ctx, mustRef(t, q, "s")); err != nil || l != 301 {
 			t.Fatalf("Len = %d, %v", l, err)
 		}
-		if in, err := c.Info(ctx, q, "nothing"); err != nil || in.Exists || in.Top != 0 {
+		if in, err := c.Info(ctx, mustRef(t, q, "nothing")); err != nil || in.Exists || in.Top != 0 {
 			t.Fatalf("Info of a missing stream = %+v, %v", in, err)
 		}
 	})
@@ -129,22 +129,25 @@ func TestBadBatchAppendsNothing(t *testing.T) {
 	}
 	for _, tc := range cases {
 		batch := [][]Field{good, good, good, good, tc.bad, good}
-		ids, err := c.AppendBatch(ctx, q, "s", batch)
+		ids, err := c.AppendBatch(ctx, mustRef(t, q, "s"), batch)
 		var re *RecordError
 		if !errors.Is(err, tc.want) || !errors.As(err, &re) || re.Index != 4 || ids != nil {
 			t.Fatalf("batch with a bad 5th record: ids %v, err %v; want %v at index 4", ids, err, tc.want)
 		}
 	}
-	if n, err := c.Len(ctx, q, "s"); err != nil || n != 0 {
+	if n, err := c.Len(ctx, mustRef(t, q, "s")); err != nil || n != 0 {
 		t.Fatalf("the stream has %d entries after bad batches (%v), want 0", n, err)
 	}
 	for _, bad := range []string{"", "a:b", "{x}", string(make([]byte, names.MaxLen+1))} {
-		if _, err := c.Append(ctx, q, bad, good...); !errors.Is(err, names.ErrInvalid) {
+		if _, err := names.ParseStreamRef(q, bad); !errors.Is(err, names.ErrInvalid) {
 			t.Errorf("stream name %q: %v, want names.ErrInvalid", bad, err)
 		}
-		if _, err := c.Append(ctx, bad, "s", good...); !errors.Is(err, names.ErrInvalid) {
+		if _, err := names.ParseStreamRef(bad, "s"); !errors.Is(err, names.ErrInvalid) {
 			t.Errorf("queue name %q: %v, want names.ErrInvalid", bad, err)
 		}
+	}
+	if _, err := c.Append(ctx, names.StreamRef{}, good...); !errors.Is(err, names.ErrInvalid) {
+		t.Errorf("no stream: %v, want names.ErrInvalid", err)
 	}
 }
 
@@ -154,7 +157,7 @@ func TestForeignEntriesReported(t *testing.T) {
 	c := plain(t, Options{PageSize: 2})
 	ctx := testCtx(t)
 	q := queueName(t)
-	key := StreamKey(q, "s")
+	key := StreamKey(mustRef(t, q, "s"))
 	xadd := func(xid string, kv ...string) {
 		t.Helper()
 		err := c.rdb.Do(ctx, c.rdb.B().Arbitrary("XADD").Keys(key).Args(append([]string{xid}, kv...)...).Build()).Error()
@@ -170,7 +173,7 @@ func TestForeignEntriesReported(t *testing.T) {
 	xadd(fmt.Sprintf("%d-%d", now.Time().UnixMilli()+2, 0), "a", "\xff")
 	xadd(fmt.Sprintf("%d-%d", now.Time().UnixMilli()+3, 0), "b", "2") // a record
 	var kinds []string
-	for rec, err := range c.Read(ctx, q, "s", 0, brand.Max, 0, false) {
+	for rec, err := range c.Read(ctx, mustRef(t, q, "s"), 0, brand.Max, 0, false) {
 		var ee *EntryError
 		switch {
 		case err == nil:
@@ -200,7 +203,7 @@ func TestForeignEntriesReported(t *testing.T) {
 	// The top of a stream whose last entry has a too-large sequence is
 	// still usable: appends land above it.
 	xadd(fmt.Sprintf("%d-%d", now.Time().UnixMilli()+5, 1<<40), "a", "1")
-	id, err := c.Append(ctx, q, "s", fields("after", "foreign top")...)
+	id, err := c.Append(ctx, mustRef(t, q, "s"), fields("after", "foreign top")...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,11 +223,11 @@ func TestAppendRemintsOnCollision(t *testing.T) {
 		a.minter = fixedMinter(t, t0)
 		q := queueName(t)
 		batch := [][]Field{fields("who", "x"), fields("who", "y"), fields("who", "z")}
-		ida, err := a.AppendBatch(ctx, q, "s", batch)
+		ida, err := a.AppendBatch(ctx, mustRef(t, q, "s"), batch)
 		if err != nil {
 			t.Fatal(err)
 		}
-		idb, err := b.AppendBatch(ctx, q, "s", batch)
+		idb, err := b.AppendBatch(ctx, mustRef(t, q, "s"), batch)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +252,7 @@ func TestChunkRetryIsIdempotent(t *testing.T) {
 	eachServer(t, Options{}, func(t *testing.T, c *Client) {
 		ctx := testCtx(t)
 		q := queueName(t)
-		key := StreamKey(q, "s")
+		key := StreamKey(mustRef(t, q, "s"))
 		ids := make([]brand.ID, 3)
 		if err := c.mint(ids, 0); err != nil {
 			t.Fatal(err)
@@ -276,7 +279,7 @@ func TestChunkRetryIsIdempotent(t *testing.T) {
 		if r := run(true, other); r[0] != "TOP" {
 			t.Fatalf("retry whose ids hold other fields: %q, want TOP", r)
 		}
-		if n, _ := c.Len(ctx, q, "s"); n != 3 {
+		if n, _ := c.Len(ctx, mustRef(t, q, "s")); n != 3 {
 			t.Fatalf("stream has %d entries, want 3", n)
 		}
 	})
@@ -290,7 +293,7 @@ func TestLostReplyRetriedOnce(t *testing.T) {
 	ctx := testCtx(t)
 	q := queueName(t)
 	proxy.DropReplies(1)
-	ids, err := c.AppendBatch(ctx, q, "s", [][]Field{fields("a", "1"), fields("a", "2")})
+	ids, err := c.AppendBatch(ctx, mustRef(t, q, "s"), [][]Field{fields("a", "1"), fields("a", "2")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +313,7 @@ func TestOutcomeUnknown(t *testing.T) {
 	ctx := testCtx(t)
 	q := queueName(t)
 	proxy.DropReplies(1 << 30)
-	_, err := c.Append(ctx, q, "s", fields("a", "1")...)
+	_, err := c.Append(ctx, mustRef(t, q, "s"), fields("a", "1")...)
 	var ae *AppendError
 	if !errors.Is(err, ErrOutcomeUnknown) || !errors.As(err, &ae) || len(ae.Unknown) != 1 {
 		t.Fatalf("Append = %v, want ErrOutcomeUnknown with the chunk's id", err)
@@ -326,29 +329,29 @@ func TestSetID(t *testing.T) {
 	eachServer(t, Options{}, func(t *testing.T, c *Client) {
 		ctx := testCtx(t)
 		q := queueName(t)
-		id, err := c.Append(ctx, q, "s", fields("a", "1")...)
+		id, err := c.Append(ctx, mustRef(t, q, "s"), fields("a", "1")...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		w := id + 1_000_000
-		if top, err := c.SetID(ctx, q, "s", w); err != nil || top != w {
+		if top, err := c.SetID(ctx, mustRef(t, q, "s"), w); err != nil || top != w {
 			t.Fatalf("SetID raise: %v, %v", top, err)
 		}
-		if top, err := c.SetID(ctx, q, "s", id+5); err != nil || top != w {
+		if top, err := c.SetID(ctx, mustRef(t, q, "s"), id+5); err != nil || top != w {
 			t.Fatalf("SetID below the top must keep it: %v, %v", top, err)
 		}
-		next, err := c.Append(ctx, q, "s", fields("a", "2")...)
+		next, err := c.Append(ctx, mustRef(t, q, "s"), fields("a", "2")...)
 		if err != nil || next <= w {
 			t.Fatalf("append after SetID landed at %v (%v), want above %v", next, err, w)
 		}
 		// A missing stream (Redis lost it) is created empty with that top.
-		if top, err := c.SetID(ctx, q, "gone", w); err != nil || top != w {
+		if top, err := c.SetID(ctx, mustRef(t, q, "gone"), w); err != nil || top != w {
 			t.Fatalf("SetID on a missing stream: %v, %v", top, err)
 		}
-		if in, err := c.Info(ctx, q, "gone"); err != nil || in.Length != 0 || in.Top != w {
+		if in, err := c.Info(ctx, mustRef(t, q, "gone")); err != nil || in.Length != 0 || in.Top != w {
 			t.Fatalf("after SetID on a missing stream: %+v, %v", in, err)
 		}
-		if got, err := c.Append(ctx, q, "gone", fields("a", "1")...); err != nil || got <= w {
+		if got, err := c.Append(ctx, mustRef(t, q, "gone"), fields("a", "1")...); err != nil || got <= w {
 			t.Fatalf("append to a recreated stream landed at %v (%v), want above %v", got, err, w)
 		}
 	})
@@ -367,7 +370,7 @@ func TestConcurrentAppendsShareChunks(t *testing.T) {
 		for w := range workers {
 			wg.Go(func() {
 				for i := range each {
-					id, err := c.Append(ctx, q, "s", fields("w", strconv.Itoa(w), "i", strconv.Itoa(i))...)
+					id, err := c.Append(ctx, mustRef(t, q, "s"), fields("w", strconv.Itoa(w), "i", strconv.Itoa(i))...)
 					if err != nil {
 						t.Error(err)
 						return
@@ -410,14 +413,14 @@ func TestCancelledWaitingAppend(t *testing.T) {
 	c := plain(t, Options{})
 	ctx := testCtx(t)
 	q := queueName(t)
-	slot := c.slot(StreamKey(q, "s"))
+	slot := c.slot(StreamKey(mustRef(t, q, "s")))
 	if err := slot.acquire(ctx); err != nil { // hold the slot: appends wait
 		t.Fatal(err)
 	}
 	actx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Append(actx, q, "s", fields("a", "1")...)
+		_, err := c.Append(actx, mustRef(t, q, "s"), fields("a", "1")...)
 		done <- err
 	}()
 	for queued := 0; queued == 0; { // wait until the record is queued
@@ -430,7 +433,7 @@ func TestCancelledWaitingAppend(t *testing.T) {
 		t.Fatalf("Append = %v, want context.Canceled", err)
 	}
 	slot.release()
-	if n, err := c.Append(ctx, q, "s", fields("b", "2")...); err != nil || n == 0 {
+	if n, err := c.Append(ctx, mustRef(t, q, "s"), fields("b", "2")...); err != nil || n == 0 {
 		t.Fatalf("Append after release: %v, %v", n, err)
 	}
 	recs := readAll(t, c, q, "s", 0, brand.Max, 0, false)
@@ -446,15 +449,15 @@ func TestAppendWithEndedContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(testCtx(t))
 	cancel()
 	for range 20 { // select would pick at random if the check were missing
-		if _, err := c.Append(ctx, q, "s", fields("a", "1")...); !errors.Is(err, context.Canceled) {
+		if _, err := c.Append(ctx, mustRef(t, q, "s"), fields("a", "1")...); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Append = %v, want context.Canceled", err)
 		}
-		if _, err := c.AppendBatch(ctx, q, "s", [][]Field{fields("a", "1")}); !errors.Is(err, context.Canceled) ||
+		if _, err := c.AppendBatch(ctx, mustRef(t, q, "s"), [][]Field{fields("a", "1")}); !errors.Is(err, context.Canceled) ||
 			errors.Is(err, ErrOutcomeUnknown) {
 			t.Fatalf("AppendBatch = %v, want context.Canceled (not an unknown outcome)", err)
 		}
 	}
-	if n, _ := c.Len(testCtx(t), q, "s"); n != 0 {
+	if n, _ := c.Len(testCtx(t), mustRef(t, q, "s")); n != 0 {
 		t.Fatalf("%d records appended with an ended context", n)
 	}
 }
@@ -468,13 +471,13 @@ func TestAppendRetriesLoading(t *testing.T) {
 		c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond})
 		ctx := testCtx(t)
 		q := queueName(t)
-		first, err := c.Append(ctx, q, "s", fields("a", "0")...) // the script is loaded
+		first, err := c.Append(ctx, mustRef(t, q, "s"), fields("a", "0")...) // the script is loaded
 		if err != nil {
 			t.Fatal(err)
 		}
 		proxy.DropReplies(drops)
 		proxy.AnswerLoading(3)
-		ids, err := c.AppendBatch(ctx, q, "s", [][]Field{fields("a", "1"), fields("a", "2")})
+		ids, err := c.AppendBatch(ctx, mustRef(t, q, "s"), [][]Field{fields("a", "1"), fields("a", "2")})
 		if err != nil {
 			t.Fatalf("AppendBatch after LOADING: %v", err)
 		}
@@ -500,17 +503,17 @@ func TestAppendLoadingOutlastsRetries(t *testing.T) {
 		c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond, AppendRetries: 2})
 		ctx := testCtx(t)
 		q := queueName(t)
-		if _, err := c.Append(ctx, q, "s", fields("a", "0")...); err != nil {
+		if _, err := c.Append(ctx, mustRef(t, q, "s"), fields("a", "0")...); err != nil {
 			t.Fatal(err)
 		}
 		proxy.DropReplies(drops)
 		proxy.AnswerLoading(1 << 30)
-		_, err := c.Append(ctx, q, "s", fields("a", "1")...)
+		_, err := c.Append(ctx, mustRef(t, q, "s"), fields("a", "1")...)
 		if err == nil || !strings.Contains(err.Error(), "LOADING") || errors.Is(err, ErrOutcomeUnknown) != (drops > 0) {
 			t.Fatalf("Append under LOADING = %v; want the LOADING error, outcome unknown only after a lost reply", err)
 		}
 		want := int64(1) + drops // the warm-up, and the dropped call that ran
-		if n, err := plain(t, Options{}).Len(ctx, q, "s"); err != nil || n != want {
+		if n, err := plain(t, Options{}).Len(ctx, mustRef(t, q, "s")); err != nil || n != want {
 			t.Fatalf("stream holds %d entries (%v), want %d", n, err, want)
 		}
 	})
@@ -527,7 +530,7 @@ func TestChunkRetryAfterTrim(t *testing.T) {
 	eachServer(t, Options{}, func(t *testing.T, c *Client) {
 		ctx := testCtx(t)
 		q := queueName(t)
-		key := StreamKey(q, "s")
+		key := StreamKey(mustRef(t, q, "s"))
 		do := func(cmd rueidis.Completed) {
 			t.Helper()
 			if err := c.rdb.Do(ctx, cmd).Error(); err != nil {
@@ -587,7 +590,7 @@ func TestChunkRetryAfterTrim(t *testing.T) {
 		if r := send(true, never, recs); r[0] != "UNKNOWN" {
 			t.Fatalf("retry after a deletion above its first id: %q, want UNKNOWN", r)
 		}
-		if n, _ := c.Len(ctx, q, "s"); n != 1 {
+		if n, _ := c.Len(ctx, mustRef(t, q, "s")); n != 1 {
 			t.Fatalf("stream has %d entries, want 1", n)
 		}
 	})
@@ -604,13 +607,13 @@ func TestLostReplyThenTrimmed(t *testing.T) {
 			direct := plain(t, Options{})
 			ctx := testCtx(t)
 			q := queueName(t)
-			key := StreamKey(q, "s")
+			key := StreamKey(mustRef(t, q, "s"))
 			trimmed := make(chan error, 1)
 			proxy.OnDrop(func() {
 				trimmed <- direct.rdb.Do(ctx, direct.rdb.B().Xtrim().Key(key).Maxlen().Threshold(keep).Build()).Error()
 			})
 			proxy.DropReplies(1)
-			ids, err := c.AppendBatch(ctx, q, "s", [][]Field{fields("a", "1"), fields("a", "2"), fields("a", "3")})
+			ids, err := c.AppendBatch(ctx, mustRef(t, q, "s"), [][]Field{fields("a", "1"), fields("a", "2"), fields("a", "3")})
 			if err := <-trimmed; err != nil {
 				t.Fatal(err)
 			}

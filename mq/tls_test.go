@@ -71,7 +71,7 @@ func TestTLS(t *testing.T) {
 	t.Cleanup(func() { r.Stop() })
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	c := connect(t, "rediss://"+addr+"/0?ca_file="+ca, Options{})
-	if _, err := c.Append(testCtx(t), "q", "s", fields("over", "tls")...); err != nil {
+	if _, err := c.Append(testCtx(t), mustRef(t, "q", "s"), fields("over", "tls")...); err != nil {
 		t.Fatal(err)
 	}
 	connect(t, "rediss://"+addr+"?skip_verify=true", Options{})

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/echostore/echostore/names"
 )
 
 // errNegativeWindow is wrapped by Window.Validate.
@@ -21,8 +23,8 @@ func (w Window) Validate() error {
 
 // StreamWindow is one stream and its declared window.
 type StreamWindow struct {
-	Queue, Stream string
-	Window        Window
+	Ref    names.StreamRef
+	Window Window
 }
 
 // Windows is a set of declared per-stream windows: what a driver (the
@@ -30,25 +32,25 @@ type StreamWindow struct {
 // beat. It is safe for concurrent use; its zero value is empty and ready.
 type Windows struct {
 	mu sync.Mutex
-	m  map[[2]string]Window
+	m  map[names.StreamRef]Window
 }
 
 // Set declares the window of stream s of queue q, replacing any before. The
 // caller validates names and window first.
-func (ws *Windows) Set(q, s string, w Window) {
+func (ws *Windows) Set(ref names.StreamRef, w Window) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if ws.m == nil {
-		ws.m = map[[2]string]Window{}
+		ws.m = map[names.StreamRef]Window{}
 	}
-	ws.m[[2]string{q, s}] = w
+	ws.m[ref] = w
 }
 
 // Delete removes the window of stream s of queue q.
-func (ws *Windows) Delete(q, s string) {
+func (ws *Windows) Delete(ref names.StreamRef) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	delete(ws.m, [2]string{q, s})
+	delete(ws.m, ref)
 }
 
 // Sorted returns the declared windows in (queue, stream) order: a copy that
@@ -57,11 +59,11 @@ func (ws *Windows) Sorted() []StreamWindow {
 	ws.mu.Lock()
 	out := make([]StreamWindow, 0, len(ws.m))
 	for k, w := range ws.m {
-		out = append(out, StreamWindow{Queue: k[0], Stream: k[1], Window: w})
+		out = append(out, StreamWindow{Ref: k, Window: w})
 	}
 	ws.mu.Unlock()
 	slices.SortFunc(out, func(a, b StreamWindow) int {
-		return cmp.Or(strings.Compare(a.Queue, b.Queue), strings.Compare(a.Stream, b.Stream))
+		return cmp.Or(strings.Compare(a.Ref.Queue().String(), b.Ref.Queue().String()), strings.Compare(a.Ref.Stream().String(), b.Ref.Stream().String()))
 	})
 	return out
 }

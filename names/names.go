@@ -3,7 +3,6 @@ package names
 import (
 	"errors"
 	"fmt"
-	"strconv"
 )
 
 // MaxLen is the longest name accepted, in bytes.
@@ -55,40 +54,4 @@ func allowed(c byte) bool {
 		return true
 	}
 	return false
-}
-
-// ArchiveVolume returns the name of the archive volume of stream s of queue q:
-// "archive.q.s". It checks both names first.
-//
-// The mapping is the contract (a fresh data dir knows which volume to pull
-// from the names alone), and it is not one-to-one: names may hold '.', so
-// a.b/c and a/b.c both map to "archive.a.b.c". The archive package keeps
-// the collision harmless: a volume records the stream it belongs to and
-// refuses every other (archive.MetaOwner, archive.ErrVolumeOwner), and
-// serve refuses a configuration archiving two streams of one volume name.
-func ArchiveVolume(q, s string) (string, error) {
-	if err := Check(KindQueue, q); err != nil {
-		return "", err
-	}
-	if err := Check(KindStream, s); err != nil {
-		return "", err
-	}
-	v := "archive." + q + "." + s
-	if err := Check(KindVolume, v); err != nil {
-		return "", fmt.Errorf("archive volume of %s/%s: %w", q, s, err)
-	}
-	return v, nil
-}
-
-// AcceptVolume returns the name of the accept volume of queue q on node n:
-// "accept.q.n".
-func AcceptVolume(q string, node uint16) (string, error) {
-	if err := Check(KindQueue, q); err != nil {
-		return "", err
-	}
-	v := "accept." + q + "." + strconv.Itoa(int(node))
-	if err := Check(KindVolume, v); err != nil {
-		return "", fmt.Errorf("accept volume of %s: %w", q, err)
-	}
-	return v, nil
 }

@@ -23,19 +23,23 @@ func TestCheck(t *testing.T) {
 }
 
 func TestDerived(t *testing.T) {
-	v, err := ArchiveVolume("q1", "events")
-	if err != nil || v != "archive.q1.events" {
-		t.Fatalf("ArchiveVolume = %q, %v", v, err)
+	r, err := ParseStreamRef("q1", "events")
+	if err != nil || r.Volume().String() != "archive.q1.events" {
+		t.Fatalf("archive volume = %q, %v", r.Volume(), err)
 	}
-	v, err = AcceptVolume("q1", 7)
-	if err != nil || v != "accept.q1.7" {
-		t.Fatalf("AcceptVolume = %q, %v", v, err)
+	q, err := ParseQueue("q1")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := ArchiveVolume("q:1", "s"); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("ArchiveVolume with bad queue: %v", err)
+	v, err := AcceptVolumeOf(q, 7)
+	if err != nil || v.String() != "accept.q1.7" {
+		t.Fatalf("AcceptVolumeOf = %q, %v", v, err)
 	}
-	if _, err := ArchiveVolume("q", strings.Repeat("s", MaxLen)); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("ArchiveVolume too long: %v", err)
+	if _, err := ParseStreamRef("q:1", "s"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("ParseStreamRef with bad queue: %v", err)
+	}
+	if _, err := ParseStreamRef("q", strings.Repeat("s", MaxLen)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("archive volume too long: %v", err)
 	}
 }
 

@@ -27,14 +27,14 @@ func TestSecurityHostileNames(t *testing.T) {
 				t.Errorf("Check(%s, %q) = %v, want ErrInvalid naming the kind", k, n, err)
 			}
 		}
-		if _, err := ArchiveVolume(n, "s"); !errors.Is(err, ErrInvalid) {
-			t.Errorf("ArchiveVolume(%q, s) = %v", n, err)
+		if _, err := ParseStreamRef(n, "s"); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseStreamRef(%q, s) = %v", n, err)
 		}
-		if _, err := ArchiveVolume("q", n); !errors.Is(err, ErrInvalid) {
-			t.Errorf("ArchiveVolume(q, %q) = %v", n, err)
+		if _, err := ParseStreamRef("q", n); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseStreamRef(q, %q) = %v", n, err)
 		}
-		if _, err := AcceptVolume(n, 0); !errors.Is(err, ErrInvalid) {
-			t.Errorf("AcceptVolume(%q) = %v", n, err)
+		if _, err := ParseQueue(n); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseQueue(%q) = %v (no accept volume can be made of it)", n, err)
 		}
 	}
 }
@@ -90,21 +90,23 @@ func TestSecurityArchiveVolumeIsOneToOne(t *testing.T) {
 		{{"orders.eu", "audit"}, {"orders", "eu.audit"}},
 	}
 	for _, p := range shared {
-		v1, err1 := ArchiveVolume(p[0][0], p[0][1])
-		v2, err2 := ArchiveVolume(p[1][0], p[1][1])
+		r1, err1 := ParseStreamRef(p[0][0], p[0][1])
+		r2, err2 := ParseStreamRef(p[1][0], p[1][1])
+		v1, v2 := r1.Volume(), r2.Volume()
 		if err1 != nil || err2 != nil || v1 != v2 {
 			t.Errorf("%s/%s → %q, %v and %s/%s → %q, %v: want one shared volume (the documented collision)",
 				p[0][0], p[0][1], v1, err1, p[1][0], p[1][1], v2, err2)
 		}
 	}
 	// Without '.', the split is unique: "archive." then Q, '.', S.
-	seen := map[string][2]string{}
+	seen := map[Volume][2]string{}
 	for _, q := range []string{"a", "ab", "a-b", "a_b", "b"} {
 		for _, s := range []string{"c", "bc", "b-c", "b_c", "a"} {
-			v, err := ArchiveVolume(q, s)
+			r, err := ParseStreamRef(q, s)
 			if err != nil {
-				t.Fatalf("ArchiveVolume(%q, %q): %v", q, s, err)
+				t.Fatalf("ParseStreamRef(%q, %q): %v", q, s, err)
 			}
+			v := r.Volume()
 			if o, ok := seen[v]; ok {
 				t.Errorf("%s/%s and %s/%s share %s without a '.' in either name", o[0], o[1], q, s, v)
 			}

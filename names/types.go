@@ -98,6 +98,14 @@ type StreamRef struct {
 // NewStreamRef returns the reference to stream s of queue q. It fails,
 // wrapping ErrInvalid, if either is zero or their archive volume name is
 // not a valid volume name.
+//
+// The mapping to "archive.Q.S" is the contract (a fresh data dir knows
+// which volume to pull from the names alone), and it is not one-to-one:
+// names may hold '.', so a.b/c and a/b.c both map to "archive.a.b.c". The
+// archive package keeps the collision harmless: a volume records the
+// stream it belongs to and refuses every other (archive.MetaOwner,
+// archive.ErrVolumeOwner), and serve refuses a configuration archiving two
+// streams of one volume name.
 func NewStreamRef(q Queue, s Stream) (StreamRef, error) {
 	if q.IsZero() {
 		return StreamRef{}, fmt.Errorf("queue name is empty: %w", ErrInvalid)

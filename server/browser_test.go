@@ -175,7 +175,7 @@ func TestBrowser(t *testing.T) {
 		e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=2", "")
 		_, want := e.do("GET", "/v1/streams/"+q+"/s", "", nil)
 		vid := "archive." + q + ".s"
-		vol, err := e.srv.store.Volume(t.Context(), vid)
+		vol, err := e.srv.store.Volume(t.Context(), volName(vid))
 		if err != nil {
 			t.Fatal(err)
 		}

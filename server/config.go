@@ -207,7 +207,7 @@ func ParseConfig(b []byte) (Config, error) {
 
 // stream is a resolved StreamConfig.
 type stream struct {
-	q, s      string
+	ref       names.StreamRef // the zero StreamRef for the defaults
 	window    archive.Window
 	archived  bool
 	trimAfter archive.TrimAfter
@@ -294,10 +294,10 @@ func (c Config) withDefaults() (Config, error) {
 	if d.TrimAfter == "" {
 		d.TrimAfter = "local"
 	}
-	if _, err := c.resolve("", "", *d); err != nil {
+	if _, err := c.resolve(names.StreamRef{}, *d); err != nil {
 		return c, fmt.Errorf("defaults: %w", err)
 	}
-	seen := map[[2]string]bool{}
+	seen := map[names.StreamRef]bool{}
 	// Names may hold '.', so two streams can map to one archive volume
 	// (a.b/c and a/b.c: archive.a.b.c); archiving both is refused here, and
 	// by the volume's recorded owner at run time.
@@ -307,20 +307,20 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("%w: queue: %w", ErrConfig, err)
 		}
 		for _, s := range q.Streams {
-			st, err := c.resolve(q.Name, s.Name, s)
+			ref, err := names.ParseStreamRef(q.Name, s.Name)
+			if err != nil {
+				return c, fmt.Errorf("%w: stream %s/%s: %w", ErrConfig, q.Name, s.Name, err)
+			}
+			st, err := c.resolve(ref, s)
 			if err != nil {
 				return c, err
 			}
-			if seen[[2]string{q.Name, s.Name}] {
-				return c, fmt.Errorf("%w: stream %s/%s declared twice", ErrConfig, q.Name, s.Name)
+			if seen[ref] {
+				return c, fmt.Errorf("%w: stream %s declared twice", ErrConfig, ref)
 			}
-			seen[[2]string{q.Name, s.Name}] = true
+			seen[ref] = true
 			if !st.archived {
 				continue
-			}
-			ref, err := names.ParseStreamRef(q.Name, s.Name)
-			if err != nil { // checked by resolve already
-				return c, fmt.Errorf("%w: stream %s/%s: %w", ErrConfig, q.Name, s.Name, err)
 			}
 			v := ref.Volume().String()
 			if o, ok := volumes[v]; ok {
@@ -337,19 +337,15 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// resolve merges sc over the defaults; q and s empty check the defaults.
-func (c Config) resolve(q, s string, sc StreamConfig) (stream, error) {
-	if q != "" {
-		if _, err := names.ParseStreamRef(q, s); err != nil {
-			return stream{}, fmt.Errorf("%w: stream %s/%s: %w", ErrConfig, q, s, err)
-		}
-	}
-	st := stream{q: q, s: s, window: archive.Window{Keep: sc.Keep, MaxAge: sc.MaxAge}}
-	if sc.Keep == 0 && sc.MaxAge == 0 && q != "" {
+// resolve merges sc over the defaults for stream ref; the zero ref checks
+// the defaults.
+func (c Config) resolve(ref names.StreamRef, sc StreamConfig) (stream, error) {
+	st := stream{ref: ref, window: archive.Window{Keep: sc.Keep, MaxAge: sc.MaxAge}}
+	if sc.Keep == 0 && sc.MaxAge == 0 && !ref.IsZero() {
 		st.window = archive.Window{Keep: c.Defaults.Keep, MaxAge: c.Defaults.MaxAge}
 	}
 	if st.window.Keep < 0 || st.window.MaxAge < 0 {
-		return stream{}, fmt.Errorf("%w: stream %s/%s: negative keep or max_age", ErrConfig, q, s)
+		return stream{}, fmt.Errorf("%w: stream %s: negative keep or max_age", ErrConfig, ref)
 	}
 	arch := sc.Archived
 	if arch == nil {
@@ -362,18 +358,18 @@ func (c Config) resolve(q, s string, sc StreamConfig) (stream, error) {
 	}
 	t, err := archive.ParseTrimAfter(ta)
 	if err != nil {
-		return stream{}, fmt.Errorf("%w: stream %s/%s: %w", ErrConfig, q, s, err)
+		return stream{}, fmt.Errorf("%w: stream %s: %w", ErrConfig, ref, err)
 	}
 	st.trimAfter = t
 	st.retain = archive.Retention{Count: sc.RetainCount, MaxAge: sc.RetainAge}
-	if st.retain == (archive.Retention{}) && q != "" {
+	if st.retain == (archive.Retention{}) && !ref.IsZero() {
 		st.retain = archive.Retention{Count: c.Defaults.RetainCount, MaxAge: c.Defaults.RetainAge}
 	}
 	if err := st.retain.Validate(); err != nil {
-		return stream{}, fmt.Errorf("%w: stream %s/%s: retain_age: %w", ErrConfig, q, s, err)
+		return stream{}, fmt.Errorf("%w: stream %s: retain_age: %w", ErrConfig, ref, err)
 	}
 	if !st.archived && !st.retain.IsZero() && (sc.RetainCount != 0 || sc.RetainAge != 0) {
-		return stream{}, fmt.Errorf("%w: stream %s/%s: retain_count and retain_age bound an archive, and the stream is archived: false", ErrConfig, q, s)
+		return stream{}, fmt.Errorf("%w: stream %s: retain_count and retain_age bound an archive, and the stream is archived: false", ErrConfig, ref)
 	}
 	if !st.archived {
 		st.retain = archive.Retention{}
@@ -381,16 +377,16 @@ func (c Config) resolve(q, s string, sc StreamConfig) (stream, error) {
 	return st, nil
 }
 
-// declared returns the configuration of q/s if the configuration declares
+// declared returns the configuration of ref if the configuration declares
 // it, with its defaults filled.
-func (c Config) declared(q, s string) (stream, bool) {
+func (c Config) declared(ref names.StreamRef) (stream, bool) {
 	for _, qc := range c.Queues {
-		if qc.Name != q {
+		if qc.Name != ref.Queue().String() {
 			continue
 		}
 		for _, sc := range qc.Streams {
-			if sc.Name == s {
-				st, err := c.resolve(q, s, sc)
+			if sc.Name == ref.Stream().String() {
+				st, err := c.resolve(ref, sc)
 				return st, err == nil
 			}
 		}

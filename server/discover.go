@@ -19,11 +19,11 @@ const DiscoverEvery = time.Minute
 // Redis (archive.ArchivedStreams) and remembers the streams it left alone.
 type discoverer struct {
 	mu   sync.Mutex
-	last time.Time                  // the last discovery
-	seen map[archive.StreamRef]bool // streams found and left alone (logged once)
+	last time.Time                // the last discovery
+	seen map[names.StreamRef]bool // streams found and left alone (logged once)
 }
 
-func newDiscoverer() *discoverer { return &discoverer{seen: map[archive.StreamRef]bool{}} }
+func newDiscoverer() *discoverer { return &discoverer{seen: map[names.StreamRef]bool{}} }
 
 // due reports whether a discovery is due now (the first always is), and
 // if so counts it as done.
@@ -52,61 +52,54 @@ func (s *Server) discover(ctx context.Context) {
 			s.log.Warn("serve: discovery of archived streams", "err", err)
 			break
 		}
-		if _, known := s.lookup(k.Queue, k.Stream); known {
+		if _, known := s.lookup(k); known {
 			continue
 		}
-		vol, err := s.archiveVolume(ctx, k.Queue, k.Stream)
-		if errors.Is(err, names.ErrInvalid) {
-			continue // the combined volume name is too long: never archived here
-		}
+		vol, err := s.archiveVolume(ctx, k)
 		if err != nil {
-			s.log.Warn("serve: discovery", "queue", k.Queue, "stream", k.Stream, "err", err)
+			s.log.Warn("serve: discovery", "queue", k.Queue(), "stream", k.Stream(), "err", err)
 			continue
 		}
 		if vol == nil {
-			_, folded, err := archive.GetArchived(ctx, s.mq, k.Queue, k.Stream)
+			_, folded, err := archive.GetArchived(ctx, s.mq, k)
 			if err != nil || folded {
 				s.leftAlone(k, "serve: archived stream left alone: its archive volume is not in this data dir (another node folds it)", err)
 				continue
 			}
 		}
-		st, err := s.cfg.resolve(k.Queue, k.Stream, StreamConfig{})
+		st, err := s.cfg.resolve(k, StreamConfig{})
 		if err != nil {
 			continue
 		}
-		if err := s.admit(k.Queue, k.Stream); err != nil {
+		if err := s.admit(k); err != nil {
 			s.leftAlone(k, "serve: archived stream left alone: max_streams reached", err)
 			continue
 		}
 		st.archived = true // registered as archived: retention would refuse it
-		s.log.Info("serve: archived stream discovered in Redis", "queue", st.q, "stream", st.s,
+		s.log.Info("serve: archived stream discovered in Redis", "queue", st.ref.Queue(), "stream", st.ref.Stream(),
 			"keep", st.window.Keep, "max_age", st.window.MaxAge)
 		if err := s.declare(st); err != nil {
-			s.unadmit(k.Queue, k.Stream)
+			s.unadmit(k)
 			s.log.Warn("serve: discovery", "err", err)
 		}
 	}
 }
 
 // leftAlone logs, once per stream, that discovery leaves k alone and why.
-func (s *Server) leftAlone(k archive.StreamRef, msg string, err error) {
+func (s *Server) leftAlone(k names.StreamRef, msg string, err error) {
 	s.disc.mu.Lock()
 	first := !s.disc.seen[k]
 	s.disc.seen[k] = true
 	s.disc.mu.Unlock()
 	if first {
-		s.log.Info(msg, "queue", k.Queue, "stream", k.Stream, "err", err)
+		s.log.Info(msg, "queue", k.Queue(), "stream", k.Stream(), "err", err)
 	}
 }
 
-// archiveVolume returns the archive volume of q/st in the data dir, nil if
+// archiveVolume returns the archive volume of ref in the data dir, nil if
 // there is none.
-func (s *Server) archiveVolume(ctx context.Context, q, st string) (*graft.Volume, error) {
-	ref, err := names.ParseStreamRef(q, st)
-	if err != nil {
-		return nil, err
-	}
-	v, err := s.store.Volume(ctx, ref.Volume().String())
+func (s *Server) archiveVolume(ctx context.Context, ref names.StreamRef) (*graft.Volume, error) {
+	v, err := s.store.Volume(ctx, ref.Volume())
 	if errors.Is(err, graft.ErrVolumeNotFound) {
 		return nil, nil
 	}

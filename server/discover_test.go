@@ -26,17 +26,17 @@ func TestDiscover(t *testing.T) {
 	for i := range batch {
 		batch[i] = []mq.Field{{Name: "n", Value: "x"}}
 	}
-	if _, err := c.AppendBatch(t.Context(), q, "found", batch); err != nil {
+	if _, err := c.AppendBatch(t.Context(), mustRef(t, q, "found"), batch); err != nil {
 		t.Fatal(err)
 	}
-	if err := archive.RegisterArchived(t.Context(), c, q, "found"); err != nil {
+	if err := archive.RegisterArchived(t.Context(), c, mustRef(t, q, "found")); err != nil {
 		t.Fatal(err)
 	}
-	ids, err := c.AppendBatch(t.Context(), q, "elsewhere", batch)
+	ids, err := c.AppendBatch(t.Context(), mustRef(t, q, "elsewhere"), batch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := archive.PutArchived(t.Context(), c, q, "elsewhere", archive.Seam{W: ids[0], LSN: 1}); err != nil {
+	if err := archive.PutArchived(t.Context(), c, mustRef(t, q, "elsewhere"), archive.Seam{W: ids[0], LSN: 1}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -51,10 +51,10 @@ func TestDiscover(t *testing.T) {
 	if st.Archived != 5 || st.Live != 2 {
 		t.Fatalf("discovered stream after a beat: %+v, want 5 archived, 2 live", st)
 	}
-	if _, known := e.srv.lookup(q, "elsewhere"); known {
+	if _, known := e.srv.lookup(mustRef(t, q, "elsewhere")); known {
 		t.Fatal("a stream folded by another data dir was adopted")
 	}
-	if n, err := c.Len(t.Context(), q, "elsewhere"); err != nil || n != 7 {
+	if n, err := c.Len(t.Context(), mustRef(t, q, "elsewhere")); err != nil || n != 7 {
 		t.Fatalf("the other node's stream: %d entries (%v), want 7 untouched", n, err)
 	}
 }

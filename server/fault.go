@@ -9,6 +9,7 @@ import (
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/names"
 )
 
 // ErrInjectedFault is the error of a cycle that an armed fault failed (POST
@@ -37,21 +38,20 @@ func newFaultyArchiver(opts archive.Options) (*archive.Archiver, error) {
 	return archive.New(opts)
 }
 
-// armFault arms a one-shot fault for the next archive cycle of q/s, through
+// armFault arms a one-shot fault for the next archive cycle of ref, through
 // the API or on the beat.
-func (s *Server) armFault(q, st string) {
+func (s *Server) armFault(ref names.StreamRef) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.faults[[2]string{q, st}] = true
+	s.faults[ref] = true
 }
 
-// takeFault disarms and reports the fault armed for q/s.
-func (s *Server) takeFault(q, st string) bool {
+// takeFault disarms and reports the fault armed for ref.
+func (s *Server) takeFault(ref names.StreamRef) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := [2]string{q, st}
-	armed := s.faults[k]
-	delete(s.faults, k)
+	armed := s.faults[ref]
+	delete(s.faults, ref)
 	return armed
 }
 
@@ -86,17 +86,16 @@ func (s *Server) handleFault(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q, st := ref.Queue().String(), ref.Stream().String()
-	cfg, err := s.touch(q, st)
+	cfg, err := s.touch(ref)
 	if err != nil {
 		return err
 	}
 	if !cfg.archived {
 		return &apiError{http.StatusConflict, CodeConflict, fmt.Errorf(
-			"%s/%s is declared archived: false: nothing is folded, so there is no fold to fault", q, st)}
+			"%s is declared archived: false: nothing is folded, so there is no fold to fault", ref)}
 	}
-	s.armFault(q, st)
-	s.log.Warn("serve: fault armed: the next cycle folds, then fails before its trim", "queue", q, "stream", st)
-	writeJSON(w, http.StatusOK, FaultOut{Armed: true, Queue: q, Stream: st})
+	s.armFault(ref)
+	s.log.Warn("serve: fault armed: the next cycle folds, then fails before its trim", "queue", ref.Queue(), "stream", ref.Stream())
+	writeJSON(w, http.StatusOK, FaultOut{Armed: true, Queue: ref.Queue().String(), Stream: ref.Stream().String()})
 	return nil
 }

@@ -52,7 +52,7 @@ func TestEnqueueFutureID(t *testing.T) {
 		e.wantError(code, b, http.StatusConflict, CodeIDConflict)
 	}
 	c := e.stopAndConnect()
-	ds, err := c.Claim(t.Context(), q, "w", 10)
+	ds, err := c.Claim(t.Context(), mustQueue(t, q), "w", 10)
 	if err != nil {
 		t.Fatal(err)
 	}

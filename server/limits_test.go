@@ -44,16 +44,16 @@ func TestMaxStreams(t *testing.T) {
 	refused("POST", "/v1/streams/"+q+"/d", `{"fields":{"n":"1"}}`)
 	refused("POST", "/v1/streams/"+q+"/d/fault", "")
 	refused("POST", "/v1/streams/"+q+"/d/cycle?keep=1", "")
-	if _, ok := e.srv.lookup(q, "d"); ok {
+	if _, ok := e.srv.lookup(mustRef(t, q, "d")); ok {
 		t.Fatal("a refused stream was declared")
 	}
-	if in, err := c.Info(ctx, q, "d"); err != nil || in.Exists {
+	if in, err := c.Info(ctx, mustRef(t, q, "d")); err != nil || in.Exists {
 		t.Fatalf("a refused stream is in Redis (%v)", err)
 	}
-	if reg, err := archive.IsArchived(ctx, c, q, "d"); err != nil || reg {
+	if reg, err := archive.IsArchived(ctx, c, mustRef(t, q, "d")); err != nil || reg {
 		t.Fatalf("a refused stream is registered as archived (%v)", err)
 	}
-	if _, err := e.srv.store.Volume(ctx, "archive."+q+".d"); !errors.Is(err, graft.ErrVolumeNotFound) {
+	if _, err := e.srv.store.Volume(ctx, volName("archive."+q+".d")); !errors.Is(err, graft.ErrVolumeNotFound) {
 		t.Fatalf("a refused stream has a volume: %v", err)
 	}
 
@@ -63,11 +63,11 @@ func TestMaxStreams(t *testing.T) {
 	e.must("POST", "/v1/streams/"+q+"/b/cycle?keep=1", "")
 
 	// Discovery adopts nothing beyond the limit.
-	if err := archive.RegisterArchived(ctx, c, q, "registered"); err != nil {
+	if err := archive.RegisterArchived(ctx, c, mustRef(t, q, "registered")); err != nil {
 		t.Fatal(err)
 	}
 	e.srv.Beat(ctx)
-	if _, ok := e.srv.lookup(q, "registered"); ok {
+	if _, ok := e.srv.lookup(mustRef(t, q, "registered")); ok {
 		t.Fatal("discovery adopted a stream beyond max_streams")
 	}
 

@@ -28,7 +28,7 @@ func TestDeleteRoute(t *testing.T) {
 	e.wantError(code, b, 400, CodeBadRequest)
 	code, b = e.do("DELETE", path+"?confirm=yes", "", nil)
 	e.wantError(code, b, 400, CodeBadRequest)
-	if _, ok := e.srv.lookup(q, "s"); !ok {
+	if _, ok := e.srv.lookup(mustRef(t, q, "s")); !ok {
 		t.Fatal("a refused delete stopped cycling the stream")
 	}
 	if n := len(lines(e.must("GET", path, ""))); n != 10 {
@@ -42,7 +42,7 @@ func TestDeleteRoute(t *testing.T) {
 	if !out.Deleted || out.Volume != "archive."+q+".s" || !out.VolumeDropped || out.LiveEntries != 2 || out.RemoteKept || out.RemoteObjects == 0 {
 		t.Fatalf("delete: %+v", out)
 	}
-	if _, ok := e.srv.lookup(q, "s"); ok {
+	if _, ok := e.srv.lookup(mustRef(t, q, "s")); ok {
 		t.Fatal("the deleted stream is still declared")
 	}
 	e.srv.Beat(t.Context())
@@ -54,7 +54,7 @@ func TestDeleteRoute(t *testing.T) {
 
 	// Used again through the API: declared with its configured settings.
 	appendN(e, q, "s", 0, 5)
-	if st, ok := e.srv.lookup(q, "s"); !ok || st.window.Keep != 2 || st.trimAfter != archive.TrimAfterRemote {
+	if st, ok := e.srv.lookup(mustRef(t, q, "s")); !ok || st.window.Keep != 2 || st.trimAfter != archive.TrimAfterRemote {
 		t.Fatalf("declared again as %+v (%v), want its configured settings", st, ok)
 	}
 	e.srv.Beat(t.Context())
@@ -83,14 +83,14 @@ func TestEnqueueRunAt(t *testing.T) {
 		e.wantError(code, b, 400, CodeBadRequest)
 	}
 	c := e.stopAndConnect()
-	st, err := c.Status(t.Context(), q)
+	st, err := c.Status(t.Context(), mustQueue(t, q))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Delayed != 2 || st.Length != 0 {
 		t.Fatalf("queue status: %+v, want the two jobs delayed", st)
 	}
-	if jobs, err := c.Claim(t.Context(), q, "t", 10); err != nil || len(jobs) != 0 {
+	if jobs, err := c.Claim(t.Context(), mustQueue(t, q), "t", 10); err != nil || len(jobs) != 0 {
 		t.Fatalf("claim before the run-at: %v %v", jobs, err)
 	}
 }
@@ -157,9 +157,9 @@ queues:
 	if c, err = c.withDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	a, _ := c.declared("q", "a")
-	b, _ := c.declared("q", "b")
-	cs, _ := c.declared("q", "c")
+	a, _ := c.declared(mustRef(t, "q", "a"))
+	b, _ := c.declared(mustRef(t, "q", "b"))
+	cs, _ := c.declared(mustRef(t, "q", "c"))
 	if a.retain != (archive.Retention{Count: 100}) || b.retain != (archive.Retention{MaxAge: 720 * time.Hour}) || !cs.retain.IsZero() {
 		t.Fatalf("resolved: %+v %+v %+v", a.retain, b.retain, cs.retain)
 	}

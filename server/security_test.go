@@ -221,7 +221,7 @@ func TestSecurityTrickledBodyCutOff(t *testing.T) {
 		}
 	}
 	n := 0
-	for _, err := range e.srv.mq.Read(t.Context(), q, "s", 0, brand.Max, 0, false) {
+	for _, err := range e.srv.mq.Read(t.Context(), mustRef(t, q, "s"), 0, brand.Max, 0, false) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -98,14 +98,14 @@ type Server struct {
 	// a beat that listed it before.
 	beatMu  sync.Mutex
 	mu      sync.Mutex
-	streams map[[2]string]stream
+	streams map[names.StreamRef]stream
 	// admitted holds the streams counted against cfg.MaxStreams: those
 	// declared, and those cycled through the API undeclared (admit).
-	admitted map[[2]string]bool
-	watched  map[[2]string]bool // archived streams whose lane has a watcher
-	faults   map[[2]string]bool // armed one-shot faults (fault.go)
-	runCtx   context.Context    // the lane watchers' context, set by Run
-	wg       sync.WaitGroup     // lane watchers
+	admitted map[names.StreamRef]bool
+	watched  map[names.StreamRef]bool // archived streams whose lane has a watcher
+	faults   map[names.StreamRef]bool // armed one-shot faults (fault.go)
+	runCtx   context.Context          // the lane watchers' context, set by Run
+	wg       sync.WaitGroup           // lane watchers
 	closed   bool
 }
 
@@ -167,10 +167,10 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 		hub:      newHub(),
 		m:        newMetrics(),
 		done:     make(chan struct{}),
-		streams:  map[[2]string]stream{},
-		admitted: map[[2]string]bool{},
-		faults:   map[[2]string]bool{},
-		watched:  map[[2]string]bool{},
+		streams:  map[names.StreamRef]stream{},
+		admitted: map[names.StreamRef]bool{},
+		faults:   map[names.StreamRef]bool{},
+		watched:  map[names.StreamRef]bool{},
 		arch:     map[driverKey]*archive.Archiver{},
 		drv:      map[driverKey]*archive.Driver{},
 		uid:      os.Getuid(),
@@ -206,7 +206,8 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 	s.m.watchOutbox(s.out, node.OutboxK())
 	for _, q := range cfg.Queues {
 		for _, sc := range q.Streams {
-			st, _ := cfg.resolve(q.Name, sc.Name, sc) // checked by withDefaults
+			ref, _ := names.ParseStreamRef(q.Name, sc.Name) // checked by withDefaults
+			st, _ := cfg.resolve(ref, sc)
 			if err := s.declare(st); err != nil {
 				return nil, err
 			}
@@ -319,11 +320,11 @@ func (s *Server) drivers() []*archive.Driver {
 	return out
 }
 
-// forgetDrivers stops every driver but keep (nil: all) cycling q/st.
-func (s *Server) forgetDrivers(q, st string, keep *archive.Driver) {
+// forgetDrivers stops every driver but keep (nil: all) cycling ref.
+func (s *Server) forgetDrivers(ref names.StreamRef, keep *archive.Driver) {
 	for _, d := range s.drivers() {
 		if d != keep {
-			d.Forget(q, st)
+			d.Forget(ref)
 		}
 	}
 }
@@ -334,17 +335,17 @@ func (s *Server) declare(st stream) error {
 	if st.archived {
 		var d *archive.Driver
 		if _, d, err = s.archiver(st.key()); err == nil {
-			if err = d.Declare(st.q, st.s, st.window); err == nil {
-				s.forgetDrivers(st.q, st.s, d) // declared again with other settings
+			if err = d.Declare(st.ref, st.window); err == nil {
+				s.forgetDrivers(st.ref, d) // declared again with other settings
 			}
 		}
 	} else {
-		err = s.ret.Declare(st.q, st.s, st.window)
+		err = s.ret.Declare(st.ref, st.window)
 	}
 	if err != nil {
-		return fmt.Errorf("serve: declare %s/%s: %w", st.q, st.s, err)
+		return fmt.Errorf("serve: declare %s: %w", st.ref, err)
 	}
-	k := [2]string{st.q, st.s}
+	k := st.ref
 	s.mu.Lock()
 	s.streams[k] = st
 	s.admitted[k] = true
@@ -360,84 +361,81 @@ func (s *Server) declare(st stream) error {
 	return nil
 }
 
-// forget stops cycling q/st (archive driver, retention, an armed fault)
+// forget stops cycling ref (archive driver, retention, an armed fault)
 // and returns its settings, if it was declared.
-func (s *Server) forget(q, st string) (stream, bool) {
-	k := [2]string{q, st}
+func (s *Server) forget(ref names.StreamRef) (stream, bool) {
 	s.mu.Lock()
-	prev, ok := s.streams[k]
-	delete(s.streams, k)
-	delete(s.admitted, k)
-	delete(s.faults, k)
+	prev, ok := s.streams[ref]
+	delete(s.streams, ref)
+	delete(s.admitted, ref)
+	delete(s.faults, ref)
 	s.mu.Unlock()
-	s.forgetDrivers(q, st, nil)
-	s.ret.Forget(q, st)
+	s.forgetDrivers(ref, nil)
+	s.ret.Forget(ref)
 	return prev, ok
 }
 
 // touch returns the stream's settings, declaring it with the defaults on
-// first use. q and s must be valid names.
-func (s *Server) touch(q, st string) (stream, error) {
+// first use.
+func (s *Server) touch(ref names.StreamRef) (stream, error) {
 	s.mu.Lock()
-	got, ok := s.streams[[2]string{q, st}]
+	got, ok := s.streams[ref]
 	s.mu.Unlock()
 	if ok {
 		return got, nil
 	}
-	res, ok := s.cfg.declared(q, st) // deleted, then used again
+	res, ok := s.cfg.declared(ref) // deleted, then used again
 	if !ok {
 		var err error
-		if res, err = s.cfg.resolve(q, st, StreamConfig{}); err != nil {
+		if res, err = s.cfg.resolve(ref, StreamConfig{}); err != nil {
 			return stream{}, err
 		}
 	}
-	if err := s.admit(q, st); err != nil {
+	if err := s.admit(ref); err != nil {
 		return stream{}, err
 	}
-	s.log.Info("serve: stream in use", "queue", q, "stream", st, "archived", res.archived,
+	s.log.Info("serve: stream in use", "queue", ref.Queue(), "stream", ref.Stream(), "archived", res.archived,
 		"keep", res.window.Keep, "max_age", res.window.MaxAge)
 	if err := s.declare(res); err != nil {
-		s.unadmit(q, st)
+		s.unadmit(ref)
 		return stream{}, err
 	}
 	return res, nil
 }
 
-// admit counts q/st against cfg.MaxStreams before anything is written for
+// admit counts ref against cfg.MaxStreams before anything is written for
 // it: a stream already counted passes, a new one beyond the limit fails
 // with ErrTooManyStreams.
-func (s *Server) admit(q, st string) error {
-	k := [2]string{q, st}
+func (s *Server) admit(ref names.StreamRef) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.admitted[k] {
+	if s.admitted[ref] {
 		return nil
 	}
 	if len(s.admitted) >= s.cfg.MaxStreams {
-		return fmt.Errorf("%w: stream %s/%s refused: this server has %d streams, as many as max_streams allows; "+
+		return fmt.Errorf("%w: stream %s refused: this server has %d streams, as many as max_streams allows; "+
 			"raise max_streams in serve's configuration file (--config) and restart serve, "+
-			"or delete the streams no longer needed (DELETE /v1/streams/{q}/{s})", ErrTooManyStreams, q, st, len(s.admitted))
+			"or delete the streams no longer needed (DELETE /v1/streams/{q}/{s})", ErrTooManyStreams, ref, len(s.admitted))
 	}
-	s.admitted[k] = true
+	s.admitted[ref] = true
 	return nil
 }
 
-// unadmit gives back the place admit took for q/st if it was not declared
+// unadmit gives back the place admit took for ref if it was not declared
 // since.
-func (s *Server) unadmit(q, st string) {
-	k := [2]string{q, st}
+func (s *Server) unadmit(ref names.StreamRef) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, declared := s.streams[k]; !declared {
-		delete(s.admitted, k)
+	if _, declared := s.streams[ref]; !declared {
+		delete(s.admitted, ref)
 	}
 }
 
 // lookup returns the stream's settings if it is declared.
-func (s *Server) lookup(q, st string) (stream, bool) {
+func (s *Server) lookup(ref names.StreamRef) (stream, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	got, ok := s.streams[[2]string{q, st}]
+	got, ok := s.streams[ref]
 	return got, ok
 }
 
@@ -565,23 +563,23 @@ func (s *Server) Beat(ctx context.Context) {
 	s.discover(ctx)
 	faulted := s.takeFaults()
 	for _, st := range faulted {
-		s.forgetDrivers(st.q, st.s, nil)
+		s.forgetDrivers(st.ref, nil)
 	}
 	for _, d := range s.drivers() {
 		reps, _ := d.Cycle(ctx) // each report carries its own error
 		for _, r := range reps {
-			s.reportCycle(ctx, r.Queue, r.Stream, r.Result, r.Err)
+			s.reportCycle(ctx, r.Ref, r.Result, r.Err)
 		}
 	}
 	for _, st := range faulted {
-		res, err := s.faulty.Cycle(ctx, st.q, st.s, st.window)
-		s.reportCycle(ctx, st.q, st.s, res, err)
+		res, err := s.faulty.Cycle(ctx, st.ref, st.window)
+		s.reportCycle(ctx, st.ref, res, err)
 		_, d, derr := s.archiver(st.key())
 		if derr == nil {
-			derr = d.Declare(st.q, st.s, st.window)
+			derr = d.Declare(st.ref, st.window)
 		}
 		if derr != nil {
-			s.log.Error("serve: stream not declared again after its fault", "queue", st.q, "stream", st.s, "err", derr)
+			s.log.Error("serve: stream not declared again after its fault", "queue", st.ref.Queue(), "stream", st.ref.Stream(), "err", derr)
 		}
 	}
 	trs, _ := s.ret.Cycle(ctx)
@@ -619,23 +617,21 @@ func (s *Server) checkpoint(ctx context.Context) {
 func (s *Server) cycle(ctx context.Context, ref names.StreamRef, st stream, w archive.Window) (echostore.CycleResult, error) {
 	var res echostore.CycleResult
 	var err error
-	if s.takeFault(st.q, st.s) {
+	if s.takeFault(st.ref) {
 		res, err = s.node.CycleWith(ctx, s.faulty, ref, w)
 	} else {
 		res, err = s.node.Cycle(ctx, ref, echostore.CycleOptions{Window: w, TrimAfter: st.trimAfter, Retain: st.retain})
 	}
-	s.reportCycle(ctx, st.q, st.s, archive.CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Dropped: res.Dropped, State: res.State}, err)
+	s.reportCycle(ctx, st.ref, archive.CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Dropped: res.Dropped, State: res.State}, err)
 	return res, err
 }
 
 // reportCycle records an archive cycle in the metrics and the events.
-func (s *Server) reportCycle(ctx context.Context, q, st string, res archive.CycleResult, err error) {
+func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archive.CycleResult, err error) {
 	result := "ok"
+	q, st := ref.Queue().String(), ref.Stream().String() // metric labels
 	ev := CycleEvent{Queue: q, Stream: st, Archived: true, Folded: res.Folded, Trimmed: res.Trimmed,
-		Archive: res.State.Pages, LSN: res.State.LSN, Live: -1, Lag: -1}
-	if ref, err := names.ParseStreamRef(q, st); err == nil { // a cycled stream's names are checked
-		ev.Volume = ref.Volume().String()
-	}
+		Archive: res.State.Pages, LSN: res.State.LSN, Live: -1, Lag: -1, Volume: ref.Volume().String()}
 	if !res.State.Empty() {
 		ev.Watermark = brand.EVT.Format(res.State.W)
 	}
@@ -643,7 +639,7 @@ func (s *Server) reportCycle(ctx context.Context, q, st string, res archive.Cycl
 		result = "error"
 		ev.Error = err.Error()
 		s.m.foldErrors.WithLabelValues(q, st).Inc()
-		s.log.Warn("serve: archive cycle failed; nothing unfolded was trimmed", "queue", q, "stream", st, "err", err)
+		s.log.Warn("serve: archive cycle failed; nothing unfolded was trimmed", "queue", ref.Queue(), "stream", ref.Stream(), "err", err)
 	}
 	s.m.cycles.WithLabelValues(q, st, "archive", result).Inc()
 	s.m.folded.WithLabelValues(q, st).Add(float64(res.Folded))
@@ -651,10 +647,10 @@ func (s *Server) reportCycle(ctx context.Context, q, st string, res archive.Cycl
 	if err == nil {
 		s.m.depth.WithLabelValues(q, st).Set(float64(res.State.Pages))
 	}
-	if info, ierr := s.mq.Info(ctx, q, st); ierr == nil {
+	if info, ierr := s.mq.Info(ctx, ref); ierr == nil {
 		ev.Live = info.Length
 		s.m.live.WithLabelValues(q, st).Set(float64(info.Length))
-		if n, lerr := s.liveAbove(ctx, q, st, res.State); lerr == nil {
+		if n, lerr := s.liveAbove(ctx, ref, res.State); lerr == nil {
 			ev.Lag = n
 		}
 		lag := 0.0
@@ -663,23 +659,21 @@ func (s *Server) reportCycle(ctx context.Context, q, st string, res archive.Cycl
 		}
 		s.m.wLag.WithLabelValues(q, st).Set(lag)
 	}
-	s.hub.publish("cycle/"+q+"/"+st, "cycle", ev)
-	if ev.Volume != "" {
-		s.publishVolume(ctx, ev.Volume, "")
-	}
+	s.hub.publish("cycle/"+ref.String(), "cycle", ev)
+	s.publishVolume(ctx, ref.Volume(), "")
 }
 
 // liveAbove counts the live entries above W: the part of the live tail the
 // archive does not hold (the seam's "W | live" split). Entries at or below W
 // stay live only while a consumer group holds them back, so the part counted
 // by a read is small.
-func (s *Server) liveAbove(ctx context.Context, q, st string, state archive.State) (int64, error) {
-	info, err := s.mq.Info(ctx, q, st)
+func (s *Server) liveAbove(ctx context.Context, ref names.StreamRef, state archive.State) (int64, error) {
+	info, err := s.mq.Info(ctx, ref)
 	if err != nil || info.Length == 0 || state.Empty() || info.First > state.W {
 		return info.Length, err
 	}
 	var below int64
-	for _, rerr := range s.mq.Read(ctx, q, st, info.First, state.W, 0, false) {
+	for _, rerr := range s.mq.Read(ctx, ref, info.First, state.W, 0, false) {
 		var ee *mq.EntryError
 		if rerr != nil && !errors.As(rerr, &ee) {
 			return 0, rerr
@@ -692,26 +686,27 @@ func (s *Server) liveAbove(ctx context.Context, q, st string, state archive.Stat
 // reportTrim records a retention trim in the metrics and the events.
 func (s *Server) reportTrim(ctx context.Context, r mq.TrimReport) {
 	result := "ok"
+	q, st := r.Ref.Queue().String(), r.Ref.Stream().String() // metric labels
 	if r.Err != nil {
 		if errors.Is(r.Err, mq.ErrArchived) {
 			s.log.Warn("serve: stream declared unarchived is registered as archived: retention leaves it alone",
-				"queue", r.Queue, "stream", r.Stream)
+				"queue", q, "stream", st)
 		} else {
-			s.log.Warn("serve: retention trim failed", "queue", r.Queue, "stream", r.Stream, "err", r.Err)
+			s.log.Warn("serve: retention trim failed", "queue", q, "stream", st, "err", r.Err)
 		}
 		result = "error"
 	}
-	s.m.cycles.WithLabelValues(r.Queue, r.Stream, "retention", result).Inc()
-	s.m.trimmed.WithLabelValues(r.Queue, r.Stream, "retention").Add(float64(r.Result.Trimmed))
-	ev := CycleEvent{Queue: r.Queue, Stream: r.Stream, Trimmed: r.Result.Trimmed, Live: -1, Lag: -1}
+	s.m.cycles.WithLabelValues(q, st, "retention", result).Inc()
+	s.m.trimmed.WithLabelValues(q, st, "retention").Add(float64(r.Result.Trimmed))
+	ev := CycleEvent{Queue: q, Stream: st, Trimmed: r.Result.Trimmed, Live: -1, Lag: -1}
 	if r.Err != nil {
 		ev.Error = r.Err.Error()
 	}
-	if n, err := s.mq.Len(ctx, r.Queue, r.Stream); err == nil {
+	if n, err := s.mq.Len(ctx, r.Ref); err == nil {
 		ev.Live, ev.Lag = n, n
-		s.m.live.WithLabelValues(r.Queue, r.Stream).Set(float64(n))
+		s.m.live.WithLabelValues(q, st).Set(float64(n))
 	}
-	s.hub.publish("cycle/"+r.Queue+"/"+r.Stream, "cycle", ev)
+	s.hub.publish("cycle/"+r.Ref.String(), "cycle", ev)
 }
 
 // refreshVolumes sets the LSN gauges of every volume of the data dir and
@@ -732,11 +727,12 @@ func (s *Server) refreshVolumes(ctx context.Context) {
 
 // publishVolume publishes an "lsn" event with the volume's LSNs as the data
 // dir has them.
-func (s *Server) publishVolume(ctx context.Context, name, kind string) {
-	v, err := s.store.Volume(ctx, name)
+func (s *Server) publishVolume(ctx context.Context, vol names.Volume, kind string) {
+	v, err := s.store.Volume(ctx, vol)
 	if err != nil {
 		return // not in this data dir (yet)
 	}
+	name := vol.String()
 	in := v.Info()
 	s.m.localLSN.WithLabelValues(name).Set(float64(in.LocalLSN))
 	s.m.remoteLSN.WithLabelValues(name).Set(float64(in.RemoteLSN))
@@ -747,12 +743,8 @@ func (s *Server) publishVolume(ctx context.Context, name, kind string) {
 // announced commit or push becomes an "lsn" event. The lane blocks (XREAD
 // BLOCK); nothing polls.
 func (s *Server) watchVolume(ctx context.Context, st stream) {
-	ref, err := names.ParseStreamRef(st.q, st.s)
-	if err != nil {
-		return
-	}
-	name := ref.Volume().String()
-	lane, err := mq.VolumeLane(name)
+	name := st.ref.Volume().String()
+	lane, err := mq.VolumeLane(st.ref.Volume())
 	if err != nil {
 		return
 	}
@@ -774,37 +766,36 @@ func (s *Server) watchVolume(ctx context.Context, st stream) {
 			// The event carries the data dir's own reading of the volume,
 			// which is at least the announced LSN.
 			kind, _ := mq.Record{Fields: e.Fields}.Get("kind")
-			s.publishVolume(ctx, name, kind)
+			s.publishVolume(ctx, st.ref.Volume(), kind)
 		}
 	}()
 }
 
-// deleteStream deletes the archived stream q/st (archive.Archiver.Delete
+// deleteStream deletes the archived stream ref (archive.Archiver.Delete
 // with serve's store, remote attached, and Redis). It holds the beat back
 // and stops cycling the stream first, so that no cycle re-creates the
 // volume after the delete; a stream the configuration declares is deleted
 // too and cycled again only once used through the API or after a restart.
 // A failed delete declares the stream again as it was.
 func (s *Server) deleteStream(ctx context.Context, ref names.StreamRef) (echostore.DeleteResult, error) {
-	q, st := ref.Queue().String(), ref.Stream().String()
 	s.beatMu.Lock()
 	defer s.beatMu.Unlock()
-	prev, declared := s.forget(q, st)
+	prev, declared := s.forget(ref)
 	res, err := s.node.Delete(ctx, ref)
 	if err != nil {
 		if declared {
 			if derr := s.declare(prev); derr != nil {
-				s.log.Error("serve: stream not declared again after a failed delete", "queue", q, "stream", st, "err", derr)
+				s.log.Error("serve: stream not declared again after a failed delete", "queue", ref.Queue(), "stream", ref.Stream(), "err", derr)
 			}
 		}
 		return res, err
 	}
 	// The stream's gauges and newest cycle event go with it.
-	s.hub.forget("cycle/" + q + "/" + st)
+	s.hub.forget("cycle/" + ref.String())
 	for _, g := range []*prometheus.GaugeVec{s.m.live, s.m.depth, s.m.wLag} {
-		g.DeleteLabelValues(q, st)
+		g.DeleteLabelValues(ref.Queue().String(), ref.Stream().String())
 	}
-	s.log.Info("serve: archived stream deleted; no longer cycled", "queue", q, "stream", st, "volume", res.Volume,
+	s.log.Info("serve: archived stream deleted; no longer cycled", "queue", ref.Queue(), "stream", ref.Stream(), "volume", res.Volume,
 		"declared", declared)
 	return res, nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 )
 
 var servers testserver.Pool
@@ -333,16 +334,22 @@ func TestErrors(t *testing.T) {
 	q := queueName(t)
 	no := false
 	e := start(t, Config{MaxBody: 1024, Queues: []QueueConfig{{Name: q, Streams: []StreamConfig{{Name: "audit", Archived: &no}}}}})
+	admitted := func() int {
+		e.srv.mu.Lock()
+		defer e.srv.mu.Unlock()
+		return len(e.srv.admitted)
+	}
+	before := admitted()
 	code, b := e.do("POST", "/v1/streams/"+q+"/a:b", "", strings.NewReader(`{"fields":{"a":"b"}}`))
 	e.wantError(code, b, 400, CodeInvalidName)
-	if _, ok := e.srv.lookup(q, "a:b"); ok {
-		t.Fatal("a refused stream name was declared")
+	if n := admitted(); n != before {
+		t.Fatalf("a refused stream name was declared: %d streams, %d before", n, before)
 	}
 	code, b = e.do("POST", "/v1/streams/"+q+"/s", "", strings.NewReader(`{"fields":{"a":"b","a":"c"}}`))
 	e.wantError(code, b, 400, CodeInvalidInput)
 	code, b = e.do("POST", "/v1/streams/"+q+"/s", "", strings.NewReader(`{"fields":{"a":"b"}}`+"\nnot json\n"))
 	e.wantError(code, b, 400, CodeInvalidInput)
-	if _, ok := e.srv.lookup(q, "s"); ok {
+	if _, ok := e.srv.lookup(mustRef(t, q, "s")); ok {
 		t.Fatal("a refused append declared its stream")
 	}
 	code, b = e.do("POST", "/v1/streams/"+q+"/s", "", strings.NewReader(""))
@@ -569,7 +576,7 @@ func TestBeatAndShutdown(t *testing.T) {
 		t.Fatalf("data dir after shutdown: %v", err)
 	}
 	defer st.Close()
-	vol, err := st.Volume(ctx, "archive."+q+".s")
+	vol, err := st.Volume(ctx, volName("archive."+q+".s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,7 +592,7 @@ func TestBeatAndShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for r, err := range archive.MergeRead(ctx, archive.Source{Queue: q, Stream: "s", Live: live, Volume: vol}, archive.All()) {
+	for r, err := range archive.MergeRead(ctx, archive.Source{Ref: mustRef(t, q, "s"), Live: live, Volume: vol}, archive.All()) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -618,7 +625,7 @@ func TestQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	res, err := c.Enqueue(t.Context(), q, mq.Job{Fields: []mq.Field{{Name: "task", Value: "x"}}})
+	res, err := c.Enqueue(t.Context(), mustQueue(t, q), mq.Job{Fields: []mq.Field{{Name: "task", Value: "x"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -674,14 +681,14 @@ queues:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, _ := c.resolve("orders", "events", c.Queues[0].Streams[0])
-	au, _ := c.resolve("orders", "audit", c.Queues[0].Streams[1])
+	ev, _ := c.resolve(mustRef(t, "orders", "events"), c.Queues[0].Streams[0])
+	au, _ := c.resolve(mustRef(t, "orders", "audit"), c.Queues[0].Streams[1])
 	if c.Beat != 2*time.Second || !ev.archived || ev.trimAfter != archive.TrimAfterRemote ||
 		ev.window != (archive.Window{Keep: 100, MaxAge: 24 * time.Hour}) || au.archived || au.window.Keep != 50 {
 		t.Fatalf("resolved: %+v %+v %+v", c, ev, au)
 	}
 	d, _ := Config{Data: "d", Redis: "r"}.withDefaults()
-	if def, _ := d.resolve("q", "s", StreamConfig{}); !def.archived || def.window.Keep != DefaultKeep || def.trimAfter != archive.TrimAfterLocal {
+	if def, _ := d.resolve(mustRef(t, "q", "s"), StreamConfig{}); !def.archived || def.window.Keep != DefaultKeep || def.trimAfter != archive.TrimAfterLocal {
 		t.Fatalf("defaults: %+v", def)
 	}
 	if d.MaxStreams != DefaultMaxStreams || d.MaxQueues != accept.DefaultMaxQueues {
@@ -770,7 +777,7 @@ func TestEnqueue(t *testing.T) {
 	// Dispatch to the job stream follows the commit in the background; the
 	// shutdown lets it finish, so the sync job is in the job stream then.
 	c := e.stopAndConnect()
-	jobs, err := c.Claim(t.Context(), q, "t", 10)
+	jobs, err := c.Claim(t.Context(), mustQueue(t, q), "t", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -857,7 +864,7 @@ func TestSIGTERM(t *testing.T) {
 		t.Fatalf("data dir after SIGTERM: %v", err)
 	}
 	defer st.Close()
-	vol, err := st.Volume(ctx, "archive."+q+".s")
+	vol, err := st.Volume(ctx, volName("archive."+q+".s"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -867,7 +874,7 @@ func TestSIGTERM(t *testing.T) {
 	}
 	defer live.Close()
 	var got []string
-	for r, err := range archive.MergeRead(ctx, archive.Source{Queue: q, Stream: "s", Live: live, Volume: vol}, archive.All()) {
+	for r, err := range archive.MergeRead(ctx, archive.Source{Ref: mustRef(t, q, "s"), Live: live, Volume: vol}, archive.All()) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -919,4 +926,36 @@ func TestUnixSocket(t *testing.T) {
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("socket after shutdown: %v, want it gone", err)
 	}
+}
+
+// mustRef returns the StreamRef of stream s of queue q, failing the test if
+// the names are not valid.
+func mustRef(t testing.TB, q, s string) names.StreamRef {
+	t.Helper()
+	ref, err := names.ParseStreamRef(q, s)
+	if err != nil {
+		t.Fatalf("stream %s/%s: %v", q, s, err)
+	}
+	return ref
+}
+
+// mustQueue returns queue name q checked, failing the test if it is not
+// valid.
+func mustQueue(t testing.TB, q string) names.Queue {
+	t.Helper()
+	qq, err := names.ParseQueue(q)
+	if err != nil {
+		t.Fatalf("queue %s: %v", q, err)
+	}
+	return qq
+}
+
+// volName returns volume name s checked; it panics if s is not a valid
+// volume name (test names are made valid).
+func volName(s string) names.Volume {
+	v, err := names.ParseVolume(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -73,7 +73,7 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.touch(ref.Queue().String(), ref.Stream().String()); err != nil {
+	if _, err := s.touch(ref); err != nil {
 		return err
 	}
 	res, err := s.node.Append(r.Context(), ref, recs)
@@ -138,7 +138,6 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q, st := ref.Queue().String(), ref.Stream().String()
 	seq := s.node.Read(r.Context(), ref, rg)
 	// Headers go out with the first record (or the end), so an error before
 	// any record is a JSON error; one after it aborts the response, which the
@@ -155,13 +154,13 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 		var ee *mq.EntryError
 		switch {
 		case errors.As(err, &ee):
-			s.log.Warn("serve: read skipped an entry that is not a branded record", "queue", q, "stream", st, "err", err)
+			s.log.Warn("serve: read skipped an entry that is not a branded record", "queue", ref.Queue(), "stream", ref.Stream(), "err", err)
 			continue
 		case err != nil && out == nil:
 			return err
 		case err != nil:
 			out.Flush()
-			s.log.Warn("serve: read failed after its first record; response aborted", "queue", q, "stream", st, "err", err)
+			s.log.Warn("serve: read failed after its first record; response aborted", "queue", ref.Queue(), "stream", ref.Stream(), "err", err)
 			panic(http.ErrAbortHandler)
 		}
 		start()
@@ -180,16 +179,15 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q, st := ref.Queue().String(), ref.Stream().String()
-	cfg, known := s.lookup(q, st)
+	cfg, known := s.lookup(ref)
 	if !known {
-		if cfg, err = s.cfg.resolve(q, st, StreamConfig{}); err != nil {
+		if cfg, err = s.cfg.resolve(ref, StreamConfig{}); err != nil {
 			return err
 		}
 	}
 	if !cfg.archived {
 		return &apiError{http.StatusConflict, CodeConflict, fmt.Errorf(
-			"%s/%s is declared archived: false (retention trims it, nothing is folded); a cycle would register it as archived", q, st)}
+			"%s is declared archived: false (retention trims it, nothing is folded); a cycle would register it as archived", ref)}
 	}
 	win := cfg.window
 	qv := r.URL.Query()
@@ -234,7 +232,7 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 	if !known {
 		// Cycled here, undeclared: it gets a volume and a registration,
 		// and discovery adopts it later; it counts from now on.
-		if err := s.admit(q, st); err != nil {
+		if err := s.admit(ref); err != nil {
 			return err
 		}
 	}

@@ -69,7 +69,7 @@ func TestStrictBodies(t *testing.T) {
 	} {
 		refused("/v1/streams/"+q+"/s", body, CodeInvalidInput)
 	}
-	if _, ok := e.srv.lookup(q, "s"); ok {
+	if _, ok := e.srv.lookup(mustRef(t, q, "s")); ok {
 		t.Fatal("a refused append declared its stream")
 	}
 	if n := e.srv.out.Len(); n != 0 {
@@ -112,7 +112,7 @@ func TestEnqueueIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := e.stopAndConnect()
-	ds, err := c.Claim(t.Context(), q, "w", 10)
+	ds, err := c.Claim(t.Context(), mustQueue(t, q), "w", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestEnqueueIDs(t *testing.T) {
 	e2.must("POST", jobs+"?mode=sync", same)
 	e2.must("POST", jobs, same)
 	c = e2.stopAndConnect()
-	if ds, err := c.Claim(t.Context(), q, "w", 10); err != nil || len(ds) != 0 {
+	if ds, err := c.Claim(t.Context(), mustQueue(t, q), "w", 10); err != nil || len(ds) != 0 {
 		t.Fatalf("after the retries: claimed %+v (%v), want nothing new", ds, err)
 	}
 }
@@ -151,7 +151,7 @@ func TestClaimRedriveCreateNothing(t *testing.T) {
 		e.must("POST", "/v1/queues/"+q+"/ack", `{"entries":["1-1"]}`)
 		e.must("GET", "/v1/queues/"+q+"/dead", "")
 		e.must("GET", "/v1/queues/"+q, "")
-		for _, key := range []string{mq.JobsKey(q), mq.DeadKey(q), mq.DelayedKey(q), mq.JobIDsKey(q)} {
+		for _, key := range []string{mq.JobsKey(mustQueue(t, q)), mq.DeadKey(mustQueue(t, q)), mq.DelayedKey(mustQueue(t, q)), mq.JobIDsKey(mustQueue(t, q))} {
 			if keyExists(t, e.cfg.Redis, key) {
 				t.Fatalf("%s exists after reads of an unknown queue", key)
 			}

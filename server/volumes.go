@@ -191,7 +191,7 @@ func volumeOp[T any](s *Server, op func(ctx context.Context, r *http.Request, v 
 		if err != nil {
 			return volumeError(err)
 		}
-		s.publishVolume(r.Context(), v.String(), "")
+		s.publishVolume(r.Context(), v, "")
 		writeJSON(w, http.StatusOK, out)
 		return nil
 	}

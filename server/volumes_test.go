@@ -53,7 +53,7 @@ func TestResetVolumeAcceptJobs(t *testing.T) {
 	}
 	defer rs.Close()
 	st.AttachRemote(rs)
-	v, err := st.CreateVolume(ctx, "accept.jobs.0")
+	v, err := st.CreateVolume(ctx, volName("accept.jobs.0"))
 	if err != nil {
 		t.Fatal(err)
 	}

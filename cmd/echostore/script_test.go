@@ -21,6 +21,7 @@ import (
 
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/server"
 )
 
@@ -192,12 +193,14 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 		c, err := mq.Connect(ctx, mq.Options{URL: ts.Getenv("ECHOSTORE_REDIS"), Jobs: mq.JobOptions{MaxAttempts: 1}})
 		ts.Check(err)
 		defer c.Close()
-		ds, err := c.Claim(ctx, args[0], "worker", 1)
+		q, err := names.ParseQueue(args[0])
+		ts.Check(err)
+		ds, err := c.Claim(ctx, q, "worker", 1)
 		ts.Check(err)
 		if len(ds) != 1 {
 			ts.Fatalf("failjob: no job to claim on %s", args[0])
 		}
-		_, err = c.Fail(ctx, args[0], "worker", ds[0], args[1])
+		_, err = c.Fail(ctx, q, "worker", ds[0], args[1])
 		ts.Check(err)
 	},
 	// waitjobs QUEUE N: wait (10 s at most) until the job stream of QUEUE
@@ -283,4 +286,14 @@ func firstDiff(a, b string) string {
 		}
 	}
 	return "(no line differs)"
+}
+
+// volName returns volume name s checked; it panics if s is not a valid
+// volume name (test names are made valid).
+func volName(s string) names.Volume {
+	v, err := names.ParseVolume(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -40,7 +40,7 @@ func TestCLIVolumeCheckpointGC(t *testing.T) {
 	defer st.Close()
 	rs := openRemote(t, remoteURL)
 	st.AttachRemote(rs)
-	v, err := st.Volume(ctx, "vol.gc")
+	v, err := st.Volume(ctx, volName("vol.gc"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func commitTo(t *testing.T, data, vol string, n int, tag string) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	v, err := st.CreateVolume(ctx, vol)
+	v, err := st.CreateVolume(ctx, volName(vol))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 )
 
 // Notifier is a graft.Notifier over an mq client's volume lanes.
@@ -33,7 +34,7 @@ func New(c *mq.Client) *Notifier { return &Notifier{c: c} }
 
 // Notify implements graft.Notifier: one XADD to the volume's lane.
 func (n *Notifier) Notify(ctx context.Context, e graft.Event) error {
-	l, err := mq.VolumeLane(e.Volume)
+	l, err := lane(e.Volume)
 	if err != nil {
 		return err
 	}
@@ -51,7 +52,7 @@ func (n *Notifier) Notify(ctx context.Context, e graft.Event) error {
 // The lane's top is read when Watch is called (not when the iteration
 // starts), so that nothing published after the call is missed.
 func (n *Notifier) Watch(ctx context.Context, volume string) iter.Seq2[graft.Event, error] {
-	l, err := mq.VolumeLane(volume)
+	l, err := lane(volume)
 	var top brand.ID
 	if err == nil {
 		top, err = n.c.LaneTop(ctx, l)
@@ -99,4 +100,14 @@ func decode(volume string, fields []mq.Field) (graft.Event, bool) {
 		}
 	}
 	return ev, haveLSN && ev.Kind != ""
+}
+
+// lane returns the LSN lane of the volume named v; graft passes volume
+// names as strings, so the name is checked here.
+func lane(v string) (mq.Lane, error) {
+	vol, err := names.ParseVolume(v)
+	if err != nil {
+		return mq.Lane{}, err
+	}
+	return mq.VolumeLane(vol)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 )
 
 var servers testserver.Pool
@@ -48,7 +49,7 @@ func setup(t testing.TB, remoteURL, vol string) *pair {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		v, err := st.CreateVolume(ctx, vol)
+		v, err := st.CreateVolume(ctx, volName(vol))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,4 +139,14 @@ func BenchmarkFollowLatency(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// volName returns volume name s checked; it panics if s is not a valid
+// volume name (test names are made valid).
+func volName(s string) names.Volume {
+	v, err := names.ParseVolume(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/names"
 )
 
 // The seed's published figures (§1 of the two-tier seed, N = 20,000):
@@ -272,7 +273,7 @@ func RecordRate(ctx context.Context, dir string, opts accept.Options, n int, pay
 	}
 	start := time.Now()
 	for i := 1; i <= n; i++ {
-		if err := o.Record(ctx, accept.Intent{ID: brand.ID(i), Queue: "jobs", Payload: payload}); err != nil {
+		if err := o.Record(ctx, accept.Intent{ID: brand.ID(i), Queue: jobsQueue(), Payload: payload}); err != nil {
 			o.Close(ctx)
 			return 0, accept.Stats{}, err
 		}
@@ -316,7 +317,7 @@ func WholeSnapshotRate(ctx context.Context, dir string, k, n int, payload []byte
 	start := time.Now()
 	for i := 1; i <= n; i++ {
 		p := append([]byte(nil), payload...)
-		live[brand.ID(i)] = accept.Intent{ID: brand.ID(i), Queue: "jobs", Payload: p}
+		live[brand.ID(i)] = accept.Intent{ID: brand.ID(i), Queue: jobsQueue(), Payload: p}
 		if i%k == 0 {
 			if err := ctx.Err(); err != nil {
 				return 0, written, err
@@ -387,7 +388,7 @@ func RecoveryTimes(ctx context.Context, dir string, n int, payload []byte, compa
 		return 0, 0, 0, err
 	}
 	for i := 1; i <= n; i++ {
-		if err := o.Record(ctx, accept.Intent{ID: brand.ID(i), Queue: "jobs", Payload: payload}); err != nil {
+		if err := o.Record(ctx, accept.Intent{ID: brand.ID(i), Queue: jobsQueue(), Payload: payload}); err != nil {
 			o.Close(ctx)
 			return 0, 0, 0, err
 		}
@@ -496,4 +497,13 @@ func (r Results) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "\nreplay: %.0f log records/s over %d intents (seed %.0f/s, %.1f×); %.0f/s timed before collecting the preparation's garbage\n", r.ReplayPerSec, r.ReplayIntents, r.SeedReplay, r.ReplayVsSeed, r.ReplayAfterWorkPerSec)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// jobsQueue returns the queue the benchmarks record on, "jobs".
+func jobsQueue() names.Queue {
+	q, err := names.ParseQueue("jobs")
+	if err != nil {
+		panic(err) // a valid literal
+	}
+	return q
 }

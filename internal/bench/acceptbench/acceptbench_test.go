@@ -13,6 +13,7 @@ import (
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/file"
+	"github.com/echostore/echostore/names"
 )
 
 // Benchmarks against the seed's table, each iteration one whole run:
@@ -163,7 +164,7 @@ func TestTimedReplicator(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gs.Close()
-	vol, err := gs.CreateVolume(ctx, "timed")
+	vol, err := gs.CreateVolume(ctx, volName("timed"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,4 +192,14 @@ func TestTimedReplicator(t *testing.T) {
 	if d := tr.Take(); len(d) != 0 {
 		t.Fatalf("a second Take: %v, want none", d)
 	}
+}
+
+// volName returns volume name s checked; it panics if s is not a valid
+// volume name (test names are made valid).
+func volName(s string) names.Volume {
+	v, err := names.ParseVolume(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

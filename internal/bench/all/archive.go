@@ -56,7 +56,7 @@ func recordFields(i int) []mq.Field {
 }
 
 // fillStream appends n records in batches of 1,000; records/s.
-func fillStream(ctx context.Context, c *mq.Client, q, s string, n int) (float64, error) {
+func fillStream(ctx context.Context, c *mq.Client, ref names.StreamRef, n int) (float64, error) {
 	batch := make([][]mq.Field, 1000)
 	t0 := time.Now()
 	for done := 0; done < n; {
@@ -64,7 +64,7 @@ func fillStream(ctx context.Context, c *mq.Client, q, s string, n int) (float64,
 		for i := range b {
 			b[i] = recordFields(done + i)
 		}
-		if _, err := c.AppendBatch(ctx, q, s, b); err != nil {
+		if _, err := c.AppendBatch(ctx, ref, b); err != nil {
 			return 0, err
 		}
 		done += len(b)
@@ -118,36 +118,40 @@ func runArchive(ctx context.Context, e *env, dir string, cfg Config, p *bench.Pr
 		keep := max(n/100, 1)
 		d := ArchiveDepth{Records: n, Live: keep}
 		arc, liv := fmt.Sprintf("arc%d", n), fmt.Sprintf("live%d", n)
-		p.Step(fmt.Sprintf("%d records: fill", n))
-		if d.AppendPS, err = fillStream(ctx, live, q, arc, n); err != nil {
+		arcRef, err := names.ParseStreamRef(q, arc) // the queue comes from the config
+		if err != nil {
 			return nil, err
 		}
-		if _, err = fillStream(ctx, live, q, liv, n); err != nil {
+		livRef, err := names.ParseStreamRef(q, liv)
+		if err != nil {
+			return nil, err
+		}
+		p.Step(fmt.Sprintf("%d records: fill", n))
+		if d.AppendPS, err = fillStream(ctx, live, arcRef, n); err != nil {
+			return nil, err
+		}
+		if _, err = fillStream(ctx, live, livRef, n); err != nil {
 			return nil, err
 		}
 		p.Step(fmt.Sprintf("%d records: fold", n))
 		t0 := time.Now()
-		cr, err := a.Cycle(ctx, q, arc, archive.Window{Keep: int64(keep)})
+		cr, err := a.Cycle(ctx, arcRef, archive.Window{Keep: int64(keep)})
 		if err != nil {
 			return nil, err
 		}
 		d.FoldPS = float64(cr.Folded) / time.Since(t0).Seconds()
-		vname, err := names.ArchiveVolume(q, arc)
+		vol, err := st.Volume(ctx, arcRef.Volume())
 		if err != nil {
 			return nil, err
 		}
-		vol, err := st.Volume(ctx, vname)
-		if err != nil {
-			return nil, err
-		}
-		src := archive.Source{Queue: q, Stream: arc, Live: live, Volume: vol}
+		src := archive.Source{Ref: arcRef, Live: live, Volume: vol}
 		for k := 0; k < cfg.ArchiveRuns; k++ {
 			p.Step(fmt.Sprintf("%d records: merge-read and XRANGE", n))
 			m, err := countRead(archive.MergeRead(ctx, src, archive.All()), n)
 			if err != nil {
 				return nil, fmt.Errorf("merge-read: %w", err)
 			}
-			x, err := countRead(live.Read(ctx, q, liv, 0, brand.Max, 0, false), n)
+			x, err := countRead(live.Read(ctx, livRef, 0, brand.Max, 0, false), n)
 			if err != nil {
 				return nil, fmt.Errorf("XRANGE: %w", err)
 			}
@@ -176,14 +180,22 @@ func runMemory(ctx context.Context, e *env, dir string, cfg Config, p *bench.Pro
 	}
 	defer done()
 	q := e.queue + "-mem"
+	events, err := names.ParseStreamRef(q, "events") // the queue comes from the config
+	if err != nil {
+		return nil, err
+	}
+	kept, err := names.ParseStreamRef(q, "kept")
+	if err != nil {
+		return nil, err
+	}
 	defer e.deleteKeys(context.WithoutCancel(ctx), "emq:{"+q+"}*") //nolint:errcheck // best effort
 	r := &MemoryReport{Window: cfg.MemoryWindow, Rounds: cfg.MemoryRounds}
 	for k := 0; k < cfg.MemoryRounds; k++ {
 		p.Step(fmt.Sprintf("round %d of %d", k+1, cfg.MemoryRounds))
-		if _, err := fillStream(ctx, live, q, "events", cfg.MemoryWindow); err != nil {
+		if _, err := fillStream(ctx, live, events, cfg.MemoryWindow); err != nil {
 			return nil, err
 		}
-		cr, err := a.Cycle(ctx, q, "events", archive.Window{Keep: int64(cfg.MemoryWindow)})
+		cr, err := a.Cycle(ctx, events, archive.Window{Keep: int64(cfg.MemoryWindow)})
 		if err != nil {
 			return nil, err
 		}
@@ -206,7 +218,7 @@ func runMemory(ctx context.Context, e *env, dir string, cfg Config, p *bench.Pro
 	if err != nil {
 		return nil, err
 	}
-	if _, err := fillStream(ctx, live, q, "kept", int(r.Archived)+cfg.MemoryWindow); err != nil {
+	if _, err := fillStream(ctx, live, kept, int(r.Archived)+cfg.MemoryWindow); err != nil {
 		return nil, err
 	}
 	after, err := e.usedMemory(ctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/bench"
+	"github.com/echostore/echostore/names"
 )
 
 // HeadLookupReport is the object-store requests a follower makes to find
@@ -81,7 +82,11 @@ func headLookup(ctx context.Context, n uint64) (HeadLookup, error) {
 		return h, err
 	}
 	defer st.Close()
-	v, err := st.CreateVolume(ctx, vol)
+	vn, err := names.ParseVolume(vol)
+	if err != nil {
+		return h, err
+	}
+	v, err := st.CreateVolume(ctx, vn)
 	if err != nil {
 		return h, err
 	}

@@ -131,7 +131,11 @@ func syncTier(ctx context.Context, e *env, remoteURL, dir, queue string, opts ac
 	if err != nil {
 		return nil, err
 	}
-	vol, err := node.Store().Volume(ctx, rc.Volume)
+	vn, err := names.ParseVolume(rc.Volume) // a receipt's name, as a client reads it
+	if err != nil {
+		return nil, err
+	}
+	vol, err := node.Store().Volume(ctx, vn)
 	if err != nil {
 		return nil, err
 	}

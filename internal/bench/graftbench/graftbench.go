@@ -17,6 +17,7 @@ import (
 
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/internal/bench"
+	"github.com/echostore/echostore/names"
 )
 
 // Config sizes the suite.
@@ -202,7 +203,7 @@ func commitRate(ctx context.Context, dir string, writers, pagesPer int, d time.D
 	defer s.Close()
 	vols := make([]*graft.Volume, writers)
 	for k := range vols {
-		if vols[k], err = s.CreateVolume(ctx, fmt.Sprintf("bench.%d", k)); err != nil {
+		if vols[k], err = s.CreateVolume(ctx, benchVolume(fmt.Sprintf("bench.%d", k))); err != nil {
 			return commitStats{}, err
 		}
 	}
@@ -268,7 +269,7 @@ func load(ctx context.Context, dir string, pages int, prog *bench.Progress) (flo
 	if err != nil {
 		return 0, err
 	}
-	v, err := s.CreateVolume(ctx, "bench.big")
+	v, err := s.CreateVolume(ctx, benchVolume("bench.big"))
 	if err != nil {
 		_ = s.Close()
 		return 0, err
@@ -373,7 +374,7 @@ func openHead(ctx context.Context, dir string) (snap *graft.Snapshot, done func(
 	if err != nil {
 		return nil, nil, err
 	}
-	v, err := s.Volume(ctx, "bench.big")
+	v, err := s.Volume(ctx, benchVolume("bench.big"))
 	if err == nil {
 		snap, err = v.Snapshot(ctx)
 	}
@@ -408,4 +409,14 @@ func fill(b []byte, seed uint64) {
 		s[k] = byte(seed >> (8 * k))
 	}
 	_, _ = rand.NewChaCha8(s).Read(b)
+}
+
+// benchVolume returns the checked name of a benchmark volume; the names are
+// made here, valid by construction.
+func benchVolume(name string) names.Volume {
+	v, err := names.ParseVolume(name)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
