@@ -53,6 +53,14 @@ type Config struct {
 	// graft.Replication{}, Graft's own push); a caller may wrap it, to time
 	// the pushes.
 	Replicator Replicator
+	// DeferJobs starts the accept outbox and tier at the first Enqueue or
+	// Drain instead of at Open. Starting the tier recovers what an earlier
+	// process left pending, pushing it to the remote, so a short-lived
+	// program whose work is not jobs (the CLI's stream and volume commands)
+	// sets it, to neither wait on the remote nor touch the outbox. A
+	// long-lived one (serve) leaves it false, so that pending jobs are
+	// pushed and dispatched as soon as it starts.
+	DeferJobs bool
 	// Drivers are the remote drivers Remote may name (default file:// and
 	// mem://, which link no cloud SDK; a program that archives to s3://,
 	// gs:// or azblob:// passes those drivers, e.g. drivers.All() of

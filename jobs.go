@@ -19,17 +19,18 @@ import (
 // earlier enqueue idempotently (the same payload; another one fails
 // wrapping accept.ErrIDConflict).
 func (n *Node) Enqueue(ctx context.Context, q names.Queue, payload []byte, opts EnqueueOptions) (Receipt, error) {
-	if _, err := n.live(); err != nil {
-		return Receipt{}, err
-	}
 	if q.IsZero() {
 		return Receipt{}, fmt.Errorf("enqueue: no queue: %w", names.ErrInvalid)
+	}
+	tier, err := n.jobs(ctx)
+	if err != nil {
+		return Receipt{}, err
 	}
 	mode := opts.Mode
 	if mode == 0 {
 		mode = accept.Async
 	}
-	rc, err := n.tier.EnqueueAt(ctx, q, opts.ID, payload, mode, opts.RunAt)
+	rc, err := tier.EnqueueAt(ctx, q, opts.ID, payload, mode, opts.RunAt)
 	if err != nil {
 		return Receipt{}, fmt.Errorf("enqueue on %s: %w", q, err)
 	}

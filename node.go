@@ -40,6 +40,8 @@ var (
 	// neither Keep nor MaxAge, a claim of more than MaxBatch jobs, an ack
 	// of no entries).
 	ErrInvalid = errors.New("echostore: invalid request")
+	// ErrClosed: a job operation on a Node that Close has begun closing.
+	ErrClosed = errors.New("echostore: node closed")
 )
 
 // MaxBatch bounds the jobs or entries one claim, dead-letter listing or
@@ -61,8 +63,12 @@ type Node struct {
 	rs    remote.Store
 	mq    *mq.Client // nil without Redis
 	store *graft.Store
-	out   *accept.Outbox // nil without Redis
-	tier  *accept.Tier   // nil without Redis
+	// jobsMu guards out and tier, which are set once: at Open, or at the
+	// first job operation with Config.DeferJobs; nil without Redis.
+	jobsMu     sync.Mutex
+	out        *accept.Outbox
+	tier       *accept.Tier
+	jobsClosed bool // Close began: the tier is not started any more
 
 	// base are the archivers of the two trim_after settings with no
 	// retention; a cycle with a retention horizon gets one of its own
@@ -77,7 +83,8 @@ type Node struct {
 // and Redis, creates the data dir (mode 0700), opens and locks its graft
 // store with the remote attached (every commit and push announced on the
 // volume's Redis lane), opens the accept outbox and starts the accept tier,
-// which recovers what an earlier process left pending. An unreachable
+// which recovers what an earlier process left pending (with
+// Config.DeferJobs, the outbox and tier wait for the first job operation). An unreachable
 // remote does not stop the open (pushes fail until it is back); an
 // unreachable Redis does. A data dir held by another process fails with
 // ErrDataLocked once cfg.LockWait has passed.
@@ -157,22 +164,59 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, err
 		}
 	}
-	n.out, err = waitLock(ctx, cfg.LockWait, accept.ErrBusy, func() (*accept.Outbox, error) {
+	if cfg.DeferJobs {
+		return n, nil
+	}
+	if err := n.startJobs(ctx); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// startJobs opens the accept outbox and starts the accept tier (its
+// recovery pushes and dispatches what an earlier process left pending).
+// n.jobsMu is held, or n is not yet shared.
+func (n *Node) startJobs(ctx context.Context) error {
+	cfg := n.cfg
+	out, err := waitLock(ctx, cfg.LockWait, accept.ErrBusy, func() (*accept.Outbox, error) {
 		return accept.Open(ctx, filepath.Join(cfg.Data, "accept", "outbox"),
 			accept.Options{K: cfg.OutboxK, FlushInterval: cfg.FlushInterval, Logger: cfg.Logger})
 	})
 	if errors.Is(err, accept.ErrBusy) {
-		return nil, fmt.Errorf("%w (%s): %w", ErrDataLocked, cfg.Data, err)
+		return fmt.Errorf("%w (%s): %w", ErrDataLocked, cfg.Data, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("echostore: open the accept outbox: %w", err)
+		return fmt.Errorf("echostore: open the accept outbox: %w", err)
 	}
-	n.tier, err = accept.NewTier(ctx, n.out, n.store, cfg.Replicator, n.mq,
+	tier, err := accept.NewTier(ctx, out, n.store, cfg.Replicator, n.mq,
 		accept.TierOptions{Node: uint16(cfg.Node), MaxQueues: cfg.MaxQueues, GroupWait: cfg.GroupWait, Logger: cfg.Logger})
 	if err != nil {
-		return nil, fmt.Errorf("echostore: start the accept tier: %w", err)
+		if cerr := out.Close(ctx); cerr != nil {
+			n.log.Warn("close the accept outbox", "err", cerr)
+		}
+		return fmt.Errorf("echostore: start the accept tier: %w", err)
 	}
-	return n, nil
+	n.out, n.tier = out, tier
+	return nil
+}
+
+// jobs returns the accept tier, started now if Config.DeferJobs deferred
+// it. Without Redis it fails with ErrNoRedis.
+func (n *Node) jobs(ctx context.Context) (*accept.Tier, error) {
+	if _, err := n.live(); err != nil {
+		return nil, err
+	}
+	n.jobsMu.Lock()
+	defer n.jobsMu.Unlock()
+	if n.jobsClosed {
+		return nil, ErrClosed
+	}
+	if n.tier == nil {
+		if err := n.startJobs(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return n.tier, nil
 }
 
 // waitLock calls open until it succeeds, fails with an error other than
@@ -238,8 +282,13 @@ func (n *Node) Remote() remote.Store { return n.rs }
 // without redact.URL.
 func (n *Node) RemoteURL() string { return n.rurl }
 
-// Outbox returns the accept outbox (nil without Redis).
-func (n *Node) Outbox() *accept.Outbox { return n.out }
+// Outbox returns the accept outbox (nil without Redis, and with
+// Config.DeferJobs until the first job operation).
+func (n *Node) Outbox() *accept.Outbox {
+	n.jobsMu.Lock()
+	defer n.jobsMu.Unlock()
+	return n.out
+}
 
 // Data returns the data directory.
 func (n *Node) Data() string { return n.cfg.Data }
@@ -267,13 +316,17 @@ func (n *Node) closeAll(ctx context.Context) error {
 		defer cancel()
 	}
 	var errs []error
-	if n.tier != nil {
-		if err := n.tier.Close(ctx); err != nil {
+	n.jobsMu.Lock()
+	n.jobsClosed = true // no job operation starts the tier after this
+	tier, out := n.tier, n.out
+	n.jobsMu.Unlock()
+	if tier != nil {
+		if err := tier.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("echostore: close the accept tier: %w", err))
 		}
 	}
-	if n.out != nil {
-		if err := n.out.Close(ctx); err != nil {
+	if out != nil {
+		if err := out.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("echostore: close the accept outbox: %w", err))
 		}
 	}
@@ -308,8 +361,9 @@ func (n *Node) OutboxK() int { return n.cfg.OutboxK }
 // returns once it is pushed (dispatch to the job streams follows in the
 // background). Without Redis it fails with ErrNoRedis.
 func (n *Node) Drain(ctx context.Context) error {
-	if n.tier == nil {
-		return ErrNoRedis
+	t, err := n.jobs(ctx)
+	if err != nil {
+		return err
 	}
-	return n.tier.Drain(ctx)
+	return t.Drain(ctx)
 }

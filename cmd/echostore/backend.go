@@ -91,7 +91,8 @@ func open(ctx context.Context, g *globals, need redisNeed) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := echostore.Config{Data: g.data, Remote: g.remote, Node: node, LockWait: lockWait, Logger: g.log, Drivers: drivers.All()}
+	cfg := echostore.Config{Data: g.data, Remote: g.remote, Node: node, LockWait: lockWait, Logger: g.log, Drivers: drivers.All(),
+		DeferJobs: true} // a stream or volume command neither recovers nor pushes pending jobs
 	switch need {
 	case redisRequired:
 		cfg.Redis = g.redis
