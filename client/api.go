@@ -37,19 +37,40 @@ func volumePath(v names.Volume, sub string) string {
 	return "/v1/volumes/" + url.PathEscape(v.String()) + sub
 }
 
-// Append appends the records to the stream (POST /v1/streams/{q}/{s}, a
-// body of JSON lines {"fields":{…}}), all or none.
+// AppendBodyBytes bounds the body of one append request: Append sends a
+// larger batch as several requests, in order, each of whole records, so
+// that a batch never meets serve's max_body (8 MiB by default). A record
+// larger than this goes alone.
+const AppendBodyBytes = 1 << 20
+
+// Append appends the records to the stream, in order (POST
+// /v1/streams/{q}/{s}, a body of JSON lines {"fields":{…}}); a batch whose
+// body would pass AppendBodyBytes goes as several requests. If one fails,
+// the result holds the ids of the records appended before it, and the
+// error says how many they are.
 func (c *Client) Append(ctx context.Context, ref names.StreamRef, records [][]echostore.Field) (echostore.AppendResult, error) {
 	if len(records) == 0 {
 		return echostore.AppendResult{}, fmt.Errorf("append %s: no records: %w", ref, ErrInvalid)
 	}
-	var body []byte
-	for _, r := range records {
-		body = append(mq.AppendFieldsJSON(append(body, `{"fields":`...), r), "}\n"...)
-	}
 	var out echostore.AppendResult
-	err := c.call(ctx, request{method: http.MethodPost, path: streamPath(ref, ""), raw: body}, &out)
-	return out, err
+	for start := 0; start < len(records); {
+		var body []byte
+		end := start
+		for end < len(records) && (end == start || len(body) < AppendBodyBytes) {
+			body = append(mq.AppendFieldsJSON(append(body, `{"fields":`...), records[end]), "}\n"...)
+			end++
+		}
+		var got echostore.AppendResult
+		if err := c.call(ctx, request{method: http.MethodPost, path: streamPath(ref, ""), raw: body}, &got); err != nil {
+			if start > 0 {
+				return out, fmt.Errorf("append %s: %d of %d records appended (ids in the result), then: %w", ref, start, len(records), err)
+			}
+			return out, err
+		}
+		out.IDs = append(out.IDs, got.IDs...)
+		start = end
+	}
+	return out, nil
 }
 
 // Read reads the stream (GET /v1/streams/{q}/{s}) as opts says, yielding

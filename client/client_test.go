@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -257,5 +259,39 @@ func TestCodes(t *testing.T) {
 		if c[0] != c[1] {
 			t.Errorf("client %q, serve %q", c[0], c[1])
 		}
+	}
+}
+
+// TestAppendLargerThanMaxBody: a batch whose body is larger than serve's
+// max_body (8 MiB by default) goes as several requests, in order, each id
+// once (it was one body, refused with "request body too large").
+func TestAppendLargerThanMaxBody(t *testing.T) {
+	srv := startServe(t)
+	c := client.Unix(srv.SocketPath(), client.Options{})
+	r := ref(t, "big", "s")
+	pad := strings.Repeat("x", 500)
+	records := make([][]echostore.Field, 20000) // about 11 MB of JSON lines
+	for i := range records {
+		records[i] = []echostore.Field{{Name: "i", Value: strconv.Itoa(i)}, {Name: "pad", Value: pad}}
+	}
+	res, err := c.Append(t.Context(), r, records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.IDs) != len(records) {
+		t.Fatalf("%d ids for %d records", len(res.IDs), len(records))
+	}
+	i := 0
+	for rec, err := range c.Read(t.Context(), r, echostore.ReadOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := rec.Get("i"); v != strconv.Itoa(i) || brand.EVT.Format(rec.ID) != res.IDs[i] {
+			t.Fatalf("record %d: i=%s id %s, want i=%d id %s", i, v, brand.EVT.Format(rec.ID), i, res.IDs[i])
+		}
+		i++
+	}
+	if i != len(records) {
+		t.Fatalf("read %d records, want %d", i, len(records))
 	}
 }
