@@ -90,10 +90,18 @@ func IsUnavailable(err error) bool {
 		msg := re.Error()
 		return strings.HasPrefix(msg, "BUSY ") || strings.HasPrefix(msg, "MASTERDOWN")
 	}
-	var ne net.Error
-	return errors.Is(err, ErrUnavailable) || errors.Is(err, rueidis.ErrClosing) ||
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, rueidis.ErrClosing) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.As(err, &ne)
+		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	// A network error, but not a bare errno: syscall.Errno is a net.Error
+	// too, and a file system's EACCES or EROFS is not Redis being down.
+	var ne net.Error
+	if errors.As(err, &ne) {
+		_, errno := ne.(syscall.Errno)
+		return !errno
+	}
+	return false
 }

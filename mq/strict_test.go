@@ -2,7 +2,12 @@ package mq
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,6 +139,14 @@ func TestIsUnavailable(t *testing.T) {
 	}
 	if IsUnavailable(nil) || IsUnavailable(ErrSyntax) || IsUnavailable(ErrInvalidEntryID) {
 		t.Fatal("IsUnavailable of a client mistake")
+	}
+	// A file system's errno is not Redis being down (syscall.Errno is a
+	// net.Error too), a refused connection is.
+	if perm := fmt.Errorf("open the data dir: %w", &fs.PathError{Op: "mkdir", Path: "/x", Err: syscall.EACCES}); IsUnavailable(perm) {
+		t.Fatalf("IsUnavailable(%v) = true", perm)
+	}
+	if refused := (&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}); !IsUnavailable(refused) {
+		t.Fatalf("IsUnavailable(%v) = false", refused)
 	}
 	proxy.AnswerLoading(100)
 	if _, err := c.Claim(ctx, mustQueue(t, q), "w", 1); !IsUnavailable(err) {

@@ -121,7 +121,9 @@ consumer() {
 	local out entries
 	while kill -0 "$serve" 2>/dev/null; do
 		if out=$(api -X POST "$base/v1/queues/demo/claim?consumer=demo&count=10"); then
-			entries=$(printf '%s' "$out" | grep -o '"entry":"[^"]*"' | cut -d'"' -f4 | sed 's/.*/"&"/' | paste -sd, -)
+			# An empty claim matches nothing: grep's exit 1 must not end the
+			# loop (set -e, pipefail).
+			entries=$(printf '%s' "$out" | { grep -o '"entry":"[^"]*"' || true; } | cut -d'"' -f4 | sed 's/.*/"&"/' | paste -sd, -)
 			if [[ -n $entries ]]; then
 				api -X POST "$base/v1/queues/demo/ack" -d "{\"entries\":[$entries]}" >/dev/null ||
 					say "consumer: ack failed (see the serve log)"

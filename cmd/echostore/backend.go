@@ -10,6 +10,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/echostore/echostore"
@@ -18,6 +19,7 @@ import (
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/server"
+	"github.com/redis/rueidis"
 )
 
 // backend is what the commands run against: a *echostore.Node the command
@@ -121,8 +123,16 @@ func open(ctx context.Context, g *globals, need redisNeed) (*session, error) {
 	return nil, fmt.Errorf("%w; check --data and --remote (or ECHOSTORE_REMOTE)", err)
 }
 
-// isRedisError reports whether an Open failed at Redis.
+// isRedisError reports whether an Open failed at Redis: unreachable,
+// too slow, or refusing the credentials.
 func isRedisError(err error) bool {
+	var re *rueidis.RedisError
+	if errors.As(err, &re) {
+		msg := re.Error()
+		if strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") || strings.HasPrefix(msg, "NOPERM") {
+			return true
+		}
+	}
 	return mq.IsUnavailable(err) || errors.Is(err, context.DeadlineExceeded)
 }
 

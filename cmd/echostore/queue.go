@@ -127,7 +127,7 @@ func newQueueRedriveCmd(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "redrive QUEUE (ENTRY … | --all [--limit N])",
-		Short: "Move dead letters back to the queue with fresh attempts; print {\"redriven\":N,\"entries\":[…]}",
+		Short: "Move dead letters back to the queue with fresh attempts; print {\"entries\":[…],\"redriven\":N}",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all == (len(args) > 1) {

@@ -179,9 +179,23 @@ single ordered stream.`,
 		newArchiveCmd(g),
 		newVolumeCmd(g),
 		newServeCmd(g),
+		movedBenchCmd(),
 	)
 	adviseAll(root)
 	return root
+}
+
+// movedBenchCmd is the old `echostore bench`, hidden: it says where the
+// benchmarks went.
+func movedBenchCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "bench",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(*cobra.Command, []string) error {
+			return usageError("the benchmarks moved to their own binary: bin/echostore-bench (all, graft, champ); `make build` builds it")
+		},
+	}
 }
 
 // adviseAll wraps the RunE of cmd and of every command under it, so that an
@@ -202,8 +216,8 @@ func adviseServe(err error) error {
 	case !errors.As(err, &ae):
 	case ae.Status == http.StatusUnauthorized:
 		return fmt.Errorf("%w: give the right token's file with --token-file or ECHOSTORE_TOKEN_FILE, or set ECHOSTORE_TOKEN; run by serve's own user, the command needs none", err)
-	case ae.Status == http.StatusForbidden && ae.Code == client.CodeForbidden:
-		return fmt.Errorf("%w: use a token with that scope", err)
 	}
+	// A 403 forbidden already says to use a token with the scope it names
+	// (client.Error).
 	return err
 }
