@@ -2,21 +2,15 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	echostore "github.com/echostore/echostore"
-	"github.com/echostore/echostore/accept"
-	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
-	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
 
@@ -55,85 +49,6 @@ func volumeError(err error) error {
 	return err
 }
 
-// ResetVolume resets v to the remote (graft.Volume.ResetWith), guarded by
-// the count of the acknowledged records that only its unpushed commits
-// hold: for an archive volume (archive.Q.S) the archived records no longer
-// in the live stream (archive.DiscardCounter over live, which may be nil
-// when Redis is unreachable: then every unpushed archived record counts),
-// for an accept volume (accept.Q.N) the jobs on its unpushed pages
-// (AcceptDiscardCounter). discard is the count the caller confirms; any
-// other count refuses with a *graft.DiscardError and drops nothing. After
-// the reset of an archive volume, a seam cache that named the dropped folds
-// is lowered to the volume (archive.RepairSeam), so the stream stays
-// readable and cycles go on. It returns the fields `volume reset` prints:
-// dropped (local commits) and discarded (records).
-//
-// Deprecated: the CLI's direct path calls it until it runs on
-// echostore.Node; use Node.Reset, which serve's reset route calls.
-func ResetVolume(ctx context.Context, v *graft.Volume, live *mq.Client, discard uint64) (map[string]any, error) {
-	if strings.HasPrefix(v.Name(), "archive.") {
-		res, err := archive.ResetVolume(ctx, v, live, discard)
-		out := map[string]any{"dropped": res.Dropped, "discarded": res.Discarded}
-		if res.SeamLowered {
-			out["seam_lowered"] = true
-		}
-		return out, err
-	}
-	opts := graft.ResetOptions{Discard: discard}
-	var counted uint64
-	if strings.HasPrefix(v.Name(), "accept.") {
-		opts.Count = func(ctx context.Context, u *graft.Unpushed) (uint64, string, error) {
-			n, what, err := AcceptDiscardCounter(ctx, u)
-			counted = n
-			return n, what, err
-		}
-	}
-	n, err := v.ResetWith(ctx, opts)
-	if err != nil {
-		counted = 0
-	}
-	return map[string]any{"dropped": n, "discarded": counted}, err
-}
-
-// WhatJobs names the records AcceptDiscardCounter counts.
-const WhatJobs = "acknowledged jobs not in the remote"
-
-// AcceptDiscardCounter is the graft.DiscardCounter of an accept volume
-// (accept.Q.N): every job page the unpushed commits wrote (accept's page
-// layout, accept.DecodeJob) is a job acknowledged to its producer that the
-// remote does not hold. A page that does not decode as a job counts too:
-// nothing shows it is held elsewhere.
-//
-// Deprecated: ResetVolume's counter; Node.Reset has its own.
-func AcceptDiscardCounter(ctx context.Context, u *graft.Unpushed) (uint64, string, error) {
-	if len(u.Pages) == 0 {
-		return 0, WhatJobs, nil
-	}
-	snap, err := u.Volume.SnapshotAt(ctx, u.Head)
-	if err != nil {
-		return 0, "", err
-	}
-	defer snap.Close()
-	var n uint64
-	for _, p := range u.Pages {
-		if p >= graft.ArchiveBase {
-			continue
-		}
-		b, err := snap.Get(ctx, p)
-		if errors.Is(err, graft.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return 0, "", err
-		}
-		if _, err := accept.DecodeJob(b); err != nil {
-			slog.Default().Warn("an unpushed page of an accept volume is not a job; counted as one", "volume", u.Volume.Name(), "page", p, "err", err)
-		}
-		n++
-	}
-	return n, WhatJobs, nil
-}
-
 // ParseDiscard parses the confirmed count of a reset (--discard, discard=):
 // a non-negative decimal integer; "" is 0.
 func ParseDiscard(s string) (uint64, error) {
@@ -145,32 +60,6 @@ func ParseDiscard(s string) (uint64, error) {
 		return 0, fmt.Errorf("discard %q: want the number of records the refused reset named (a non-negative integer)", s)
 	}
 	return n, nil
-}
-
-// VolumeInfo is a volume's graft.Info as a JSON object, with the frames not
-// yet fetched (unfetched_frames) and extra's fields: what GET
-// /v1/volumes/{vid}, the replication routes, `echostore volume info` and
-// the replication commands answer.
-//
-// Deprecated: the CLI's direct path calls it until it runs on
-// echostore.Node; use Node.VolumeInfo and the replication methods, whose
-// typed results serve answers.
-func VolumeInfo(ctx context.Context, v *graft.Volume, extra map[string]any) (map[string]any, error) {
-	b, err := json.Marshal(v.Info())
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]any{}
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, err
-	}
-	if n, err := v.Unfetched(ctx); err == nil {
-		out["unfetched_frames"] = n
-	}
-	for k, x := range extra {
-		out[k] = x
-	}
-	return out, nil
 }
 
 // volumePath checks the {vid} of the path.
