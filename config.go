@@ -16,10 +16,17 @@ type Replicator = accept.Replicator
 // Config configures a Node. Every field but Data may be left zero: a Config
 // with Data and Redis alone is the node `echostore serve` runs by default.
 type Config struct {
-	// Data is the data directory (required): the graft store is
-	// Data/graft, the accept outbox Data/accept/outbox. Open creates it
-	// with mode 0700 (an existing one keeps its mode).
+	// Data is the data directory (required unless LiveOnly): the graft
+	// store is Data/graft, the accept outbox Data/accept/outbox. Open
+	// creates it with mode 0700 (an existing one keeps its mode).
 	Data string
+	// LiveOnly opens Redis alone: no data directory (Data is ignored and
+	// not locked, so any number of live-only nodes run beside the process
+	// that holds it), no remote, no archive, no accept tier. Append, the
+	// live side of Read (ReadLiveOnly) and the job operations that work on
+	// Redis alone (Claim, Ack, Dead, Redrive, QueueStatus) work; every
+	// other method fails wrapping ErrLiveOnly. Redis is required.
+	LiveOnly bool
 	// Redis is the Redis URL of the live tier. "" opens a Node without
 	// Redis: its volumes work, every stream and job operation fails with
 	// ErrNoRedis, and no accept tier runs.

@@ -42,6 +42,10 @@ var (
 	ErrInvalid = errors.New("echostore: invalid request")
 	// ErrClosed: a job operation on a Node that Close has begun closing.
 	ErrClosed = errors.New("echostore: node closed")
+	// ErrLiveOnly: an operation that needs the data directory (the
+	// archive, volumes, the accept tier) on a Node opened with
+	// Config.LiveOnly.
+	ErrLiveOnly = errors.New("echostore: this node is live-only (Config.LiveOnly): it has no data directory")
 )
 
 // MaxBatch bounds the jobs or entries one claim, dead-letter listing or
@@ -91,6 +95,9 @@ type Node struct {
 func Open(ctx context.Context, cfg Config) (*Node, error) { return open(ctx, cfg) }
 
 func open(ctx context.Context, cfg Config) (_ *Node, err error) {
+	if cfg.LiveOnly {
+		return openLive(ctx, cfg)
+	}
 	if cfg.Data == "" {
 		return nil, fmt.Errorf("%w: no data directory", ErrConfig)
 	}
@@ -173,6 +180,30 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	return n, nil
 }
 
+// openLive opens the live-only node of cfg: Redis alone.
+func openLive(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.Redis == "" {
+		return nil, fmt.Errorf("%w: a live-only node needs Redis", ErrConfig)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	c, err := mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.Node, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction})
+	if err != nil {
+		return nil, fmt.Errorf("echostore: redis: %w", err)
+	}
+	return &Node{cfg: cfg, log: cfg.Logger, mq: c, base: map[archive.TrimAfter]*archive.Archiver{}}, nil
+}
+
+// needData fails wrapping ErrLiveOnly on a live-only node: what needs the
+// data directory checks it before anything else.
+func (n *Node) needData(op string) error {
+	if n.cfg.LiveOnly {
+		return fmt.Errorf("%s: %w", op, ErrLiveOnly)
+	}
+	return nil
+}
+
 // startJobs opens the accept outbox and starts the accept tier (its
 // recovery pushes and dispatches what an earlier process left pending).
 // n.jobsMu is held, or n is not yet shared.
@@ -203,6 +234,9 @@ func (n *Node) startJobs(ctx context.Context) error {
 // jobs returns the accept tier, started now if Config.DeferJobs deferred
 // it. Without Redis it fails with ErrNoRedis.
 func (n *Node) jobs(ctx context.Context) (*accept.Tier, error) {
+	if err := n.needData("jobs"); err != nil {
+		return nil, err
+	}
 	if _, err := n.live(); err != nil {
 		return nil, err
 	}
@@ -258,6 +292,9 @@ func (n *Node) newArchiver(ta archive.TrimAfter, retain archive.Retention) (*arc
 // a caller that schedules cycles itself (serve's drivers:
 // archive.Archiver.NewDriver). Without Redis it fails with ErrNoRedis.
 func (n *Node) Archiver(ta TrimAfter, retain Retention) (*archive.Archiver, error) {
+	if err := n.needData("archive"); err != nil {
+		return nil, err
+	}
 	if n.mq == nil {
 		return nil, ErrNoRedis
 	}

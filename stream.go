@@ -65,6 +65,9 @@ func (n *Node) Read(ctx context.Context, ref names.StreamRef, opts ReadOptions) 
 		}
 		return live.Read(ctx, ref, rg.From, rg.To, rg.Limit, rg.Reverse)
 	case ReadMerged, ReadArchiveOnly:
+		if err := n.needData("read (ReadLiveOnly reads the live stream alone)"); err != nil {
+			return fail(err)
+		}
 	default:
 		return fail(fmt.Errorf("read: side %d: %w", opts.Side, ErrInvalid))
 	}
@@ -183,6 +186,9 @@ func (n *Node) CycleWith(ctx context.Context, a *archive.Archiver, ref names.Str
 // from the remote first, as a merge-read does, so that it never reports a
 // stale watermark; a remote without it fails wrapping archive.ErrNoVolume.
 func (n *Node) Status(ctx context.Context, ref names.StreamRef) (ArchiveStatus, error) {
+	if err := n.needData("status"); err != nil {
+		return ArchiveStatus{}, err
+	}
 	live, err := n.live()
 	if err != nil {
 		return ArchiveStatus{}, err

@@ -15,6 +15,9 @@ import (
 
 // Volumes lists the volumes of the data dir, by name.
 func (n *Node) Volumes(ctx context.Context) (VolumeList, error) {
+	if err := n.needData("volumes"); err != nil {
+		return VolumeList{}, err
+	}
 	infos, err := n.store.Volumes(ctx)
 	if err != nil {
 		return VolumeList{}, err
@@ -28,6 +31,9 @@ func (n *Node) Volumes(ctx context.Context) (VolumeList, error) {
 // VolumeInfo returns the state of volume v of the data dir; a volume the
 // data dir lacks fails wrapping graft.ErrVolumeNotFound.
 func (n *Node) VolumeInfo(ctx context.Context, v names.Volume) (VolumeInfo, error) {
+	if err := n.needData("volume info"); err != nil {
+		return VolumeInfo{}, err
+	}
 	vol, err := n.volume(ctx, v, false)
 	if err != nil {
 		return VolumeInfo{}, err
@@ -71,6 +77,9 @@ func (n *Node) volume(ctx context.Context, v names.Volume, create bool) (*graft.
 // Push publishes the volume's local commits not yet pushed as one remote
 // commit.
 func (n *Node) Push(ctx context.Context, v names.Volume) (PushResult, error) {
+	if err := n.needData("push"); err != nil {
+		return PushResult{}, err
+	}
 	vol, err := n.volume(ctx, v, false)
 	if err != nil {
 		return PushResult{}, err
@@ -88,6 +97,9 @@ func (n *Node) Push(ctx context.Context, v names.Volume) (PushResult, error) {
 // (pages are fetched on first read). progress, if not nil, is called with
 // the commits done and the total.
 func (n *Node) Pull(ctx context.Context, v names.Volume, progress func(done, total int)) (PullResult, error) {
+	if err := n.needData("pull"); err != nil {
+		return PullResult{}, err
+	}
 	vol, err := n.volume(ctx, v, true)
 	if err != nil {
 		return PullResult{}, err
@@ -104,6 +116,9 @@ func (n *Node) Pull(ctx context.Context, v names.Volume, progress func(done, tot
 // progress, if not nil, is called after each frame with the frames done
 // and the total.
 func (n *Node) Hydrate(ctx context.Context, v names.Volume, progress func(done, total int)) (HydrateResult, error) {
+	if err := n.needData("hydrate"); err != nil {
+		return HydrateResult{}, err
+	}
 	vol, err := n.volume(ctx, v, false)
 	if err != nil {
 		return HydrateResult{}, err
@@ -130,6 +145,9 @@ func (n *Node) Hydrate(ctx context.Context, v names.Volume, progress func(done, 
 // archive volume a seam cache that named the dropped folds is lowered to
 // the volume, so the stream stays readable and cycles go on.
 func (n *Node) Reset(ctx context.Context, v names.Volume, discard uint64) (ResetResult, error) {
+	if err := n.needData("reset"); err != nil {
+		return ResetResult{}, err
+	}
 	vol, err := n.volume(ctx, v, false)
 	if err != nil {
 		return ResetResult{}, err
@@ -222,6 +240,9 @@ func (n *Node) remoteLog(ctx context.Context, v names.Volume) (*remote.Log, erro
 // that a fresh follower starts there and GC can collect below it. It works
 // on the remote log alone: the data dir need not hold the volume.
 func (n *Node) Checkpoint(ctx context.Context, v names.Volume) (CheckpointResult, error) {
+	if err := n.needData("checkpoint"); err != nil {
+		return CheckpointResult{}, err
+	}
 	l, err := n.remoteLog(ctx, v)
 	if err != nil {
 		return CheckpointResult{}, err
@@ -237,6 +258,9 @@ func (n *Node) Checkpoint(ctx context.Context, v names.Volume) (CheckpointResult
 // the oldest retained checkpoint references (and, with opts.TrimLog, the
 // log entries below it). It works on the remote log alone.
 func (n *Node) GC(ctx context.Context, v names.Volume, opts GCOptions) (GCResult, error) {
+	if err := n.needData("gc"); err != nil {
+		return GCResult{}, err
+	}
 	l, err := n.remoteLog(ctx, v)
 	if err != nil {
 		return GCResult{}, err

@@ -69,6 +69,7 @@ const (
 	redisRequired redisNeed = iota // streams, jobs, the archive
 	redisOptional                  // volumes: used if it answers
 	redisNone                      // the archive alone (stream read --archive-only)
+	redisLive                      // Redis alone, no data dir (appends, live reads, claims)
 )
 
 // session is an open backend and how to close it.
@@ -96,6 +97,10 @@ func open(ctx context.Context, g *globals, need redisNeed) (*session, error) {
 	cfg := echostore.Config{Data: g.data, Remote: g.remote, Node: node, LockWait: lockWait, Logger: g.log, Drivers: drivers.All(),
 		DeferJobs: true} // a stream or volume command neither recovers nor pushes pending jobs
 	switch need {
+	case redisLive:
+		// What needs Redis alone neither opens nor locks the data dir, so
+		// it runs beside the process that holds it.
+		cfg = echostore.Config{LiveOnly: true, Redis: g.redis, Node: node, Logger: g.log}
 	case redisRequired:
 		cfg.Redis = g.redis
 	case redisOptional:

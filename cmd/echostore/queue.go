@@ -28,7 +28,7 @@ func queueRun(cmd *cobra.Command, g *globals, name string, f func(b backend, q n
 	if err != nil {
 		return err
 	}
-	b, err := open(cmd.Context(), g, redisRequired)
+	b, err := open(cmd.Context(), g, redisLive)
 	if err != nil {
 		return err
 	}

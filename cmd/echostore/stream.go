@@ -74,7 +74,7 @@ appended record, one per line, in input order.`,
 				return err
 			}
 			ctx := cmd.Context()
-			b, err := open(ctx, g, redisRequired)
+			b, err := open(ctx, g, redisLive)
 			if err != nil {
 				return err
 			}
@@ -201,14 +201,14 @@ works with Redis down.`,
 			need := redisRequired
 			switch {
 			case liveOnly:
-				opts.Side = echostore.ReadLiveOnly
+				opts.Side, need = echostore.ReadLiveOnly, redisLive
 			case archiveOnly:
 				opts.Side, need = echostore.ReadArchiveOnly, redisNone
 			}
 			ctx := cmd.Context()
 			b, err := open(ctx, g, need)
 			if err != nil {
-				if need == redisRequired && !liveOnly {
+				if need == redisRequired {
 					return fmt.Errorf("%w (--archive-only reads the archive without Redis)", err)
 				}
 				return err
