@@ -104,7 +104,7 @@ func (n *Node) archiveVolume(ctx context.Context, ref names.StreamRef) (*graft.V
 // first read). A remote without the volume fails wrapping
 // archive.ErrNoVolume and creates nothing.
 func (n *Node) pullArchive(ctx context.Context, ref names.StreamRef) (*graft.Volume, error) {
-	name := ref.Volume().String()
+	name := ref.Volume()
 	head, err := n.remoteHead(ctx, name)
 	if err != nil {
 		return nil, err
@@ -126,7 +126,7 @@ func (n *Node) pullArchive(ctx context.Context, ref names.StreamRef) (*graft.Vol
 }
 
 // remoteHead returns the newest remote LSN of the volume name (0: none).
-func (n *Node) remoteHead(ctx context.Context, name string) (uint64, error) {
+func (n *Node) remoteHead(ctx context.Context, name names.Volume) (uint64, error) {
 	l, err := remote.NewLog(n.rs, name)
 	if err != nil {
 		return 0, err

@@ -64,7 +64,7 @@ func (n *Node) volume(ctx context.Context, v names.Volume, create bool) (*graft.
 		}
 		return vol, err
 	}
-	head, err := n.remoteHead(ctx, v.String())
+	head, err := n.remoteHead(ctx, v)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +222,7 @@ func (n *Node) remoteLog(ctx context.Context, v names.Volume) (*remote.Log, erro
 	if v.IsZero() {
 		return nil, fmt.Errorf("no volume: %w", names.ErrInvalid)
 	}
-	l, err := remote.NewLog(n.rs, v.String())
+	l, err := remote.NewLog(n.rs, v)
 	if err != nil {
 		return nil, err
 	}

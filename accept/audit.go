@@ -6,6 +6,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/names"
 )
 
 // RemoteJobs reads the remote log of an accept volume as a follower does,
@@ -13,7 +14,7 @@ import (
 // remote LSN of the commit that holds it. It is the audit of the sync
 // promise: a job acknowledged with LSN L must be here at an LSN ≤ L. A job
 // on two pages (committed twice) is an error wrapping ErrCorrupt.
-func RemoteJobs(ctx context.Context, rs remote.Store, volume string) (map[brand.ID]uint64, error) {
+func RemoteJobs(ctx context.Context, rs remote.Store, volume names.Volume) (map[brand.ID]uint64, error) {
 	l, err := remote.NewLog(rs, volume)
 	if err != nil {
 		return nil, fmt.Errorf("accept: remote jobs of %s: %w", volume, err)

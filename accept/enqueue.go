@@ -118,7 +118,7 @@ func (t *Tier) EnqueueAt(ctx context.Context, q names.Queue, id brand.ID, payloa
 	if got, ok := t.out.Get(id); ok {
 		in = got // the outbox's copy: the caller may reuse payload
 	}
-	r := Receipt{ID: id, Mode: mode, Volume: tq.vol.Name()}
+	r := Receipt{ID: id, Mode: mode, Volume: tq.vol.Name().String()}
 	if retry && mode == Async {
 		return r, nil // pending already: it is committed and dispatched once
 	}

@@ -110,7 +110,7 @@ func remoteJobs(ctx context.Context, url, volume string) (map[brand.ID]uint64, e
 		return nil, err
 	}
 	defer st.Close()
-	return RemoteJobs(ctx, st, volume)
+	return RemoteJobs(ctx, st, volName(volume))
 }
 
 // claimAll claims every job of q and counts deliveries per id.

@@ -34,7 +34,7 @@ func (t *Tier) recover(ctx context.Context) error {
 	}
 	suffix := "." + strconv.Itoa(int(t.opts.Node))
 	for _, v := range vols {
-		qs, ok := strings.CutPrefix(v.Volume, "accept.")
+		qs, ok := strings.CutPrefix(v.Volume.String(), "accept.")
 		if qs, ok = strings.CutSuffix(qs, suffix); ok {
 			// A volume name from the store: its queue is checked here.
 			if qn, err := names.ParseQueue(qs); err == nil {

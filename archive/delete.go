@@ -124,7 +124,7 @@ func (a *Archiver) checkRemoteOwner(ctx context.Context, rs remote.Store, want n
 	} else if !errors.Is(err, graft.ErrVolumeNotFound) {
 		return fmt.Errorf("archive %s: %w", want, err)
 	}
-	o, ok, err := remoteOwner(ctx, rs, vname)
+	o, ok, err := remoteOwner(ctx, rs, want.Volume())
 	if err != nil {
 		return fmt.Errorf("archive delete %s: %w; nothing was deleted", want, err)
 	}

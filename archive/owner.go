@@ -82,7 +82,7 @@ func checkOwnerAt(ctx context.Context, snap *graft.Snapshot, want names.StreamRe
 		return err
 	}
 	if ok && o != want {
-		return &OwnerError{Queue: want.Queue().String(), Stream: want.Stream().String(), Volume: snap.Volume().Name(), Owner: o}
+		return &OwnerError{Queue: want.Queue().String(), Stream: want.Stream().String(), Volume: snap.Volume().Name().String(), Owner: o}
 	}
 	return nil
 }
@@ -132,8 +132,8 @@ func StreamFrontier(ctx context.Context, vol *graft.Volume, ref names.StreamRef)
 // after it oldest first until one sets MetaOwner (an owner, once set, is
 // never changed). ok is false when the log records none (or is empty, or
 // was partly deleted by an earlier delete).
-func remoteOwner(ctx context.Context, rs remote.Store, vname string) (o names.StreamRef, ok bool, err error) {
-	l, err := remote.NewLog(rs, vname)
+func remoteOwner(ctx context.Context, rs remote.Store, vol names.Volume) (o names.StreamRef, ok bool, err error) {
+	l, err := remote.NewLog(rs, vol)
 	if err != nil {
 		return names.StreamRef{}, false, err
 	}
@@ -144,7 +144,7 @@ func remoteOwner(ctx context.Context, rs remote.Store, vname string) (o names.St
 		}
 		o, err := decodeOwner(b)
 		if err != nil {
-			return names.StreamRef{}, false, fmt.Errorf("remote log of %s: %w", vname, err)
+			return names.StreamRef{}, false, fmt.Errorf("remote log of %s: %w", vol, err)
 		}
 		return o, true, nil
 	}
@@ -158,7 +158,7 @@ func remoteOwner(ctx context.Context, rs remote.Store, vname string) (o names.St
 	switch {
 	case errors.Is(err, remote.ErrNoCheckpoint), gone(err):
 	case err != nil:
-		return names.StreamRef{}, false, fmt.Errorf("archive owner of %s in the remote: %w", vname, err)
+		return names.StreamRef{}, false, fmt.Errorf("archive owner of %s in the remote: %w", vol, err)
 	default:
 		if o, ok, err := from(cp.Commit.Meta); ok || err != nil {
 			return o, ok, err
@@ -170,7 +170,7 @@ func remoteOwner(ctx context.Context, rs remote.Store, vname string) (o names.St
 			break
 		}
 		if err != nil {
-			return names.StreamRef{}, false, fmt.Errorf("archive owner of %s in the remote: %w", vname, err)
+			return names.StreamRef{}, false, fmt.Errorf("archive owner of %s in the remote: %w", vol, err)
 		}
 		if o, ok, err := from(e.Commit.Meta); ok || err != nil {
 			return o, ok, err

@@ -87,7 +87,7 @@ func (a *Archiver) openVolume(ctx context.Context, ref names.StreamRef, hasSeam 
 		return nil, fmt.Errorf("archive cycle %s: %w", ref, err)
 	}
 	if rs := store.Remote(); rs != nil {
-		l, err := remote.NewLog(rs, vname)
+		l, err := remote.NewLog(rs, ref.Volume())
 		if err != nil {
 			return nil, fmt.Errorf("archive cycle %s: %w", ref, err)
 		}

@@ -236,7 +236,7 @@ func TestRetentionSnapshotGCAndFollower(t *testing.T) {
 	// A second data dir pulls the volume: the drop came with it.
 	fs := openStore(t, t.TempDir())
 	fs.AttachRemote(rs)
-	fv, err := fs.CreateVolume(ctx, volName(vol.Name()))
+	fv, err := fs.CreateVolume(ctx, vol.Name())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,7 +151,7 @@ func TestClientStreamsJobsVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, err := c.VolumeInfo(ctx, vol)
-	if err != nil || info.Volume != "archive.q.s" || info.RemoteLSN != 1 {
+	if err != nil || info.Volume.String() != "archive.q.s" || info.RemoteLSN != 1 {
 		t.Fatalf("volume info: %+v %v", info, err)
 	}
 	cp, err := c.Checkpoint(ctx, vol)

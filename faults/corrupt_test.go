@@ -243,7 +243,7 @@ func TestCorruptRemoteObjects(t *testing.T) {
 			return nil, nil, err
 		}
 		defer rs.Close()
-		jobs, jerr := accept.RemoteJobs(ctx, rs, "accept."+c.Queue+".0")
+		jobs, jerr := accept.RemoteJobs(ctx, rs, volName("accept."+c.Queue+".0"))
 		gs, err := graft.Open(ctx, filepath.Join(t.TempDir(), "fresh"), graft.Options{Remote: rs})
 		if err != nil {
 			return nil, nil, err

@@ -142,7 +142,7 @@ func audit(t *testing.T, ctx context.Context, c workerConf, acked, unknown map[s
 		t.Fatal(err)
 	}
 	defer rs.Close()
-	jobs, err := accept.RemoteJobs(sctx, rs, "accept."+c.Queue+".0")
+	jobs, err := accept.RemoteJobs(sctx, rs, volName("accept."+c.Queue+".0"))
 	if err != nil {
 		t.Fatal(err)
 	}

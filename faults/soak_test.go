@@ -264,7 +264,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rs.Close()
-	jobs, err := accept.RemoteJobs(sctx, rs, "accept."+q+".0")
+	jobs, err := accept.RemoteJobs(sctx, rs, volName("accept."+q+".0"))
 	if err != nil {
 		t.Fatal(err)
 	}

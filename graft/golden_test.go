@@ -315,7 +315,7 @@ func TestGoldenDataDirV1(t *testing.T) {
 			t.Fatalf("open the golden data dir (read-only %v): %v", readOnly, err)
 		}
 		infos, err := s.Volumes(ctx)
-		if err != nil || len(infos) != 2 || infos[0].Volume != "archive.q.s" || infos[1].Volume != "old.v1" {
+		if err != nil || len(infos) != 2 || infos[0].Volume.String() != "archive.q.s" || infos[1].Volume.String() != "old.v1" {
 			t.Fatalf("volumes: %+v, %v", infos, err)
 		}
 		for _, name := range []string{"archive.q.s", "old.v1"} {

@@ -153,7 +153,7 @@ func TestCommitAndRead(t *testing.T) {
 		t.Fatalf("empty page counts as present: %+v", got)
 	}
 	vols, err := s.Volumes(ctx)
-	if err != nil || len(vols) != 1 || vols[0].Volume != "vol.a" || vols[0].LocalLSN != 3 {
+	if err != nil || len(vols) != 1 || vols[0].Volume.String() != "vol.a" || vols[0].LocalLSN != 3 {
 		t.Fatalf("Volumes = %+v, %v", vols, err)
 	}
 	if _, err := s.Volume(ctx, volName("nope")); !errors.Is(err, ErrVolumeNotFound) {

@@ -80,7 +80,7 @@ func TestGroupCommit(t *testing.T) {
 	for _, v := range vols {
 		go func() {
 			txn := v.Begin()
-			_ = txn.Put(1, []byte(v.Name()))
+			_ = txn.Put(1, []byte(v.Name().String()))
 			_, err := txn.Commit(ctx, Synced)
 			done <- err
 		}()

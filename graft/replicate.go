@@ -61,7 +61,7 @@ func (v *Volume) remoteLog() *remote.Log {
 	v.logMu.Lock()
 	defer v.logMu.Unlock()
 	if v.rlog == nil || v.rlogOf != h {
-		l, err := remote.NewLogWithHooks(h.store, v.name, h.hooks)
+		l, err := remote.NewLogWithHooks(h.store, v.vol, h.hooks)
 		if err != nil {
 			return nil // unreachable: volume names are valid remote names
 		}

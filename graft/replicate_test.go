@@ -179,7 +179,7 @@ func TestReplicateFollow(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A fresh follower after a checkpoint starts at the checkpoint.
-			l, _ := remote.NewLog(rs, "repl")
+			l, _ := remote.NewLog(rs, volName("repl"))
 			if _, err := l.WriteCheckpoint(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -513,7 +513,7 @@ func flip(t testing.TB, path string, off int) {
 
 func mustLog(t testing.TB, rs remote.Store, volume string) *remote.Log {
 	t.Helper()
-	l, err := remote.NewLog(rs, volume)
+	l, err := remote.NewLog(rs, volName(volume))
 	if err != nil {
 		t.Fatal(err)
 	}

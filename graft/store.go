@@ -334,7 +334,7 @@ func (s *Store) volume(ctx context.Context, vol names.Volume, create bool) (*Vol
 		if derr != nil {
 			return nil, fmt.Errorf("graft: volume %q: %w", name, derr)
 		}
-		v := newVolume(s, name, key, rec)
+		v := newVolume(s, vol, key, rec)
 		s.vols[name] = v
 		return v, nil
 	case !errors.Is(err, pebble.ErrNotFound):
@@ -359,7 +359,7 @@ func (s *Store) volume(ctx context.Context, vol names.Volume, create bool) (*Vol
 		return nil, fmt.Errorf("graft: create volume %q: %w", name, err)
 	}
 	s.nextID++
-	v := newVolume(s, name, key, rec)
+	v := newVolume(s, vol, key, rec)
 	s.vols[name] = v
 	s.log.Debug("graft: volume created", "volume", name, "id", rec.ID)
 	return v, nil
@@ -393,7 +393,12 @@ func (s *Store) Volumes(ctx context.Context) ([]Info, error) {
 			_ = it.Close()
 			return nil, fmt.Errorf("graft: volume %q: %w", name, err)
 		}
-		out = append(out, rec.info(name))
+		vol, err := names.ParseVolume(name)
+		if err != nil {
+			_ = it.Close()
+			return nil, fmt.Errorf("graft: list volumes: a stored volume name: %w", err)
+		}
+		out = append(out, rec.info(vol))
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return nil, fmt.Errorf("graft: list volumes: %w", err)

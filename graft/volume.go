@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/names"
 )
 
 // Volume is a named, sparse array of pages with a gap-free log of commits.
@@ -18,7 +19,8 @@ import (
 // Store.CreateVolume.
 type Volume struct {
 	s    *Store
-	name string
+	vol  names.Volume // the volume's checked name
+	name string       // vol.String(), for messages and keys
 	id   uint64
 	key  []byte // the volume record's key
 
@@ -61,8 +63,8 @@ type Volume struct {
 	floor uint64         // lowest readable LSN (≥ the persisted horizon)
 }
 
-func newVolume(s *Store, name string, key []byte, rec volumeRecord) *Volume {
-	v := &Volume{s: s, name: name, id: rec.ID, key: key, pins: make(map[uint64]int), floor: rec.Horizon}
+func newVolume(s *Store, vol names.Volume, key []byte, rec volumeRecord) *Volume {
+	v := &Volume{s: s, vol: vol, name: vol.String(), id: rec.ID, key: key, pins: make(map[uint64]int), floor: rec.Horizon}
 	v.state.Store(&rec)
 	return v
 }
@@ -70,18 +72,18 @@ func newVolume(s *Store, name string, key []byte, rec volumeRecord) *Volume {
 // Info describes a volume. JSON field names are those of `echostore volume
 // info`.
 type Info struct {
-	Volume    string    `json:"volume"`
-	LocalLSN  uint64    `json:"local_lsn"`  // head: the newest local commit
-	RemoteLSN uint64    `json:"remote_lsn"` // newest remote LSN pushed or applied; 0 before the first
-	SyncLSN   uint64    `json:"sync_lsn"`   // the local LSN that remote commit covers (the sync point)
-	Pages     uint64    `json:"pages"`      // pages present at the head
-	Bytes     uint64    `json:"bytes"`      // sum of their lengths
-	Horizon   uint64    `json:"gc_horizon"` // lowest readable LSN
-	KeepFrom  uint64    `json:"-"`          // GC never passes it; Unpinned if unset
-	Created   time.Time `json:"created"`
+	Volume    names.Volume `json:"volume"`
+	LocalLSN  uint64       `json:"local_lsn"`  // head: the newest local commit
+	RemoteLSN uint64       `json:"remote_lsn"` // newest remote LSN pushed or applied; 0 before the first
+	SyncLSN   uint64       `json:"sync_lsn"`   // the local LSN that remote commit covers (the sync point)
+	Pages     uint64       `json:"pages"`      // pages present at the head
+	Bytes     uint64       `json:"bytes"`      // sum of their lengths
+	Horizon   uint64       `json:"gc_horizon"` // lowest readable LSN
+	KeepFrom  uint64       `json:"-"`          // GC never passes it; Unpinned if unset
+	Created   time.Time    `json:"created"`
 }
 
-func (r volumeRecord) info(name string) Info {
+func (r volumeRecord) info(name names.Volume) Info {
 	return Info{
 		Volume: name, LocalLSN: r.Head, RemoteLSN: r.RemoteLSN, SyncLSN: r.SyncLocal, Pages: r.Pages, Bytes: r.Bytes,
 		Horizon: r.Horizon, KeepFrom: r.KeepFrom, Created: time.Unix(0, r.Created),
@@ -89,14 +91,14 @@ func (r volumeRecord) info(name string) Info {
 }
 
 // Name returns the volume's name.
-func (v *Volume) Name() string { return v.name }
+func (v *Volume) Name() names.Volume { return v.vol }
 
 // Head returns the newest committed LSN (0 before the first commit).
 func (v *Volume) Head() uint64 { return v.state.Load().Head }
 
 // Info returns the volume's head, page count and byte total, all as of the
 // same LSN. It reads no disk.
-func (v *Volume) Info() Info { return v.state.Load().info(v.name) }
+func (v *Volume) Info() Info { return v.state.Load().info(v.vol) }
 
 // Begin starts a transaction based on the current head. It does no I/O.
 func (v *Volume) Begin() *Txn {

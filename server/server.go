@@ -719,9 +719,10 @@ func (s *Server) refreshVolumes(ctx context.Context) {
 		return
 	}
 	for _, in := range infos {
-		s.m.localLSN.WithLabelValues(in.Volume).Set(float64(in.LocalLSN))
-		s.m.remoteLSN.WithLabelValues(in.Volume).Set(float64(in.RemoteLSN))
-		s.hub.publishChanged("lsn/"+in.Volume, "lsn", LSNEvent{Volume: in.Volume, LocalLSN: in.LocalLSN, RemoteLSN: in.RemoteLSN})
+		vol := in.Volume.String()
+		s.m.localLSN.WithLabelValues(vol).Set(float64(in.LocalLSN))
+		s.m.remoteLSN.WithLabelValues(vol).Set(float64(in.RemoteLSN))
+		s.hub.publishChanged("lsn/"+vol, "lsn", LSNEvent{Volume: vol, LocalLSN: in.LocalLSN, RemoteLSN: in.RemoteLSN})
 	}
 }
 

@@ -304,7 +304,7 @@ func TestAppendReadCycle(t *testing.T) {
 	if err := json.Unmarshal(e.must("GET", "/v1/volumes", ""), &vols); err != nil {
 		t.Fatal(err)
 	}
-	if len(vols.Volumes) != 1 || vols.Volumes[0].Volume != st.Volume {
+	if len(vols.Volumes) != 1 || vols.Volumes[0].Volume.String() != st.Volume {
 		t.Fatalf("volumes: %+v", vols)
 	}
 	var info graft.Info

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/echostore/echostore/internal/crashtest"
+	"github.com/echostore/echostore/names"
 )
 
 // crashSize is the page size of commit lsn in the crash test: every third
@@ -32,7 +33,11 @@ func childCrash(dir string) error {
 	if err != nil {
 		return err
 	}
-	l, err := NewLog(s, "crash")
+	vol, err := names.ParseVolume("crash")
+	if err != nil {
+		return err
+	}
+	l, err := NewLog(s, vol)
 	if err != nil {
 		return err
 	}

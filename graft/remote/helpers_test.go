@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"testing"
+
+	"github.com/echostore/echostore/names"
 )
 
 // pageData returns the deterministic content of page idx written at lsn:
@@ -48,7 +50,7 @@ func draftOn(base Entry, n, size int, meta string) Draft {
 
 func mustLog(t testing.TB, s Store, volume string) *Log {
 	t.Helper()
-	l, err := NewLog(s, volume)
+	l, err := NewLog(s, mustVolume(t, volume))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,4 +74,14 @@ func verifyPages(t testing.TB, l *Log, e Entry, size func(idx uint64) int, want 
 			t.Fatalf("lsn %d page %d: wrong bytes", e.LSN(), r.Index)
 		}
 	}
+}
+
+// mustVolume parses a volume name a test knows to be valid.
+func mustVolume(t testing.TB, s string) names.Volume {
+	t.Helper()
+	v, err := names.ParseVolume(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

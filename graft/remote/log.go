@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"iter"
 	"sync"
+
+	"github.com/echostore/echostore/names"
 )
 
 // Log is the remote log of one volume over a Store. Its only state is the
@@ -41,13 +43,13 @@ func (l *Log) knows(lsn uint64, h Hash) bool {
 	return l.tip.lsn == lsn && l.tip.hash == h
 }
 
-// NewLog returns the remote log of volume in store. The volume name must
-// pass names.Check(names.KindVolume, …); the error wraps ErrInvalid.
-func NewLog(store Store, volume string) (*Log, error) {
-	if err := checkVolume(volume); err != nil {
-		return nil, err
+// NewLog returns the remote log of volume in store. The zero Volume (no
+// name) fails wrapping ErrInvalid.
+func NewLog(store Store, volume names.Volume) (*Log, error) {
+	if volume.IsZero() {
+		return nil, fmt.Errorf("%w: no volume name", ErrInvalid)
 	}
-	return &Log{store: store, volume: volume}, nil
+	return &Log{store: store, volume: volume.String()}, nil
 }
 
 // Volume returns the volume name.
@@ -68,7 +70,7 @@ type Hooks struct {
 }
 
 // NewLogWithHooks is NewLog with fault hooks (see Hooks).
-func NewLogWithHooks(store Store, volume string, h Hooks) (*Log, error) {
+func NewLogWithHooks(store Store, volume names.Volume, h Hooks) (*Log, error) {
 	l, err := NewLog(store, volume)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/echostore/echostore/names"
 )
 
 // TestAppendInlineAndSegment: a small commit is exactly one conditional
@@ -472,8 +474,8 @@ func TestPrepareRejectsInvalid(t *testing.T) {
 	if c := cs.Counts(); c.Total() != 0 {
 		t.Fatalf("invalid drafts made requests: %+v", c)
 	}
-	if _, err := NewLog(s, "bad{name}"); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("NewLog with a bad volume: %v", err)
+	if _, err := NewLog(s, names.Volume{}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("NewLog with no volume: %v", err)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/echostore/echostore/names"
 )
 
 // childPusher appends to volume PUSH_VOLUME of the store at PUSH_URL until
@@ -21,7 +23,11 @@ func childPusher() error {
 		return err
 	}
 	defer s.Close()
-	l, err := NewLog(s, os.Getenv("PUSH_VOLUME"))
+	vol, err := names.ParseVolume(os.Getenv("PUSH_VOLUME"))
+	if err != nil {
+		return err
+	}
+	l, err := NewLog(s, vol)
 	if err != nil {
 		return err
 	}

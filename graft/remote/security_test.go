@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/echostore/echostore/names"
 )
 
 // TestSecurityKeysNeverLeaveTheRoot: no key a caller can pass — from a
@@ -38,8 +40,8 @@ func TestSecurityKeysNeverLeaveTheRoot(t *testing.T) {
 	}
 	// Volume names are checked before a key is built from them.
 	for _, v := range []string{"..", ".", "../x", "a/b", "x\x00", "é", "", strings.Repeat("v", 129)} {
-		if _, err := NewLog(fs, v); !errors.Is(err, ErrInvalid) {
-			t.Errorf("NewLog(%q) = %v, want ErrInvalid", v, err)
+		if _, err := names.ParseVolume(v); !errors.Is(err, names.ErrInvalid) {
+			t.Errorf("ParseVolume(%q) = %v, want names.ErrInvalid (NewLog takes only a parsed names.Volume)", v, err)
 		}
 		if _, err := EncodeCommit(&Commit{Volume: v, LSN: 1, Inline: []Page{{Index: 0, Data: []byte("x")}}}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("EncodeCommit(volume %q) = %v, want ErrInvalid", v, err)

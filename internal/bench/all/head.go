@@ -50,7 +50,10 @@ func runHead(ctx context.Context, sizes []uint64, p *bench.Progress) (*HeadLooku
 
 func headLookup(ctx context.Context, n uint64) (HeadLookup, error) {
 	h := HeadLookup{LSNs: n}
-	const vol = "bench.head"
+	vol, err := names.ParseVolume("bench.head")
+	if err != nil {
+		return h, err
+	}
 	rs, err := remote.Open(ctx, "mem://", drivers.All()...)
 	if err != nil {
 		return h, err
@@ -82,10 +85,7 @@ func headLookup(ctx context.Context, n uint64) (HeadLookup, error) {
 		return h, err
 	}
 	defer st.Close()
-	vn, err := names.ParseVolume(vol)
-	if err != nil {
-		return h, err
-	}
+	vn := vol
 	v, err := st.CreateVolume(ctx, vn)
 	if err != nil {
 		return h, err
@@ -109,7 +109,7 @@ func headLookup(ctx context.Context, n uint64) (HeadLookup, error) {
 	probe := func(from uint64) (int64, error) {
 		cs.Reset()
 		for lsn := from; ; lsn++ {
-			_, err := cs.Get(ctx, remote.LogKey(vol, lsn))
+			_, err := cs.Get(ctx, remote.LogKey(vol.String(), lsn))
 			if errors.Is(err, remote.ErrNotFound) {
 				return cs.Counts().Total(), nil
 			}
