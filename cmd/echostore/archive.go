@@ -107,10 +107,10 @@ deleted stream) it refuses and says how to delete that log.`,
 			}
 			ta, err := archive.ParseTrimAfter(trimAfter)
 			if err != nil {
-				return fmt.Errorf("--%w", err)
+				return exitError{exitUsage, fmt.Errorf("--%w", err)}
 			}
 			if err := retain.Validate(); err != nil {
-				return fmt.Errorf("--retain-age: %w", err)
+				return exitError{exitUsage, fmt.Errorf("--retain-age: %w", err)}
 			}
 			ctx := cmd.Context()
 			b, err := open(ctx, g, redisRequired)

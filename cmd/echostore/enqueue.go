@@ -48,7 +48,7 @@ Prints {"id":…,"mode":…,"lsn":…,"volume":…}.`,
 			}
 			m, err := accept.ParseMode(mode)
 			if err != nil {
-				return fmt.Errorf("--mode %q: want async or sync", mode)
+				return usageError("--mode %q: want async or sync", mode)
 			}
 			// Strict, as serve is: one value, no duplicate names, valid
 			// UTF-8 and no lone surrogates (encoding/json's Valid allows both).
@@ -116,14 +116,14 @@ func parseRunAt(runAt string, delay time.Duration, set bool, now time.Time) (tim
 	case runAt != "":
 		t, err := time.Parse(time.RFC3339Nano, runAt)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("--run-at %q: want an RFC 3339 time such as 2030-01-02T03:04:05Z", runAt)
+			return time.Time{}, usageError("--run-at %q: want an RFC 3339 time such as 2030-01-02T03:04:05Z", runAt)
 		}
 		if t.UnixMilli() <= 0 {
-			return time.Time{}, fmt.Errorf("--run-at %q: want a time after 1970", runAt)
+			return time.Time{}, usageError("--run-at %q: want a time after 1970", runAt)
 		}
 		return t, nil
 	case set && delay < 0:
-		return time.Time{}, fmt.Errorf("--delay %s: want a duration of zero or more", delay)
+		return time.Time{}, usageError("--delay %s: want a duration of zero or more", delay)
 	case set && delay > 0:
 		return now.Add(delay), nil
 	}

@@ -39,7 +39,7 @@ func newIDCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			b, err := brand.New(brandName)
 			if err != nil {
-				return fmt.Errorf("--brand: %w", err)
+				return exitError{exitUsage, fmt.Errorf("--brand: %w", err)}
 			}
 			if count < 1 || count > 1_000_000 {
 				return fmt.Errorf("-n %d: want 1 to 1000000", count)

@@ -17,9 +17,11 @@ import (
 	"syscall"
 
 	"github.com/echostore/echostore"
+	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/internal/redact"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/server"
 )
 
@@ -71,8 +73,12 @@ func exitCode(err error) int {
 	case errors.As(err, &ee):
 		return ee.code
 	case errors.Is(err, remote.ErrBadURL), errors.Is(err, remote.ErrUnknownScheme),
-		errors.Is(err, mq.ErrBadURL), errors.Is(err, server.ErrMemRemote), errors.Is(err, echostore.ErrMemRemote):
+		errors.Is(err, mq.ErrBadURL), errors.Is(err, server.ErrMemRemote), errors.Is(err, echostore.ErrMemRemote),
+		errors.Is(err, names.ErrInvalid), errors.Is(err, brand.ErrMalformed):
+		// A name or an id of the command line that does not parse.
 		return exitUsage
+	case strings.HasPrefix(err.Error(), "unknown command "):
+		return exitUsage // cobra's, for a subcommand that does not exist
 	}
 	return exitFailure
 }

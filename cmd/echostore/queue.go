@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -55,10 +54,10 @@ letters instead). Prints nothing when there is no job.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if count < 1 {
-				return fmt.Errorf("--count %d: want 1 or more", count)
+				return usageError("--count %d: want 1 or more", count)
 			}
 			if stalled < 0 {
-				return fmt.Errorf("--stalled %v: want a positive duration such as 5m", stalled)
+				return usageError("--stalled %v: want a positive duration such as 5m", stalled)
 			}
 			return queueRun(cmd, g, args[0], func(b backend, q names.Queue) error {
 				res, err := b.Claim(cmd.Context(), q, echostore.ClaimOptions{Consumer: consumer, Count: count, Stalled: stalled})
@@ -104,7 +103,7 @@ func newQueueDeadCmd(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 1 {
-				return fmt.Errorf("--limit %d: want 1 or more", limit)
+				return usageError("--limit %d: want 1 or more", limit)
 			}
 			return queueRun(cmd, g, args[0], func(b backend, q names.Queue) error {
 				res, err := b.Dead(cmd.Context(), q, echostore.DeadOptions{After: after, Limit: limit})

@@ -99,16 +99,16 @@ func withRedisPassword(u, file string) (string, error) {
 	pass, _, _ := strings.Cut(string(b), "\n")
 	pass = strings.TrimSuffix(pass, "\r")
 	if pass == "" {
-		return "", fmt.Errorf("--redis-password-file %s: the file's first line is empty", file)
+		return "", usageError("--redis-password-file %s: the file's first line is empty", file)
 	}
 	scheme, rest, ok := strings.Cut(u, "://")
 	if !ok {
-		return "", fmt.Errorf("--redis %s: want redis://host:port or rediss://host:port", redact.URL(u))
+		return "", usageError("--redis %s: want redis://host:port or rediss://host:port", redact.URL(u))
 	}
 	user := ""
 	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
 		if strings.Contains(rest[:at], ":") {
-			return "", fmt.Errorf("--redis %s holds a password and --redis-password-file gives one: give it in one place only (the file)", redact.URL(u))
+			return "", usageError("--redis %s holds a password and --redis-password-file gives one: give it in one place only (the file)", redact.URL(u))
 		}
 		user, rest = rest[:at], rest[at+1:]
 	}
@@ -182,6 +182,7 @@ single ordered stream.`,
 		movedBenchCmd(),
 	)
 	adviseAll(root)
+	usageArgs(root)
 	return root
 }
 
@@ -220,4 +221,20 @@ func adviseServe(err error) error {
 	// A 403 forbidden already says to use a token with the scope it names
 	// (client.Error).
 	return err
+}
+
+// usageArgs makes a wrong argument count of c and its subcommands an error
+// of the command line (exit status 2), as a bad flag is.
+func usageArgs(c *cobra.Command) {
+	if args := c.Args; args != nil {
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			if err := args(cmd, a); err != nil {
+				return exitError{exitUsage, err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
 }

@@ -176,7 +176,7 @@ works with Redis down.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if liveOnly && archiveOnly {
-				return errors.New("--live-only and --archive-only exclude each other: give one, or neither for the merge-read")
+				return usageError("--live-only and --archive-only exclude each other: give one, or neither for the merge-read")
 			}
 			lo, hi := brand.ID(0), brand.Max
 			var err error
