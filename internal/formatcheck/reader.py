@@ -365,6 +365,55 @@ def decompress_frame(z, raw_length):
     return raw
 
 
+def decode_segment(b):
+    """A whole segment object: its frame references and pages [(index, bytes)].
+
+    Readers of the log never need it (a commit carries the frame references);
+    it checks the footer and every frame, for tools and tests.
+    """
+    body = body_of("segment", b)
+    if len(body) < 12:
+        raise Corrupt("segment: truncated")
+    (flen,) = struct.unpack("<I", body[-4:])
+    body = body[:-4]
+    if flen > len(body) - 8:
+        raise Corrupt("segment: footer length %d exceeds the object" % flen)
+    frames_end = len(body) - flen
+    header(Dec("segment", body[:8]), b"ESRS", 0)
+    d = Dec("segment footer", body[frames_end:])
+    n = d.uvarint()
+    refs, pages, nxt = [], [], 8
+    for _ in range(n):
+        f = decode_frame_ref(d)
+        if f.offset != nxt or f.offset + f.length > frames_end:
+            raise Corrupt("segment: frame at %d+%d, want it at %d" % (f.offset, f.length, nxt))
+        if pages and f.pages[0][0] <= pages[-1][0]:
+            raise Corrupt("segment: page indexes not ascending across frames")
+        raw = frame_pages(b[f.offset:f.offset + f.length], f, "segment")
+        pages.extend((idx, raw[off:off + ln]) for idx, off, ln in f.pages)
+        refs.append(f)
+        nxt += f.length
+    d.end()
+    if n == 0 or nxt != frames_end:
+        raise Corrupt("segment: frames do not cover the object up to its footer")
+    return refs, pages
+
+
+def frame_pages(z, f, what):
+    """Verifies one frame's compressed bytes against its reference and
+    returns the decompressed frame."""
+    if len(z) != f.length:
+        raise Corrupt("%s frame@%d: %d bytes, reference says %d" % (what, f.offset, len(z), f.length))
+    if crc32c(z) != f.crc:
+        raise Corrupt("%s frame@%d: CRC-32C mismatch" % (what, f.offset))
+    if len(z) < 5 or z[:4] != b"\x28\xb5\x2f\xfd" or (not z[4] & 0x04 and f.raw_length != 0):
+        raise Corrupt("%s frame@%d: not a zstd frame with a content checksum" % (what, f.offset))
+    raw = decompress_frame(z, f.raw_length)
+    if len(raw) != f.raw_length:
+        raise Corrupt("%s frame@%d: %d bytes decompressed, reference says %d" % (what, f.offset, len(raw), f.raw_length))
+    return raw
+
+
 class Volume:
     """The state of a volume at its remote head (Reading a volume from the remote)."""
 
@@ -437,16 +486,7 @@ class Volume:
         _, key, f, off, ln = ref
         raw = self._frames.get((key, f.offset))
         if raw is None:
-            z = self.remote.get_range(key, f.offset, f.length)
-            if len(z) != f.length:
-                raise Corrupt("%s frame@%d: %d bytes, reference says %d" % (key, f.offset, len(z), f.length))
-            if crc32c(z) != f.crc:
-                raise Corrupt("%s frame@%d: CRC-32C mismatch" % (key, f.offset))
-            if len(z) < 5 or z[:4] != b"\x28\xb5\x2f\xfd" or (not z[4] & 0x04 and f.raw_length != 0):
-                raise Corrupt("%s frame@%d: not a zstd frame with a content checksum" % (key, f.offset))
-            raw = decompress_frame(z, f.raw_length)
-            if len(raw) != f.raw_length:
-                raise Corrupt("%s frame@%d: %d bytes decompressed, reference says %d" % (key, f.offset, len(raw), f.raw_length))
+            raw = frame_pages(self.remote.get_range(key, f.offset, f.length), f, key)
             self._frames = {(key, f.offset): raw}  # one frame cached: pages are read in order
         return raw[off:off + ln]
 
@@ -463,22 +503,22 @@ def u64be(v, what):
 
 
 def archive_range(vol):
-    """(low, seq) of the retained pages, from the archive metadata."""
+    """(low, seq, W) of the retained pages, from the archive metadata."""
     seq = vol.meta.get(b"archive.seq")
     if seq is None:
-        return 0, 0
+        return 0, 0, None
     w = vol.meta.get(b"archive.w")
     if w is None:
         raise Corrupt("archive.seq without archive.w")
     seq = u64be(seq, "archive.seq")
-    u64be(w, "archive.w")
+    w = u64be(w, "archive.w")
     if not 1 <= seq <= (1 << 64) - 1 - ARCHIVE_BASE:
         raise Corrupt("archive.seq %d" % seq)
     low = vol.meta.get(b"archive.low")
     low = 0 if low is None else u64be(low, "archive.low")
     if low > seq:
         raise Corrupt("archive.low %d above archive.seq %d" % (low, seq))
-    return low, seq
+    return low, seq, w
 
 
 def decode_record_page_v1(b):
@@ -617,7 +657,7 @@ def read_archive(remote, volume, reverse=False):
     """Yields the JSON lines of the retained records of an archive volume."""
     vol = Volume(remote, volume)
     vol.fold()
-    low, seq = archive_range(vol)
+    low, seq, w = archive_range(vol)
     prev = None
     recs = []
     for n in range(low, seq):
@@ -633,6 +673,8 @@ def read_archive(remote, volume, reverse=False):
             recs.append(line)
         else:
             yield line
+    if prev is not None and prev != w:
+        raise Corrupt("the newest retained record is not W (archive.w)")
     for line in reversed(recs):
         yield line
 
