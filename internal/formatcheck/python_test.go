@@ -26,9 +26,22 @@ func pythonWithZstd(ctx context.Context, t *testing.T) string {
 	if _, err := exec.LookPath("apt-get"); err != nil || os.Geteuid() != 0 {
 		unavailable(t, errNoInstaller)
 	}
-	out, err := exec.CommandContext(ctx, "apt-get", "install", "-y", "--no-install-recommends", "python3", "python3-zstandard").CombinedOutput()
-	if err != nil {
-		t.Fatalf("apt-get install python3-zstandard: %v\n%s", err, out)
+	// Another package's helper may hold dpkg's lock: wait for it. A fresh
+	// machine may have no package lists yet: update them once and retry.
+	install := func() ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "apt-get", "-o", "DPkg::Lock::Timeout=300", "install", "-y", "-qq",
+			"--no-install-recommends", "python3", "python3-zstandard")
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		return cmd.CombinedOutput()
+	}
+	if out, err := install(); err != nil {
+		t.Logf("apt-get install python3-zstandard: %v\n%s; updating the package lists", err, out)
+		if out, err := exec.CommandContext(ctx, "apt-get", "-o", "DPkg::Lock::Timeout=300", "update", "-qq").CombinedOutput(); err != nil {
+			t.Fatalf("apt-get update: %v\n%s", err, out)
+		}
+		if out, err := install(); err != nil {
+			t.Fatalf("apt-get install python3-zstandard: %v\n%s", err, out)
+		}
 	}
 	if py := findPython(ctx); py != "" {
 		return py
