@@ -17,6 +17,7 @@ import (
 
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
 )
@@ -63,6 +64,9 @@ for arg in sys.argv[1:]:
             frame(f)
         for idx, data in pages:
             print("data %d=%s" % (idx, data.hex()))
+    elif kind == "identity":
+        rid, created = reader.decode_identity(b)
+        print("identity id=%s created=%d" % (rid.hex(), created))
     elif kind == "page":
         sys.stdout.flush()
         sys.stdout.buffer.write(reader.record_json(*reader.decode_record_page(b)))
@@ -70,10 +74,10 @@ for arg in sys.argv[1:]:
 `
 
 // TestReaderDecodesGoldenObjects: reader.py decodes every golden object of
-// the remote (commits, checkpoint, tombstone, marker, the old segment) and
-// the archive's golden record pages to exactly what the Go decoders give,
-// so each byte layout of docs/FORMAT.md, the worked example of the commit
-// included, is read the same by both.
+// the remote (commits, checkpoint, tombstone, marker, the old segment, the
+// identity) and the archive's golden record pages to exactly what the Go
+// decoders give, so each byte layout of docs/FORMAT.md, the worked example
+// of the commit included, is read the same by both.
 func TestReaderDecodesGoldenObjects(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -86,6 +90,7 @@ func TestReaderDecodesGoldenObjects(t *testing.T) {
 		"commit=" + rg("commit.v1.bin"), "commit=" + rg("commit-checkpoint.v1.bin"),
 		"tombstone=" + rg("tombstone.v1.bin"), "marker=" + rg("checkpoint-marker.v1.bin"),
 		"segment=" + rg("segment.v1.bin"),
+		"identity=" + filepath.Join("..", "..", "graft", "testdata", "golden", "identity.v1.bin"),
 		"page=" + ag("record-page.v1.bin"), "page=" + ag("record-page-fields.v1.bin"),
 	}
 	var want bytes.Buffer
@@ -167,6 +172,12 @@ func goDump(w *bytes.Buffer, kind string, b []byte) error {
 		for _, p := range pages {
 			fmt.Fprintf(w, "data %d=%x\n", p.Index, p.Data)
 		}
+	case "identity":
+		in, err := graft.DecodeIdentity(b)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "identity id=%x created=%d\n", in.ID[:], in.Created.UnixNano())
 	case "page":
 		r, err := archive.DecodeRecordPage(b)
 		if err != nil {

@@ -350,6 +350,20 @@ def decode_tombstone(b):
     return v, lsn
 
 
+# --- Identity object (ESRI): big-endian, unlike the log's objects -----------
+
+def decode_identity(b):
+    """(id, created Unix ns) of the remote's identity object."""
+    if len(b) != 36:
+        raise Corrupt("identity: %d bytes, want 36" % len(b))
+    if struct.unpack(">I", b[32:])[0] != crc32c(b[:32]):
+        raise Corrupt("identity: CRC-32C mismatch")
+    magic, version, flags, rid, created = struct.unpack(">4sHH16sQ", b[:32])
+    if magic != b"ESRI" or version != 1 or flags != 0 or rid == bytes(16):
+        raise Corrupt("identity: magic, version, flags or a zero id")
+    return rid, created
+
+
 # --- Segment object (ESRS): reading one frame --------------------------------
 
 def decompress_frame(z, raw_length):
