@@ -29,7 +29,8 @@ import (
 // values, long values (one larger than a frame) and many fields; the remote
 // log holds segment commits and inline commits, a retention drop (the
 // archive floor), a checkpoint that still references dropped pages,
-// tombstones below it and commits after it.
+// tombstones below it and commits after it; the reader is also compared
+// once before the first checkpoint, when it folds the log from LSN 1.
 func TestReaderMatchesCLI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -83,6 +84,14 @@ func TestReaderMatchesCLI(t *testing.T) {
 	cycle("--keep", "1000")
 	appendN(11_000, false)
 	cycle("--keep", "500", "--retain-count", "15000") // drops the oldest: archive.low > 0
+	// A log without a checkpoint: the reader folds it from LSN 1.
+	if markers, _ := os.ReadDir(filepath.Join(rdir, "volumes", "archive.q.s", "checkpoints")); len(markers) != 0 {
+		t.Fatalf("%d checkpoint markers before the first volume checkpoint", len(markers))
+	}
+	early := cli(nil, "stream", "read", "q", "s", "--archive-only")
+	if got := runReader(ctx, t, py, rdir, "--volume", "archive.q.s"); !bytes.Equal(got, early) {
+		t.Fatalf("reader.py on the log without a checkpoint differs from stream read --archive-only: %s", firstDiff(got, early))
+	}
 	cli(nil, "volume", "checkpoint", "archive.q.s")
 	cli(nil, "volume", "gc", "archive.q.s", "--trim-log", "--min-age", "0s") // tombstones below the checkpoint
 	appendN(8_000, false)
