@@ -161,6 +161,9 @@ func (n *Node) Cycle(ctx context.Context, ref names.StreamRef, opts CycleOptions
 	if err := opts.Retain.Validate(); err != nil {
 		return CycleResult{}, fmt.Errorf("cycle %s: retention: %w: %w", ref, err, ErrInvalid)
 	}
+	if err := opts.Window.Validate(); err != nil {
+		return CycleResult{}, fmt.Errorf("cycle %s: window: %w: %w", ref, err, ErrInvalid)
+	}
 	a, err := n.Archiver(opts.TrimAfter, opts.Retain)
 	if err != nil {
 		return CycleResult{}, err
@@ -176,7 +179,8 @@ func (n *Node) CycleWith(ctx context.Context, a *archive.Archiver, ref names.Str
 		return CycleResult{}, fmt.Errorf("cycle: no stream: %w", names.ErrInvalid)
 	}
 	res, err := a.Cycle(ctx, ref, w)
-	return CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Watermark: watermark(res.State), Dropped: res.Dropped, State: res.State}, err
+	return CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Watermark: watermark(res.State), Dropped: res.Dropped,
+		StalledGroups: res.Stalled, State: res.State}, err
 }
 
 // Status returns where the seam of the stream is, read from its archive
@@ -227,6 +231,11 @@ func (n *Node) Status(ctx context.Context, ref names.StreamRef) (ArchiveStatus, 
 	if state.Low != 0 { // archive retention dropped the oldest pages
 		low, kept := state.Low, state.Retained()
 		out.Low, out.Retained = &low, &kept
+	}
+	if at, groups, err := archive.StalledGroups(ctx, live, ref); err != nil {
+		return ArchiveStatus{}, err
+	} else if len(groups) > 0 {
+		out.StalledGroups, out.StalledAt = groups, &at
 	}
 	return out, nil
 }

@@ -119,6 +119,10 @@ type CycleResult struct {
 	Trimmed   int64   `json:"trimmed"`
 	Watermark *string `json:"watermark"`
 	Dropped   int64   `json:"dropped,omitempty"`
+	// StalledGroups, left out when none, are the consumer groups that held
+	// the trim back past the window's limits (Window.Groups), passed by the
+	// trim under stalled_groups: archive.
+	StalledGroups []archive.StalledGroup `json:"stalled_groups,omitempty"`
 	// State is the archive after the cycle, for a caller in the same
 	// process (serve's events); it is not part of the JSON.
 	State archive.State `json:"-"`
@@ -138,6 +142,11 @@ type ArchiveStatus struct {
 	LSN       uint64  `json:"lsn"`
 	Low       *uint64 `json:"low,omitempty"`
 	Retained  *uint64 `json:"retained,omitempty"`
+	// StalledGroups, left out when none, are the consumer groups the
+	// stream's last trimming cycle found stalled (archive.StalledGroups),
+	// as of StalledAt.
+	StalledGroups []archive.StalledGroup `json:"stalled_groups,omitempty"`
+	StalledAt     *time.Time             `json:"stalled_at,omitempty"`
 }
 
 // DeleteResult is the answer of a stream's delete (Node.Delete).

@@ -169,6 +169,9 @@ type CycleResult struct {
 	MinXID   string // what the stream was trimmed to ("" if no trim)
 	CappedBy string // the consumer group that held the trim back, if any
 	Token    int64  // the lease's fencing token
+	// Stalled lists the consumer groups that held the trim back past the
+	// window's GroupLimits (groups.go), Passed under StalledArchive.
+	Stalled []StalledGroup
 }
 
 // Cycle runs one fold-then-trim cycle on stream s of queue q: it takes the
@@ -204,6 +207,9 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 	if w.Keep < 0 || w.MaxAge < 0 {
 		return res, fmt.Errorf("archive cycle %s: negative window (keep %d, max age %v)", ref, w.Keep, w.MaxAge)
 	}
+	if err := w.Validate(); err != nil {
+		return res, fmt.Errorf("archive cycle %s: %w", ref, err)
+	}
 	if a.opts.TrimAfter == TrimAfterRemote && a.opts.Pusher == nil {
 		return res, fmt.Errorf("archive cycle %s: %w; pass --trim-after local or configure the remote", ref, ErrNoRemote)
 	}
@@ -238,6 +244,11 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 	if err := RegisterArchived(ctx, live, ref); err != nil {
 		return res, err
 	}
+	defer func() {
+		if err == nil {
+			a.keepStalled(ctx, ref, w, res.Stalled)
+		}
+	}()
 	if !a.opts.Retain.IsZero() {
 		defer func() {
 			if err == nil {
@@ -333,13 +344,16 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 	if a.beforeTrim != nil {
 		a.beforeTrim()
 	}
-	tr, err := fencedTrim(ctx, live, ref, token, minID)
+	if res.Stalled, err = stalledGroups(ctx, live, ref, w, minID.RedisID(), a.opts.Clock()); err != nil {
+		return res, err
+	}
+	tr, err := fencedTrim(ctx, live, ref, token, minID, passing(w.Groups.Stalled, res.Stalled)...)
 	if err != nil {
 		return res, err
 	}
 	res.Trimmed, res.MinXID, res.CappedBy = tr.Trimmed, tr.MinXID, tr.CappedBy
 	a.log.Debug("archive cycle", "queue", ref.Queue(), "stream", ref.Stream(), "folded", res.Folded, "trimmed", res.Trimmed,
-		"w", formatW(st), "lsn", st.LSN, "capped_by", tr.CappedBy)
+		"w", formatW(st), "lsn", st.LSN, "capped_by", tr.CappedBy, "stalled", len(res.Stalled))
 	return res, nil
 }
 

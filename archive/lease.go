@@ -95,13 +95,14 @@ func releaseLease(ctx context.Context, live Live, ref names.StreamRef, token int
 // undelivered entry), but only while token holds the stream's archive
 // lease; otherwise it trims nothing and fails with ErrFenced. The check and
 // the trim are one script (scriptFencedTrim). It trims archived streams: it
-// is the archive driver's trim, after its fold.
-func fencedTrim(ctx context.Context, live Live, ref names.StreamRef, token int64, minID brand.ID) (mq.TrimResult, error) {
+// is the archive driver's trim, after its fold. The groups named in pass do
+// not cap it (stalled groups under StalledArchive; see groups.go).
+func fencedTrim(ctx context.Context, live Live, ref names.StreamRef, token int64, minID brand.ID, pass ...string) (mq.TrimResult, error) {
 	if err := checkRef(ref); err != nil {
 		return mq.TrimResult{}, err
 	}
 	keys := []string{mq.StreamKey(ref), LeaseKey(ref)}
-	args := []string{strconv.FormatInt(token, 10), minID.RedisID()}
+	args := append([]string{strconv.FormatInt(token, 10), minID.RedisID()}, pass...)
 	reply, err := live.Run(ctx, scriptFencedTrim, keys, args).Strings()
 	if err != nil {
 		return mq.TrimResult{}, fmt.Errorf("fenced trim %s to %s: %w", where(ref), minID.RedisID(), err)

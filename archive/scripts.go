@@ -50,18 +50,22 @@ return 0
 // instead of refusing an archived stream it refuses unless the caller's
 // fencing token holds the stream's lease, and otherwise trims with the
 // same cappedtrim (by MINID, never past an entry a consumer group has
-// pending or undelivered).
+// pending or undelivered, but those of the groups it is told to pass).
 //
 //	KEYS[1]  the stream
 //	KEYS[2]  the lease
 //	ARGV[1]  the caller's fencing token
 //	ARGV[2]  the requested minimum id
+//	ARGV[3…] consumer groups the trim passes (stalled ones under
+//	         stalled_groups: archive; none: every group caps the trim)
 //
 // Replies {"FENCED"} (nothing trimmed) or cappedtrim's {"OK", trimmed,
 // minid, capped}.
 var scriptFencedTrim = mq.NewScript(`
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return {'FENCED'} end
-return cappedtrim(KEYS[1], ARGV[2])
+local pass = {}
+for i = 3, #ARGV do pass[ARGV[i]] = true end
+return cappedtrim(KEYS[1], ARGV[2], pass)
 `)
 
 // scriptSeam writes the seam cache and registers the stream as archived.

@@ -141,6 +141,11 @@ func (c *Client) Cycle(ctx context.Context, ref names.StreamRef, opts echostore.
 	if opts.Window.MaxAge > 0 || opts.Window.Keep <= 0 {
 		v.Set("max_age", opts.Window.MaxAge.String())
 	}
+	if g := opts.Window.Groups; g != (mq.GroupLimits{}) {
+		v.Set("max_live", strconv.FormatInt(g.MaxLive, 10))
+		v.Set("max_hold", g.MaxHold.String())
+		v.Set("stalled_groups", g.Stalled.String())
+	}
 	var out echostore.CycleResult
 	err := c.call(ctx, request{method: http.MethodPost, path: streamPath(ref, "/cycle"), query: v}, &out)
 	return out, err

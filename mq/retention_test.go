@@ -213,3 +213,51 @@ func TestRetentionRun(t *testing.T) {
 		t.Fatalf("Cycle after Forget: %+v, %v", reports, err)
 	}
 }
+
+// cappedtrim passes the groups it is told to pass, and only those; trim-only
+// retention passes none. The archive passes stalled groups this way.
+func TestCappedTrimPasses(t *testing.T) {
+	eachServer(t, Options{}, func(t *testing.T, c *Client) {
+		ctx := testCtx(t)
+		q := queueName(t)
+		ids := appendN(t, c, q, "s", 20)
+		key := StreamKey(mustRef(t, q, "s"))
+		for _, g := range []string{"stuck", "behind"} {
+			if err := c.rdb.Do(ctx, c.rdb.B().XgroupCreate().Key(key).Group(g).Id("0").Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// stuck has 0..1 pending; behind has delivered and acknowledged 0..9.
+		for g, n := range map[string]int64{"stuck": 2, "behind": 10} {
+			if err := c.rdb.Do(ctx, c.rdb.B().Xreadgroup().Group(g, "w").Count(n).Streams().Key(key).Id(">").Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, id := range ids[:10] {
+			if err := c.rdb.Do(ctx, c.rdb.B().Xack().Key(key).Group("behind").Id(id.RedisID()).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		passing := NewScript(`
+local pass = {}
+for i = 2, #ARGV do pass[ARGV[i]] = true end
+return cappedtrim(KEYS[1], ARGV[1], pass)`)
+		trim := func(minid string, pass ...string) []string {
+			t.Helper()
+			r, err := c.Run(ctx, passing, []string{key}, append([]string{minid}, pass...)).Strings()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		if r := trim(ids[15].RedisID()); r[1] != "0" || r[2] != ids[0].RedisID() || r[3] != "stuck (pending)" {
+			t.Fatalf("no group passed: %q", r)
+		}
+		if r := trim(ids[15].RedisID(), "stuck"); r[1] != "10" || r[2] != ids[10].RedisID() || r[3] != "behind (undelivered)" {
+			t.Fatalf("stuck passed: %q", r)
+		}
+		if r := trim(ids[15].RedisID(), "stuck", "behind"); r[1] != "5" || r[2] != ids[15].RedisID() || r[3] != "" {
+			t.Fatalf("both passed: %q", r)
+		}
+	})
+}

@@ -18,10 +18,12 @@ import (
 //	field(flat, name)                    a field of a flat name/value reply
 //	lastid(key)                          a stream's last-generated-id ("0-0"
 //	                                     if the key is missing)
-//	cappedtrim(key, minid)               XTRIM MINID capped at every consumer
+//	cappedtrim(key, minid, pass)         XTRIM MINID capped at every consumer
 //	                                     group's oldest pending or undelivered
-//	                                     entry, the trim of Client.TrimMinID:
-//	                                     replies {"OK", trimmed, minid, capped}
+//	                                     entry but those of the groups in pass
+//	                                     (a set: name → true; nil: none), the
+//	                                     trim of Client.TrimMinID: replies
+//	                                     {"OK", trimmed, minid, capped}
 //
 // The rules of every script of echostore, which Run relies on: every key the
 // script touches carries one queue's hashtag ({Q}, so all of them hash to

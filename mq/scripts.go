@@ -142,28 +142,33 @@ for i = 2, n do xadd(recs[i], redis.call) end
 return {'OK'}
 `
 
-// luaTrim holds cappedtrim(key, minid), the trim of scriptTrim without its
-// archived check: XTRIM MINID of the stream key to minid, lowered to the
-// oldest entry any consumer group has pending or not yet delivered. It
-// replies {"OK", trimmed, minid, capped} where minid is the id actually
-// trimmed to and capped names the group that held the trim back ("" if
-// none). The archive's fenced trim calls it too (NewScript prepends it), so
-// the consumer-group cap is the same code in both.
+// luaTrim holds cappedtrim(key, minid, pass), the trim of scriptTrim
+// without its archived check: XTRIM MINID of the stream key to minid,
+// lowered to the oldest entry any consumer group has pending or not yet
+// delivered, except the groups named in pass (a table of name → true; nil
+// or {} passes none). It replies {"OK", trimmed, minid, capped} where minid
+// is the id actually trimmed to and capped names the group that held the
+// trim back ("" if none). The archive's fenced trim calls it too (NewScript
+// prepends it), so the consumer-group cap is the same code in both; only
+// the archive passes groups (stalled ones, under stalled_groups: archive,
+// whose entries below minid are already archived).
 const luaTrim = `
-local function cappedtrim(key, minid)
+local function cappedtrim(key, minid, pass)
   if redis.call('EXISTS', key) == 0 then return {'OK', '0', minid, ''} end
   local capped = ''
   for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
     local name = field(g, 'name')
-    local succ = nextid(field(g, 'last-delivered-id'))
-    if cmpid(succ, minid) < 0 then
-      minid = succ
-      capped = name .. ' (undelivered)'
-    end
-    local pend = redis.call('XPENDING', key, name)
-    if pend[1] > 0 and cmpid(pend[2], minid) < 0 then
-      minid = pend[2]
-      capped = name .. ' (pending)'
+    if not (pass and pass[name]) then
+      local succ = nextid(field(g, 'last-delivered-id'))
+      if cmpid(succ, minid) < 0 then
+        minid = succ
+        capped = name .. ' (undelivered)'
+      end
+      local pend = redis.call('XPENDING', key, name)
+      if pend[1] > 0 and cmpid(pend[2], minid) < 0 then
+        minid = pend[2]
+        capped = name .. ' (pending)'
+      end
     end
   end
   local n = redis.call('XTRIM', key, 'MINID', minid)
@@ -184,7 +189,7 @@ end
 // registered as archived is never trimmed here.
 const scriptTrim = "#!lua\n" + luaLib + luaTrim + `
 if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return {'ARCHIVED'} end
-return cappedtrim(KEYS[1], ARGV[2])
+return cappedtrim(KEYS[1], ARGV[2], nil)
 `
 
 // scriptSetID raises a stream's last id to ARGV[1], never lowers it, and

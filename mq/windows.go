@@ -13,12 +13,13 @@ import (
 // errNegativeWindow is wrapped by Window.Validate.
 var errNegativeWindow = errors.New("negative window limit")
 
-// Validate reports whether w's limits are usable (neither is negative).
+// Validate reports whether w's limits are usable (neither is negative, and
+// its stalled-group policy is one there is).
 func (w Window) Validate() error {
 	if w.Keep < 0 || w.MaxAge < 0 {
 		return errNegativeWindow
 	}
-	return nil
+	return w.Groups.validate()
 }
 
 // StreamWindow is one stream and its declared window.

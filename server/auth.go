@@ -207,8 +207,13 @@ func routeScope(r *http.Request) Scope {
 // that drops archived records: a retain_count or retain_age other than 0
 // (or one that does not parse, which the handler then refuses); or a
 // trim_after other than remote, which would trim what no remote holds on a
-// stream configured to trim only what is pushed (its failover promise).
+// stream configured to trim only what is pushed (its failover promise); or
+// a stalled_groups other than hold, which trims entries consumer groups
+// hold (the applications' pending entries).
 func dropsHistory(q url.Values) bool {
+	if v, ok := q["stalled_groups"]; ok && (len(v) > 1 || v[0] != "hold") {
+		return true
+	}
 	if v, ok := q["trim_after"]; ok && (len(v) > 1 || v[0] != "remote") {
 		return true
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
+	"strconv"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -60,6 +62,18 @@ type StreamConfig struct {
 	// RetainAge drops archived records minted longer ago than RetainAge on
 	// every cycle (archive.Retention.MaxAge; 0: no limit).
 	RetainAge time.Duration `yaml:"retain_age"`
+	// MaxLive is the most records beyond the window a consumer group may
+	// hold back before it is stalled (archive.GroupLimits.MaxLive; 0: the
+	// default's, else 10 × keep; negative: no limit).
+	MaxLive int64 `yaml:"max_live"`
+	// MaxHold is the greatest age of the oldest entry a consumer group may
+	// hold back before it is stalled (archive.GroupLimits.MaxHold; 0: the
+	// default's, else max_age + 1h; negative: no limit).
+	MaxHold time.Duration `yaml:"max_hold"`
+	// StalledGroups is what a cycle does about a stalled group: "hold"
+	// (keep its entries live) or "archive" (trim past them; the archive
+	// serves them). "": the default's, else hold.
+	StalledGroups string `yaml:"stalled_groups"`
 }
 
 // QueueConfig declares a queue and its streams.
@@ -347,6 +361,11 @@ func (c Config) resolve(ref names.StreamRef, sc StreamConfig) (stream, error) {
 	if st.window.Keep < 0 || st.window.MaxAge < 0 {
 		return stream{}, fmt.Errorf("%w: stream %s: negative keep or max_age", ErrConfig, ref)
 	}
+	groups, gerr := c.groupLimits(sc)
+	if gerr != nil {
+		return stream{}, fmt.Errorf("%w: stream %s: %w", ErrConfig, ref, gerr)
+	}
+	st.window.Groups = groups
 	arch := sc.Archived
 	if arch == nil {
 		arch = c.Defaults.Archived
@@ -374,7 +393,53 @@ func (c Config) resolve(ref names.StreamRef, sc StreamConfig) (stream, error) {
 	if !st.archived {
 		st.retain = archive.Retention{}
 	}
+	if !st.archived && sc.StalledGroups == "archive" {
+		return stream{}, fmt.Errorf("%w: stream %s: stalled_groups: archive trims past a group because the archive serves what it passes, and the stream is archived: false", ErrConfig, ref)
+	}
 	return st, nil
+}
+
+// groupLimitsQuery sets the consumer-group limits a cycle request gives
+// (max_live, max_hold, stalled_groups) over g, the stream's.
+func groupLimitsQuery(qv url.Values, g *archive.GroupLimits) error {
+	var err error
+	if v := qv.Get("max_live"); v != "" {
+		if g.MaxLive, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return badRequest("max_live %q: want a number of records (0: the default, 10 × keep; negative: no limit)", v)
+		}
+	}
+	if v := qv.Get("max_hold"); v != "" {
+		if g.MaxHold, err = time.ParseDuration(v); err != nil {
+			return badRequest("max_hold %q: want a duration such as 2h (0: the default, max_age + 1h; negative: no limit)", v)
+		}
+	}
+	if v := qv.Get("stalled_groups"); v != "" {
+		if g.Stalled, err = archive.ParseStalledPolicy(v); err != nil {
+			return badRequest("stalled_groups: %w", err)
+		}
+	}
+	return nil
+}
+
+// groupLimits merges sc's consumer-group limits over the defaults'.
+func (c Config) groupLimits(sc StreamConfig) (archive.GroupLimits, error) {
+	g := archive.GroupLimits{MaxLive: sc.MaxLive, MaxHold: sc.MaxHold}
+	if g.MaxLive == 0 {
+		g.MaxLive = c.Defaults.MaxLive
+	}
+	if g.MaxHold == 0 {
+		g.MaxHold = c.Defaults.MaxHold
+	}
+	policy := sc.StalledGroups
+	if policy == "" {
+		policy = c.Defaults.StalledGroups
+	}
+	p, err := archive.ParseStalledPolicy(policy)
+	if err != nil {
+		return g, err
+	}
+	g.Stalled = p
+	return g, nil
 }
 
 // declared returns the configuration of ref if the configuration declares

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/echostore/echostore/archive"
 )
 
 // Event is one server-sent event of /v1/events.
 type Event struct {
-	// Kind is the SSE event name: "cycle" or "lsn".
+	// Kind is the SSE event name: "cycle", "lsn" or "stalled".
 	Kind string
 	// Data is its JSON payload.
 	Data json.RawMessage
@@ -33,6 +35,20 @@ type CycleEvent struct {
 	Volume    string `json:"volume,omitempty"`
 	LSN       uint64 `json:"lsn"`
 	Error     string `json:"error,omitempty"`
+	// Stalled counts the consumer groups the cycle found stalled (a
+	// "stalled" event lists them).
+	Stalled int `json:"stalled,omitempty"`
+}
+
+// StalledEvent is the payload of a "stalled" event: the consumer groups
+// that hold back a stream's trim past its max_live or max_hold, published
+// by every archive cycle that finds one, and once with no groups by the
+// first cycle after that finds none (the alarm clears).
+type StalledEvent struct {
+	Queue  string                 `json:"queue"`
+	Stream string                 `json:"stream"`
+	Policy string                 `json:"policy"` // stalled_groups: hold or archive
+	Groups []archive.StalledGroup `json:"groups"`
 }
 
 // LSNEvent is the payload of an "lsn" event: a volume's LSNs.
@@ -93,6 +109,14 @@ func (h *hub) publishChanged(key, kind string, v any) {
 		return
 	}
 	h.publish(key, kind, v)
+}
+
+// has reports whether key has a newest event.
+func (h *hub) has(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.last[key]
+	return ok
 }
 
 // subscribe returns a channel of the events from now on, preceded by the

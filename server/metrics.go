@@ -19,6 +19,8 @@ type metrics struct {
 	wLag       *prometheus.GaugeVec
 	localLSN   *prometheus.GaugeVec
 	remoteLSN  *prometheus.GaugeVec
+	stalled    *prometheus.GaugeVec
+	stalledN   *prometheus.CounterVec
 	http       *prometheus.HistogramVec
 	checkpoint prometheus.Histogram
 }
@@ -63,6 +65,14 @@ func newMetrics() *metrics {
 			Name: "echostore_volume_remote_lsn",
 			Help: "The volume's newest remote commit pushed or applied (0 before the first).",
 		}, []string{"volume"}),
+		stalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "echostore_stream_stalled_groups",
+			Help: "Consumer groups that held back the stream's trim past max_live or max_hold at its last archive cycle (docs/ARCHIVE.md, Consumer groups).",
+		}, qs),
+		stalledN: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "echostore_stream_stalled_group_cycles_total",
+			Help: "Archive cycles that found a stalled consumer group, counted once per group, by what the cycle did (policy hold: kept its entries; archive: trimmed past them).",
+		}, append(qs, "policy")),
 		http: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "echostore_http_request_duration_seconds",
 			Help:    "HTTP request latency by route pattern, method and status code.",
@@ -75,7 +85,7 @@ func newMetrics() *metrics {
 		}),
 	}
 	m.reg.MustRegister(m.checkpoint, m.cycles, m.folded, m.trimmed, m.foldErrors, m.live, m.depth, m.wLag,
-		m.localLSN, m.remoteLSN, m.http,
+		m.localLSN, m.remoteLSN, m.stalled, m.stalledN, m.http,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -67,6 +67,10 @@ var wantScope = map[string]Scope{
 	"POST /v1/streams/{q}/{s}/cycle?trim_after=local":                   ScopeAdmin,
 	"POST /v1/streams/{q}/{s}/cycle?trim_after=remote&trim_after=local": ScopeAdmin,
 	"POST /v1/streams/{q}/{s}/cycle?trim_after=remote":                  ScopeWrite,
+	// Trimming past consumer groups' entries: admin; holding them: write.
+	"POST /v1/streams/{q}/{s}/cycle?stalled_groups=archive":               ScopeAdmin,
+	"POST /v1/streams/{q}/{s}/cycle?stalled_groups=hold&stalled_groups=x": ScopeAdmin,
+	"POST /v1/streams/{q}/{s}/cycle?stalled_groups=hold&max_live=5":       ScopeWrite,
 }
 
 // TestBoundaryRoutesCovered: the samples of the matrices and the scope

@@ -622,7 +622,8 @@ func (s *Server) cycle(ctx context.Context, ref names.StreamRef, st stream, w ar
 	} else {
 		res, err = s.node.Cycle(ctx, ref, echostore.CycleOptions{Window: w, TrimAfter: st.trimAfter, Retain: st.retain})
 	}
-	s.reportCycle(ctx, st.ref, archive.CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Dropped: res.Dropped, State: res.State}, err)
+	s.reportCycle(ctx, st.ref, archive.CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Dropped: res.Dropped, State: res.State,
+		Stalled: res.StalledGroups}, err)
 	return res, err
 }
 
@@ -646,6 +647,8 @@ func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archi
 	s.m.trimmed.WithLabelValues(q, st, "archive").Add(float64(res.Trimmed))
 	if err == nil {
 		s.m.depth.WithLabelValues(q, st).Set(float64(res.State.Pages))
+		s.reportStalled(ref, res.Stalled)
+		ev.Stalled = len(res.Stalled)
 	}
 	if info, ierr := s.mq.Info(ctx, ref); ierr == nil {
 		ev.Live = info.Length
@@ -661,6 +664,30 @@ func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archi
 	}
 	s.hub.publish("cycle/"+ref.String(), "cycle", ev)
 	s.publishVolume(ctx, ref.Volume(), "")
+}
+
+// reportStalled records a successful cycle's stalled consumer groups in
+// the metrics and, while there are any and once when they are gone, in a
+// "stalled" event. The archiver logs each group that becomes stalled.
+func (s *Server) reportStalled(ref names.StreamRef, groups []archive.StalledGroup) {
+	q, st := ref.Queue().String(), ref.Stream().String()
+	s.m.stalled.WithLabelValues(q, st).Set(float64(len(groups)))
+	policy := archive.StalledHold // a cycle passes all its stalled groups or none
+	if len(groups) > 0 && groups[0].Passed {
+		policy = archive.StalledArchive
+	}
+	for range groups {
+		s.m.stalledN.WithLabelValues(q, st, policy.String()).Inc()
+	}
+	key := "stalled/" + ref.String()
+	if len(groups) == 0 {
+		if s.hub.has(key) {
+			s.hub.publish(key, "stalled", StalledEvent{Queue: q, Stream: st, Policy: policy.String(), Groups: []archive.StalledGroup{}})
+			s.hub.forget(key)
+		}
+		return
+	}
+	s.hub.publish(key, "stalled", StalledEvent{Queue: q, Stream: st, Policy: policy.String(), Groups: groups})
 }
 
 // liveAbove counts the live entries above W: the part of the live tail the
@@ -793,7 +820,8 @@ func (s *Server) deleteStream(ctx context.Context, ref names.StreamRef) (echosto
 	}
 	// The stream's gauges and newest cycle event go with it.
 	s.hub.forget("cycle/" + ref.String())
-	for _, g := range []*prometheus.GaugeVec{s.m.live, s.m.depth, s.m.wLag} {
+	s.hub.forget("stalled/" + ref.String())
+	for _, g := range []*prometheus.GaugeVec{s.m.live, s.m.depth, s.m.wLag, s.m.stalled} {
 		g.DeleteLabelValues(ref.Queue().String(), ref.Stream().String())
 	}
 	s.log.Info("serve: archived stream deleted; no longer cycled", "queue", ref.Queue(), "stream", ref.Stream(), "volume", res.Volume,

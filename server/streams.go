@@ -215,6 +215,9 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 	if win.Keep == 0 && win.MaxAge == 0 {
 		return badRequest("give keep=N (the records to leave live) and/or max_age=D")
 	}
+	if err := groupLimitsQuery(qv, &win.Groups); err != nil {
+		return err
+	}
 	if rc, ra := qv.Get("retain_count"), qv.Get("retain_age"); rc != "" || ra != "" {
 		// Either one gives this cycle's retention: the other is then none.
 		cfg.retain = archive.Retention{}

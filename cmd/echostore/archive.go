@@ -68,9 +68,11 @@ func newArchiveCycleCmd(g *globals) *cobra.Command {
 		maxAge    time.Duration
 		trimAfter string
 		retain    archive.Retention
+		groups    archive.GroupLimits
+		stalled   string
 	)
 	cmd := &cobra.Command{
-		Use:   "cycle QUEUE STREAM --keep N [--max-age D] [--trim-after local|remote] [--retain-count N] [--retain-age D]",
+		Use:   "cycle QUEUE STREAM --keep N [--max-age D] [--trim-after local|remote] [--retain-count N] [--retain-age D] [--max-live N] [--max-hold D] [--stalled-groups hold|archive]",
 		Short: `Run one fold-then-trim cycle; print {"folded":…,"trimmed":…,"watermark":…[,"dropped":…]}`,
 		Long: `Fold the records of the stream outside the window (all but the --keep newest,
 and, with --max-age, also those older than it) into the archive volume archive.Q.S
@@ -83,6 +85,15 @@ The stream is registered as archived: trim-only retention leaves it alone.
 folding, the archived records beyond the newest N, or minted more than D ago,
 are dropped, oldest first (both limits apply; the watermark does not move).
 "dropped" is how many this cycle dropped (left out when none).
+
+A consumer group that holds back the trim (its oldest pending or first
+undelivered entry is below the cut) by more than --max-live records (default
+10 × --keep) or with an oldest held entry older than --max-hold (default
+--max-age + 1h) is stalled: "stalled_groups" lists such groups (left out when
+none). --stalled-groups hold (the default) keeps their entries live;
+--stalled-groups archive trims past them, never past the watermark (they are
+archived; their pending entries lists keep the ids). A negative --max-live or
+--max-hold turns that limit off (docs/ARCHIVE.md, Consumer groups).
 
 The cycle first reads the head of the remote (--remote, default
 file://<data>/remote): if the remote is ahead of the local volume
@@ -112,13 +123,16 @@ deleted stream) it refuses and says how to delete that log.`,
 			if err := retain.Validate(); err != nil {
 				return exitError{exitUsage, fmt.Errorf("--retain-age: %w", err)}
 			}
+			if groups.Stalled, err = archive.ParseStalledPolicy(stalled); err != nil {
+				return usageError("--stalled-groups %q: want hold or archive; nothing was done", stalled)
+			}
 			ctx := cmd.Context()
 			b, err := open(ctx, g, redisRequired)
 			if err != nil {
 				return err
 			}
 			defer b.close()
-			res, err := b.Cycle(ctx, ref, echostore.CycleOptions{Window: archive.Window{Keep: keep, MaxAge: maxAge}, TrimAfter: ta, Retain: retain})
+			res, err := b.Cycle(ctx, ref, echostore.CycleOptions{Window: archive.Window{Keep: keep, MaxAge: maxAge, Groups: groups}, TrimAfter: ta, Retain: retain})
 			if err != nil {
 				return fmt.Errorf("%w; nothing unfolded was trimmed: fix the cause and run the cycle again", err)
 			}
@@ -131,6 +145,9 @@ deleted stream) it refuses and says how to delete that log.`,
 	f.StringVar(&trimAfter, "trim-after", "local", "trim after the fold is durable locally (local) or pushed (remote)")
 	f.Uint64Var(&retain.Count, "retain-count", 0, "keep at most the N newest archived records, dropping older ones (0: no limit)")
 	f.DurationVar(&retain.MaxAge, "retain-age", 0, "drop archived records minted longer ago than this (e.g. 720h; 0: no limit)")
+	f.Int64Var(&groups.MaxLive, "max-live", 0, "a consumer group holding back more records than this beyond the window is stalled (0: 10 × --keep; negative: no limit)")
+	f.DurationVar(&groups.MaxHold, "max-hold", 0, "a consumer group holding back an entry older than this is stalled (0: --max-age + 1h; negative: no limit)")
+	f.StringVar(&stalled, "stalled-groups", "hold", "what to do about a stalled consumer group: hold (keep its entries live) or archive (trim past them)")
 	return cmd
 }
 

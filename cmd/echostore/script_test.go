@@ -247,6 +247,7 @@ var volatile = []struct {
 	{"ENTRY", regexp.MustCompile(`\b[0-9]{12,}-[0-9]+\b`)},
 	{"HASH", regexp.MustCompile(`"hash":"[^"]*"`)},
 	{"TIME", regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)},
+	{"AGE", regexp.MustCompile(`"age_seconds":[0-9.e+-]+`)},
 }
 
 // normalize replaces the run-specific values of a transcript.
