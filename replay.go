@@ -336,7 +336,7 @@ func checkReplayTarget(ctx context.Context, live *mq.Client, ref names.StreamRef
 		return fmt.Errorf("replay %s: %s is an archived stream (its history is echostore's to keep): %w", ref, into, ErrReplayTarget)
 	}
 	if strings.HasPrefix(into, ReplayNamespace) && !force {
-		return fmt.Errorf("replay %s: %s is in echostore's own namespace (%s…); give another key, or force it: %w", ref, into, ReplayNamespace, ErrReplayTarget)
+		return fmt.Errorf("replay %s: %s is in echostore's own namespace (%s…); give another key, or force it (--force; force=true over HTTP): %w", ref, into, ReplayNamespace, ErrReplayTarget)
 	}
 	return nil
 }
