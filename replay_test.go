@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/names"
 )
 
@@ -379,5 +381,67 @@ func TestReplayRefusals(t *testing.T) {
 	}
 	if n, _ := f.rdb.Exists(ctx, "rprefuse-empty").Result(); n != 0 {
 		t.Fatal("an empty range created the target")
+	}
+}
+
+// TestReplayOnCluster: on a 3-master Redis Cluster, a range of a stream
+// (its keys in the slot of {Q}) replayed into a key of another slot is read
+// by a new consumer group with XREADGROUP, and a second replay adds
+// nothing.
+func TestReplayOnCluster(t *testing.T) {
+	ctx := testCtx(t)
+	cl, err := testserver.StartCluster(ctx, 3)
+	if err != nil {
+		testserver.Unavailable(t, err)
+	}
+	t.Cleanup(func() { cl.Stop() })
+	node := open(t, echostore.Config{Data: t.TempDir(), Redis: "redis://" + strings.Join(cl.Addrs, ",")})
+	ref, err := names.ParseStreamRef("shop", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs [][]echostore.Field
+	for i := range 50 {
+		recs = append(recs, []echostore.Field{{Name: "n", Value: strconv.Itoa(i)}, {Name: "k", Value: "v" + strconv.Itoa(i)}})
+	}
+	app, err := node.Append(ctx, ref, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := node.Cycle(ctx, ref, echostore.CycleOptions{Window: echostore.Window{Keep: 5}}); err != nil || res.Folded != 45 {
+		t.Fatalf("cycle: %+v, %v", res, err)
+	}
+	ids := make([]brand.ID, len(app.IDs))
+	for i, s := range app.IDs {
+		if ids[i], err = brand.EVT.Parse(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rdb := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cl.Addrs})
+	t.Cleanup(func() { rdb.Close() })
+	const key = "orders-replay"
+	if rdb.ClusterKeySlot(ctx, key).Val() == rdb.ClusterKeySlot(ctx, "{shop}").Val() {
+		t.Fatal("the target shares the source's slot: pick another key")
+	}
+	opts := echostore.ReplayOptions{From: ids[10], To: ids[47], Into: key, Rate: 1e6}
+	res, err := node.Replay(ctx, ref, opts)
+	if err != nil || res.Copied != 38 || !res.Done {
+		t.Fatalf("replay: %+v, %v", res, err)
+	}
+	if err := rdb.XGroupCreate(ctx, key, "g", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := rdb.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: "g", Consumer: "c", Streams: []string{key, ">"}, Count: 1000, Block: -1}).Result()
+	if err != nil || len(got) != 1 || len(got[0].Messages) != 38 {
+		t.Fatalf("XREADGROUP: %v, %v; want 38 messages", got, err)
+	}
+	for i, m := range got[0].Messages {
+		checkMessage(t, m, ids[10+i], 10+i)
+	}
+	if res, err := node.Replay(ctx, ref, opts); err != nil || res.Copied != 0 {
+		t.Fatalf("second replay: %+v, %v", res, err)
+	}
+	if n, err := rdb.XLen(ctx, key).Result(); err != nil || n != 38 {
+		t.Fatalf("XLEN %d, %v; want 38", n, err)
 	}
 }
