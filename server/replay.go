@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 
@@ -58,7 +60,8 @@ func replayOptions(b ReplayBody) (echostore.ReplayOptions, error) {
 // handleReplay copies a range of the stream into the Redis stream of the
 // body's key under the original ids (Node.Replay): a refused target or a
 // target holding other entries in the range is 409 conflict, before
-// anything is written.
+// anything is written; a replay that serve's shutdown stopped is 503 (the
+// records copied stay; run it again to go on).
 func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
 	ref, err := streamPath(r)
 	if err != nil {
@@ -77,12 +80,26 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	opts.Force = force
-	res, err := s.node.Replay(r.Context(), ref, opts)
+	// A shutdown stops the replay at its next batch, so that it never
+	// holds serve's shutdown up (a run again goes on where it stopped).
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	res, err := s.node.Replay(ctx, ref, opts)
 	if res.Copied > 0 || err != nil {
 		s.log.Info("serve: replay", "queue", ref.Queue(), "stream", ref.Stream(), "copied", res.Copied, "done", res.Done, "err", err)
 	}
-	if errors.Is(err, echostore.ErrReplayTarget) || errors.Is(err, echostore.ErrReplayConflict) {
+	switch {
+	case errors.Is(err, echostore.ErrReplayTarget) || errors.Is(err, echostore.ErrReplayConflict):
 		return &apiError{http.StatusConflict, CodeConflict, err}
+	case err != nil && r.Context().Err() == nil && ctx.Err() != nil:
+		return &apiError{http.StatusServiceUnavailable, CodeUnavailable, fmt.Errorf("serve is shutting down: %w", err)}
 	}
 	if err != nil {
 		return err

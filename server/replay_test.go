@@ -2,9 +2,12 @@ package server
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 
@@ -133,4 +136,52 @@ func FuzzReplayBody(f *testing.F) {
 			t.Fatalf("%q: accepted %+v", body, opts)
 		}
 	})
+}
+
+// TestReplayStopsAtShutdown: serve's shutdown stops a replay in flight at
+// its next batch (503, the records copied stay) instead of waiting for it,
+// and Run returns cleanly.
+func TestReplayStopsAtShutdown(t *testing.T) {
+	e := start(t, Config{})
+	q := queueName(t)
+	appendN(e, q, "orders", 0, 500)
+	e.must("POST", "/v1/streams/"+q+"/orders/cycle?keep=5", "")
+	into := q + ".replay"
+	type answer struct {
+		code int
+		body []byte
+	}
+	done := make(chan answer, 1)
+	go func() {
+		// 50 records a second: ten seconds for the range.
+		req, _ := http.NewRequest("POST", e.base+"/v1/streams/"+q+"/orders/replay", strings.NewReader(`{"into":"`+into+`","rate":50}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- answer{0, []byte(err.Error())}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		done <- answer{resp.StatusCode, b}
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		n, err := testserver.Do(t.Context(), e.redisAddr(), "XLEN", into)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replay wrote nothing in 30s")
+		}
+	}
+	if err := e.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	a := <-done
+	if a.code != http.StatusServiceUnavailable || !strings.Contains(string(a.body), `"code":"unavailable"`) || !strings.Contains(string(a.body), "run it again") {
+		t.Fatalf("the replay stopped by the shutdown answered %d %s", a.code, a.body)
+	}
 }
