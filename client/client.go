@@ -2,8 +2,8 @@
 // over its TCP address or its unix socket <data>/serve.sock.
 //
 // A *Client has the method set of *echostore.Node (Append, Read, Cycle,
-// Status, Delete, Enqueue, Claim, Ack, Dead, Redrive, QueueStatus, Volumes,
-// VolumeInfo, Push, Pull, Hydrate, Reset, Checkpoint, GC), with the same
+// Status, Delete, Replay, Enqueue, Claim, Ack, Dead, Redrive, QueueStatus,
+// Volumes, VolumeInfo, Push, Pull, Hydrate, Reset, Checkpoint, GC), with the same
 // request and result types, so that a program (the echostore CLI is one) can
 // be written once against an interface and run on a Node it opened or on
 // the serve that holds the data dir.

@@ -197,6 +197,12 @@ func routeScope(r *http.Request) Scope {
 			return ScopeAdmin
 		}
 		return ScopeWrite
+	case "POST /v1/streams/{q}/{s}/replay":
+		// force writes into echostore's own namespace: admin.
+		if _, force := r.URL.Query()["force"]; force {
+			return ScopeAdmin
+		}
+		return ScopeWrite
 	}
 	// DELETE /v1/streams/{q}/{s}, the volume routes (push, pull, hydrate,
 	// reset) and the fault route.

@@ -40,6 +40,7 @@ var routeSamples = map[string]sample{
 	"DELETE /v1/streams/{q}/{s}":        {"/v1/streams/{q}/{s}?confirm=" + DeleteConfirm, ""},
 	"POST /v1/streams/{q}/{s}/cycle":    {"/v1/streams/{q}/{s}/cycle?keep=1", ""},
 	"GET /v1/streams/{q}/{s}/archive":   {"/v1/streams/{q}/{s}/archive", ""},
+	"POST /v1/streams/{q}/{s}/replay":   {"/v1/streams/{q}/{s}/replay?", `{"into":"{q}.replay"}`},
 	"GET /v1/queues/{q}":                {"/v1/queues/{q}", ""},
 	"POST /v1/queues/{q}/jobs":          {"/v1/queues/{q}/jobs", `{"payload":{"n":1}}`},
 	"POST /v1/queues/{q}/claim":         {"/v1/queues/{q}/claim?consumer=other&count=10&stalled=1ms", ""},

@@ -52,6 +52,7 @@ func (s *Server) routes() []route {
 	api("DELETE /v1/streams/{q}/{s}", s.handleDelete)
 	api("POST /v1/streams/{q}/{s}/cycle", s.handleCycle)
 	api("GET /v1/streams/{q}/{s}/archive", s.handleStatus)
+	api("POST /v1/streams/{q}/{s}/replay", s.handleReplay)
 	api("GET /v1/queues/{q}", s.handleQueueStatus)
 	api("POST /v1/queues/{q}/jobs", s.handleEnqueue)
 	api("POST /v1/queues/{q}/claim", s.handleClaim)

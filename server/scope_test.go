@@ -41,6 +41,7 @@ var wantScope = map[string]Scope{
 	"GET /metrics":                      ScopeRead,
 	"POST /v1/streams/{q}/{s}":          ScopeWrite,
 	"POST /v1/streams/{q}/{s}/cycle":    ScopeWrite,
+	"POST /v1/streams/{q}/{s}/replay":   ScopeWrite,
 	"POST /v1/queues/{q}/jobs":          ScopeWrite,
 	"POST /v1/queues/{q}/claim":         ScopeWrite,
 	"POST /v1/queues/{q}/ack":           ScopeWrite,
@@ -55,6 +56,10 @@ var wantScope = map[string]Scope{
 	"POST /v1/streams/{q}/{s}/fault":    ScopeAdmin,
 	"GET /healthz":                      ScopeNone,
 	"GET /{$}":                          ScopeNone,
+	// A replay with force writes into echostore's namespace: admin,
+	// whatever its value.
+	"POST /v1/streams/{q}/{s}/replay?force=true":  ScopeAdmin,
+	"POST /v1/streams/{q}/{s}/replay?force=false": ScopeAdmin,
 	// A cycle with a retention drops archived history: admin.
 	"POST /v1/streams/{q}/{s}/cycle?retain_count=5": ScopeAdmin,
 	"POST /v1/streams/{q}/{s}/cycle?retain_age=1h":  ScopeAdmin,

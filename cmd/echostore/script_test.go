@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,8 +18,10 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
@@ -222,6 +225,11 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 		}
 		ts.Fatalf("waitjobs %s %d: the job stream holds %s after 10s", args[0], want, got)
 	},
+	// xreadgroup KEY GROUP CONSUMER: read what the consumer group GROUP
+	// has not delivered yet of the stream KEY with plain XREADGROUP (a
+	// client nobody here wrote) and print each entry as stream read prints
+	// a record (its Redis id as the branded id of the same bits).
+	"xreadgroup": scriptXReadGroup,
 	// redis ARG…: run a Redis command on the script's redis-server and
 	// print its reply.
 	"redis": func(ts *testscript.TestScript, neg bool, args []string) {
@@ -235,6 +243,41 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 		ts.Check(err)
 		fmt.Fprintf(ts.Stdout(), "%v\n", v)
 	},
+}
+
+// scriptXReadGroup is the script command xreadgroup.
+func scriptXReadGroup(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: xreadgroup KEY GROUP CONSUMER")
+	}
+	stdout := ts.Stdout() // nothing new is an empty stdout
+	ctx := context.Background()
+	opt, err := goredis.ParseURL(ts.Getenv("ECHOSTORE_REDIS"))
+	ts.Check(err)
+	opt.Protocol = 2 // replies as nested arrays, fields in their order
+	rdb := goredis.NewClient(opt)
+	defer rdb.Close()
+	reply, err := rdb.Do(ctx, "XREADGROUP", "GROUP", args[1], args[2], "COUNT", "100000", "STREAMS", args[0], ">").Slice()
+	if errors.Is(err, goredis.Nil) {
+		return // nothing new
+	}
+	ts.Check(err)
+	var out []byte
+	for _, st := range reply {
+		kv := st.([]any)
+		for _, e := range kv[1].([]any) {
+			ent := e.([]any)
+			id, err := brand.ParseRedisID(ent[0].(string))
+			ts.Check(err)
+			flat := ent[1].([]any)
+			rec := mq.Record{ID: id}
+			for i := 0; i+1 < len(flat); i += 2 {
+				rec.Fields = append(rec.Fields, mq.Field{Name: flat[i].(string), Value: flat[i+1].(string)})
+			}
+			out = append(mq.AppendJSON(out, rec), '\n')
+		}
+	}
+	stdout.Write(out)
 }
 
 // Run-specific values in the transcripts: replaced by their kind and the

@@ -42,6 +42,7 @@ var leafArgs = map[string]struct {
 	"serve":             {args: []string{"--listen", "127.0.0.1:0"}},
 	"stream append":     {args: []string{"q", "s", "k=v"}},
 	"stream read":       {args: []string{"q", "s", "--archive-only"}},
+	"stream replay":     {args: []string{"q", "s", "--into", "k"}},
 	"volume checkpoint": {args: []string{"v"}},
 	"volume gc":         {args: []string{"v"}},
 	"volume hydrate":    {args: []string{"v"}},

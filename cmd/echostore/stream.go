@@ -20,7 +20,7 @@ func newStreamCmd(g *globals) *cobra.Command {
 		Use:   "stream",
 		Short: "Append to and read streams of branded records",
 	}
-	cmd.AddCommand(newStreamAppendCmd(g), newStreamReadCmd(g))
+	cmd.AddCommand(newStreamAppendCmd(g), newStreamReadCmd(g), newStreamReplayCmd(g))
 	return cmd
 }
 
