@@ -38,6 +38,7 @@ type conn struct {
 	multi   bool // inside MULTI (as Redis confirmed it)
 	pending []post
 	buf     []byte // scratch for replies
+	big     []byte // the buffer of the replies the front builds (replyBuf)
 	relay   *relay // non-nil while pub/sub messages flow (relay mode)
 
 	closeOnce sync.Once

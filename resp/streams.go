@@ -115,11 +115,46 @@ func (c *conn) xrange(ctx context.Context, args [][]byte, reverse bool) ([]byte,
 	if !ok1 || !ok2 {
 		return appendArray(nil, 0), true
 	}
-	body, n, err := c.entries(ctx, ref, spanOf(start, end), count, reverse, nil)
+	// The entries go after room for the array's header, which is written
+	// in front of them once their number is known: no second copy.
+	const room = 24
+	body, n, err := c.entries(ctx, ref, spanOf(start, end), count, reverse, c.replyBuf(room))
 	if err != nil {
 		return c.failed(err), true
 	}
-	return append(appendArray(make([]byte, 0, len(body)+16), n), body...), true
+	c.keepBuf(body)
+	return withHeader(body, room, n), true
+}
+
+// maxKeptBuf bounds the reply buffer a connection keeps between commands.
+const maxKeptBuf = 16 << 20
+
+// replyBuf returns the connection's reply buffer, room bytes long.
+func (c *conn) replyBuf(room int) []byte {
+	if cap(c.big) < room {
+		c.big = make([]byte, 0, 64<<10)
+	}
+	return c.big[:room]
+}
+
+// keepBuf keeps b's array for the next reply if it is not too large; the
+// reply built in it is written before the next one is built.
+func (c *conn) keepBuf(b []byte) {
+	if cap(b) <= maxKeptBuf {
+		c.big = b[:0]
+	} else {
+		c.big = nil
+	}
+}
+
+// withHeader writes the array header of n elements just before b[room:]
+// and returns the reply from there.
+func withHeader(b []byte, room, n int) []byte {
+	var h [24]byte
+	hdr := appendArray(h[:0], n)
+	start := room - len(hdr)
+	copy(b[start:], hdr)
+	return b[start:]
 }
 
 // entries appends the records of ref in sp (at most count, all if < 0) to
@@ -248,12 +283,13 @@ func (c *conn) xread(ctx context.Context, args [][]byte) ([]byte, bool) {
 			if err != nil {
 				return c.failed(err), true
 			}
-			body, m, err := c.entries(ctx, refs[i], sp, count, false, nil)
+			const room = 24
+			body, m, err := c.entries(ctx, refs[i], sp, count, false, make([]byte, room, 64<<10))
 			if err != nil {
 				return c.failed(err), true
 			}
 			if m > 0 {
-				parts[i] = append(appendArray(nil, m), body...)
+				parts[i] = withHeader(body, room, m)
 			}
 		}
 		if parts[i] != nil {
@@ -270,7 +306,9 @@ func (c *conn) xread(ctx context.Context, args [][]byte) ([]byte, bool) {
 		}
 		return appendNullArray(nil, c.proto), true
 	}
-	out := make([]byte, 0, size+64*n)
+	// Written here piece by piece, the entries without a copy; the empty
+	// reply returned says so.
+	var out []byte
 	if c.proto >= 3 {
 		out = appendMap(out, c.proto, n)
 	} else {
@@ -284,9 +322,11 @@ func (c *conn) xread(ctx context.Context, args [][]byte) ([]byte, bool) {
 			out = appendArray(out, 2)
 		}
 		out = appendBulk(out, keys[i])
-		out = append(out, parts[i]...)
+		c.writeLocal(out)
+		c.writeLocal(parts[i])
+		out = out[:0]
 	}
-	return out, true
+	return []byte{}, true
 }
 
 // liveRead runs XREAD [COUNT n] STREAMS keys… ids… in Redis (no BLOCK)
