@@ -340,3 +340,22 @@ func TestAuth(t *testing.T) {
 		t.Errorf("AUTH on a front without tokens: %q", got)
 	}
 }
+
+// TestBlockedClientHangsUp: a client that goes away while its command
+// blocks in Redis takes its upstream connection with it, as Redis
+// unblocks a client that went away.
+func TestBlockedClientHangsUp(t *testing.T) {
+	e := newEnv(t, false)
+	direct := dial(t, e.redis)
+	front := dial(t, e.front)
+	front.send("BLPOP", "hangup:list", "0")
+	waitBlocked(t, direct)
+	front.c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Contains(direct.must("CLIENT", "LIST"), "flags=b") {
+		if time.Now().After(deadline) {
+			t.Fatal("the upstream connection still blocks in Redis 10s after its client hung up")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

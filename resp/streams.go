@@ -273,8 +273,7 @@ func (c *conn) xread(ctx context.Context, args [][]byte) ([]byte, bool) {
 			return c.failed(err), true
 		}
 	}
-	n := 0
-	size := 0
+	n, size, usedBig := 0, 0, false
 	for i := range keys {
 		if !archived[i] {
 			parts[i] = live[string(keys[i])]
@@ -284,9 +283,16 @@ func (c *conn) xread(ctx context.Context, args [][]byte) ([]byte, bool) {
 				return c.failed(err), true
 			}
 			const room = 24
-			body, m, err := c.entries(ctx, refs[i], sp, count, false, make([]byte, room, 64<<10))
+			buf, mine := make([]byte, room, 64<<10), !usedBig
+			if mine { // the first archived key's entries go in the connection's buffer
+				buf, usedBig = c.replyBuf(room), true
+			}
+			body, m, err := c.entries(ctx, refs[i], sp, count, false, buf)
 			if err != nil {
 				return c.failed(err), true
+			}
+			if mine {
+				c.keepBuf(body)
 			}
 			if m > 0 {
 				parts[i] = withHeader(body, room, m)
