@@ -38,7 +38,7 @@ func TestCluster(t *testing.T) {
 	front := dial(t, ln.Addr().String())
 	direct := dial(t, cl.Addrs[0])
 	run := strconv.FormatInt(time.Now().UnixNano(), 36) // -count=N repeats the test
-	for i := range 6 { // six hashtags: their slots fall on more than one master
+	for i := range 6 {                                  // six hashtags: their slots fall on more than one master
 		ref, err := names.ParseStreamRef("clu"+strconv.Itoa(i)+"-"+run, "s")
 		if err != nil {
 			t.Fatal(err)
