@@ -11,6 +11,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -437,6 +438,9 @@ type relay struct {
 	mu     sync.Mutex
 	done   chan struct{}
 	err    error
+	// stopping: the command loop closes the upstream connection to end
+	// the relay (RESET); its read error is not the connection's end.
+	stopping atomic.Bool
 }
 
 func (c *conn) startRelay() {
@@ -455,7 +459,9 @@ func (c *conn) runRelay(r *relay) {
 		rep, err := ReadReply(c.ur, buf[:0])
 		if err != nil {
 			r.err = err
-			c.close()
+			if !r.stopping.Load() {
+				c.close()
+			}
 			return
 		}
 		buf = rep[:0]
@@ -509,9 +515,13 @@ func (c *conn) runRelay(r *relay) {
 // if no subscription is left (a sync marker), else is relayed too.
 func (c *conn) relayCommand(ctx context.Context, cmd redcon.Command) bool {
 	name := lower(cmd.Args[0])
-	if name == "quit" {
+	switch name {
+	case "quit":
 		c.writeLocal(appendSimple(nil, "OK"))
 		return false
+	case "auth": // the front's, never Redis's (the token stays here)
+		c.writeLocal(c.auth(cmd.Args))
+		return true
 	}
 	if !pubsubCommands[name] {
 		r := c.relay
@@ -540,6 +550,17 @@ func (c *conn) relayCommand(ctx context.Context, cmd redcon.Command) bool {
 				c.relay = nil
 				return c.command(ctx, cmd)
 			}
+		}
+		switch name {
+		case "reset": // still subscribed: the relay ends with its connection
+			r.stopping.Store(true)
+			c.up.Close()
+			<-r.done
+			c.relay = nil
+			return c.reset(ctx)
+		case "hello":
+			c.writeLocal(appendError(nil, "ERR echostore: HELLO while subscribed is not relayed: unsubscribe first"))
+			return true
 		}
 	}
 	if need := needs(name, cmd.Args); !c.authed || c.id.Scope < need {

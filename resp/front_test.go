@@ -359,3 +359,29 @@ func TestBlockedClientHangsUp(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestRelayModeAuthAndReset: while subscribed, AUTH stays the front's
+// (the token never reaches Redis) and RESET ends the subscriptions and
+// the connection's authentication.
+func TestRelayModeAuthAndReset(t *testing.T) {
+	e := newEnv(t, true)
+	direct := dial(t, e.redis)
+	front := dial(t, e.front)
+	front.must("AUTH", readToken)
+	front.must("SUBSCRIBE", "relay-ch")
+	// Redis has no password: an AUTH that reached it would be its -ERR.
+	if got := front.do("AUTH", writeToken); got != "+OK\r\n" {
+		t.Fatalf("AUTH while subscribed: %q", got)
+	}
+	if got := front.do("RESET"); got != "+RESET\r\n" {
+		t.Fatalf("RESET while subscribed: %q", got)
+	}
+	if got := front.do("GET", "x"); !strings.HasPrefix(got, "-NOAUTH") {
+		t.Fatalf("GET after RESET: %q, want NOAUTH", got)
+	}
+	front.must("AUTH", readToken)
+	direct.must("PUBLISH", "relay-ch", "after-reset")
+	if got := front.do("PING"); got != "+PONG\r\n" {
+		t.Fatalf("PING after RESET: %q, want +PONG (no subscription left, no message)", got)
+	}
+}
