@@ -43,8 +43,14 @@ func pythonRedis(ctx context.Context) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, apt, "install", "-y", "python3-redis").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("apt-get install -y python3-redis: %w\n%s", err, tailOf(out))
+	if _, err := exec.CommandContext(ctx, apt, "install", "-y", "python3-redis").CombinedOutput(); err != nil {
+		// The package lists may be missing or old on a new machine.
+		if out, err := exec.CommandContext(ctx, apt, "update", "-qq").CombinedOutput(); err != nil {
+			return "", fmt.Errorf("apt-get update: %w\n%s", err, tailOf(out))
+		}
+		if out, err := exec.CommandContext(ctx, apt, "install", "-y", "python3-redis").CombinedOutput(); err != nil {
+			return "", fmt.Errorf("apt-get install -y python3-redis: %w\n%s", err, tailOf(out))
+		}
 	}
 	if err := exec.CommandContext(ctx, py, "-c", "import redis").Run(); err != nil {
 		return "", fmt.Errorf("python3-redis installed, and import redis still fails: %w", err)
