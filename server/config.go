@@ -88,6 +88,12 @@ type Config struct {
 	// Listen is the HTTP address (default DefaultListen). A non-loopback
 	// address needs a token (Token or Tokens).
 	Listen string `yaml:"listen"`
+	// RESP, if set, is the address of the RESP front (package resp): the
+	// Redis protocol, archived streams read as archive ∪ live, every other
+	// command relayed to Redis (docs/RESP.md). It needs AUTH with a token
+	// when the server has tokens; an address other than loopback needs a
+	// token, as Listen does.
+	RESP string `yaml:"resp"`
 	// Token, if set, is a bearer token with the admin scope (at least
 	// MinTokenLen bytes). Tokens, whose values are read from files, keep
 	// them out of the configuration.
@@ -289,6 +295,10 @@ func (c Config) withDefaults() (Config, error) {
 	if len(c.tokens) == 0 && !loopback(c.Listen) {
 		return c, fmt.Errorf("%w: --listen %s: give a token of at least %d bytes (--token-file, ECHOSTORE_TOKEN or tokens: in the configuration), or listen on 127.0.0.1",
 			ErrInsecure, c.Listen, MinTokenLen)
+	}
+	if c.RESP != "" && len(c.tokens) == 0 && !loopback(c.RESP) {
+		return c, fmt.Errorf("%w: --resp %s: give a token of at least %d bytes (--token-file, ECHOSTORE_TOKEN or tokens: in the configuration), or listen on 127.0.0.1",
+			ErrInsecure, c.RESP, MinTokenLen)
 	}
 	if c.AllowedHosts, err = checkAllowedHosts(c.AllowedHosts); err != nil {
 		return c, err

@@ -27,6 +27,7 @@ import (
 	"github.com/echostore/echostore/internal/redact"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/resp"
 )
 
 // Sentinel errors of New and Run.
@@ -89,6 +90,10 @@ type Server struct {
 	ln     net.Listener // --listen
 	sock   net.Listener // <data>/SocketName, nil if it could not be made
 	http   *http.Server
+	// resp is the RESP front on respLn (Config.RESP), nil without one
+	// (resp.go).
+	resp   *resp.Server
+	respLn net.Listener
 	// uid is serve's own user: with root, the socket peers it trusts
 	// without a token (peer.go).
 	uid int
@@ -218,6 +223,9 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 		return nil, fmt.Errorf("serve: listen %s: %w", cfg.Listen, err)
 	}
 	s.sock = s.listenSocket()
+	if err := s.listenRESP(); err != nil {
+		return nil, err
+	}
 	s.http = &http.Server{
 		Handler: s.Handler(),
 		// A socket connection carries its peer's uid (SO_PEERCRED).
@@ -470,6 +478,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.sock != nil {
 		go func() { httpErr <- s.http.Serve(s.sock) }()
 	}
+	s.serveRESP(runCtx)
 	s.log.Info("serve: listening", "addr", s.Addr().String(), "socket", s.sock != nil, "data", s.cfg.Data, "beat", s.cfg.Beat)
 
 	beatDone := make(chan struct{})
@@ -493,6 +502,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if herr := s.http.Shutdown(sctx); herr != nil && err == nil {
 		err = fmt.Errorf("serve: http shutdown: %w", herr)
 	}
+	s.stopRESP()
 	stopWatch()
 	s.wg.Wait()
 	if cerr := s.closeAll(); cerr != nil && err == nil {
@@ -518,6 +528,7 @@ func (s *Server) closeAll() error {
 	if s.sock != nil {
 		s.sock.Close() // removes the socket file
 	}
+	s.stopRESP()
 	if !s.ownNode {
 		return nil
 	}

@@ -15,11 +15,12 @@ import (
 func newServeCmd(g *globals) *cobra.Command {
 	var (
 		listen, config, token string
+		respAddr              string
 		beat                  time.Duration
 		dev                   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "serve [--listen 127.0.0.1:7070] [--config FILE] [--token-file FILE] [--beat D]",
+		Use:   "serve [--listen 127.0.0.1:7070] [--resp 127.0.0.1:6380] [--config FILE] [--token-file FILE] [--beat D]",
 		Short: "Run the archive driver and retention on a beat, the HTTP API, the dashboard and /metrics",
 		Long: `Serve the data dir: run the archive driver (fold, then trim) and trim-only
 retention over the declared streams every --beat, and the HTTP API (/v1/…),
@@ -36,7 +37,12 @@ scope its route needs. A token (at least 16 bytes) is an admin token given by
 [read|write|admin], file}]. With none given, serve uses the admin token in
 <data>/serve.token (made on first start: 32 random bytes, mode 0600; a file
 with group or other permissions is refused). A --listen address other than
-loopback needs a token given. The unix socket <data>/serve.sock needs no
+loopback needs a token given, and so does a --resp address other than loopback.
+--resp ADDR also answers the Redis protocol (RESP2 and RESP3) on ADDR: XRANGE,
+XREVRANGE, XREAD, XLEN and XINFO STREAM of an archived stream read archive and
+live tail as one; every other command goes to Redis unchanged, on a connection
+of its own per client. Clients send AUTH <token> (a read token reads, a write
+token writes); docs/RESP.md has the details. The unix socket <data>/serve.sock needs no
 token from serve's own user or root, and refuses every other user.
 Every request that changes state must carry Content-Type: application/json,
 and no request of another site's page, nor a Host other than the listen
@@ -70,6 +76,7 @@ the data dir is closed, and serve exits 0.`,
 				}
 			}
 			pick(&cfg.Listen, "listen", "ECHOSTORE_LISTEN", listen)
+			pick(&cfg.RESP, "resp", "ECHOSTORE_RESP", respAddr)
 			// One admin token from outside the config, replacing its token:
 			// (its tokens: list stays): the deprecated --token if given,
 			// else --token-file, else ECHOSTORE_TOKEN.
@@ -106,7 +113,7 @@ the data dir is closed, and serve exits 0.`,
 			}
 			cfg.Dev = cfg.Dev || dev
 			cfg.Logger = g.log
-			if cfg.Token == "" && len(cfg.Tokens) == 0 && server.IsLoopback(cfg.Listen) {
+			if cfg.Token == "" && len(cfg.Tokens) == 0 && server.IsLoopback(cfg.Listen) && (cfg.RESP == "" || server.IsLoopback(cfg.RESP)) {
 				// No token given: the data dir's own admin token, so that
 				// other users of the machine cannot use the TCP address.
 				// (Another address still needs a token given: ErrInsecure.)
@@ -148,6 +155,7 @@ the data dir is closed, and serve exits 0.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", envOr("ECHOSTORE_LISTEN", server.DefaultListen), "HTTP address [$ECHOSTORE_LISTEN]")
+	f.StringVar(&respAddr, "resp", envOr("ECHOSTORE_RESP", ""), "also answer the Redis protocol on this address (e.g. 127.0.0.1:6380; docs/RESP.md) [$ECHOSTORE_RESP]")
 	f.StringVar(&config, "config", "", "YAML configuration file (flags and environment variables override it)")
 	f.StringVar(&token, "token", "", "an admin bearer token (deprecated: its value shows in ps)")
 	_ = f.MarkDeprecated("token", "its value shows in ps and the shell's history: put the token in a file (chmod 600) and give --token-file FILE, or set ECHOSTORE_TOKEN")

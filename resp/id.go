@@ -1,0 +1,190 @@
+package resp
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/echostore/echostore/brand"
+)
+
+// This file is the one place that converts between the Redis stream ids
+// of the protocol and the ids of echostore's records (today brand.ID):
+// appendID renders a record's id, and bound and afterID turn a command's
+// id arguments into a read's range.
+
+// errBadID is the Redis error text for an id argument that does not parse.
+var errBadID = errors.New("ERR Invalid stream ID specified as stream command argument")
+
+// streamID is a Redis stream id, ms-seq.
+type streamID struct{ ms, seq uint64 }
+
+// maxStreamID is the largest Redis stream id.
+var maxStreamID = streamID{^uint64(0), ^uint64(0)}
+
+// appendID appends the Redis id of a record's id.
+func appendID(b []byte, id brand.ID) []byte {
+	b = strconv.AppendInt(b, brand.EpochMillis+id.Millis(), 10)
+	b = append(b, '-')
+	return strconv.AppendUint(b, uint64(id)&(1<<(brand.NodeBits+brand.SeqBits)-1), 10)
+}
+
+// idText is appendID as a string.
+func idText(id brand.ID) string { return string(appendID(nil, id)) }
+
+// parseStreamID parses "ms-seq" or "ms" as Redis does; ms alone gives seq
+// missing (ok false for hasSeq).
+func parseStreamID(s []byte) (id streamID, hasSeq bool, err error) {
+	dash := -1
+	for i, c := range s {
+		if c == '-' {
+			dash = i
+			break
+		}
+	}
+	num := func(b []byte) (uint64, error) {
+		if len(b) == 0 {
+			return 0, errBadID
+		}
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				return 0, errBadID
+			}
+		}
+		v, err := strconv.ParseUint(string(b), 10, 64)
+		if err != nil {
+			return 0, errBadID
+		}
+		return v, nil
+	}
+	if dash < 0 {
+		ms, err := num(s)
+		return streamID{ms: ms}, false, err
+	}
+	ms, err := num(s[:dash])
+	if err != nil {
+		return streamID{}, false, err
+	}
+	seq, err := num(s[dash+1:])
+	return streamID{ms, seq}, true, err
+}
+
+// span is a read's range in record ids; empty when no record can be in it.
+type span struct {
+	from, to brand.ID
+	empty    bool
+}
+
+// lowest is the smallest record id ≥ x (ok false: none).
+func lowest(x streamID) (brand.ID, bool) {
+	lo := uint64(brand.EpochMillis)
+	hi := lo + brand.MaxMillis
+	const seqs = 1 << (brand.NodeBits + brand.SeqBits)
+	switch {
+	case x.ms < lo:
+		return 0, true
+	case x.ms > hi:
+		return 0, false
+	case x.seq >= seqs:
+		if x.ms == hi {
+			return 0, false
+		}
+		return brand.ID((x.ms + 1 - lo) << (brand.NodeBits + brand.SeqBits)), true
+	}
+	return brand.ID((x.ms-lo)<<(brand.NodeBits+brand.SeqBits) | x.seq), true
+}
+
+// highest is the largest record id ≤ x (ok false: none).
+func highest(x streamID) (brand.ID, bool) {
+	lo := uint64(brand.EpochMillis)
+	hi := lo + brand.MaxMillis
+	const seqs = 1 << (brand.NodeBits + brand.SeqBits)
+	switch {
+	case x.ms < lo:
+		return 0, false
+	case x.ms > hi:
+		return brand.Max, true
+	case x.seq >= seqs:
+		return brand.ID((x.ms-lo)<<(brand.NodeBits+brand.SeqBits) | (seqs - 1)), true
+	}
+	return brand.ID((x.ms-lo)<<(brand.NodeBits+brand.SeqBits) | x.seq), true
+}
+
+// next is the Redis id after x (ok false: x is the largest).
+func (x streamID) next() (streamID, bool) {
+	switch {
+	case x == maxStreamID:
+		return x, false
+	case x.seq == ^uint64(0):
+		return streamID{x.ms + 1, 0}, true
+	}
+	return streamID{x.ms, x.seq + 1}, true
+}
+
+// prev is the Redis id before x (ok false: x is 0-0).
+func (x streamID) prev() (streamID, bool) {
+	switch {
+	case x == streamID{}:
+		return x, false
+	case x.seq == 0:
+		return streamID{x.ms - 1, ^uint64(0)}, true
+	}
+	return streamID{x.ms, x.seq - 1}, true
+}
+
+// bound parses one end of an XRANGE or XREVRANGE: "-", "+", "ms",
+// "ms-seq", each but "-" and "+" optionally after "(" (exclusive). upper
+// says which end it is ("ms" alone is ms-0 as a start and ms-max as an
+// end). It returns the Redis id the end includes, and ok false when the
+// end includes none (an exclusive end past the last id).
+func bound(arg []byte, upper bool) (streamID, bool, error) {
+	switch string(arg) {
+	case "-":
+		return streamID{}, true, nil
+	case "+":
+		return maxStreamID, true, nil
+	}
+	excl := len(arg) > 0 && arg[0] == '('
+	if excl {
+		arg = arg[1:]
+	}
+	x, hasSeq, err := parseStreamID(arg)
+	if err != nil {
+		return streamID{}, false, err
+	}
+	if !hasSeq && upper {
+		x.seq = ^uint64(0)
+	}
+	if !excl {
+		return x, true, nil
+	}
+	if upper {
+		x, ok := x.prev()
+		return x, ok, nil
+	}
+	x, ok := x.next()
+	return x, ok, nil
+}
+
+// spanOf turns an inclusive Redis id range into record ids.
+func spanOf(start, end streamID) span {
+	from, ok1 := lowest(start)
+	to, ok2 := highest(end)
+	if !ok1 || !ok2 || from > to {
+		return span{empty: true}
+	}
+	return span{from: from, to: to}
+}
+
+// afterID parses an XREAD id ("ms-seq" or "ms", exclusive: the records
+// after it) into the range of records after it.
+func afterID(arg []byte) (span, error) {
+	x, _, err := parseStreamID(arg)
+	if err != nil {
+		return span{}, err
+	}
+	n, ok := x.next()
+	if !ok {
+		return span{empty: true}, nil
+	}
+	return spanOf(n, maxStreamID), nil
+}

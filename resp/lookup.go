@@ -1,0 +1,48 @@
+package resp
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/names"
+)
+
+// QueueLookup is the Lookup of echostore's queue streams: the key
+// emq:{Q}:stream:S (mq.StreamKey) is archived when S is registered in
+// emq:{Q}:archived (archive.IsArchived). Any other key is not.
+type QueueLookup struct {
+	// Live is the node's Redis (a *mq.Client).
+	Live archive.Live
+}
+
+// Archived implements Lookup: one SISMEMBER for a key of the form
+// emq:{Q}:stream:S with valid names, nothing for any other key.
+func (l QueueLookup) Archived(ctx context.Context, key []byte) (names.StreamRef, bool, error) {
+	ref, ok := queueStreamKey(key)
+	if !ok {
+		return names.StreamRef{}, false, nil
+	}
+	arch, err := archive.IsArchived(ctx, l.Live, ref)
+	if err != nil {
+		return names.StreamRef{}, false, err
+	}
+	return ref, arch, nil
+}
+
+// queueStreamKey parses emq:{Q}:stream:S.
+func queueStreamKey(key []byte) (names.StreamRef, bool) {
+	rest, ok := bytes.CutPrefix(key, []byte("emq:{"))
+	if !ok {
+		return names.StreamRef{}, false
+	}
+	q, s, ok := bytes.Cut(rest, []byte("}:stream:"))
+	if !ok {
+		return names.StreamRef{}, false
+	}
+	ref, err := names.ParseStreamRef(string(q), string(s))
+	if err != nil {
+		return names.StreamRef{}, false
+	}
+	return ref, true
+}
