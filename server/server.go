@@ -204,13 +204,9 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 	}
 	s.ret = s.mq.NewRetention(nil)
 	s.m.watchOutbox(s.out, node.OutboxK())
-	for _, q := range cfg.Queues {
-		for _, sc := range q.Streams {
-			ref, _ := names.ParseStreamRef(q.Name, sc.Name) // checked by withDefaults
-			st, _ := cfg.resolve(ref, sc)
-			if err := s.declare(st); err != nil {
-				return nil, err
-			}
+	for _, st := range cfg.declaredStreams() { // checked by withDefaults
+		if err := s.declare(st); err != nil {
+			return nil, err
 		}
 	}
 	s.ln, err = net.Listen("tcp", cfg.Listen)

@@ -28,6 +28,10 @@ type DeleteOut = echostore.DeleteResult
 // streamPath checks the {q} and {s} of the path, and their archive
 // volume's name, once.
 func streamPath(r *http.Request) (names.StreamRef, error) {
+	if q := r.PathValue("q"); q == "" {
+		// /v1/keys/{k}/…: the stream at key k (path-unescaped by the mux).
+		return names.ParseKeyRef(r.PathValue("k"))
+	}
 	return names.ParseStreamRef(r.PathValue("q"), r.PathValue("s"))
 }
 
@@ -164,7 +168,7 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 			panic(http.ErrAbortHandler)
 		}
 		start()
-		buf = append(mq.AppendJSON(buf[:0], rec), '\n')
+		buf = append(echostore.AppendRecordJSON(buf[:0], ref, rec), '\n')
 		if _, err := out.Write(buf); err != nil {
 			return nil // the client went away
 		}
