@@ -20,7 +20,6 @@ import (
 	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/drivers"
@@ -564,6 +563,9 @@ func (s *Server) Beat(ctx context.Context) {
 	for _, d := range s.drivers() {
 		reps, _ := d.Cycle(ctx) // each report carries its own error
 		for _, r := range reps {
+			if r.Result.Missing {
+				continue // declared, but its key does not exist yet
+			}
 			s.reportCycle(ctx, r.Ref, r.Result, r.Err)
 		}
 	}
@@ -625,11 +627,11 @@ func (s *Server) cycle(ctx context.Context, ref names.StreamRef, st stream, w ar
 // reportCycle records an archive cycle in the metrics and the events.
 func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archive.CycleResult, err error) {
 	result := "ok"
-	q, st := ref.Queue().String(), ref.Stream().String() // metric labels
+	q, st := refLabels(ref) // metric labels
 	ev := CycleEvent{Queue: q, Stream: st, Archived: true, Folded: res.Folded, Trimmed: res.Trimmed,
 		Archive: res.State.Pages, LSN: res.State.LSN, Live: -1, Lag: -1, Volume: ref.Volume().String()}
 	if !res.State.Empty() {
-		ev.Watermark = brand.EVT.Format(res.State.W)
+		ev.Watermark = echostore.FormatID(ref, res.State.W)
 	}
 	if err != nil {
 		result = "error"
@@ -682,7 +684,7 @@ func (s *Server) liveAbove(ctx context.Context, ref names.StreamRef, state archi
 // reportTrim records a retention trim in the metrics and the events.
 func (s *Server) reportTrim(ctx context.Context, r mq.TrimReport) {
 	result := "ok"
-	q, st := r.Ref.Queue().String(), r.Ref.Stream().String() // metric labels
+	q, st := refLabels(r.Ref) // metric labels
 	if r.Err != nil {
 		if errors.Is(r.Err, mq.ErrArchived) {
 			s.log.Warn("serve: stream declared unarchived is registered as archived: retention leaves it alone",
@@ -789,7 +791,7 @@ func (s *Server) deleteStream(ctx context.Context, ref names.StreamRef) (echosto
 	// The stream's gauges and newest cycle event go with it.
 	s.hub.forget("cycle/" + ref.String())
 	for _, g := range []*prometheus.GaugeVec{s.m.live, s.m.depth, s.m.wLag} {
-		g.DeleteLabelValues(ref.Queue().String(), ref.Stream().String())
+		g.DeleteLabelValues(refLabels(ref))
 	}
 	s.log.Info("serve: archived stream deleted; no longer cycled", "queue", ref.Queue(), "stream", ref.Stream(), "volume", res.Volume,
 		"declared", declared)

@@ -35,6 +35,17 @@ func streamPath(r *http.Request) (names.StreamRef, error) {
 	return names.ParseStreamRef(r.PathValue("q"), r.PathValue("s"))
 }
 
+// refLabels returns the queue and stream labels of ref's metric series
+// and events: its names for a stream of a queue; for a stream at key K an
+// empty queue and the stream `key "K"` (K Go-quoted, so that a key of any
+// bytes is a valid label value and never equals a stream name).
+func refLabels(ref names.StreamRef) (queue, stream string) {
+	if ref.IsKey() {
+		return "", ref.String()
+	}
+	return ref.Queue().String(), ref.Stream().String()
+}
+
 // parseRecords parses an append body: one {"fields":…} object (pretty
 // printed or not) or JSON lines of them.
 func parseRecords(body []byte) ([][]mq.Field, error) {
@@ -241,6 +252,9 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	res, err := s.cycle(r.Context(), ref, cfg, win)
+	if !known && errors.Is(err, archive.ErrNoStream) {
+		s.unadmit(ref) // nothing there: the cycle took no place
+	}
 	if err != nil {
 		return err
 	}
