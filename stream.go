@@ -206,7 +206,11 @@ func (n *Node) CycleWith(ctx context.Context, a *archive.Archiver, ref names.Str
 	if err == nil && res.Missing {
 		err = archive.NoStreamError(ref)
 	}
-	return CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Watermark: watermark(ref, res.State), Dropped: res.Dropped, State: res.State}, err
+	out := CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Watermark: watermark(ref, res.State), Dropped: res.Dropped, State: res.State}
+	if t := res.AppTrimmed; t.Detected() {
+		out.AppTrimmed = &t
+	}
+	return out, err
 }
 
 // Status returns where the seam of the stream is, read from its archive
@@ -254,6 +258,13 @@ func (n *Node) Status(ctx context.Context, ref names.StreamRef) (ArchiveStatus, 
 	if state.Low != 0 { // archive retention dropped the oldest pages
 		low, kept := state.Low, state.Retained()
 		out.Low, out.Retained = &low, &kept
+	}
+	t, err := archive.AppTrimStatus(ctx, live, ref, state)
+	if err != nil {
+		return ArchiveStatus{}, err
+	}
+	if t.Detected() {
+		out.AppTrimmed = &t
 	}
 	return out, nil
 }

@@ -119,6 +119,10 @@ type CycleResult struct {
 	Trimmed   int64   `json:"trimmed"`
 	Watermark *string `json:"watermark"`
 	Dropped   int64   `json:"dropped,omitempty"`
+	// AppTrimmed is there when the cycle found entries above the
+	// watermark removed by another client before they were folded
+	// (archive.AppTrim: the application trims the stream itself).
+	AppTrimmed *archive.AppTrim `json:"app_trimmed,omitempty"`
 	// State is the archive after the cycle, for a caller in the same
 	// process (serve's events); it is not part of the JSON.
 	State archive.State `json:"-"`
@@ -138,6 +142,9 @@ type ArchiveStatus struct {
 	LSN       uint64  `json:"lsn"`
 	Low       *uint64 `json:"low,omitempty"`
 	Retained  *uint64 `json:"retained,omitempty"`
+	// AppTrimmed is there once entries above the watermark were found
+	// removed by another client before they were folded (archive.AppTrim).
+	AppTrimmed *archive.AppTrim `json:"app_trimmed,omitempty"`
 }
 
 // DeleteResult is the answer of a stream's delete (Node.Delete).

@@ -180,6 +180,10 @@ type CycleResult struct {
 	// no lease). A declared stream nobody has written yet is one; so is a
 	// mistyped key (NoStreamError).
 	Missing bool
+	// AppTrimmed reports entries above the watermark that another client
+	// removed (MAXLEN, XTRIM, XDEL) before this cycle could fold them
+	// (apptrim.go); the zero AppTrim when none.
+	AppTrimmed AppTrim
 }
 
 // Cycle runs one fold-then-trim cycle on stream s of queue q: it takes the
@@ -269,6 +273,20 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 		return res, fmt.Errorf("archive cycle %s: %s ends at %s, the seam cache at %s: refusing to fold or trim; pull the volume first: %w",
 			ref, vname, formatW(st), brand.EVT.Format(seam.W), ErrVolumeBehind)
 	}
+	if !st.Empty() {
+		// Entries above W removed by another client since the last cycle
+		// (apptrim.go): reported, and the cycle goes on.
+		info, ierr := live.Info(ctx, ref)
+		m, merr := live.HGetAll(ctx, SeamKey(ref))
+		if ierr == nil && merr == nil {
+			res.AppTrimmed = a.detectAppTrim(ctx, ref, st, info, m)
+		}
+	}
+	defer func() {
+		if err == nil {
+			a.observeLiveFirst(ctx, ref, res.State)
+		}
+	}()
 	// With TrimAfterRemote the cache follows the pushes (it is rewritten
 	// after this cycle's push, only ever upwards): here only the stream's
 	// last id is raised to the local W.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/echostore/echostore/archive"
 )
 
 // Event is one server-sent event of /v1/events.
@@ -33,6 +35,9 @@ type CycleEvent struct {
 	Volume    string `json:"volume,omitempty"`
 	LSN       uint64 `json:"lsn"`
 	Error     string `json:"error,omitempty"`
+	// AppTrimmed: the cycle found entries above W removed by another
+	// client before they were folded (archive.AppTrim).
+	AppTrimmed *archive.AppTrim `json:"app_trimmed,omitempty"`
 }
 
 // LSNEvent is the payload of an "lsn" event: a volume's LSNs.

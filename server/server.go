@@ -620,7 +620,11 @@ func (s *Server) cycle(ctx context.Context, ref names.StreamRef, st stream, w ar
 	} else {
 		res, err = s.node.Cycle(ctx, ref, echostore.CycleOptions{Window: w, TrimAfter: st.trimAfter, Retain: st.retain})
 	}
-	s.reportCycle(ctx, st.ref, archive.CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Dropped: res.Dropped, State: res.State}, err)
+	ar := archive.CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Dropped: res.Dropped, State: res.State}
+	if res.AppTrimmed != nil {
+		ar.AppTrimmed = *res.AppTrimmed
+	}
+	s.reportCycle(ctx, st.ref, ar, err)
 	return res, err
 }
 
@@ -638,6 +642,12 @@ func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archi
 		ev.Error = err.Error()
 		s.m.foldErrors.WithLabelValues(q, st).Inc()
 		s.log.Warn("serve: archive cycle failed; nothing unfolded was trimmed", "queue", ref.Queue(), "stream", ref.Stream(), "err", err)
+	}
+	if t := res.AppTrimmed; t.Detected() {
+		s.m.appTrims.WithLabelValues(q, st).Inc()
+		ev.AppTrimmed = &t
+		s.log.Warn("serve: another client removed entries of an archived stream above its watermark before they were folded",
+			"stream", ref.String(), "kind", t.Kind, "from", t.From)
 	}
 	s.m.cycles.WithLabelValues(q, st, "archive", result).Inc()
 	s.m.folded.WithLabelValues(q, st).Add(float64(res.Folded))
