@@ -149,4 +149,3 @@ func TestRedisPyKeyStream(t *testing.T) {
 	}
 	t.Logf("%d cycles bounded the stream while redis-py produced and consumed %d entries", cycles, n)
 }
-
