@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/internal/testserver"
+	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
 
@@ -126,5 +128,30 @@ func TestKeyStreamRoutes(t *testing.T) {
 	e.must("DELETE", path+"?confirm="+DeleteConfirm, "")
 	if n, err := testserver.Do(ctx, addr, "EXISTS", key); err != nil || n != "0" {
 		t.Fatalf("EXISTS after the delete: %q %v", n, err)
+	}
+}
+
+// TestDiscoverKeyStream: a key stream registered as archived in Redis (an
+// archive cycle run from the CLI) is adopted by serve's discovery, as a
+// stream of a queue is.
+func TestDiscoverKeyStream(t *testing.T) {
+	on := true
+	e := start(t, Config{Discover: &on})
+	ctx := t.Context()
+	c, err := mq.Connect(ctx, mq.Options{URL: e.cfg.Redis, AllowEviction: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ref, err := names.ParseKeyRef("disc}" + queueName(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := archive.RegisterArchived(ctx, c, ref); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Beat(ctx)
+	if st, ok := e.srv.lookup(ref); !ok || !st.archived {
+		t.Fatalf("discovery did not adopt %s: %+v %v", ref, st, ok)
 	}
 }
