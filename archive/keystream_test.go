@@ -120,3 +120,23 @@ func TestKeyOwnerRoundTrip(t *testing.T) {
 		t.Fatalf("owner of q/s: %v %v", o, err)
 	}
 }
+
+// FuzzDecodeOwner: the owner decoder never panics, and an owner it
+// accepts encodes back to the same bytes.
+func FuzzDecodeOwner(f *testing.F) {
+	for _, s := range []string{"q/s", "{key}orders", "{key}", "{key}emq:x", "a/b/c", "", "{key}\x00"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		o, err := decodeOwner(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("decodeOwner(%q): %v, want ErrCorrupt", b, err)
+			}
+			return
+		}
+		if got := encodeOwner(o); string(got) != string(b) {
+			t.Fatalf("decodeOwner(%q) = %v, which encodes as %q", b, o, got)
+		}
+	})
+}

@@ -176,3 +176,24 @@ func ExampleKeyRef() {
 	// Output:
 	// key "app:orders" archive-key.app_3aorders
 }
+
+// FuzzKeyOfVolume: the decoder of key volume names never panics, and what
+// it decodes maps back to the very volume.
+func FuzzKeyOfVolume(f *testing.F) {
+	for _, s := range []string{"archive-key.orders", "archive-key._7bapp_7d", "archive-key._", "archive-key._zz", "archive-key._4", "archive-key.", "archive-keyh.00", "archive.q.s", "archive-key._5F"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := names.ParseVolume(s)
+		if err != nil {
+			return
+		}
+		k, ok := names.KeyOfVolume(v)
+		if !ok {
+			return
+		}
+		if names.KeyRef(k).Volume() != v {
+			t.Fatalf("KeyOfVolume(%q) = %q, whose volume is %q", s, k, names.KeyRef(k).Volume())
+		}
+	})
+}
