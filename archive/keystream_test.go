@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -139,4 +140,42 @@ func FuzzDecodeOwner(f *testing.F) {
 			t.Fatalf("decodeOwner(%q) = %v, which encodes as %q", b, o, got)
 		}
 	})
+}
+
+// BenchmarkCycleKeyStream: one cycle folding and trimming 10,000 records
+// of a stream of a queue and of a stream at a key (with a '}' and no
+// hashtag, the slowest slot tag to find), same records, same window: the
+// key form should cost nothing measurable (records/s).
+func BenchmarkCycleKeyStream(b *testing.B) {
+	ctx := context.Background()
+	const n = 10_000
+	e := newEnv(b, servers.Redis(b).URL, Options{Chunk: 1000})
+	batch := make([][]mq.Field, 1000)
+	for i := range batch {
+		batch[i] = []mq.Field{{Name: "user", Value: "u-1234"}, {Name: "kind", Value: "click"}, {Name: "n", Value: fmt.Sprint(i)}}
+	}
+	run := func(b *testing.B, ref names.StreamRef) {
+		var folded int64
+		for b.Loop() {
+			b.StopTimer()
+			for range n / len(batch) {
+				if _, err := e.live.AppendBatch(ctx, ref, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StartTimer()
+			res, err := e.a.Cycle(ctx, ref, Window{Keep: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			folded += res.Folded
+		}
+		b.ReportMetric(float64(folded)/b.Elapsed().Seconds(), "records/s")
+	}
+	b.Run("queue", func(b *testing.B) { run(b, mustRef(b, e.q, "bench")) })
+	key, err := names.ParseKeyRef("bench}" + e.q)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("key", func(b *testing.B) { run(b, key) })
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/echostore/echostore/names"
 )
@@ -114,9 +115,20 @@ func Slot(key string) uint16 {
 // crc16 is CRC-16/XMODEM (polynomial 0x1021, initial 0), the CRC Redis
 // Cluster hashes keys with.
 func crc16(s string) uint16 {
+	t := crcTable()
 	var crc uint16
 	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
+		crc = crc<<8 ^ t[byte(crc>>8)^s[i]]
+	}
+	return crc
+}
+
+// crcTable is the byte-at-a-time table of crc16, computed once; it is
+// never written after.
+var crcTable = sync.OnceValue(func() *[256]uint16 {
+	var t [256]uint16
+	for i := range t {
+		crc := uint16(i) << 8
 		for range 8 {
 			if crc&0x8000 != 0 {
 				crc = crc<<1 ^ 0x1021
@@ -124,9 +136,10 @@ func crc16(s string) uint16 {
 				crc <<= 1
 			}
 		}
+		t[i] = crc
 	}
-	return crc
-}
+	return &t
+})
 
 // KeyTag returns the slot tag of stream key k: a non-empty string without
 // '}' such that "{T}" hashes to k's slot, so the metadata keys of k that
@@ -152,17 +165,23 @@ const MaxSlotTagSearch = 1 << 20
 
 // SlotTag returns the first of "slot-0", "slot-1", … that hashes to slot
 // (mod 16384).
-func SlotTag(slot uint16) string {
-	slot &= 16383
-	for n := 0; n < MaxSlotTagSearch; n++ {
-		t := "slot-" + strconv.Itoa(n)
-		if crc16(t)&16383 == slot {
-			return t
+func SlotTag(slot uint16) string { return slotTags()[slot&16383] }
+
+// slotTags is SlotTag of every slot, computed once (about 170,000 CRCs of
+// short strings, a few milliseconds) and never written after, so that a
+// key stream's every metadata key costs a lookup.
+var slotTags = sync.OnceValue(func() *[16384]string {
+	var t [16384]string
+	left := len(t)
+	for n := 0; n < MaxSlotTagSearch && left > 0; n++ {
+		tag := "slot-" + strconv.Itoa(n)
+		if s := crc16(tag) & 16383; t[s] == "" {
+			t[s] = tag
+			left--
 		}
 	}
-	// Unreachable: TestKeyTagEverySlot finds every slot below the bound.
-	return "slot-none"
-}
+	return &t
+})
 
 // LaneKey returns the key of lane l under hashtag tag: emq:{tag}:lane:l. A
 // queue's lanes use the queue name as tag; a volume's use "vol." + volume.
