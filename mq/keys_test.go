@@ -2,6 +2,7 @@ package mq
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -133,6 +134,36 @@ func TestKeyStreamTrimRefusedWhenArchived(t *testing.T) {
 		}
 		if _, err := c.TrimMinID(ctx, ref, 1); !errors.Is(err, ErrArchived) {
 			t.Fatalf("trim of an archived key stream: %v, want ErrArchived", err)
+		}
+	})
+}
+
+// TestKeyStreamRetention: trim-only retention bounds a key stream that is
+// not archived, and refuses it once it is registered in its key registry.
+func TestKeyStreamRetention(t *testing.T) {
+	eachServer(t, Options{}, func(t *testing.T, c *Client) {
+		ctx := testCtx(t)
+		k := mustKey(t, "a}b."+queueName(t))
+		ref := names.KeyRef(k)
+		for i := range 5 {
+			if err := c.rdb.Do(ctx, c.rdb.B().Xadd().Key(k.String()).Id(fmt.Sprintf("1733052000%03d-0", i)).FieldValue().FieldValue("n", "1").Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := c.NewRetention(nil)
+		if err := r.Declare(ref, Window{Keep: 2}); err != nil {
+			t.Fatal(err)
+		}
+		reps, err := r.Cycle(ctx)
+		if err != nil || len(reps) != 1 || reps[0].Result.Trimmed != 3 {
+			t.Fatalf("retention of a key stream: %+v %v", reps, err)
+		}
+		set, member := ArchivedRegistry(ref)
+		if err := c.SAdd(ctx, set, member); err != nil {
+			t.Fatal(err)
+		}
+		if reps, err := r.Cycle(ctx); !errors.Is(err, ErrArchived) || len(reps) != 1 {
+			t.Fatalf("retention of an archived key stream: %+v %v, want ErrArchived", reps, err)
 		}
 	})
 }
