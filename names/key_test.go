@@ -122,7 +122,7 @@ func TestKeyVolumeInjective(t *testing.T) {
 		}
 		seen[v] = k
 	}
-	const alphabet = "a_5f.-:{}\x00\xff"
+	const alphabet = "a_5f.-:{}/\\ \x00\xff"
 	var gen func(prefix string, n int)
 	gen = func(prefix string, n int) {
 		add(prefix)
