@@ -130,7 +130,8 @@ func dropArchived(ctx context.Context, live Live, ref names.StreamRef, w brand.I
 }
 
 // ArchivedStreams yields every stream registered as archived: the members
-// of every set emq:{Q}:archived (mq.ArchivedSetKey), found with SCAN on
+// of every set emq:{Q}:archived (mq.ArchivedSetKey), then the key streams,
+// members of every emq:{T}:archived-keys (archivedKeys), found with SCAN on
 // each master (every master of a Cluster; replicas are skipped), each set
 // read with SSCAN (mq.Client.ScanKeys and SetMembers: no round trip asks
 // more than a bounded number of keys or members of the server, so a large
