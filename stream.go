@@ -10,6 +10,7 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
 
@@ -29,7 +30,7 @@ func (n *Node) Append(ctx context.Context, ref names.StreamRef, records [][]Fiel
 	}
 	out := AppendResult{IDs: make([]string, len(ids))}
 	for i, id := range ids {
-		out.IDs[i] = brand.EVT.Format(id)
+		out.IDs[i] = FormatID(ref, id)
 	}
 	return out, nil
 }
@@ -138,13 +139,40 @@ func (n *Node) remoteHead(ctx context.Context, name names.Volume) (uint64, error
 	return head, nil
 }
 
-// watermark renders W: "EVT_…", or nil before the first fold.
-func watermark(st archive.State) *string {
+// watermark renders W as the stream's ids print (FormatID), or nil before
+// the first fold.
+func watermark(ref names.StreamRef, st archive.State) *string {
 	if st.Empty() {
 		return nil
 	}
-	w := brand.EVT.Format(st.W)
+	w := FormatID(ref, st.W)
 	return &w
+}
+
+// FormatID renders id the way the ids of ref print everywhere (appends,
+// reads, watermarks): "EVT_…" for a stream of a queue, whose ids echostore
+// minted, and the Redis id "<ms>-<seq>" (e.g. 1733052000000-0) for a
+// stream at a key, whose ids are the application's. It is the one place
+// that chooses the form per stream.
+func FormatID(ref names.StreamRef, id brand.ID) string {
+	if ref.IsKey() {
+		return id.RedisID()
+	}
+	return brand.EVT.Format(id)
+}
+
+// AppendRecordJSON appends rec as one JSON object
+// {"id":…,"fields":{…}}, its id as FormatID renders it for ref (for a
+// stream of a queue exactly mq.AppendJSON).
+func AppendRecordJSON(dst []byte, ref names.StreamRef, rec Record) []byte {
+	if !ref.IsKey() {
+		return mq.AppendJSON(dst, rec)
+	}
+	dst = append(dst, `{"id":"`...)
+	dst = append(dst, FormatID(ref, rec.ID)...)
+	dst = append(dst, `","fields":`...)
+	dst = mq.AppendFieldsJSON(dst, rec.Fields)
+	return append(dst, '}')
 }
 
 // Cycle runs one fold-then-trim cycle of the stream now: the records
@@ -154,6 +182,8 @@ func watermark(st archive.State) *string {
 // the stream is registered as archived. With opts.Retain the archived
 // records beyond the horizon are dropped after the folds. A failed cycle
 // trims nothing unfolded; its result says what it did before the error.
+// A cycle of a stream whose key does not exist and that was never archived
+// does nothing (registers nothing) and fails wrapping archive.ErrNoStream.
 func (n *Node) Cycle(ctx context.Context, ref names.StreamRef, opts CycleOptions) (CycleResult, error) {
 	if opts.Window.Keep < 0 || opts.Window.MaxAge < 0 || opts.Window.Keep == 0 && opts.Window.MaxAge == 0 {
 		return CycleResult{}, fmt.Errorf("cycle %s: give the window's Keep (the records to leave live) and/or MaxAge, neither negative: %w", ref, ErrInvalid)
@@ -179,8 +209,15 @@ func (n *Node) CycleWith(ctx context.Context, a *archive.Archiver, ref names.Str
 		return CycleResult{}, fmt.Errorf("cycle: no stream: %w", names.ErrInvalid)
 	}
 	res, err := a.Cycle(ctx, ref, w)
-	return CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Watermark: watermark(res.State), Dropped: res.Dropped,
-		StalledGroups: res.Stalled, State: res.State}, err
+	if err == nil && res.Missing {
+		err = archive.NoStreamError(ref)
+	}
+	out := CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Watermark: watermark(ref, res.State), Dropped: res.Dropped,
+		StalledGroups: res.Stalled, State: res.State}
+	if t := res.AppTrimmed; t.Detected() {
+		out.AppTrimmed = &t
+	}
+	return out, err
 }
 
 // Status returns where the seam of the stream is, read from its archive
@@ -217,7 +254,7 @@ func (n *Node) Status(ctx context.Context, ref names.StreamRef) (ArchiveStatus, 
 	if archived && (vol == nil || !state.Covers(seam.W)) {
 		if vol, err = n.pullArchive(ctx, ref); err != nil {
 			return ArchiveStatus{}, fmt.Errorf("%s is archived up to %s but %s is not in this data dir: %w",
-				ref, brand.EVT.Format(seam.W), ref.Volume(), err)
+				ref, FormatID(ref, seam.W), ref.Volume(), err)
 		}
 		if state, err = archive.StreamFrontier(ctx, vol, ref); err != nil {
 			return ArchiveStatus{}, err
@@ -227,7 +264,7 @@ func (n *Node) Status(ctx context.Context, ref names.StreamRef) (ArchiveStatus, 
 	if err != nil {
 		return ArchiveStatus{}, err
 	}
-	out := ArchiveStatus{Watermark: watermark(state), Archived: state.Pages, Live: length, Volume: ref.Volume().String(), LSN: state.LSN}
+	out := ArchiveStatus{Watermark: watermark(ref, state), Archived: state.Pages, Live: length, Volume: ref.Volume().String(), LSN: state.LSN}
 	if state.Low != 0 { // archive retention dropped the oldest pages
 		low, kept := state.Low, state.Retained()
 		out.Low, out.Retained = &low, &kept
@@ -236,6 +273,13 @@ func (n *Node) Status(ctx context.Context, ref names.StreamRef) (ArchiveStatus, 
 		return ArchiveStatus{}, err
 	} else if len(groups) > 0 {
 		out.StalledGroups, out.StalledAt = groups, &at
+	}
+	t, err := archive.AppTrimStatus(ctx, live, ref, state)
+	if err != nil {
+		return ArchiveStatus{}, err
+	}
+	if t.Detected() {
+		out.AppTrimmed = &t
 	}
 	return out, nil
 }

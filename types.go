@@ -123,6 +123,10 @@ type CycleResult struct {
 	// the trim back past the window's limits (Window.Groups), passed by the
 	// trim under stalled_groups: archive.
 	StalledGroups []archive.StalledGroup `json:"stalled_groups,omitempty"`
+	// AppTrimmed is there when the cycle found entries above the
+	// watermark removed by another client before they were folded
+	// (archive.AppTrim: the application trims the stream itself).
+	AppTrimmed *archive.AppTrim `json:"app_trimmed,omitempty"`
 	// State is the archive after the cycle, for a caller in the same
 	// process (serve's events); it is not part of the JSON.
 	State archive.State `json:"-"`
@@ -147,6 +151,9 @@ type ArchiveStatus struct {
 	// as of StalledAt.
 	StalledGroups []archive.StalledGroup `json:"stalled_groups,omitempty"`
 	StalledAt     *time.Time             `json:"stalled_at,omitempty"`
+	// AppTrimmed is there once entries above the watermark were found
+	// removed by another client before they were folded (archive.AppTrim).
+	AppTrimmed *archive.AppTrim `json:"app_trimmed,omitempty"`
 }
 
 // DeleteResult is the answer of a stream's delete (Node.Delete).

@@ -153,7 +153,7 @@ func (n *Node) Reset(ctx context.Context, v names.Volume, discard uint64) (Reset
 		return ResetResult{}, err
 	}
 	var out ResetResult
-	if strings.HasPrefix(v.String(), "archive.") {
+	if names.IsArchiveVolume(v) {
 		res, err := archive.ResetVolume(ctx, vol, n.mq, discard)
 		if err != nil {
 			return ResetResult{}, fmt.Errorf("volume %s: %w", v, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/echostore/echostore/brand"
@@ -72,6 +73,11 @@ var (
 	// ErrLeaseHeld: another driver held the stream's lease for longer than
 	// Options.LeaseWait.
 	ErrLeaseHeld = errors.New("archive: another driver holds the stream's lease")
+	// ErrNoStream: a stream whose key does not exist in Redis and that was
+	// never archived (the key or the names are likely wrong). A cycle of
+	// one does nothing and says so (CycleResult.Missing); callers that run
+	// a cycle on a user's request return this error.
+	ErrNoStream = errors.New("no such stream in Redis, and it was never archived")
 )
 
 // Defaults of Options.
@@ -172,6 +178,15 @@ type CycleResult struct {
 	// Stalled lists the consumer groups that held the trim back past the
 	// window's GroupLimits (groups.go), Passed under StalledArchive.
 	Stalled []StalledGroup
+	// Missing: the stream's key does not exist and the stream was never
+	// archived, so the cycle did nothing at all (registered nothing, took
+	// no lease). A declared stream nobody has written yet is one; so is a
+	// mistyped key (NoStreamError).
+	Missing bool
+	// AppTrimmed reports entries above the watermark that another client
+	// removed (MAXLEN, XTRIM, XDEL) before this cycle could fold them
+	// (apptrim.go); the zero AppTrim when none.
+	AppTrimmed AppTrim
 }
 
 // Cycle runs one fold-then-trim cycle on stream s of queue q: it takes the
@@ -197,6 +212,10 @@ type CycleResult struct {
 // On any error nothing beyond what was folded is trimmed: the stream
 // over-retains. The error is logged and returned.
 func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (res CycleResult, err error) {
+	if missing, err := a.missing(ctx, ref); err != nil || missing {
+		res.Missing = missing
+		return res, err
+	}
 	defer func() {
 		if err != nil {
 			a.log.Error("archive cycle failed; the stream keeps what was not trimmed",
@@ -265,6 +284,20 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 		return res, fmt.Errorf("archive cycle %s: %s ends at %s, the seam cache at %s: refusing to fold or trim; pull the volume first: %w",
 			ref, vname, formatW(st), brand.EVT.Format(seam.W), ErrVolumeBehind)
 	}
+	if !st.Empty() {
+		// Entries above W removed by another client since the last cycle
+		// (apptrim.go): reported, and the cycle goes on.
+		info, ierr := live.Info(ctx, ref)
+		m, merr := live.HGetAll(ctx, SeamKey(ref))
+		if ierr == nil && merr == nil {
+			res.AppTrimmed = a.detectAppTrim(ctx, ref, st, info, m)
+		}
+	}
+	defer func() {
+		if err == nil {
+			a.observeLiveFirst(ctx, ref, res.State)
+		}
+	}()
 	// With TrimAfterRemote the cache follows the pushes (it is rewritten
 	// after this cycle's push, only ever upwards): here only the stream's
 	// last id is raised to the local W.
@@ -355,6 +388,39 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 	a.log.Debug("archive cycle", "queue", ref.Queue(), "stream", ref.Stream(), "folded", res.Folded, "trimmed", res.Trimmed,
 		"w", formatW(st), "lsn", st.LSN, "capped_by", tr.CappedBy, "stalled", len(res.Stalled))
 	return res, nil
+}
+
+// missing reports whether ref's key does not exist while the stream is
+// not registered as archived. Such a cycle does nothing, before anything
+// is written: registering it would make trim-only retention refuse a
+// stream nobody archives, and the key or names are likely mistyped. A
+// registered stream whose key is gone (all of it deleted) still cycles:
+// its archive stays readable and retained.
+func (a *Archiver) missing(ctx context.Context, ref names.StreamRef) (bool, error) {
+	if err := checkRef(ref); err != nil {
+		return false, err
+	}
+	set, member := mq.ArchivedRegistry(ref)
+	n, err := a.opts.Live.Run(ctx, scriptMissing, []string{mq.StreamKey(ref), set}, []string{member}).Int()
+	if err != nil {
+		return false, fmt.Errorf("archive cycle %s: does the stream exist: %w", ref, err)
+	}
+	return n == 1, nil
+}
+
+// scriptMissing replies 1 when the stream KEYS[1] does not exist and
+// ARGV[1] is not a member of its archived registry KEYS[2], else 0: one
+// atomic look, so a stream created meanwhile is never taken for missing.
+var scriptMissing = mq.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then return 1 end
+return 0
+`)
+
+// NoStreamError returns the error of a cycle of ref that found no stream
+// (CycleResult.Missing), wrapping ErrNoStream.
+func NoStreamError(ref names.StreamRef) error {
+	return fmt.Errorf("archive cycle %s: key %s does not exist: %w; nothing was registered, folded or trimmed",
+		ref, strconv.Quote(mq.StreamKey(ref)), ErrNoStream)
 }
 
 // retain applies Options.Retain to vol, whose state is st, and records

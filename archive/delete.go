@@ -129,7 +129,7 @@ func (a *Archiver) checkRemoteOwner(ctx context.Context, rs remote.Store, want n
 		return fmt.Errorf("archive delete %s: %w; nothing was deleted", want, err)
 	}
 	if ok && o != want {
-		return &OwnerError{Queue: want.Queue().String(), Stream: want.Stream().String(), Volume: vname, Owner: o}
+		return newOwnerError(want, vname, o)
 	}
 	return nil
 }

@@ -187,7 +187,7 @@ func foldAs(ctx context.Context, vol *graft.Volume, slice []mq.Record, owner *na
 		var o names.StreamRef
 		var has bool
 		if o, has, err = ownerAt(ctx, snap); err == nil && has && o != *owner {
-			err = &OwnerError{Queue: owner.Queue().String(), Stream: owner.Stream().String(), Volume: vol.Name().String(), Owner: o}
+			err = newOwnerError(*owner, vol.Name().String(), o)
 		}
 		adopt = !has
 	}

@@ -130,8 +130,9 @@ func deleteLiveStream(ctx context.Context, live Live, ref names.StreamRef, token
 	if err := checkRef(ref); err != nil {
 		return 0, err
 	}
-	keys := []string{mq.StreamKey(ref), SeamKey(ref), mq.ArchivedSetKey(ref.Queue()), LeaseKey(ref)}
-	args := []string{strconv.FormatInt(token, 10), ref.Stream().String()}
+	set, member := mq.ArchivedRegistry(ref)
+	keys := []string{mq.StreamKey(ref), SeamKey(ref), set, LeaseKey(ref)}
+	args := []string{strconv.FormatInt(token, 10), member}
 	reply, err := live.Run(ctx, scriptDeleteStream, keys, args).Strings()
 	if err != nil {
 		return 0, fmt.Errorf("delete %s: %w", where(ref), err)

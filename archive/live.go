@@ -60,17 +60,35 @@ func present(live Live) bool {
 // package mq, keys.go).
 
 // SeamKey returns the key of the seam cache of stream s of queue q:
-// emq:{q}:stream:s:archived.
-func SeamKey(ref names.StreamRef) string { return mq.StreamKey(ref) + ":archived" }
+// emq:{q}:stream:s:archived; of a key stream K: emq:{T}:key-archived:K
+// (mq.KeyMetaKey, in K's slot).
+func SeamKey(ref names.StreamRef) string {
+	if k, ok := ref.Key(); ok {
+		return mq.KeyMetaKey(k, "key-archived")
+	}
+	return mq.StreamKey(ref) + ":archived"
+}
 
 // LeaseKey returns the key of the archive driver's lease on stream s of
-// queue q: emq:{q}:stream:s:lease. Its value is the holder's fencing token.
-func LeaseKey(ref names.StreamRef) string { return mq.StreamKey(ref) + ":lease" }
+// queue q: emq:{q}:stream:s:lease; of a key stream K: emq:{T}:key-lease:K.
+// Its value is the holder's fencing token.
+func LeaseKey(ref names.StreamRef) string {
+	if k, ok := ref.Key(); ok {
+		return mq.KeyMetaKey(k, "key-lease")
+	}
+	return mq.StreamKey(ref) + ":lease"
+}
 
 // LeaseSeqKey returns the key of the counter that mints fencing tokens for
-// the lease on stream s: emq:{q}:stream:s:lease:seq. It outlives every
-// lease, so tokens increase across holders.
-func LeaseSeqKey(ref names.StreamRef) string { return LeaseKey(ref) + ":seq" }
+// the lease on stream s: emq:{q}:stream:s:lease:seq; of a key stream K:
+// emq:{T}:key-lease-seq:K. It outlives every lease, so tokens increase
+// across holders.
+func LeaseSeqKey(ref names.StreamRef) string {
+	if k, ok := ref.Key(); ok {
+		return mq.KeyMetaKey(k, "key-lease-seq")
+	}
+	return LeaseKey(ref) + ":seq"
+}
 
 // checkRef refuses the zero StreamRef: the names types are checked when
 // made, so "no name" is all that is left to refuse.

@@ -24,12 +24,29 @@ const MetaOwner = "archive.owner"
 // are refused before anything is done.
 var ErrVolumeOwner = errors.New("archive: the archive volume belongs to another stream")
 
-// encodeOwner returns the value of MetaOwner for the stream o: "Q/S".
-func encodeOwner(o names.StreamRef) []byte { return []byte(o.String()) }
+// keyOwnerPrefix starts the MetaOwner of a key stream: "{key}" then the
+// key's bytes. No queue name holds '{', so it never reads as "Q/S".
+const keyOwnerPrefix = "{key}"
+
+// encodeOwner returns the value of MetaOwner for the stream o: "Q/S", or
+// "{key}K" for the stream at key K.
+func encodeOwner(o names.StreamRef) []byte {
+	if k, ok := o.Key(); ok {
+		return []byte(keyOwnerPrefix + k.String())
+	}
+	return []byte(o.String())
+}
 
 // decodeOwner parses a value of MetaOwner. The names come from the volume,
 // so they are checked here.
 func decodeOwner(b []byte) (names.StreamRef, error) {
+	if k, ok := strings.CutPrefix(string(b), keyOwnerPrefix); ok {
+		o, err := names.ParseKeyRef(k)
+		if err != nil {
+			return names.StreamRef{}, fmt.Errorf("%s %q is not a stream key: %w", MetaOwner, b, ErrCorrupt)
+		}
+		return o, nil
+	}
 	q, s, ok := strings.Cut(string(b), "/")
 	if !ok {
 		return names.StreamRef{}, fmt.Errorf("%s %q is not queue/stream: %w", MetaOwner, b, ErrCorrupt)
@@ -51,8 +68,21 @@ type OwnerError struct {
 
 // Error names both streams and the volume.
 func (e *OwnerError) Error() string {
+	if e.Queue == "" {
+		return fmt.Sprintf("archive: %s is the archive volume of %s, not of %s: refused, nothing was done", e.Volume, e.Owner, e.Stream)
+	}
 	return fmt.Sprintf("archive: %s is the archive volume of %s, not of %s/%s (both names map to it): refused, nothing was done; archive one of the two streams under another name",
 		e.Volume, e.Owner, e.Queue, e.Stream)
+}
+
+// newOwnerError is the *OwnerError of a request of want refused because
+// volume belongs to o. For a key stream Queue is "" and Stream is
+// want.String().
+func newOwnerError(want names.StreamRef, volume string, o names.StreamRef) *OwnerError {
+	if want.IsKey() {
+		return &OwnerError{Stream: want.String(), Volume: volume, Owner: o}
+	}
+	return &OwnerError{Queue: want.Queue().String(), Stream: want.Stream().String(), Volume: volume, Owner: o}
 }
 
 // Unwrap returns ErrVolumeOwner.
@@ -82,7 +112,7 @@ func checkOwnerAt(ctx context.Context, snap *graft.Snapshot, want names.StreamRe
 		return err
 	}
 	if ok && o != want {
-		return &OwnerError{Queue: want.Queue().String(), Stream: want.Stream().String(), Volume: snap.Volume().Name().String(), Owner: o}
+		return newOwnerError(want, snap.Volume().Name().String(), o)
 	}
 	return nil
 }

@@ -35,8 +35,9 @@ func PutArchived(ctx context.Context, live Live, ref names.StreamRef, seam Seam)
 	if err := checkRef(ref); err != nil {
 		return err
 	}
-	keys := []string{SeamKey(ref), mq.ArchivedSetKey(ref.Queue())}
-	args := []string{ref.Stream().String(), brand.EVT.Format(seam.W), seam.W.RedisID(), strconv.FormatUint(seam.LSN, 10)}
+	set, member := mq.ArchivedRegistry(ref)
+	keys := []string{SeamKey(ref), set}
+	args := []string{member, brand.EVT.Format(seam.W), seam.W.RedisID(), strconv.FormatUint(seam.LSN, 10)}
 	if err := live.Run(ctx, scriptSeam, keys, args).Err(); err != nil {
 		return fmt.Errorf("write seam cache of %s: %w", where(ref), err)
 	}
@@ -92,7 +93,8 @@ func RegisterArchived(ctx context.Context, live Live, ref names.StreamRef) error
 	if err := checkRef(ref); err != nil {
 		return err
 	}
-	if err := live.SAdd(ctx, mq.ArchivedSetKey(ref.Queue()), ref.Stream().String()); err != nil {
+	set, member := mq.ArchivedRegistry(ref)
+	if err := live.SAdd(ctx, set, member); err != nil {
 		return fmt.Errorf("register %s as archived: %w", where(ref), err)
 	}
 	return nil
@@ -103,7 +105,8 @@ func IsArchived(ctx context.Context, live Live, ref names.StreamRef) (bool, erro
 	if err := checkRef(ref); err != nil {
 		return false, err
 	}
-	ok, err := live.SIsMember(ctx, mq.ArchivedSetKey(ref.Queue()), ref.Stream().String())
+	set, member := mq.ArchivedRegistry(ref)
+	ok, err := live.SIsMember(ctx, set, member)
 	if err != nil {
 		return false, fmt.Errorf("is %s archived: %w", where(ref), err)
 	}
@@ -127,7 +130,8 @@ func dropArchived(ctx context.Context, live Live, ref names.StreamRef, w brand.I
 }
 
 // ArchivedStreams yields every stream registered as archived: the members
-// of every set emq:{Q}:archived (mq.ArchivedSetKey), found with SCAN on
+// of every set emq:{Q}:archived (mq.ArchivedSetKey), then the key streams,
+// members of every emq:{T}:archived-keys (archivedKeys), found with SCAN on
 // each master (every master of a Cluster; replicas are skipped), each set
 // read with SSCAN (mq.Client.ScanKeys and SetMembers: no round trip asks
 // more than a bounded number of keys or members of the server, so a large
@@ -174,5 +178,38 @@ func ArchivedStreams(ctx context.Context, live Live) iter.Seq2[names.StreamRef, 
 				}
 			}
 		}
+		archivedKeys(ctx, live, seen, yield)
 	}
+}
+
+// archivedKeys yields the key streams registered as archived: the members
+// K of every set emq:{T}:archived-keys (mq.ArchivedKeysPattern) that is
+// the registry of K's own slot tag (mq.ArchivedRegistry), so a set the
+// pattern matches by accident, or a member in the wrong set, is skipped,
+// as is a member that is not a valid key. It reports whether to go on.
+func archivedKeys(ctx context.Context, live Live, seen map[names.StreamRef]bool, yield func(names.StreamRef, error) bool) bool {
+	for key, err := range live.ScanKeys(ctx, mq.ArchivedKeysPattern, "set") {
+		if err != nil {
+			yield(names.StreamRef{}, fmt.Errorf("scan for archived stream keys: %w", err))
+			return false
+		}
+		for m, err := range live.SetMembers(ctx, key) {
+			if err != nil {
+				yield(names.StreamRef{}, fmt.Errorf("read %s: %w", key, err))
+				return false
+			}
+			ref, err := names.ParseKeyRef(m)
+			if err != nil || seen[ref] {
+				continue
+			}
+			if set, _ := mq.ArchivedRegistry(ref); set != key {
+				continue
+			}
+			seen[ref] = true
+			if !yield(ref, nil) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/echostore/echostore"
@@ -26,7 +27,49 @@ const DeleteConfirm = "yes-delete-history"
 
 // streamPath is the API path of ref, with sub appended.
 func streamPath(ref names.StreamRef, sub string) string {
+	if k, ok := ref.Key(); ok {
+		return "/v1/keys/" + KeyPathSegment(k) + sub
+	}
 	return "/v1/streams/" + url.PathEscape(ref.Queue().String()) + "/" + url.PathEscape(ref.Stream().String()) + sub
+}
+
+// KeyPathSegment is key k as the one path segment of the routes
+// /v1/keys/{k}/…: url.PathEscape of its bytes, with every '.' escaped
+// too (%2E) when the key is all dots, so that "." and ".." stay keys and
+// are not taken for path steps.
+func KeyPathSegment(k names.Key) string {
+	s := k.String()
+	if strings.Trim(s, ".") == "" {
+		return strings.Repeat("%2E", len(s))
+	}
+	return url.PathEscape(s)
+}
+
+// decodeRecord parses one JSON line of a read of ref: its id is EVT_… for a
+// stream of a queue, a Redis id <ms>-<seq> for a key stream
+// (echostore.FormatID).
+func decodeRecord(ref names.StreamRef, line []byte) (echostore.Record, error) {
+	var rec echostore.Record
+	if !ref.IsKey() {
+		err := rec.UnmarshalJSON(line)
+		return rec, err
+	}
+	var v struct {
+		ID     string          `json:"id"`
+		Fields json.RawMessage `json:"fields"`
+	}
+	if err := json.Unmarshal(line, &v); err != nil {
+		return rec, err
+	}
+	id, err := brand.ParseRedisID(v.ID)
+	if err != nil {
+		return rec, fmt.Errorf("record id %q: %w", v.ID, err)
+	}
+	fields, err := mq.ParseFieldsJSON(v.Fields)
+	if err != nil {
+		return rec, err
+	}
+	return echostore.Record{ID: id, Fields: fields}, nil
 }
 
 func queuePath(q names.Queue, sub string) string {
@@ -105,8 +148,8 @@ func (c *Client) Read(ctx context.Context, ref names.StreamRef, opts echostore.R
 		for {
 			line, err := br.ReadBytes('\n')
 			if len(line) > 0 && err == nil {
-				var rec echostore.Record
-				if derr := rec.UnmarshalJSON(line); derr != nil {
+				rec, derr := decodeRecord(ref, line)
+				if derr != nil {
 					yield(echostore.Record{}, fmt.Errorf("read %s through the serve on %s: %w", ref, c.where, derr))
 					return
 				}

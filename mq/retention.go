@@ -233,7 +233,8 @@ func (r *Retention) trimOne(ctx context.Context, ref names.StreamRef, w Window) 
 // isArchived reports whether stream s is registered as archived in queue
 // q (a member of ArchivedSetKey(q); package archive registers it).
 func (c *Client) isArchived(ctx context.Context, ref names.StreamRef) (bool, error) {
-	ok, err := c.rdb.Do(ctx, c.rdb.B().Sismember().Key(ArchivedSetKey(ref.Queue())).Member(ref.Stream().String()).Build()).AsBool()
+	set, member := ArchivedRegistry(ref)
+	ok, err := c.rdb.Do(ctx, c.rdb.B().Sismember().Key(set).Member(member).Build()).AsBool()
 	if err != nil {
 		return false, fmt.Errorf("is %s archived: %w", where(ref), err)
 	}

@@ -559,8 +559,9 @@ func (c *Client) TrimMinID(ctx context.Context, ref names.StreamRef, minID brand
 }
 
 func (c *Client) trim(ctx context.Context, ref names.StreamRef, minXID string) (TrimResult, error) {
-	keys := []string{StreamKey(ref), ArchivedSetKey(ref.Queue())}
-	reply, err := c.lua.trim.Exec(ctx, c.rdb, keys, []string{ref.Stream().String(), minXID}).AsStrSlice()
+	set, member := ArchivedRegistry(ref)
+	keys := []string{StreamKey(ref), set}
+	reply, err := c.lua.trim.Exec(ctx, c.rdb, keys, []string{member, minXID}).AsStrSlice()
 	if err != nil {
 		return TrimResult{}, fmt.Errorf("trim %s to %s: %w", where(ref), minXID, err)
 	}

@@ -64,7 +64,8 @@ func (ws *Windows) Sorted() []StreamWindow {
 	}
 	ws.mu.Unlock()
 	slices.SortFunc(out, func(a, b StreamWindow) int {
-		return cmp.Or(strings.Compare(a.Ref.Queue().String(), b.Ref.Queue().String()), strings.Compare(a.Ref.Stream().String(), b.Ref.Stream().String()))
+		return cmp.Or(strings.Compare(a.Ref.Queue().String(), b.Ref.Queue().String()), strings.Compare(a.Ref.Stream().String(), b.Ref.Stream().String()),
+			strings.Compare(StreamKey(a.Ref), StreamKey(b.Ref)))
 	})
 	return out
 }

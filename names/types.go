@@ -89,9 +89,14 @@ func (v *Volume) UnmarshalText(b []byte) (err error) {
 // "archive.Q.S". Its constructors check the combined volume name once (two
 // valid names can make one over MaxLen), so every StreamRef but the zero
 // one has a valid archive volume.
+//
+// A StreamRef names a stream at any Redis key instead when made by KeyRef:
+// then Queue and Stream are zero, Key returns the key, and Volume is
+// derived from the key (KeyVolumePrefix).
 type StreamRef struct {
 	q   Queue
 	s   Stream
+	k   Key
 	vol Volume
 }
 
@@ -139,14 +144,21 @@ func (r StreamRef) Queue() Queue { return r.q }
 // Stream returns the stream of r.
 func (r StreamRef) Stream() Stream { return r.s }
 
-// Volume returns the archive volume of r: "archive.Q.S".
+// Volume returns the archive volume of r: "archive.Q.S", or for a key
+// stream the volume derived from its key (KeyVolumePrefix).
 func (r StreamRef) Volume() Volume { return r.vol }
 
 // IsZero reports whether r is the zero StreamRef.
-func (r StreamRef) IsZero() bool { return r.q.IsZero() }
+func (r StreamRef) IsZero() bool { return r.q.IsZero() && r.k.IsZero() }
 
-// String returns "Q/S".
-func (r StreamRef) String() string { return r.q.s + "/" + r.s.s }
+// String returns "Q/S", or for a key stream `key "K"` (K Go-quoted), for
+// messages.
+func (r StreamRef) String() string {
+	if !r.k.IsZero() {
+		return "key " + quoteKey(r.k.s)
+	}
+	return r.q.s + "/" + r.s.s
+}
 
 // AcceptVolumeOf returns the accept volume of queue q on node n:
 // "accept.Q.N".

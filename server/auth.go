@@ -184,15 +184,15 @@ func (c Config) loadTokens() ([]authToken, error) {
 // not list needs admin (TestScopeMatrix checks every registered route).
 func routeScope(r *http.Request) Scope {
 	switch r.Pattern {
-	case "GET /v1/streams/{q}/{s}", "GET /v1/streams/{q}/{s}/archive", "GET /v1/queues/{q}",
+	case "GET /v1/streams/{q}/{s}", "GET /v1/streams/{q}/{s}/archive", "GET /v1/keys/{k}", "GET /v1/keys/{k}/archive", "GET /v1/queues/{q}",
 		"GET /v1/queues/{q}/dead", "GET /v1/volumes", "GET /v1/volumes/{vid}", "GET /v1/events",
 		"POST /v1/session", "GET /metrics",
 		"": // no route: the 404 or 405 of a caller with any token
 		return ScopeRead
-	case "POST /v1/streams/{q}/{s}", "POST /v1/queues/{q}/jobs", "POST /v1/queues/{q}/claim",
+	case "POST /v1/streams/{q}/{s}", "POST /v1/keys/{k}", "POST /v1/queues/{q}/jobs", "POST /v1/queues/{q}/claim",
 		"POST /v1/queues/{q}/ack", "POST /v1/queues/{q}/redrive":
 		return ScopeWrite
-	case "POST /v1/streams/{q}/{s}/cycle":
+	case "POST /v1/streams/{q}/{s}/cycle", "POST /v1/keys/{k}/cycle":
 		if dropsHistory(r.URL.Query()) {
 			return ScopeAdmin
 		}
@@ -204,7 +204,7 @@ func routeScope(r *http.Request) Scope {
 		}
 		return ScopeWrite
 	}
-	// DELETE /v1/streams/{q}/{s}, the volume routes (push, pull, hydrate,
+	// DELETE /v1/streams/{q}/{s} and /v1/keys/{k}, the volume routes (push, pull, hydrate,
 	// reset) and the fault route.
 	return ScopeAdmin
 }

@@ -46,6 +46,9 @@ var ErrConfig = errors.New("invalid serve configuration")
 type StreamConfig struct {
 	// Name is the stream's name (in a Queue's Streams list).
 	Name string `yaml:"name"`
+	// Key is the Redis key of a stream an application writes (in the
+	// top-level Streams list, names.ParseKey): the stream is K itself.
+	Key string `yaml:"key"`
 	// Keep leaves the newest Keep records live (0: no count limit).
 	Keep int64 `yaml:"keep"`
 	// MaxAge leaves records younger than MaxAge live (0: no age limit).
@@ -137,6 +140,11 @@ type Config struct {
 	// Queues declares queues and streams; their streams are cycled from
 	// the first beat on, used or not.
 	Queues []QueueConfig `yaml:"queues"`
+	// Streams declares streams at any Redis key, each by its Key (no
+	// Name): the streams applications already write. They are cycled from
+	// the first beat on; one whose key does not exist yet is skipped until
+	// it does.
+	Streams []StreamConfig `yaml:"streams"`
 	// MaxBody bounds a request body in bytes (default DefaultMaxBody).
 	MaxBody int64 `yaml:"max_body"`
 	// BodyTimeout bounds how long a request's body may take to arrive once
@@ -331,6 +339,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("%w: queue: %w", ErrConfig, err)
 		}
 		for _, s := range q.Streams {
+			if s.Key != "" {
+				return c, fmt.Errorf("%w: stream %s/%s: key %q: a stream of a queue is named by its name; a stream at a key goes in the top-level streams list", ErrConfig, q.Name, s.Name, s.Key)
+			}
 			ref, err := names.ParseStreamRef(q.Name, s.Name)
 			if err != nil {
 				return c, fmt.Errorf("%w: stream %s/%s: %w", ErrConfig, q.Name, s.Name, err)
@@ -353,6 +364,24 @@ func (c Config) withDefaults() (Config, error) {
 			}
 			volumes[v] = [2]string{q.Name, s.Name}
 		}
+	}
+	for _, sc := range c.Streams {
+		if sc.Name != "" {
+			return c, fmt.Errorf("%w: streams: name %q: a top-level stream is named by its key (key: K); a stream of a queue goes under queues", ErrConfig, sc.Name)
+		}
+		ref, err := names.ParseKeyRef(sc.Key)
+		if err != nil {
+			return c, fmt.Errorf("%w: streams: key: %w", ErrConfig, err)
+		}
+		// A key's volume is its own (names.KeyRef): no two keys, and no
+		// key and queue stream, share one.
+		if _, err := c.resolve(ref, sc); err != nil {
+			return c, err
+		}
+		if seen[ref] {
+			return c, fmt.Errorf("%w: stream %s declared twice", ErrConfig, ref)
+		}
+		seen[ref] = true
 	}
 	if len(seen) > c.MaxStreams {
 		return c, fmt.Errorf("%w: the configuration declares %d streams, more than max_streams (%d): raise max_streams",
@@ -455,6 +484,15 @@ func (c Config) groupLimits(sc StreamConfig) (archive.GroupLimits, error) {
 // declared returns the configuration of ref if the configuration declares
 // it, with its defaults filled.
 func (c Config) declared(ref names.StreamRef) (stream, bool) {
+	if k, ok := ref.Key(); ok {
+		for _, sc := range c.Streams {
+			if sc.Key == k.String() {
+				st, err := c.resolve(ref, sc)
+				return st, err == nil
+			}
+		}
+		return stream{}, false
+	}
 	for _, qc := range c.Queues {
 		if qc.Name != ref.Queue().String() {
 			continue
@@ -467,4 +505,32 @@ func (c Config) declared(ref names.StreamRef) (stream, bool) {
 		}
 	}
 	return stream{}, false
+}
+
+// declaredStreams returns every stream the configuration declares, under
+// its queues and at its keys, with its defaults filled. The configuration
+// has been checked (withDefaults).
+func (c Config) declaredStreams() []stream {
+	var out []stream
+	for _, q := range c.Queues {
+		for _, sc := range q.Streams {
+			ref, err := names.ParseStreamRef(q.Name, sc.Name)
+			if err != nil {
+				continue
+			}
+			if st, err := c.resolve(ref, sc); err == nil {
+				out = append(out, st)
+			}
+		}
+	}
+	for _, sc := range c.Streams {
+		ref, err := names.ParseKeyRef(sc.Key)
+		if err != nil {
+			continue
+		}
+		if st, err := c.resolve(ref, sc); err == nil {
+			out = append(out, st)
+		}
+	}
+	return out
 }

@@ -84,7 +84,7 @@ func classify(err error) (int, string) {
 		return http.StatusForbidden, CodeTooManyQueues
 	case errors.Is(err, remote.ErrUnavailable):
 		return http.StatusServiceUnavailable, CodeUnavailable
-	case errors.Is(err, graft.ErrVolumeNotFound), errors.Is(err, mq.ErrNoJob):
+	case errors.Is(err, graft.ErrVolumeNotFound), errors.Is(err, mq.ErrNoJob), errors.Is(err, archive.ErrNoStream):
 		return http.StatusNotFound, CodeNotFound
 	case errors.Is(err, graft.ErrWouldDiscard), errors.Is(err, graft.ErrRemoteMismatch):
 		status, code, _ := volumeCode(err)

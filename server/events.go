@@ -38,6 +38,9 @@ type CycleEvent struct {
 	// Stalled counts the consumer groups the cycle found stalled (a
 	// "stalled" event lists them).
 	Stalled int `json:"stalled,omitempty"`
+	// AppTrimmed: the cycle found entries above W removed by another
+	// client before they were folded (archive.AppTrim).
+	AppTrimmed *archive.AppTrim `json:"app_trimmed,omitempty"`
 }
 
 // StalledEvent is the payload of a "stalled" event: the consumer groups

@@ -31,6 +31,12 @@ func TestMaxStreams(t *testing.T) {
 	appendN(e, q, "a", 0, 3)
 	code, b := e.do("POST", "/v1/streams/"+q+"/z/cycle?keep=x", "", nil) // refused: takes no place
 	e.wantError(code, b, http.StatusBadRequest, CodeBadRequest)
+	// A cycle of a stream that does not exist takes no place.
+	code, b = e.do("POST", "/v1/streams/"+q+"/nothing/cycle?keep=1", "", nil)
+	e.wantError(code, b, http.StatusNotFound, CodeNotFound)
+	if _, err := c.AppendBatch(ctx, mustRef(t, q, "b"), [][]mq.Field{{{Name: "n", Value: "0"}}}); err != nil {
+		t.Fatal(err)
+	}
 	e.must("POST", "/v1/streams/"+q+"/b/cycle?keep=1", "") // undeclared, but cycled: it counts
 
 	refused := func(method, path, body string) {

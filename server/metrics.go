@@ -14,6 +14,7 @@ type metrics struct {
 	folded     *prometheus.CounterVec
 	trimmed    *prometheus.CounterVec
 	foldErrors *prometheus.CounterVec
+	appTrims   *prometheus.CounterVec
 	live       *prometheus.GaugeVec
 	depth      *prometheus.GaugeVec
 	wLag       *prometheus.GaugeVec
@@ -44,6 +45,10 @@ func newMetrics() *metrics {
 		foldErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "echostore_fold_errors_total",
 			Help: "Archive cycles that failed (nothing unfolded is trimmed by a failed cycle).",
+		}, qs),
+		appTrims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "echostore_app_trim_detected_total",
+			Help: "Cycles that found entries above the watermark removed by another client (the application's MAXLEN, XTRIM or XDEL) before they were folded: history missing from the archive.",
 		}, qs),
 		live: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "echostore_stream_live_length",
@@ -84,7 +89,7 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
 	}
-	m.reg.MustRegister(m.checkpoint, m.cycles, m.folded, m.trimmed, m.foldErrors, m.live, m.depth, m.wLag,
+	m.reg.MustRegister(m.checkpoint, m.cycles, m.folded, m.trimmed, m.foldErrors, m.appTrims, m.live, m.depth, m.wLag,
 		m.localLSN, m.remoteLSN, m.stalled, m.stalledN, m.http,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

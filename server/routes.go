@@ -53,6 +53,13 @@ func (s *Server) routes() []route {
 	api("POST /v1/streams/{q}/{s}/cycle", s.handleCycle)
 	api("GET /v1/streams/{q}/{s}/archive", s.handleStatus)
 	api("POST /v1/streams/{q}/{s}/replay", s.handleReplay)
+	// The same operations on the stream at any Redis key K, path-escaped
+	// as one segment.
+	api("POST /v1/keys/{k}", s.handleAppend)
+	api("GET /v1/keys/{k}", s.handleRead)
+	api("DELETE /v1/keys/{k}", s.handleDelete)
+	api("POST /v1/keys/{k}/cycle", s.handleCycle)
+	api("GET /v1/keys/{k}/archive", s.handleStatus)
 	api("GET /v1/queues/{q}", s.handleQueueStatus)
 	api("POST /v1/queues/{q}/jobs", s.handleEnqueue)
 	api("POST /v1/queues/{q}/claim", s.handleClaim)

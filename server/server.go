@@ -20,7 +20,6 @@ import (
 	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/drivers"
@@ -209,13 +208,9 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 	}
 	s.ret = s.mq.NewRetention(nil)
 	s.m.watchOutbox(s.out, node.OutboxK())
-	for _, q := range cfg.Queues {
-		for _, sc := range q.Streams {
-			ref, _ := names.ParseStreamRef(q.Name, sc.Name) // checked by withDefaults
-			st, _ := cfg.resolve(ref, sc)
-			if err := s.declare(st); err != nil {
-				return nil, err
-			}
+	for _, st := range cfg.declaredStreams() { // checked by withDefaults
+		if err := s.declare(st); err != nil {
+			return nil, err
 		}
 	}
 	s.ln, err = net.Listen("tcp", cfg.Listen)
@@ -579,6 +574,9 @@ func (s *Server) Beat(ctx context.Context) {
 	for _, d := range s.drivers() {
 		reps, _ := d.Cycle(ctx) // each report carries its own error
 		for _, r := range reps {
+			if r.Result.Missing {
+				continue // declared, but its key does not exist yet
+			}
 			s.reportCycle(ctx, r.Ref, r.Result, r.Err)
 		}
 	}
@@ -633,25 +631,35 @@ func (s *Server) cycle(ctx context.Context, ref names.StreamRef, st stream, w ar
 	} else {
 		res, err = s.node.Cycle(ctx, ref, echostore.CycleOptions{Window: w, TrimAfter: st.trimAfter, Retain: st.retain})
 	}
-	s.reportCycle(ctx, st.ref, archive.CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Dropped: res.Dropped, State: res.State,
-		Stalled: res.StalledGroups}, err)
+	ar := archive.CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Dropped: res.Dropped, State: res.State,
+		Stalled: res.StalledGroups}
+	if res.AppTrimmed != nil {
+		ar.AppTrimmed = *res.AppTrimmed
+	}
+	s.reportCycle(ctx, st.ref, ar, err)
 	return res, err
 }
 
 // reportCycle records an archive cycle in the metrics and the events.
 func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archive.CycleResult, err error) {
 	result := "ok"
-	q, st := ref.Queue().String(), ref.Stream().String() // metric labels
+	q, st := refLabels(ref) // metric labels
 	ev := CycleEvent{Queue: q, Stream: st, Archived: true, Folded: res.Folded, Trimmed: res.Trimmed,
 		Archive: res.State.Pages, LSN: res.State.LSN, Live: -1, Lag: -1, Volume: ref.Volume().String()}
 	if !res.State.Empty() {
-		ev.Watermark = brand.EVT.Format(res.State.W)
+		ev.Watermark = echostore.FormatID(ref, res.State.W)
 	}
 	if err != nil {
 		result = "error"
 		ev.Error = err.Error()
 		s.m.foldErrors.WithLabelValues(q, st).Inc()
 		s.log.Warn("serve: archive cycle failed; nothing unfolded was trimmed", "queue", ref.Queue(), "stream", ref.Stream(), "err", err)
+	}
+	if t := res.AppTrimmed; t.Detected() {
+		s.m.appTrims.WithLabelValues(q, st).Inc()
+		ev.AppTrimmed = &t
+		s.log.Warn("serve: another client removed entries of an archived stream above its watermark before they were folded",
+			"stream", ref.String(), "kind", t.Kind, "from", t.From)
 	}
 	s.m.cycles.WithLabelValues(q, st, "archive", result).Inc()
 	s.m.folded.WithLabelValues(q, st).Add(float64(res.Folded))
@@ -724,7 +732,7 @@ func (s *Server) liveAbove(ctx context.Context, ref names.StreamRef, state archi
 // reportTrim records a retention trim in the metrics and the events.
 func (s *Server) reportTrim(ctx context.Context, r mq.TrimReport) {
 	result := "ok"
-	q, st := r.Ref.Queue().String(), r.Ref.Stream().String() // metric labels
+	q, st := refLabels(r.Ref) // metric labels
 	if r.Err != nil {
 		if errors.Is(r.Err, mq.ErrArchived) {
 			s.log.Warn("serve: stream declared unarchived is registered as archived: retention leaves it alone",
@@ -833,7 +841,7 @@ func (s *Server) deleteStream(ctx context.Context, ref names.StreamRef) (echosto
 	s.hub.forget("cycle/" + ref.String())
 	s.hub.forget("stalled/" + ref.String())
 	for _, g := range []*prometheus.GaugeVec{s.m.live, s.m.depth, s.m.wLag, s.m.stalled} {
-		g.DeleteLabelValues(ref.Queue().String(), ref.Stream().String())
+		g.DeleteLabelValues(refLabels(ref))
 	}
 	s.log.Info("serve: archived stream deleted; no longer cycled", "queue", ref.Queue(), "stream", ref.Stream(), "volume", res.Volume,
 		"declared", declared)

@@ -28,7 +28,22 @@ type DeleteOut = echostore.DeleteResult
 // streamPath checks the {q} and {s} of the path, and their archive
 // volume's name, once.
 func streamPath(r *http.Request) (names.StreamRef, error) {
+	if q := r.PathValue("q"); q == "" {
+		// /v1/keys/{k}/…: the stream at key k (path-unescaped by the mux).
+		return names.ParseKeyRef(r.PathValue("k"))
+	}
 	return names.ParseStreamRef(r.PathValue("q"), r.PathValue("s"))
+}
+
+// refLabels returns the queue and stream labels of ref's metric series
+// and events: its names for a stream of a queue; for a stream at key K an
+// empty queue and the stream `key "K"` (K Go-quoted, so that a key of any
+// bytes is a valid label value and never equals a stream name).
+func refLabels(ref names.StreamRef) (queue, stream string) {
+	if ref.IsKey() {
+		return "", ref.String()
+	}
+	return ref.Queue().String(), ref.Stream().String()
 }
 
 // parseRecords parses an append body: one {"fields":…} object (pretty
@@ -164,7 +179,7 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 			panic(http.ErrAbortHandler)
 		}
 		start()
-		buf = append(mq.AppendJSON(buf[:0], rec), '\n')
+		buf = append(echostore.AppendRecordJSON(buf[:0], ref, rec), '\n')
 		if _, err := out.Write(buf); err != nil {
 			return nil // the client went away
 		}
@@ -240,6 +255,9 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	res, err := s.cycle(r.Context(), ref, cfg, win)
+	if !known && errors.Is(err, archive.ErrNoStream) {
+		s.unadmit(ref) // nothing there: the cycle took no place
+	}
 	if err != nil {
 		return err
 	}

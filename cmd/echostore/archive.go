@@ -39,7 +39,7 @@ func printRecords(g *globals, ref names.StreamRef, seq iter.Seq2[mq.Record, erro
 			out.Flush()
 			return err
 		}
-		buf = append(mq.AppendJSON(buf[:0], rec), '\n')
+		buf = append(echostore.AppendRecordJSON(buf[:0], ref, rec), '\n')
 		if _, err := out.Write(buf); err != nil {
 			return err
 		}
@@ -70,9 +70,10 @@ func newArchiveCycleCmd(g *globals) *cobra.Command {
 		retain    archive.Retention
 		groups    archive.GroupLimits
 		stalled   string
+		key       string
 	)
 	cmd := &cobra.Command{
-		Use:   "cycle QUEUE STREAM --keep N [--max-age D] [--trim-after local|remote] [--retain-count N] [--retain-age D] [--max-live N] [--max-hold D] [--stalled-groups hold|archive]",
+		Use:   "cycle (QUEUE STREAM | --key K) --keep N [--max-age D] [--trim-after local|remote] [--retain-count N] [--retain-age D] [--max-live N] [--max-hold D] [--stalled-groups hold|archive]",
 		Short: `Run one fold-then-trim cycle; print {"folded":…,"trimmed":…,"watermark":…[,"dropped":…]}`,
 		Long: `Fold the records of the stream outside the window (all but the --keep newest,
 and, with --max-age, also those older than it) into the archive volume archive.Q.S
@@ -100,10 +101,15 @@ file://<data>/remote): if the remote is ahead of the local volume
 (another node folded and pushed, and this one takes over the stream's lease) it
 pulls the volume before folding; if the local volume is missing and the remote
 holds a log of that name while the stream has no seam cache (the history of a
-deleted stream) it refuses and says how to delete that log.`,
-		Args: cobra.ExactArgs(2),
+deleted stream) it refuses and says how to delete that log.
+
+With --key K the stream is the application's own key K (its archive volume is
+archive-key.… , docs/FORMAT.md); producers keep XADDing to K. A cycle of a
+stream whose key does not exist and that was never archived does nothing,
+registers nothing, and fails (a mistyped key or name).`,
+		Args: exactStream(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ref, err := streamRef(args[0], args[1])
+			ref, _, err := streamArgs(key, cmd.Flags().Changed("key"), args)
 			if err != nil {
 				return err
 			}
@@ -148,12 +154,14 @@ deleted stream) it refuses and says how to delete that log.`,
 	f.Int64Var(&groups.MaxLive, "max-live", 0, "a consumer group holding back more records than this beyond the window is stalled (0: 10 × --keep; negative: no limit)")
 	f.DurationVar(&groups.MaxHold, "max-hold", 0, "a consumer group holding back an entry older than this is stalled (0: --max-age + 1h; negative: no limit)")
 	f.StringVar(&stalled, "stalled-groups", "hold", "what to do about a stalled consumer group: hold (keep its entries live) or archive (trim past them)")
+	f.StringVar(&key, "key", "", keyFlagUsage)
 	return cmd
 }
 
 func newArchiveStatusCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "status QUEUE STREAM",
+	var key string
+	cmd := &cobra.Command{
+		Use:   "status (QUEUE STREAM | --key K)",
 		Short: `Print {"watermark":…,"archived":…,"live":…,"volume":…,"lsn":…[,"low":…,"retained":…]}`,
 		Long: `Print where the seam of the stream is: the watermark W (the newest archived id,
 read from the volume, which is the truth), the number of archived records ever
@@ -162,9 +170,9 @@ LSN. Once retention (archive cycle --retain-count/--retain-age) has dropped
 archived records, "low" is the sequence number of the first archived record kept
 and "retained" how many are still readable (archived − low); before that both
 are left out (low 0, retained = archived).`,
-		Args: cobra.ExactArgs(2),
+		Args: exactStream(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ref, err := streamRef(args[0], args[1])
+			ref, _, err := streamArgs(key, cmd.Flags().Changed("key"), args)
 			if err != nil {
 				return err
 			}
@@ -184,6 +192,8 @@ are left out (low 0, retained = archived).`,
 			return printJSON(g.stdout, st)
 		},
 	}
+	cmd.Flags().StringVar(&key, "key", "", keyFlagUsage)
+	return cmd
 }
 
 // confirmDeleteFlag is the flag archive delete insists on.
@@ -191,8 +201,9 @@ const confirmDeleteFlag = "yes-delete-history"
 
 func newArchiveDeleteCmd(g *globals) *cobra.Command {
 	var yes bool
+	var key string
 	cmd := &cobra.Command{
-		Use:   "delete QUEUE STREAM --" + confirmDeleteFlag,
+		Use:   "delete (QUEUE STREAM | --key K) --" + confirmDeleteFlag,
 		Short: `Delete an archived stream and its archive in --data; print {"deleted":…,"volume":…,…}`,
 		Long: `Delete the archived stream: first its archive volume archive.Q.S in --data,
 then, under the stream's archive lease (a running cycle is waited for), the live
@@ -208,10 +219,12 @@ it until a delete with that remote runs. Not deleted: copies of the volume in
 other nodes' data dirs.
 
 While echostore serve holds --data, the delete goes through it: serve deletes
-with its own remote and stops cycling the stream (docs/SERVE.md).`,
-		Args: cobra.ExactArgs(2),
+with its own remote and stops cycling the stream (docs/SERVE.md).
+
+With --key K the stream deleted is the key K itself, with its metadata keys.`,
+		Args: exactStream(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ref, err := streamRef(args[0], args[1])
+			ref, _, err := streamArgs(key, cmd.Flags().Changed("key"), args)
 			if err != nil {
 				return err
 			}
@@ -233,5 +246,6 @@ with its own remote and stops cycling the stream (docs/SERVE.md).`,
 		},
 	}
 	cmd.Flags().BoolVar(&yes, confirmDeleteFlag, false, "confirm: delete the stream and its archived history")
+	cmd.Flags().StringVar(&key, "key", "", keyFlagUsage)
 	return cmd
 }

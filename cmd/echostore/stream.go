@@ -12,8 +12,44 @@ import (
 	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 	"github.com/spf13/cobra"
 )
+
+// keyFlagUsage is the help of --key, on every command that names a stream.
+const keyFlagUsage = "name the stream by its Redis key K (any key an application XADDs to) instead of QUEUE STREAM"
+
+// streamArgs returns the stream a command names, by --key (key, when the
+// flag was given) or by its first two arguments, and the arguments after
+// it. With --key there is no QUEUE STREAM.
+func streamArgs(key string, byKey bool, args []string) (names.StreamRef, []string, error) {
+	if byKey {
+		ref, err := names.ParseKeyRef(key)
+		if err != nil {
+			return names.StreamRef{}, nil, fmt.Errorf("--key: %w", err)
+		}
+		return ref, args, nil
+	}
+	if len(args) < 2 {
+		return names.StreamRef{}, nil, usageError("give QUEUE STREAM, or --key K")
+	}
+	ref, err := streamRef(args[0], args[1])
+	return ref, args[2:], err
+}
+
+// exactStream checks that a command naming a stream got QUEUE STREAM, or
+// --key and no arguments.
+func exactStream() cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if cmd.Flags().Changed("key") {
+			if len(args) != 0 {
+				return usageError("--key names the stream: give no QUEUE STREAM with it (got %d arguments)", len(args))
+			}
+			return nil
+		}
+		return cobra.ExactArgs(2)(cmd, args)
+	}
+}
 
 func newStreamCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -25,21 +61,25 @@ func newStreamCmd(g *globals) *cobra.Command {
 }
 
 func newStreamAppendCmd(g *globals) *cobra.Command {
-	var jsonl string
+	var jsonl, key string
 	cmd := &cobra.Command{
-		Use:   "append QUEUE STREAM [NAME=VALUE …]",
+		Use:   "append (QUEUE STREAM | --key K) [NAME=VALUE …]",
 		Short: "Append one record, or JSON lines from a file or stdin; print one branded id per line",
 		Long: `Append one record made of NAME=VALUE arguments (in that order), or, with
 --jsonl FILE (- for stdin), one record per line, each {"fields":{"name":"value",…}}.
 The whole input is checked before anything is appended: a bad line fails the
 command, names its line number, and nothing is appended. Prints the id of each
-appended record, one per line, in input order.`,
-		Args: cobra.MinimumNArgs(2),
+appended record, one per line, in input order: EVT_… ids for QUEUE STREAM,
+Redis ids (<ms>-<seq>) for --key K.`,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			q, s := args[0], args[1]
+			ref, args, err := streamArgs(key, cmd.Flags().Changed("key"), args)
+			if err != nil {
+				return err
+			}
 			var batch [][]mq.Field
 			switch {
-			case jsonl != "" && len(args) > 2:
+			case jsonl != "" && len(args) > 0:
 				return errors.New("give the fields either as NAME=VALUE arguments or with --jsonl, not both")
 			case jsonl != "":
 				var err error
@@ -49,11 +89,11 @@ appended record, one per line, in input order.`,
 				if len(batch) == 0 {
 					return fmt.Errorf("--jsonl %s: no records in the input", jsonl)
 				}
-			case len(args) == 2:
+			case len(args) == 0:
 				return errors.New("no fields: give NAME=VALUE arguments, or --jsonl - to read JSON lines from stdin")
 			default:
-				rec := make([]mq.Field, 0, len(args)-2)
-				for _, a := range args[2:] {
+				rec := make([]mq.Field, 0, len(args))
+				for _, a := range args {
 					name, value, ok := strings.Cut(a, "=")
 					if !ok {
 						return fmt.Errorf("argument %q: want NAME=VALUE", a)
@@ -68,10 +108,6 @@ appended record, one per line, in input order.`,
 				if err := (mq.Limits{}).Check(batch[0]); err != nil {
 					return inputError(false, 0, err)
 				}
-			}
-			ref, err := streamRef(q, s)
-			if err != nil {
-				return err
 			}
 			ctx := cmd.Context()
 			b, err := open(ctx, g, redisLive)
@@ -92,6 +128,7 @@ appended record, one per line, in input order.`,
 		},
 	}
 	cmd.Flags().StringVar(&jsonl, "jsonl", "", `read records as JSON lines {"fields":{…}} from FILE ("-" for stdin)`)
+	cmd.Flags().StringVar(&key, "key", "", keyFlagUsage)
 	return cmd
 }
 
@@ -158,9 +195,10 @@ func newStreamReadCmd(g *globals) *cobra.Command {
 		reverse     bool
 		liveOnly    bool
 		archiveOnly bool
+		key         string
 	)
 	cmd := &cobra.Command{
-		Use:   "read QUEUE STREAM [--from ID] [--to ID] [--limit N] [--reverse] [--live-only|--archive-only]",
+		Use:   "read (QUEUE STREAM | --key K) [--from ID] [--to ID] [--limit N] [--reverse] [--live-only|--archive-only]",
 		Short: "Print the records of a stream as JSON lines {\"id\":…,\"fields\":{…}}",
 		Long: `Print the records of a stream with ids in [--from, --to] (both inclusive, each
 a branded id EVT_… or a Redis stream id <ms>-<seq>) as JSON lines, oldest first
@@ -172,8 +210,11 @@ If the archive volume is not in --data (or is behind), it is pulled from
 --remote first (pages are fetched on first read); with no remote holding it
 the read fails rather than print the live tail alone.
 --live-only reads Redis alone; --archive-only reads the data dir alone and
-works with Redis down.`,
-		Args: cobra.ExactArgs(2),
+works with Redis down.
+
+With --key K the stream is the application's own key K; its ids print as Redis
+ids (<ms>-<seq>).`,
+		Args: exactStream(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if liveOnly && archiveOnly {
 				return usageError("--live-only and --archive-only exclude each other: give one, or neither for the merge-read")
@@ -193,7 +234,7 @@ works with Redis down.`,
 			if limit < 0 {
 				return fmt.Errorf("--limit %d: want 0 (all) or more", limit)
 			}
-			ref, err := streamRef(args[0], args[1])
+			ref, _, err := streamArgs(key, cmd.Flags().Changed("key"), args)
 			if err != nil {
 				return err
 			}
@@ -224,5 +265,6 @@ works with Redis down.`,
 	f.StringVar(&to, "to", "", "highest id to print, inclusive (EVT_… or <ms>-<seq>)")
 	f.IntVar(&limit, "limit", 0, "print at most N records (0: all)")
 	f.BoolVar(&reverse, "reverse", false, "newest first")
+	f.StringVar(&key, "key", "", keyFlagUsage)
 	return cmd
 }
