@@ -135,6 +135,12 @@ func (m *MinIO) start(ctx context.Context) error {
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("health: %s", resp.Status)
 		}
+		// "ready" can answer before the object layer is up, when a bucket
+		// call still fails with 503 XMinioServerNotInitialized: the server
+		// is ready once an S3 call succeeds.
+		if _, err := m.S3().ListBuckets(ctx, &s3.ListBucketsInput{}); err != nil {
+			return fmt.Errorf("list buckets: %w", err)
+		}
 		return nil
 	})
 	if err != nil {
