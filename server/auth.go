@@ -198,9 +198,13 @@ func routeScope(r *http.Request) Scope {
 		}
 		return ScopeWrite
 	case "POST /v1/streams/{q}/{s}/replay":
-		// force writes into echostore's own namespace: admin.
-		if _, force := r.URL.Query()["force"]; force {
-			return ScopeAdmin
+		// force writes into echostore's own namespace: admin; so does a
+		// force that does not parse (the handler then refuses it), or
+		// more than one. force=false (or 0, or empty) is no force.
+		if v, ok := r.URL.Query()["force"]; ok {
+			if force, err := boolParam(v[0]); err != nil || force || len(v) > 1 {
+				return ScopeAdmin
+			}
 		}
 		return ScopeWrite
 	}
@@ -217,7 +221,7 @@ func routeScope(r *http.Request) Scope {
 // a stalled_groups other than hold, which trims entries consumer groups
 // hold (the applications' pending entries).
 func dropsHistory(q url.Values) bool {
-	if v, ok := q["stalled_groups"]; ok && (len(v) > 1 || v[0] != "hold") {
+	if v, ok := q["stalled_groups"]; ok && (len(v) > 1 || v[0] != "hold" && v[0] != "") {
 		return true
 	}
 	if v, ok := q["trim_after"]; ok && (len(v) > 1 || v[0] != "remote") {

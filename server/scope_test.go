@@ -65,7 +65,7 @@ var wantScope = map[string]Scope{
 	// A replay with force writes into echostore's namespace: admin,
 	// whatever its value.
 	"POST /v1/streams/{q}/{s}/replay?force=true":  ScopeAdmin,
-	"POST /v1/streams/{q}/{s}/replay?force=false": ScopeAdmin,
+	"POST /v1/streams/{q}/{s}/replay?force=false": ScopeWrite,
 	// A cycle with a retention drops archived history: admin.
 	"POST /v1/streams/{q}/{s}/cycle?retain_count=5": ScopeAdmin,
 	"POST /v1/streams/{q}/{s}/cycle?retain_age=1h":  ScopeAdmin,
@@ -82,6 +82,7 @@ var wantScope = map[string]Scope{
 	"POST /v1/streams/{q}/{s}/cycle?stalled_groups=archive":               ScopeAdmin,
 	"POST /v1/streams/{q}/{s}/cycle?stalled_groups=hold&stalled_groups=x": ScopeAdmin,
 	"POST /v1/streams/{q}/{s}/cycle?stalled_groups=hold&max_live=5":       ScopeWrite,
+	"POST /v1/streams/{q}/{s}/cycle?stalled_groups=":                      ScopeWrite,
 }
 
 // TestBoundaryRoutesCovered: the samples of the matrices and the scope

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -194,6 +195,9 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := noBody(r); err != nil {
+		return err
+	}
 	cfg, known := s.lookup(ref)
 	if !known {
 		if cfg, err = s.cfg.resolve(ref, StreamConfig{}); err != nil {
@@ -298,5 +302,16 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// noBody refuses a request body on a route that takes its parameters in
+// the query (a cycle's keep=…): silently ignoring {"keep":5} would run the
+// cycle with other settings than the caller meant.
+func noBody(r *http.Request) error {
+	var one [1]byte
+	if n, _ := io.ReadFull(r.Body, one[:]); n > 0 {
+		return badRequest("this route takes its parameters in the query string (e.g. ?keep=5), not in a body; nothing was done")
+	}
 	return nil
 }

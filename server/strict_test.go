@@ -315,6 +315,24 @@ func TestCycleKeepBelowOne(t *testing.T) {
 	e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=1", "")
 }
 
+// TestCycleRefusesBody: a cycle takes its parameters in the query; a JSON
+// body ({"keep":5}) is refused with 400 before anything is done, instead
+// of running the cycle with the defaults.
+func TestCycleRefusesBody(t *testing.T) {
+	e := start(t, Config{})
+	q := queueName(t)
+	appendN(e, q, "s", 0, 8)
+	code, b := e.do("POST", "/v1/streams/"+q+"/s/cycle", "", strings.NewReader(`{"keep":5}`))
+	e.wantError(code, b, http.StatusBadRequest, CodeBadRequest)
+	if !strings.Contains(string(b), "query") {
+		t.Fatalf("cycle with a body: %s; want the reason", b)
+	}
+	if keyExists(t, e.cfg.Redis, "emq:{"+q+"}:stream:s:archived") {
+		t.Fatal("a refused cycle wrote the seam cache")
+	}
+	e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=5", "")
+}
+
 // keyExists reports whether key exists in the Redis at redisURL.
 func keyExists(t *testing.T, redisURL, key string) bool {
 	t.Helper()

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -11,7 +14,8 @@ import (
 // command, a flag value, a name or an id that does not parse, flags that
 // exclude each other) exits 2 before anything is contacted; a command that
 // fails at what it does exits 1. Redis here is a port nobody listens on:
-// a usage error must come before any attempt to reach it.
+// a usage error must come before any attempt to reach it, and before
+// anything is created.
 func TestExitCodes(t *testing.T) {
 	data := t.TempDir()
 	for _, tc := range []struct {
@@ -32,17 +36,39 @@ func TestExitCodes(t *testing.T) {
 		{"archive cycle q s", 2},
 		{"archive cycle q s --keep -1", 2},
 		{"stream read q s --bogus-flag", 2},
+		{"queue akc q 1-0", 2}, // a subcommand that does not exist
+		{"volume pusj x", 2},
+		{"stream bogus", 2},
+		{"stream append q s", 2},
+		{"stream append q s noequals", 2},
+		{"stream read q s --limit -1", 2},
+		{"stream read q s --from 1796144294818-0 --to 1796144294000-0", 2},
+		{"queue redrive q", 2},
+		{"queue redrive q --all 1-0", 2},
+		{"queue redrive q --all --limit 5000", 2},
+		{"queue ack q notanid", 2},
+		{"queue dead q --after zz", 2},
+		{"queue claim q --count 1001", 2},
+		{"queue dead q --limit 5000", 2},
+		{"enqueue q", 2}, // --payload is required
+		{"enqueue q --payload 1 --delay 1s --run-at 2030-01-01T00:00:00Z", 2},
+		{"id mint -n 0", 2},
+		{"serve --beat -1s", 2},
 		{"queue status q", 1},        // Redis unreachable: the command failed
 		{"stream append q s a=1", 1}, // likewise
 		{"stream read q s --live-only", 1},
 	} {
 		t.Run(tc.args, func(t *testing.T) {
+			data := filepath.Join(data, strings.ReplaceAll(tc.args, " ", "_"))
 			var out bytes.Buffer
 			args := append(strings.Fields(tc.args), "--data", data, "--redis", "redis://127.0.0.1:1")
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if code := execute(ctx, args, &out, &out); code != tc.code {
 				t.Fatalf("echostore %s: exit %d, want %d\n%s", tc.args, code, tc.code, out.String())
+			}
+			if _, err := os.Stat(data); tc.code == 2 && !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("echostore %s: a usage error created --data (%v)", tc.args, err)
 			}
 		})
 	}

@@ -42,7 +42,7 @@ func newIDCmd(g *globals) *cobra.Command {
 				return exitError{exitUsage, fmt.Errorf("--brand: %w", err)}
 			}
 			if count < 1 || count > 1_000_000 {
-				return fmt.Errorf("-n %d: want 1 to 1000000", count)
+				return usageError("-n %d: want 1 to 1000000", count)
 			}
 			node, err := nodeFromEnv()
 			if err != nil {

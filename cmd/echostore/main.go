@@ -74,11 +74,17 @@ func exitCode(err error) int {
 		return ee.code
 	case errors.Is(err, remote.ErrBadURL), errors.Is(err, remote.ErrUnknownScheme),
 		errors.Is(err, mq.ErrBadURL), errors.Is(err, server.ErrMemRemote), errors.Is(err, echostore.ErrMemRemote),
-		errors.Is(err, names.ErrInvalid), errors.Is(err, brand.ErrMalformed):
+		errors.Is(err, names.ErrInvalid), errors.Is(err, brand.ErrMalformed),
+		errors.Is(err, server.ErrConfig), errors.Is(err, server.ErrInsecure):
 		// A name or an id of the command line that does not parse.
 		return exitUsage
-	case strings.HasPrefix(err.Error(), "unknown command "):
-		return exitUsage // cobra's, for a subcommand that does not exist
+	case strings.HasPrefix(err.Error(), "unknown command "),
+		strings.HasPrefix(err.Error(), "required flag(s) "),
+		strings.HasPrefix(err.Error(), "if any flags in the group "):
+		// cobra's, for a subcommand that does not exist, a required flag
+		// not given and flags that exclude each other (cobra has no
+		// error types for them).
+		return exitUsage
 	}
 	return exitFailure
 }

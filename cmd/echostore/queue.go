@@ -1,12 +1,13 @@
 package main
 
 import (
-	"errors"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/echostore/echostore"
+	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
 
@@ -53,8 +54,8 @@ acknowledged for D or longer (jobs that used up their attempts go to the dead
 letters instead). Prints nothing when there is no job.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if count < 1 {
-				return usageError("--count %d: want 1 or more", count)
+			if count < 1 || count > echostore.MaxBatch {
+				return usageError("--count %d: want 1 to %d", count, echostore.MaxBatch)
 			}
 			if stalled < 0 {
 				return usageError("--stalled %v: want a positive duration such as 5m", stalled)
@@ -81,6 +82,9 @@ func newQueueAckCmd(g *globals) *cobra.Command {
 		Short: "Acknowledge finished jobs by entry id; print {\"acked\":N}",
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkEntryIDs(args[1:]); err != nil {
+				return err
+			}
 			return queueRun(cmd, g, args[0], func(b backend, q names.Queue) error {
 				res, err := b.Ack(cmd.Context(), q, args[1:])
 				if err != nil {
@@ -102,8 +106,13 @@ func newQueueDeadCmd(g *globals) *cobra.Command {
 		Short: "List dead letters as JSON lines {\"entry\",\"id\",\"attempts\",\"error\",\"fields\"}",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if limit < 1 {
-				return usageError("--limit %d: want 1 or more", limit)
+			if limit < 1 || limit > echostore.MaxBatch {
+				return usageError("--limit %d: want 1 to %d", limit, echostore.MaxBatch)
+			}
+			if after != "" {
+				if err := checkEntryIDs([]string{after}); err != nil {
+					return fmt.Errorf("--after: %w", err)
+				}
 			}
 			return queueRun(cmd, g, args[0], func(b backend, q names.Queue) error {
 				res, err := b.Dead(cmd.Context(), q, echostore.DeadOptions{After: after, Limit: limit})
@@ -130,7 +139,13 @@ func newQueueRedriveCmd(g *globals) *cobra.Command {
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all == (len(args) > 1) {
-				return errors.New("name the dead-letter entries to redrive, or give --all (not both)")
+				return usageError("name the dead-letter entries to redrive, or give --all (not both)")
+			}
+			if all && (limit < 1 || limit > echostore.MaxBatch) {
+				return usageError("--limit %d: want 1 to %d", limit, echostore.MaxBatch)
+			}
+			if err := checkEntryIDs(args[1:]); err != nil {
+				return err
 			}
 			return queueRun(cmd, g, args[0], func(b backend, q names.Queue) error {
 				opts := echostore.RedriveOptions{All: all, Entries: args[1:]}
@@ -165,4 +180,15 @@ func newQueueStatusCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+}
+
+// checkEntryIDs checks entry ids of the command line before anything is
+// contacted: a malformed one is a usage error (exit status 2).
+func checkEntryIDs(ids []string) error {
+	for _, id := range ids {
+		if err := mq.CheckEntryID(id); err != nil {
+			return exitError{exitUsage, err}
+		}
+	}
+	return nil
 }

@@ -226,6 +226,13 @@ func adviseServe(err error) error {
 // usageArgs makes a wrong argument count of c and its subcommands an error
 // of the command line (exit status 2), as a bad flag is.
 func usageArgs(c *cobra.Command) {
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		// A group of commands (queue, stream, …): a word after it that
+		// names none of its subcommands is an unknown command, not a
+		// request for its help.
+		c.Args = cobra.NoArgs
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
 	if args := c.Args; args != nil {
 		c.Args = func(cmd *cobra.Command, a []string) error {
 			if err := args(cmd, a); err != nil {

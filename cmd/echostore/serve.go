@@ -113,6 +113,11 @@ the data dir is closed, and serve exits 0.`,
 			}
 			cfg.Dev = cfg.Dev || dev
 			cfg.Logger = g.log
+			// The configuration is checked before anything is created
+			// (the data dir's token below) or opened.
+			if _, err := cfg.Checked(); err != nil {
+				return err
+			}
 			if cfg.Token == "" && len(cfg.Tokens) == 0 && server.IsLoopback(cfg.Listen) && (cfg.RESP == "" || server.IsLoopback(cfg.RESP)) {
 				// No token given: the data dir's own admin token, so that
 				// other users of the machine cannot use the TCP address.

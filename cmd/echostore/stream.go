@@ -80,7 +80,7 @@ Redis ids (<ms>-<seq>) for --key K.`,
 			var batch [][]mq.Field
 			switch {
 			case jsonl != "" && len(args) > 0:
-				return errors.New("give the fields either as NAME=VALUE arguments or with --jsonl, not both")
+				return usageError("give the fields either as NAME=VALUE arguments or with --jsonl, not both")
 			case jsonl != "":
 				var err error
 				if batch, err = readJSONL(cmd.InOrStdin(), jsonl); err != nil {
@@ -90,13 +90,13 @@ Redis ids (<ms>-<seq>) for --key K.`,
 					return fmt.Errorf("--jsonl %s: no records in the input", jsonl)
 				}
 			case len(args) == 0:
-				return errors.New("no fields: give NAME=VALUE arguments, or --jsonl - to read JSON lines from stdin")
+				return usageError("no fields: give NAME=VALUE arguments, or --jsonl - to read JSON lines from stdin")
 			default:
 				rec := make([]mq.Field, 0, len(args))
 				for _, a := range args {
 					name, value, ok := strings.Cut(a, "=")
 					if !ok {
-						return fmt.Errorf("argument %q: want NAME=VALUE", a)
+						return usageError("argument %q: want NAME=VALUE", a)
 					}
 					rec = append(rec, mq.Field{Name: name, Value: value})
 				}
@@ -232,7 +232,10 @@ ids (<ms>-<seq>).`,
 				}
 			}
 			if limit < 0 {
-				return fmt.Errorf("--limit %d: want 0 (all) or more", limit)
+				return usageError("--limit %d: want 0 (all) or more", limit)
+			}
+			if lo > hi {
+				return usageError("--from %s is above --to %s: give the lower id as --from (--reverse reads newest first)", from, to)
 			}
 			ref, _, err := streamArgs(key, cmd.Flags().Changed("key"), args)
 			if err != nil {
