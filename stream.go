@@ -10,7 +10,9 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // Append appends records to the live stream, in order, as one batch, and
@@ -43,8 +45,9 @@ func (n *Node) Append(ctx context.Context, ref names.StreamRef, records [][]Fiel
 // archive.ErrNoVolume (it never serves the live tail alone). ReadLiveOnly
 // reads the live stream; ReadArchiveOnly reads the data dir's volume
 // alone, without Redis, failing wrapping graft.ErrVolumeNotFound if there
-// is none. An entry that is not a branded record yields a *mq.EntryError
-// and the read goes on; any other error ends it.
+// is none. Every entry is a record, whatever its id or bytes; a reply that
+// is not an entry yields a *mq.EntryError and the read goes on; any other
+// error ends it.
 func (n *Node) Read(ctx context.Context, ref names.StreamRef, opts ReadOptions) iter.Seq2[Record, error] {
 	fail := func(err error) iter.Seq2[Record, error] {
 		return func(yield func(Record, error) bool) { yield(Record{}, err) }
@@ -53,8 +56,8 @@ func (n *Node) Read(ctx context.Context, ref names.StreamRef, opts ReadOptions) 
 		return fail(fmt.Errorf("read: no stream: %w", names.ErrInvalid))
 	}
 	to := opts.To
-	if to == 0 {
-		to = brand.Max
+	if to.IsZero() {
+		to = xid.Max
 	}
 	rg := archive.Range{From: opts.From, To: to, Limit: opts.Limit, Reverse: opts.Reverse}
 	switch opts.Side {
@@ -135,12 +138,13 @@ func (n *Node) remoteHead(ctx context.Context, name string) (uint64, error) {
 	return head, nil
 }
 
-// watermark renders W: "EVT_…", or nil before the first fold.
+// watermark renders W: "EVT_…" (the Redis id when W has no branded id),
+// or nil before the first fold.
 func watermark(st archive.State) *string {
 	if st.Empty() {
 		return nil
 	}
-	w := brand.EVT.Format(st.W)
+	w := mq.FormatID(st.W, mq.IDBranded)
 	return &w
 }
 
@@ -207,7 +211,7 @@ func (n *Node) Status(ctx context.Context, ref names.StreamRef) (ArchiveStatus, 
 	if archived && (vol == nil || !state.Covers(seam.W)) {
 		if vol, err = n.pullArchive(ctx, ref); err != nil {
 			return ArchiveStatus{}, fmt.Errorf("%s is archived up to %s but %s is not in this data dir: %w",
-				ref, brand.EVT.Format(seam.W), ref.Volume(), err)
+				ref, mq.FormatID(seam.W, mq.IDBranded), ref.Volume(), err)
 		}
 		if state, err = archive.StreamFrontier(ctx, vol, ref); err != nil {
 			return ArchiveStatus{}, err

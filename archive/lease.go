@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // The archive driver's lease with fencing tokens, the trim that checks the
@@ -96,15 +96,15 @@ func releaseLease(ctx context.Context, live Live, ref names.StreamRef, token int
 // lease; otherwise it trims nothing and fails with ErrFenced. The check and
 // the trim are one script (scriptFencedTrim). It trims archived streams: it
 // is the archive driver's trim, after its fold.
-func fencedTrim(ctx context.Context, live Live, ref names.StreamRef, token int64, minID brand.ID) (mq.TrimResult, error) {
+func fencedTrim(ctx context.Context, live Live, ref names.StreamRef, token int64, minID xid.ID) (mq.TrimResult, error) {
 	if err := checkRef(ref); err != nil {
 		return mq.TrimResult{}, err
 	}
 	keys := []string{mq.StreamKey(ref), LeaseKey(ref)}
-	args := []string{strconv.FormatInt(token, 10), minID.RedisID()}
+	args := []string{strconv.FormatInt(token, 10), minID.String()}
 	reply, err := live.Run(ctx, scriptFencedTrim, keys, args).Strings()
 	if err != nil {
-		return mq.TrimResult{}, fmt.Errorf("fenced trim %s to %s: %w", where(ref), minID.RedisID(), err)
+		return mq.TrimResult{}, fmt.Errorf("fenced trim %s to %s: %w", where(ref), minID.String(), err)
 	}
 	switch {
 	case len(reply) == 1 && reply[0] == "FENCED":

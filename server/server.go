@@ -20,13 +20,13 @@ import (
 	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/redact"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // Sentinel errors of New and Run.
@@ -633,7 +633,7 @@ func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archi
 	ev := CycleEvent{Queue: q, Stream: st, Archived: true, Folded: res.Folded, Trimmed: res.Trimmed,
 		Archive: res.State.Pages, LSN: res.State.LSN, Live: -1, Lag: -1, Volume: ref.Volume().String()}
 	if !res.State.Empty() {
-		ev.Watermark = brand.EVT.Format(res.State.W)
+		ev.Watermark = mq.FormatID(res.State.W, mq.IDBranded)
 	}
 	if err != nil {
 		result = "error"
@@ -654,8 +654,8 @@ func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archi
 			ev.Lag = n
 		}
 		lag := 0.0
-		if info.Length > 0 && !res.State.Empty() && info.Last > res.State.W {
-			lag = info.Last.Time().Sub(res.State.W.Time()).Seconds()
+		if last, perr := xid.Parse(info.LastXID); perr == nil && info.Length > 0 && !res.State.Empty() && res.State.W.Less(last) {
+			lag = float64(int64(last.Ms)-int64(res.State.W.Ms)) / 1000
 		}
 		s.m.wLag.WithLabelValues(q, st).Set(lag)
 	}
@@ -669,11 +669,18 @@ func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archi
 // by a read is small.
 func (s *Server) liveAbove(ctx context.Context, ref names.StreamRef, state archive.State) (int64, error) {
 	info, err := s.mq.Info(ctx, ref)
-	if err != nil || info.Length == 0 || state.Empty() || info.First > state.W {
+	if err != nil || info.Length == 0 || state.Empty() {
 		return info.Length, err
 	}
+	first, err := xid.Parse(info.FirstXID)
+	if err != nil {
+		return 0, fmt.Errorf("live entries of %s above W: %w", ref, err)
+	}
+	if state.W.Less(first) {
+		return info.Length, nil
+	}
 	var below int64
-	for _, rerr := range s.mq.Read(ctx, ref, info.First, state.W, 0, false) {
+	for _, rerr := range s.mq.Read(ctx, ref, first, state.W, 0, false) {
 		var ee *mq.EntryError
 		if rerr != nil && !errors.As(rerr, &ee) {
 			return 0, rerr

@@ -155,7 +155,7 @@ func (id *ID) UnmarshalText(b []byte) error {
 // other text fails with a *SyntaxError (ErrSyntax).
 //
 // Redis also accepts "ms" alone as an XRANGE bound (meaning ms-0 as a start,
-// ms-18446744073709551615 as an end) and as an XADD id (ms-*); Parse does
+// ms-18446744073709551615 as an end) and as an XADD id (meaning ms-0); Parse does
 // not, since its meaning depends on the side. ParseBound accepts it.
 func Parse(s string) (ID, error) {
 	dash := -1

@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/echostore/echostore"
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/xid"
 	"github.com/spf13/cobra"
 )
 
@@ -178,15 +178,15 @@ works with Redis down.`,
 			if liveOnly && archiveOnly {
 				return errors.New("--live-only and --archive-only exclude each other: give one, or neither for the merge-read")
 			}
-			lo, hi := brand.ID(0), brand.Max
+			lo, hi := xid.Min, xid.Max
 			var err error
 			if from != "" {
-				if lo, err = brand.EVT.ParseAny(from); err != nil {
+				if lo, err = mq.ParseID(from, false); err != nil {
 					return fmt.Errorf("--from: %w", err)
 				}
 			}
 			if to != "" {
-				if hi, err = brand.EVT.ParseAny(to); err != nil {
+				if hi, err = mq.ParseID(to, true); err != nil {
 					return fmt.Errorf("--to: %w", err)
 				}
 			}
