@@ -74,11 +74,23 @@ func pageFitsV1(r mq.Record) (brand.ID, bool) {
 	if err != nil {
 		return 0, false
 	}
-	seen := make(map[string]struct{}, len(r.Fields))
 	for _, f := range r.Fields {
 		if !utf8.ValidString(f.Name) || !utf8.ValidString(f.Value) {
 			return 0, false
 		}
+	}
+	if len(r.Fields) <= 16 {
+		for i := 1; i < len(r.Fields); i++ {
+			for j := 0; j < i; j++ {
+				if r.Fields[i].Name == r.Fields[j].Name {
+					return 0, false
+				}
+			}
+		}
+		return id, true
+	}
+	seen := make(map[string]struct{}, len(r.Fields))
+	for _, f := range r.Fields {
 		if _, dup := seen[f.Name]; dup {
 			return 0, false
 		}

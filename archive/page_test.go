@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"reflect"
 	"testing"
@@ -155,4 +156,40 @@ func FuzzDecodeRecordPage(f *testing.F) {
 			check(t, fixed)
 		}
 	})
+}
+
+// TestPageVersionChoice: the version a fold writes, around the edges of
+// what version 1 holds (many fields take the map path of the check).
+func TestPageVersionChoice(t *testing.T) {
+	many := func(dupAt int) mq.Record {
+		r := mq.Record{ID: brand.ID(9).XID()}
+		for i := range 40 {
+			r.Fields = append(r.Fields, mq.Field{Name: fmt.Sprint("f", i), Value: "v"})
+		}
+		if dupAt >= 0 {
+			r.Fields[dupAt].Name = "f0"
+		}
+		return r
+	}
+	for _, c := range []struct {
+		name string
+		r    mq.Record
+		want byte
+	}{
+		{"branded", rec(9), 1},
+		{"40 fields", many(-1), 1},
+		{"40 fields, a repeat", many(39), 2},
+		{"last branded millisecond", mq.Record{ID: brand.Max.XID(), Fields: []mq.Field{{Name: "k", Value: "v"}}}, 1},
+		{"after the branded range", mq.Record{ID: xid.ID{Ms: brand.Max.XID().Ms + 1}, Fields: []mq.Field{{Name: "k", Value: "v"}}}, 2},
+		{"before the epoch", mq.Record{ID: xid.ID{Ms: uint64(brand.EpochMillis) - 1, Seq: 5}, Fields: []mq.Field{{Name: "k", Value: "v"}}}, 2},
+		{"invalid UTF-8 name", mq.Record{ID: brand.ID(9).XID(), Fields: []mq.Field{{Name: "\xc3", Value: "v"}}}, 2},
+	} {
+		b := AppendRecordPage(nil, c.r)
+		if b[4] != c.want {
+			t.Fatalf("%s: version %d, want %d", c.name, b[4], c.want)
+		}
+		if got, err := DecodeRecordPage(b); err != nil || !reflect.DeepEqual(got, c.r) {
+			t.Fatalf("%s: decodes to %+v, %v", c.name, got, err)
+		}
+	}
 }
