@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/time/rate"
 
 	"github.com/echostore/echostore/archive"
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // Sentinel errors of Node.Replay. Both are refusals before anything is
@@ -58,9 +57,9 @@ type ReplayLimiter interface {
 // ReplayOptions are the range, target and pace of a replay (Node.Replay).
 type ReplayOptions struct {
 	// From and To bound the ids of the source's records to copy,
-	// inclusive; 0 and brand.Max (the zero To is brand.Max) leave an end
+	// inclusive; xid.Min and xid.Max (the zero To is xid.Max) leave an end
 	// open.
-	From, To brand.ID
+	From, To xid.ID
 	// Into is the Redis key of the target stream.
 	Into string
 	// Rate is the most records written per second (0: DefaultReplayRate).
@@ -102,7 +101,7 @@ type ReplayResult struct {
 
 // replayID renders the id of a record as the Redis id it gets in the
 // target: the one place a replay turns a record id into text.
-func replayID(id brand.ID) string { return id.RedisID() }
+func replayID(id xid.ID) string { return id.String() }
 
 // Replay copies the records of the stream ref with ids in [opts.From,
 // opts.To] (the merge-read: archive and live tail) into the Redis stream
@@ -196,7 +195,7 @@ func replayStopped(ref names.StreamRef, into string, res ReplayResult, err error
 
 // replayPlan is what a replay does, decided before it writes anything.
 type replayPlan struct {
-	start, to    brand.ID // the source range still to copy
+	start, to    xid.ID // the source range still to copy
 	rate         float64
 	batch        int
 	resumedAfter *string // the target's last id, if it holds part of the range
@@ -211,13 +210,13 @@ func (n *Node) planReplay(ctx context.Context, ref names.StreamRef, opts ReplayO
 		return p, fmt.Errorf("replay: no stream: %w", names.ErrInvalid)
 	}
 	p.to = opts.To
-	if p.to == 0 {
-		p.to = brand.Max
+	if p.to.IsZero() {
+		p.to = xid.Max
 	}
 	switch {
 	case opts.Into == "":
 		return p, fmt.Errorf("replay %s: no target key: give the Redis key of the stream to copy into: %w", ref, ErrInvalid)
-	case opts.From > p.to:
+	case p.to.Less(opts.From):
 		return p, fmt.Errorf("replay %s: from %s is above to %s: %w", ref, replayID(opts.From), replayID(p.to), ErrInvalid)
 	case opts.Rate < 0 || opts.Rate != opts.Rate:
 		return p, fmt.Errorf("replay %s: rate %v: want a positive number of records per second (0: %d): %w", ref, opts.Rate, DefaultReplayRate, ErrInvalid)
@@ -282,11 +281,11 @@ func (n *Node) planReplay(ctx context.Context, ref names.StreamRef, opts ReplayO
 		}
 	}
 	start, more := replayAfter(last)
-	if !more || start > p.to {
+	if !more || p.to.Less(start) {
 		p.done = true
 		return p, nil
 	}
-	p.start = max(start, first.ID)
+	p.start = xid.MaxOf(start, first.ID)
 	return p, nil
 }
 
@@ -295,7 +294,7 @@ func (n *Node) planReplay(ctx context.Context, ref names.StreamRef, opts ReplayO
 func (n *Node) checkReplayed(ctx context.Context, ref names.StreamRef, into, id string, flat []string) error {
 	conflict := fmt.Errorf("replay %s: %s's newest entry in the range, %s, is not the source's record of that id (another producer's entries, or a replay of another stream); nothing was copied: %w",
 		ref, into, id, ErrReplayConflict)
-	bid, err := brand.ParseRedisID(id)
+	bid, err := xid.Parse(id)
 	if err != nil {
 		return conflict // no record of the source has that id
 	}
@@ -311,7 +310,7 @@ func (n *Node) checkReplayed(ctx context.Context, ref names.StreamRef, into, id 
 
 // readOne returns the source's first record in [from, to] (merged), and
 // whether there is one.
-func (n *Node) readOne(ctx context.Context, ref names.StreamRef, from, to brand.ID) (Record, bool, error) {
+func (n *Node) readOne(ctx context.Context, ref names.StreamRef, from, to xid.ID) (Record, bool, error) {
 	for rec, err := range n.Read(ctx, ref, ReadOptions{From: from, To: to, Limit: 1}) {
 		if err != nil {
 			return Record{}, false, err
@@ -367,27 +366,14 @@ func archivedKey(ctx context.Context, live *mq.Client, key string) (bool, error)
 	return ok, nil
 }
 
-// replayAfter returns the smallest record id whose Redis id is above last
-// (a Redis id "ms-seq"), and false when none is.
-func replayAfter(last string) (brand.ID, bool) {
-	id, err := brand.ParseRedisID(last)
-	if err == nil {
-		next, err := id.Next()
-		return next, err == nil
+// replayAfter returns the smallest record id above last (a Redis id
+// "ms-seq"), and false when none is.
+func replayAfter(last string) (xid.ID, bool) {
+	id, err := xid.Parse(last)
+	if err != nil {
+		return xid.ID{}, false
 	}
-	ms, _, _ := strings.Cut(last, "-")
-	m, perr := strconv.ParseUint(ms, 10, 64)
-	switch {
-	case perr != nil:
-		return 0, false
-	case m < uint64(brand.EpochMillis):
-		return 0, true
-	case m-uint64(brand.EpochMillis) > brand.MaxMillis:
-		return 0, false
-	}
-	// A sequence beyond the branded range: the next millisecond.
-	next, err := brand.LastAt(time.UnixMilli(int64(m))).Next()
-	return next, err == nil
+	return id.Next()
 }
 
 // replayWrite writes one batch (ids increasing) into the target with one

@@ -12,9 +12,10 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/echostore/echostore"
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/internal/testserver"
+	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // replayFixture is a node with a stream of n records {"n": i, "k": "v<i>"}
@@ -22,7 +23,7 @@ import (
 type replayFixture struct {
 	node *echostore.Node
 	ref  names.StreamRef
-	ids  []brand.ID
+	ids  []xid.ID
 	rdb  *goredis.Client // a client nobody here wrote
 }
 
@@ -93,10 +94,10 @@ func (f *replayFixture) checkTarget(t *testing.T, key string, lo, hi int) {
 }
 
 // checkMessage checks that m is record i of the fixture under id.
-func checkMessage(t *testing.T, m goredis.XMessage, id brand.ID, i int) {
+func checkMessage(t *testing.T, m goredis.XMessage, id xid.ID, i int) {
 	t.Helper()
-	if m.ID != id.RedisID() {
-		t.Fatalf("entry %s, want %s (record %d)", m.ID, id.RedisID(), i)
+	if m.ID != id.String() {
+		t.Fatalf("entry %s, want %s (record %d)", m.ID, id.String(), i)
 	}
 	if len(m.Values) != 2 || m.Values["n"] != strconv.Itoa(i) || m.Values["k"] != "v"+strconv.Itoa(i) {
 		t.Fatalf("entry %s: fields %v, want n=%d k=v%d", m.ID, m.Values, i, i)
@@ -120,7 +121,7 @@ func TestReplayConsumerGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	last := f.ids[94].RedisID()
+	last := f.ids[94].String()
 	if res.Into != key || res.Copied != 75 || !res.Done || res.ResumedAfter != nil || res.Last == nil || *res.Last != last {
 		t.Fatalf("replay: %+v, want 75 copied, done, last %s", res, last)
 	}
@@ -251,8 +252,8 @@ func TestReplayResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Copied != 60-stopped || !res.Done || res.ResumedAfter == nil || *res.ResumedAfter != f.ids[10+stopped-1].RedisID() {
-		t.Fatalf("resumed replay: %+v; want %d copied after %s", res, 60-stopped, f.ids[10+stopped-1].RedisID())
+	if res.Copied != 60-stopped || !res.Done || res.ResumedAfter == nil || *res.ResumedAfter != f.ids[10+stopped-1].String() {
+		t.Fatalf("resumed replay: %+v; want %d copied after %s", res, 60-stopped, f.ids[10+stopped-1].String())
 	}
 	f.checkTarget(t, key, 10, 69)
 
@@ -343,7 +344,7 @@ func TestReplayRefusals(t *testing.T) {
 
 	// Another producer's entry in the range: refused, nothing written.
 	key := "rprefuse-foreign"
-	if err := f.rdb.XAdd(ctx, &goredis.XAddArgs{Stream: key, ID: f.ids[30].RedisID(), Values: []string{"mine", "1"}}).Err(); err != nil {
+	if err := f.rdb.XAdd(ctx, &goredis.XAddArgs{Stream: key, ID: f.ids[30].String(), Values: []string{"mine", "1"}}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	res, err := f.replay(ctx, 20, 39, key, nil)
@@ -363,7 +364,7 @@ func TestReplayRefusals(t *testing.T) {
 	if res, err := f.replay(ctx, 0, 9, key, nil); err != nil || res.Copied != 10 {
 		t.Fatalf("replay: %+v, %v", res, err)
 	}
-	if err := f.rdb.XAdd(ctx, &goredis.XAddArgs{Stream: key, ID: f.ids[12].RedisID(), Values: []string{"n", "twelve"}}).Err(); err != nil {
+	if err := f.rdb.XAdd(ctx, &goredis.XAddArgs{Stream: key, ID: f.ids[12].String(), Values: []string{"n", "twelve"}}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := f.replay(ctx, 0, 39, key, nil); !errors.Is(err, echostore.ErrReplayConflict) || res.Copied != 0 {
@@ -374,8 +375,8 @@ func TestReplayRefusals(t *testing.T) {
 	}
 
 	// An empty range creates nothing.
-	last := f.ids[39]
-	res, err = f.node.Replay(ctx, f.ref, echostore.ReplayOptions{From: last + 1, Into: "rprefuse-empty"})
+	after, _ := f.ids[39].Next()
+	res, err = f.node.Replay(ctx, f.ref, echostore.ReplayOptions{From: after, Into: "rprefuse-empty"})
 	if err != nil || res.Copied != 0 || !res.Done {
 		t.Fatalf("empty range: %+v, %v", res, err)
 	}
@@ -411,9 +412,9 @@ func TestReplayOnCluster(t *testing.T) {
 	if res, err := node.Cycle(ctx, ref, echostore.CycleOptions{Window: echostore.Window{Keep: 5}}); err != nil || res.Folded != 45 {
 		t.Fatalf("cycle: %+v, %v", res, err)
 	}
-	ids := make([]brand.ID, len(app.IDs))
+	ids := make([]xid.ID, len(app.IDs))
 	for i, s := range app.IDs {
-		if ids[i], err = brand.EVT.Parse(s); err != nil {
+		if ids[i], err = mq.ParseID(s, false); err != nil {
 			t.Fatal(err)
 		}
 	}

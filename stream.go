@@ -7,11 +7,11 @@ import (
 	"iter"
 
 	"github.com/echostore/echostore/archive"
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // Append appends records to the live stream, in order, as one batch, and
@@ -30,7 +30,7 @@ func (n *Node) Append(ctx context.Context, ref names.StreamRef, records [][]Fiel
 	}
 	out := AppendResult{IDs: make([]string, len(ids))}
 	for i, id := range ids {
-		out.IDs[i] = FormatID(ref, id)
+		out.IDs[i] = FormatID(ref, id.XID())
 	}
 	return out, nil
 }
@@ -44,8 +44,9 @@ func (n *Node) Append(ctx context.Context, ref names.StreamRef, records [][]Fiel
 // archive.ErrNoVolume (it never serves the live tail alone). ReadLiveOnly
 // reads the live stream; ReadArchiveOnly reads the data dir's volume
 // alone, without Redis, failing wrapping graft.ErrVolumeNotFound if there
-// is none. An entry that is not a branded record yields a *mq.EntryError
-// and the read goes on; any other error ends it.
+// is none. Every entry is a record, whatever its id or bytes; a reply that
+// is not an entry yields a *mq.EntryError and the read goes on; any other
+// error ends it.
 func (n *Node) Read(ctx context.Context, ref names.StreamRef, opts ReadOptions) iter.Seq2[Record, error] {
 	fail := func(err error) iter.Seq2[Record, error] {
 		return func(yield func(Record, error) bool) { yield(Record{}, err) }
@@ -54,8 +55,8 @@ func (n *Node) Read(ctx context.Context, ref names.StreamRef, opts ReadOptions) 
 		return fail(fmt.Errorf("read: no stream: %w", names.ErrInvalid))
 	}
 	to := opts.To
-	if to == 0 {
-		to = brand.Max
+	if to.IsZero() {
+		to = xid.Max
 	}
 	rg := archive.Range{From: opts.From, To: to, Limit: opts.Limit, Reverse: opts.Reverse}
 	switch opts.Side {
@@ -154,25 +155,24 @@ func watermark(ref names.StreamRef, st archive.State) *string {
 // minted, and the Redis id "<ms>-<seq>" (e.g. 1733052000000-0) for a
 // stream at a key, whose ids are the application's. It is the one place
 // that chooses the form per stream.
-func FormatID(ref names.StreamRef, id brand.ID) string {
+func FormatID(ref names.StreamRef, id xid.ID) string {
+	return mq.FormatID(id, idForm(ref))
+}
+
+// idForm is how the ids of ref's stream print: Redis ids for a stream at a
+// key, branded ids (where they are branded) for a stream of a queue.
+func idForm(ref names.StreamRef) mq.IDForm {
 	if ref.IsKey() {
-		return id.RedisID()
+		return mq.IDRedis
 	}
-	return brand.EVT.Format(id)
+	return mq.IDBranded
 }
 
 // AppendRecordJSON appends rec as one JSON object
 // {"id":…,"fields":{…}}, its id as FormatID renders it for ref (for a
 // stream of a queue exactly mq.AppendJSON).
 func AppendRecordJSON(dst []byte, ref names.StreamRef, rec Record) []byte {
-	if !ref.IsKey() {
-		return mq.AppendJSON(dst, rec)
-	}
-	dst = append(dst, `{"id":"`...)
-	dst = append(dst, FormatID(ref, rec.ID)...)
-	dst = append(dst, `","fields":`...)
-	dst = mq.AppendFieldsJSON(dst, rec.Fields)
-	return append(dst, '}')
+	return mq.AppendJSONAs(dst, rec, idForm(ref))
 }
 
 // Cycle runs one fold-then-trim cycle of the stream now: the records

@@ -9,6 +9,7 @@ import (
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/xid"
 )
 
 // The request and result types of Node's methods. A result's field order is
@@ -88,9 +89,9 @@ const (
 
 // ReadOptions are a read's range and side.
 type ReadOptions struct {
-	// From and To bound the ids, inclusive; 0 and brand.Max (the zero To
-	// is brand.Max) leave an end open.
-	From, To brand.ID
+	// From and To bound the ids (Redis ids), inclusive; xid.Min and
+	// xid.Max (the zero To is xid.Max) leave an end open.
+	From, To xid.ID
 	// Limit is the most records to return (≤ 0: all).
 	Limit int
 	// Reverse reads newest first.

@@ -81,7 +81,7 @@ func (a *Archiver) detectAppTrim(ctx context.Context, ref names.StreamRef, st St
 		return t
 	}
 	a.log.Warn("archive: entries above the watermark were removed by another client (MAXLEN, XTRIM or XDEL) before they were folded; they are not in the archive",
-		"stream", ref.String(), "kind", t.Kind, "from", t.From, "w", st.W.RedisID())
+		"stream", ref.String(), "kind", t.Kind, "from", t.From, "w", st.W.String())
 	if err := a.opts.Live.Run(ctx, scriptSeamFields, []string{SeamKey(ref)},
 		[]string{seamLostKind, t.Kind, seamLostFrom, t.From}).Err(); err != nil {
 		a.log.Warn("archive: could not record the removal in the seam cache", "stream", ref.String(), "err", err)
@@ -94,7 +94,7 @@ func appTrimOf(st State, info mq.StreamInfo, m map[string]string) AppTrim {
 	if st.Empty() {
 		return AppTrim{}
 	}
-	w := st.W.RedisID()
+	w := st.W.String()
 	if xidAbove(info.MaxDeleted, w) {
 		return AppTrim{Kind: "xdel", From: info.MaxDeleted}
 	}
@@ -119,7 +119,7 @@ func (a *Archiver) observeLiveFirst(ctx context.Context, ref names.StreamRef, st
 		return
 	}
 	first := ""
-	if info.Length > 0 && xidAbove(info.FirstXID, st.W.RedisID()) {
+	if info.Length > 0 && xidAbove(info.FirstXID, st.W.String()) {
 		first = info.FirstXID
 	}
 	if err := a.opts.Live.Run(ctx, scriptSeamFields, []string{SeamKey(ref)}, []string{seamLiveFirst, first}).Err(); err != nil {

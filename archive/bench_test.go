@@ -7,6 +7,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/xid"
 )
 
 // BenchmarkFold folds chunks of 1000 records of 3 small fields (synced
@@ -24,7 +25,7 @@ func BenchmarkFold(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		for i := range slice {
-			slice[i] = mq.Record{ID: next, Fields: []mq.Field{
+			slice[i] = mq.Record{ID: next.XID(), Fields: []mq.Field{
 				{Name: "user", Value: "u-1234"}, {Name: "kind", Value: "click"}, {Name: "n", Value: fmt.Sprint(uint64(next))}}}
 			next++
 		}
@@ -79,7 +80,7 @@ func BenchmarkRead100k(b *testing.B) {
 	})
 	b.Run("live-xrange", func(b *testing.B) {
 		for b.Loop() {
-			count(b, e.live.Read(ctx, mustRef(b, e.q, "live"), 0, brand.Max, 0, false))
+			count(b, e.live.Read(ctx, mustRef(b, e.q, "live"), xid.Min, xid.Max, 0, false))
 		}
 		b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "records/s")
 	})

@@ -8,11 +8,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // Window declares what a cycle leaves live. Both limits apply: a record
@@ -282,7 +282,7 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 	res.State = st
 	if ok && !st.Covers(seam.W) {
 		return res, fmt.Errorf("archive cycle %s: %s ends at %s, the seam cache at %s: refusing to fold or trim; pull the volume first: %w",
-			ref, vname, formatW(st), brand.EVT.Format(seam.W), ErrVolumeBehind)
+			ref, vname, formatW(st), formatID(seam.W), ErrVolumeBehind)
 	}
 	if !st.Empty() {
 		// Entries above W removed by another client since the last cycle
@@ -318,17 +318,18 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 		if _, err := takeLease(ctx, live, ref, token, a.opts.LeaseTTL); err != nil {
 			return res, err
 		}
-		from := brand.ID(0)
+		from := xid.Min
 		if !st.Empty() {
-			if st.W >= cut || st.W == brand.Max {
+			if !st.W.Less(cut) {
 				break
 			}
-			from = st.W + 1
+			from, _ = st.W.Next() // st.W < cut ≤ xid.Max: it has one
 		}
-		if cut == 0 || from > cut-1 {
+		last, hasLast := cut.Prev()
+		if !hasLast || last.Less(from) {
 			break
 		}
-		slice, err := a.slice(ctx, ref, from, cut-1)
+		slice, err := a.slice(ctx, ref, from, last)
 		if err != nil {
 			return res, err
 		}
@@ -358,7 +359,7 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 		if bound, err = a.pushed(ctx, vol); err != nil {
 			return res, err
 		}
-		if !ok || bound.W >= seam.W {
+		if !ok || !bound.W.Less(seam.W) {
 			if err := a.publish(ctx, ref, st, bound); err != nil {
 				return res, err
 			}
@@ -368,8 +369,8 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 		return res, nil
 	}
 	minID := cut
-	if bound.W < cut {
-		minID = bound.W + 1
+	if bound.W.Less(cut) {
+		minID, _ = bound.W.Next()
 	}
 	if _, err := takeLease(ctx, live, ref, token, a.opts.LeaseTTL); err != nil {
 		return res, err
@@ -377,7 +378,7 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 	if a.beforeTrim != nil {
 		a.beforeTrim()
 	}
-	if res.Stalled, err = stalledGroups(ctx, live, ref, w, minID.RedisID(), a.opts.Clock()); err != nil {
+	if res.Stalled, err = stalledGroups(ctx, live, ref, w, minID.String(), a.opts.Clock()); err != nil {
 		return res, err
 	}
 	tr, err := fencedTrim(ctx, live, ref, token, minID, passing(w.Groups.Stalled, res.Stalled)...)
@@ -461,7 +462,7 @@ func (a *Archiver) reclaim(ctx context.Context, ref names.StreamRef, vol *graft.
 }
 
 // slice reads up to one chunk of live records in [from, to].
-func (a *Archiver) slice(ctx context.Context, ref names.StreamRef, from, to brand.ID) ([]mq.Record, error) {
+func (a *Archiver) slice(ctx context.Context, ref names.StreamRef, from, to xid.ID) ([]mq.Record, error) {
 	var out []mq.Record
 	for rec, err := range a.opts.Live.Read(ctx, ref, from, to, a.opts.Chunk, false) {
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 	"pgregory.net/rapid"
 )
 
@@ -27,21 +28,21 @@ func TestCycleFoldsThenTrims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Folded != 90 || res.Trimmed != 90 || res.State.W != all[89] || res.State.Pages != 90 {
+	if res.Folded != 90 || res.Trimmed != 90 || res.State.W != all[89].XID() || res.State.Pages != 90 {
 		t.Fatalf("cycle: %+v", res)
 	}
 	if live := e.liveIDs(ctx); !slices.Equal(live, all[90:]) {
 		t.Fatalf("live after cycle: %d ids", len(live))
 	}
 	seam, ok, err := GetArchived(ctx, e.live, e.ref())
-	if err != nil || !ok || seam.W != all[89] || seam.LSN != res.State.LSN {
+	if err != nil || !ok || seam.W != all[89].XID() || seam.LSN != res.State.LSN {
 		t.Fatalf("seam cache %+v %v %v, want W %v LSN %d", seam, ok, err, all[89], res.State.LSN)
 	}
 	if top, _ := e.live.Top(ctx, e.ref()); top < all[89] {
 		t.Fatalf("stream top %v below W", top)
 	}
 	// Trim-only retention refuses the archived stream.
-	if _, err := e.live.TrimMinID(ctx, e.ref(), brand.Max); !errors.Is(err, mq.ErrArchived) {
+	if _, err := e.live.TrimMinID(ctx, e.ref(), xid.Max); !errors.Is(err, mq.ErrArchived) {
 		t.Fatalf("TrimMinID on an archived stream: %v", err)
 	}
 	e.audit(ctx, all)
@@ -55,7 +56,7 @@ func TestCycleFoldsThenTrims(t *testing.T) {
 		limit    int
 	}{{0, 99, 0}, {85, 95, 0}, {89, 90, 0}, {0, 99, 7}, {91, 99, 3}, {10, 10, 0}} {
 		want := slices.Clone(all[c.from : c.to+1])
-		r := Range{From: all[c.from], To: all[c.to], Limit: c.limit, PageSize: 4}
+		r := Range{From: all[c.from].XID(), To: all[c.to].XID(), Limit: c.limit, PageSize: 4}
 		got := ids(t, MergeRead(ctx, e.source(ctx), r))
 		w := want
 		if c.limit > 0 {
@@ -391,7 +392,7 @@ func TestRaceAppendsCyclesReads(t *testing.T) {
 			i, j = j, i
 		}
 		want := have[i : j+1]
-		r := Range{From: want[0], To: want[len(want)-1], PageSize: 1 + reads%9*8, Reverse: reads%2 == 1}
+		r := Range{From: want[0].XID(), To: want[len(want)-1].XID(), PageSize: 1 + reads%9*8, Reverse: reads%2 == 1}
 		got := ids(t, MergeRead(ctx, e.source(ctx), r))
 		if r.Reverse {
 			slices.Reverse(got)
@@ -403,7 +404,7 @@ func TestRaceAppendsCyclesReads(t *testing.T) {
 		}
 		// An open-ended read: checked at the end against all appended.
 		if reads%5 == 0 {
-			rr := Range{From: want[0], To: brand.Max, PageSize: 50, Reverse: reads%10 == 5}
+			rr := Range{From: want[0].XID(), To: xid.Max, PageSize: 50, Reverse: reads%10 == 5}
 			opens = append(opens, openRead{rr, ids(t, MergeRead(ctx, e.source(ctx), rr)), len(have)})
 		}
 	}
@@ -420,7 +421,7 @@ func TestRaceAppendsCyclesReads(t *testing.T) {
 	// Forward: a prefix of the ids ≥ From, at least as long as what was
 	// appended when the read began. Reverse: the same run, newest first.
 	for _, o := range opens {
-		k, _ := slices.BinarySearch(final, o.r.From)
+		k, _ := slices.BinarySearch(final, brandOf(t, o.r.From))
 		got := slices.Clone(o.got)
 		if o.r.Reverse {
 			slices.Reverse(got)

@@ -10,12 +10,16 @@ import (
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // Metadata keys of an archive volume, each set by every fold in the same
 // commit as its pages (docs/ARCHIVE.md):
 //
-//	archive.w    8 bytes, big-endian: W, the id of the newest folded record
+//	archive.w    W, the id of the newest folded record: 8 bytes, big-endian,
+//	             the branded id, when W has one (as earlier releases wrote
+//	             it); else 16 bytes, big-endian, its Redis id's
+//	             milliseconds then sequence
 //	archive.seq  8 bytes, big-endian: the number of record pages, which is
 //	             the offset n of the next page (ArchiveBase + n)
 //
@@ -27,8 +31,8 @@ const (
 	MetaW   = "archive.w"
 	MetaSeq = "archive.seq"
 	MetaLow = graft.MetaArchiveLow
-	// MetaDropped is the id of the newest record retention dropped (8
-	// bytes, big-endian), set in each drop's commit beside archive.low.
+	// MetaDropped is the id of the newest record retention dropped
+	// (encoded as archive.w), set in each drop's commit beside archive.low.
 	MetaDropped = "archive.dropped"
 )
 
@@ -38,15 +42,15 @@ var ErrBadSlice = errors.New("archive: slice cannot be folded")
 
 // SliceError says which record of a slice Fold refused, and why.
 type SliceError struct {
-	Index  int      // position in the slice
-	ID     brand.ID // the record's id
+	Index  int    // position in the slice
+	ID     xid.ID // the record's id
 	Reason string
 	Err    error // a cause (an mq record error), or nil
 }
 
 // Error describes the refusal.
 func (e *SliceError) Error() string {
-	s := fmt.Sprintf("archive: record %d (%s) of the slice: %s", e.Index, brand.EVT.Format(e.ID), e.Reason)
+	s := fmt.Sprintf("archive: record %d (%s) of the slice: %s", e.Index, formatID(e.ID), e.Reason)
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
 	}
@@ -68,7 +72,7 @@ type State struct {
 	Pages uint64
 	// W is the watermark: the id of the newest folded record (meaningless
 	// while Pages is zero). Every record with id ≤ W is in the archive.
-	W brand.ID
+	W xid.ID
 	// Low is the offset of the first retained page: retention dropped the
 	// pages below it (in id order, so the oldest records). Low ≤ Pages; W
 	// does not move when pages are dropped.
@@ -84,7 +88,32 @@ func (s State) Retained() uint64 { return s.Pages - s.Low }
 func (s State) Empty() bool { return s.Pages == 0 }
 
 // Covers reports whether id is at or below W, i.e. belongs to the archive.
-func (s State) Covers(id brand.ID) bool { return s.Pages > 0 && id <= s.W }
+func (s State) Covers(id xid.ID) bool { return s.Pages > 0 && !s.W.Less(id) }
+
+// formatID prints an id as records print it: EVT_… when it has a branded
+// id, else its Redis id.
+func formatID(id xid.ID) string { return mq.FormatID(id, mq.IDBranded) }
+
+// encodeID is the encoding of archive.w and archive.dropped: the 8 bytes of
+// the branded id when id has one, else 16 bytes, milliseconds then
+// sequence (all big-endian).
+func encodeID(id xid.ID) []byte {
+	if b, err := brand.FromXID(id); err == nil {
+		return binary.BigEndian.AppendUint64(nil, uint64(b))
+	}
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(make([]byte, 0, 16), id.Ms), id.Seq)
+}
+
+// decodeID decodes encodeID's bytes; ok is false for any other length.
+func decodeID(b []byte) (id xid.ID, ok bool) {
+	switch len(b) {
+	case 8:
+		return brand.ID(binary.BigEndian.Uint64(b)).XID(), true
+	case 16:
+		return xid.ID{Ms: binary.BigEndian.Uint64(b), Seq: binary.BigEndian.Uint64(b[8:])}, true
+	}
+	return xid.ID{}, false
+}
 
 // Frontier reads the archive state of vol at its head: the truth about W.
 func Frontier(ctx context.Context, vol *graft.Volume) (State, error) {
@@ -110,12 +139,13 @@ func stateAt(ctx context.Context, snap *graft.Snapshot) (State, error) {
 	if err != nil && !errors.Is(err, graft.ErrNotFound) {
 		return State{}, fmt.Errorf("archive state of %s at LSN %d: %w", snap.Volume().Name(), st.LSN, err)
 	}
-	if len(seq) != 8 || len(w) != 8 {
-		return State{}, fmt.Errorf("archive state of %s at LSN %d: %s is %d bytes and %s %d, want 8 each: %w",
+	var okW bool
+	st.W, okW = decodeID(w)
+	if len(seq) != 8 || !okW {
+		return State{}, fmt.Errorf("archive state of %s at LSN %d: %s is %d bytes and %s %d, want 8 and 8 or 16: %w",
 			snap.Volume().Name(), st.LSN, MetaSeq, len(seq), MetaW, len(w), ErrCorrupt)
 	}
 	st.Pages = binary.BigEndian.Uint64(seq)
-	st.W = brand.ID(binary.BigEndian.Uint64(w))
 	if st.Pages == 0 || st.Pages > graft.MaxArchiveOffset {
 		return State{}, fmt.Errorf("archive state of %s at LSN %d: %d pages: %w", snap.Volume().Name(), st.LSN, st.Pages, ErrCorrupt)
 	}
@@ -138,14 +168,15 @@ func stateAt(ctx context.Context, snap *graft.Snapshot) (State, error) {
 }
 
 // checkSlice checks what can be checked of a slice without the volume:
-// valid records with strictly increasing ids.
+// records that fit a page (mq.Limits.CheckSize: any bytes, any names) with
+// strictly increasing ids.
 func checkSlice(slice []mq.Record) error {
 	for i, r := range slice {
-		if err := (mq.Limits{}).Check(r.Fields); err != nil {
+		if err := (mq.Limits{}).CheckSize(r.Fields); err != nil {
 			return &SliceError{Index: i, ID: r.ID, Reason: "invalid record", Err: err}
 		}
-		if i > 0 && r.ID <= slice[i-1].ID {
-			return &SliceError{Index: i, ID: r.ID, Reason: fmt.Sprintf("id not above the one before it (%s)", brand.EVT.Format(slice[i-1].ID))}
+		if i > 0 && !slice[i-1].ID.Less(r.ID) {
+			return &SliceError{Index: i, ID: r.ID, Reason: fmt.Sprintf("id not above the one before it (%s)", formatID(slice[i-1].ID))}
 		}
 	}
 	return nil
@@ -200,7 +231,7 @@ func foldAs(ctx context.Context, vol *graft.Volume, slice []mq.Record, owner *na
 	}
 	if st.Covers(slice[0].ID) {
 		return State{}, &SliceError{Index: 0, ID: slice[0].ID,
-			Reason: fmt.Sprintf("id not above the watermark %s", brand.EVT.Format(st.W))}
+			Reason: fmt.Sprintf("id not above the watermark %s", formatID(st.W))}
 	}
 	if uint64(len(slice)) > graft.MaxArchiveOffset-st.Pages {
 		return State{}, &SliceError{Index: 0, ID: slice[0].ID, Reason: "the archive's page range is full"}
@@ -209,14 +240,14 @@ func foldAs(ctx context.Context, vol *graft.Volume, slice []mq.Record, owner *na
 	for i, r := range slice {
 		buf = AppendRecordPage(buf[:0], r)
 		if err := txn.PutArchive(st.Pages+uint64(i), buf); err != nil {
-			return State{}, fmt.Errorf("fold %s into %s: %w", brand.EVT.Format(r.ID), vol.Name(), err)
+			return State{}, fmt.Errorf("fold %s into %s: %w", formatID(r.ID), vol.Name(), err)
 		}
 	}
 	next := State{Pages: st.Pages + uint64(len(slice)), W: slice[len(slice)-1].ID, Low: st.Low}
 	if err := txn.SetMeta(MetaSeq, binary.BigEndian.AppendUint64(nil, next.Pages)); err != nil {
 		return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
 	}
-	if err := txn.SetMeta(MetaW, binary.BigEndian.AppendUint64(nil, uint64(next.W))); err != nil {
+	if err := txn.SetMeta(MetaW, encodeID(next.W)); err != nil {
 		return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
 	}
 	if adopt {

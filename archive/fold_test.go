@@ -12,7 +12,7 @@ import (
 )
 
 func rec(id brand.ID) mq.Record {
-	return mq.Record{ID: id, Fields: []mq.Field{{Name: "n", Value: fmt.Sprint(uint64(id))}}}
+	return mq.Record{ID: id.XID(), Fields: []mq.Field{{Name: "n", Value: fmt.Sprint(uint64(id))}}}
 }
 
 func recs(ids ...brand.ID) []mq.Record {
@@ -46,7 +46,7 @@ func TestFoldOneCommitAndFrontier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st != (State{Pages: 3, W: 30, LSN: 1}) || v.Head() != 1 {
+	if st != (State{Pages: 3, W: brand.ID(30).XID(), LSN: 1}) || v.Head() != 1 {
 		t.Fatalf("after fold: %+v head %d", st, v.Head())
 	}
 	cs, err := v.Commits(ctx, 1, 1)
@@ -56,7 +56,7 @@ func TestFoldOneCommitAndFrontier(t *testing.T) {
 	if len(cs) != 1 || len(cs[0].Pages) != 3 || len(cs[0].Meta) != 2 || cs[0].Pages[0] != graft.ArchiveBase {
 		t.Fatalf("one commit with the pages and both metadata keys, got %+v", cs)
 	}
-	if st, err = Fold(ctx, v, recs(31)); err != nil || st.W != 31 || st.Pages != 4 || st.LSN != 2 {
+	if st, err = Fold(ctx, v, recs(31)); err != nil || st.W != brand.ID(31).XID() || st.Pages != 4 || st.LSN != 2 {
 		t.Fatalf("second fold: %+v %v", st, err)
 	}
 	if got, _ := Frontier(ctx, v); got != st {
@@ -71,13 +71,11 @@ func TestFoldRejectsBadSlicesBeforeAnySideEffect(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := map[string][]mq.Record{
-		"not increasing":  recs(30, 30),
-		"decreasing":      recs(40, 35),
-		"at W":            recs(20, 50),
-		"below W":         recs(5),
-		"no fields":       {{ID: 60}},
-		"duplicate field": {{ID: 60, Fields: []mq.Field{{Name: "a", Value: "1"}, {Name: "a", Value: "2"}}}},
-		"invalid UTF-8":   {rec(60), {ID: 61, Fields: []mq.Field{{Name: "a", Value: "\xff"}}}},
+		"not increasing": recs(30, 30),
+		"decreasing":     recs(40, 35),
+		"at W":           recs(20, 50),
+		"below W":        recs(5),
+		"no fields":      {{ID: brand.ID(60).XID()}},
 	}
 	for name, slice := range bad {
 		_, err := Fold(ctx, v, slice)
@@ -86,7 +84,7 @@ func TestFoldRejectsBadSlicesBeforeAnySideEffect(t *testing.T) {
 			t.Errorf("%s: err %v, want a *SliceError wrapping ErrBadSlice", name, err)
 		}
 	}
-	if st, _ := Frontier(ctx, v); v.Head() != 1 || st.W != 20 || st.Pages != 2 {
+	if st, _ := Frontier(ctx, v); v.Head() != 1 || st.W != brand.ID(20).XID() || st.Pages != 2 {
 		t.Fatalf("a refused slice changed the volume: head %d, %+v", v.Head(), st)
 	}
 }
@@ -95,7 +93,7 @@ func TestFoldCommitErrorIsTheEngines(t *testing.T) {
 	ctx := testCtx(t)
 	st := openStore(t, t.TempDir())
 	v, _ := st.CreateVolume(ctx, volName("archive.q.s"))
-	big := mq.Record{ID: 1, Fields: []mq.Field{{Name: "a", Value: string(make([]byte, graft.DefaultMaxPageSize))}}}
+	big := mq.Record{ID: brand.ID(1).XID(), Fields: []mq.Field{{Name: "a", Value: string(make([]byte, graft.DefaultMaxPageSize))}}}
 	// mq.Limits allows 1 MiB of names and values; the page adds its
 	// framing, so graft refuses it: the error is the engine's.
 	_, err := Fold(ctx, v, []mq.Record{big})
@@ -128,11 +126,11 @@ func TestReadRangesByBisection(t *testing.T) {
 				want = append(want, id)
 			}
 		}
-		if got := ids(t, Read(ctx, v, c.from, c.to, false)); !slices.Equal(got, want) {
+		if got := ids(t, Read(ctx, v, bx(c.from), bx(c.to), false)); !slices.Equal(got, want) {
 			t.Errorf("[%d, %d]: %v, want %v", c.from, c.to, got, want)
 		}
 		slices.Reverse(want)
-		if got := ids(t, Read(ctx, v, c.from, c.to, true)); !slices.Equal(got, want) {
+		if got := ids(t, Read(ctx, v, bx(c.from), bx(c.to), true)); !slices.Equal(got, want) {
 			t.Errorf("reverse [%d, %d]: %v, want %v", c.from, c.to, got, want)
 		}
 	}

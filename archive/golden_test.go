@@ -16,6 +16,7 @@ import (
 	"github.com/echostore/echostore/graft"
 	goldenfile "github.com/echostore/echostore/internal/golden"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/xid"
 )
 
 // Golden files of the archive's record page and of a whole archive volume
@@ -35,9 +36,9 @@ func goldenFile(t *testing.T, name string, enc []byte) []byte {
 // stored order (not sorted), an empty value, multi-byte UTF-8.
 func goldenRecords() []mq.Record {
 	return []mq.Record{
-		{ID: 1, Fields: []mq.Field{{Name: "k", Value: "v"}}},
-		{ID: 1<<22 | 5, Fields: []mq.Field{{Name: "z", Value: "last"}, {Name: "a", Value: ""}, {Name: "émoji", Value: "🙂 ok"}}},
-		{ID: 2 << 22, Fields: []mq.Field{{Name: "n", Value: strings.Repeat("x", 300)}}},
+		{ID: brand.ID(1).XID(), Fields: []mq.Field{{Name: "k", Value: "v"}}},
+		{ID: brand.ID(1<<22 | 5).XID(), Fields: []mq.Field{{Name: "z", Value: "last"}, {Name: "a", Value: ""}, {Name: "émoji", Value: "🙂 ok"}}},
+		{ID: brand.ID(2 << 22).XID(), Fields: []mq.Field{{Name: "n", Value: strings.Repeat("x", 300)}}},
 	}
 }
 
@@ -58,7 +59,7 @@ func TestGoldenRecordPageV1(t *testing.T) {
 			t.Fatalf("%s decodes to %+v, %v; want %+v", name, got, err, recs[i])
 		}
 	}
-	if got := brand.EVT.Format(recs[1].ID); got != "EVT_0000000040005" {
+	if got := brand.EVT.Format(brandOf(t, recs[1].ID)); got != "EVT_0000000040005" {
 		t.Fatalf("id %s", got)
 	}
 }
@@ -130,7 +131,7 @@ func TestGoldenRetainedVolumeV1(t *testing.T) {
 func readRange(t *testing.T, vol *graft.Volume, from, to brand.ID, reverse bool) []mq.Record {
 	t.Helper()
 	var got []mq.Record
-	for r, err := range Read(t.Context(), vol, from, to, reverse) {
+	for r, err := range Read(t.Context(), vol, bx(from), bx(to), reverse) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,6 +176,7 @@ func goldenVolume(t *testing.T, src string, fill func(*graft.Volume)) *graft.Vol
 			t.Fatal(err)
 		}
 		os.Remove(filepath.Join(src, "LOCK"))
+		os.Remove(filepath.Join(src, "BALLAST")) // recreated by read-write opens; not part of the format
 	}
 	return openCopy(t, src)
 }
@@ -194,4 +196,93 @@ func openCopy(t *testing.T, src string) *graft.Volume {
 		t.Fatal(err)
 	}
 	return vol
+}
+
+// goldenRecordsV2 are the records of the version-2 golden pages and
+// volume, in id order: ids before the brand epoch and with sequences of
+// 2^22 or more, duplicate names, bytes that are not UTF-8, empty names and
+// values; one branded record among them.
+func goldenRecordsV2() []mq.Record {
+	return []mq.Record{
+		{ID: xid.ID{Ms: 0, Seq: 1}, Fields: []mq.Field{{Name: "k", Value: "v"}}},
+		{ID: xid.ID{Ms: 5}, Fields: []mq.Field{{Name: "a", Value: "1"}, {Name: "a", Value: "2"}}},
+		{ID: brand.ID(7).XID(), Fields: []mq.Field{{Name: "\xff\x00", Value: "\xfe"}, {Name: "", Value: ""}}},
+		{ID: xid.ID{Ms: 1704067200001, Seq: 1 << 22}, Fields: []mq.Field{{Name: "émoji", Value: "🙂"}, {Name: "émoji", Value: ""}}},
+		{ID: xid.ID{Ms: 1704067200002, Seq: 1 << 40}, Fields: []mq.Field{{Name: "n", Value: strings.Repeat("x", 300)}}},
+	}
+}
+
+// TestGoldenRecordPageV2: the example of docs/ARCHIVE.md byte for byte, and
+// pages with duplicate names and binary fields.
+func TestGoldenRecordPageV2(t *testing.T) {
+	recs := goldenRecordsV2()
+	for i, name := range []string{"record-page.v2.bin", "record-page-dup.v2.bin", "record-page-binary.v2.bin"} {
+		b := goldenFile(t, name, AppendRecordPage(nil, recs[i]))
+		if b[4] != 2 {
+			t.Fatalf("%s: version %d", name, b[4])
+		}
+		got, err := DecodeRecordPage(b)
+		if err != nil || !reflect.DeepEqual(got, recs[i]) {
+			t.Fatalf("%s decodes to %+v, %v; want %+v", name, got, err, recs[i])
+		}
+	}
+	// docs/ARCHIVE.md, "Record page, version 2": record 0-1, k = v, 39 bytes.
+	want, _ := hex.DecodeString("4541524302" + "0000000000000000" + "0000000000000001" + "00000001" + "000000016b" + "0000000176" + "4515547f")
+	if b := goldenFile(t, "record-page.v2.bin", AppendRecordPage(nil, recs[0])); !bytes.Equal(b, want) {
+		t.Fatalf("record page %x, docs/ARCHIVE.md gives %x", b, want)
+	}
+}
+
+// TestGoldenArchiveVolumeV2 reads an archive volume of version-2 pages
+// beside a version-1 one (two folds, then retention keeping the newest
+// three): archive.w and archive.dropped of 16 bytes, the frontier, and the
+// records in both directions.
+func TestGoldenArchiveVolumeV2(t *testing.T) {
+	ctx := t.Context()
+	recs := goldenRecordsV2()
+	vol := goldenVolume(t, goldenfile.Path("datadir.v2"), func(vol *graft.Volume) {
+		for _, slice := range [][]mq.Record{recs[:2], recs[2:]} {
+			if _, err := Fold(ctx, vol, slice); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, n, err := Retain(ctx, vol, Retention{Count: 3}, time.Now()); err != nil || n != 2 {
+			t.Fatalf("retain: %d, %v", n, err)
+		}
+	})
+	st, err := Frontier(ctx, vol)
+	if err != nil || st.Pages != 5 || st.Low != 2 || st.W != recs[4].ID || st.LSN != 3 {
+		t.Fatalf("frontier %+v, %v; want 5 pages, low 2, W %v, LSN 3", st, err, recs[4].ID)
+	}
+	snap, err := vol.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	if w, err := snap.Meta(ctx, MetaW); err != nil || len(w) != 16 {
+		t.Fatalf("archive.w: %x, %v; want 16 bytes", w, err)
+	}
+	if through, ok, err := droppedThrough(ctx, snap); err != nil || !ok || through != recs[1].ID {
+		t.Fatalf("archive.dropped: %v %v %v, want %v", through, ok, err, recs[1].ID)
+	}
+	var got []mq.Record
+	for r, err := range Read(ctx, vol, xid.Min, xid.Max, false) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
+	}
+	if !reflect.DeepEqual(got, recs[2:]) {
+		t.Fatalf("read: %+v", got)
+	}
+	var rev []mq.Record
+	for r, err := range Read(ctx, vol, recs[2].ID, recs[3].ID, true) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = append(rev, r)
+	}
+	if !reflect.DeepEqual(rev, []mq.Record{recs[3], recs[2]}) {
+		t.Fatalf("reverse range read: %+v", rev)
+	}
 }

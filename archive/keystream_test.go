@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	xidpkg "github.com/echostore/echostore/xid"
 )
 
 // TestKeyStreamCycle: a stream at an application's own key (awkward ones:
@@ -44,11 +44,11 @@ func TestKeyStreamCycle(t *testing.T) {
 				t.Fatalf("%q: a cycle of nothing took a lease", k)
 			}
 			// The application's producer, with its own ids.
-			var want []brand.ID
+			var want []xidpkg.ID
 			for j := range 10 {
 				xid := fmt.Sprintf("1733052000%03d-0", j)
 				raw(t, c, "XADD", k, xid, "n", fmt.Sprint(j))
-				id, err := brand.ParseRedisID(xid)
+				id, err := xidpkg.Parse(xid)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -71,7 +71,7 @@ func TestKeyStreamCycle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := ids(t, MergeRead(ctx, Source{Ref: ref, Live: c, Volume: vol}, Range{To: brand.Max}))
+			got := ids(t, MergeRead(ctx, Source{Ref: ref, Live: c, Volume: vol}, Range{To: xidpkg.Max}))
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("%q: merge-read %v, want %v", k, got, want)
 			}

@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // The archive driver's lease with fencing tokens, the trim that checks the
@@ -97,15 +97,15 @@ func releaseLease(ctx context.Context, live Live, ref names.StreamRef, token int
 // the trim are one script (scriptFencedTrim). It trims archived streams: it
 // is the archive driver's trim, after its fold. The groups named in pass do
 // not cap it (stalled groups under StalledArchive; see groups.go).
-func fencedTrim(ctx context.Context, live Live, ref names.StreamRef, token int64, minID brand.ID, pass ...string) (mq.TrimResult, error) {
+func fencedTrim(ctx context.Context, live Live, ref names.StreamRef, token int64, minID xid.ID, pass ...string) (mq.TrimResult, error) {
 	if err := checkRef(ref); err != nil {
 		return mq.TrimResult{}, err
 	}
 	keys := []string{mq.StreamKey(ref), LeaseKey(ref)}
-	args := append([]string{strconv.FormatInt(token, 10), minID.RedisID()}, pass...)
+	args := append([]string{strconv.FormatInt(token, 10), minID.String()}, pass...)
 	reply, err := live.Run(ctx, scriptFencedTrim, keys, args).Strings()
 	if err != nil {
-		return mq.TrimResult{}, fmt.Errorf("fenced trim %s to %s: %w", where(ref), minID.RedisID(), err)
+		return mq.TrimResult{}, fmt.Errorf("fenced trim %s to %s: %w", where(ref), minID.String(), err)
 	}
 	switch {
 	case len(reply) == 1 && reply[0] == "FENCED":

@@ -6,9 +6,9 @@ import (
 	"iter"
 	"time"
 
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // Live is the live tier as the archive uses it: the stream reads of the
@@ -20,18 +20,18 @@ import (
 type Live interface {
 	// Read yields the records of stream s of queue q with ids in
 	// [from, to] (mq.Client.Read).
-	Read(ctx context.Context, ref names.StreamRef, from, to brand.ID, count int, reverse bool) iter.Seq2[mq.Record, error]
+	Read(ctx context.Context, ref names.StreamRef, from, to xid.ID, count int, reverse bool) iter.Seq2[mq.Record, error]
 	// NewCursor returns a cursor over the same range, read page by page
 	// (mq.Client.NewCursor).
-	NewCursor(ref names.StreamRef, from, to brand.ID, reverse bool) (*mq.Cursor, error)
+	NewCursor(ref names.StreamRef, from, to xid.ID, reverse bool) (*mq.Cursor, error)
 	// Info describes stream s of queue q (mq.Client.Info).
 	Info(ctx context.Context, ref names.StreamRef) (mq.StreamInfo, error)
 	// SetID raises the stream's last id to id, never lowers it
 	// (mq.Client.SetID).
-	SetID(ctx context.Context, ref names.StreamRef, id brand.ID) (brand.ID, error)
+	SetID(ctx context.Context, ref names.StreamRef, id xid.ID) (xid.ID, error)
 	// WindowCut is the lowest id window w keeps live at now, computed as
 	// mq's retention computes its trim point (mq.Client.WindowCut).
-	WindowCut(ctx context.Context, ref names.StreamRef, w Window, now time.Time) (cut brand.ID, ok bool, err error)
+	WindowCut(ctx context.Context, ref names.StreamRef, w Window, now time.Time) (cut xid.ID, ok bool, err error)
 	// Run runs one of the archive's scripts (mq.Client.Run).
 	Run(ctx context.Context, script *mq.Script, keys, args []string) mq.Reply
 	// ScanKeys yields the keys of a pattern and type on every master

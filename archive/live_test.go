@@ -12,6 +12,7 @@ import (
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // A *mq.Client is the live tier the archive takes.
@@ -83,7 +84,7 @@ func TestGoldenArchiveKeysV1(t *testing.T) {
 		}
 	}
 	seam, ok, err := parseSeam(SeamKey(mustRef(t, "q", "s")), map[string]string{"w": "EVT_0000000040005", "xid": "1704067200001-5", "lsn": "7"})
-	if err != nil || !ok || seam.W != brand.ID(1<<22|5) || seam.LSN != 7 {
+	if err != nil || !ok || seam.W != brand.ID(1<<22|5).XID() || seam.LSN != 7 {
 		t.Fatalf("seam cache: %+v %v %v", seam, ok, err)
 	}
 }
@@ -96,11 +97,11 @@ func TestSeamCache(t *testing.T) {
 			t.Fatalf("GetArchived before any put: %v, %v", ok, err)
 		}
 		w := brand.FirstAt(time.Now()) + 7
-		if err := PutArchived(ctx, c, mustRef(t, q, "s"), Seam{W: w, LSN: 42}); err != nil {
+		if err := PutArchived(ctx, c, mustRef(t, q, "s"), Seam{W: w.XID(), LSN: 42}); err != nil {
 			t.Fatal(err)
 		}
 		seam, ok, err := GetArchived(ctx, c, mustRef(t, q, "s"))
-		if err != nil || !ok || seam != (Seam{W: w, LSN: 42}) {
+		if err != nil || !ok || seam != (Seam{W: w.XID(), LSN: 42}) {
 			t.Fatalf("GetArchived = %+v, %v, %v", seam, ok, err)
 		}
 		// Plain strings any client can read.
@@ -223,7 +224,7 @@ func TestDeleteLiveStream(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := PutArchived(ctx, c, mustRef(t, q, s), Seam{W: brand.ID(1) << 22, LSN: 1}); err != nil {
+			if err := PutArchived(ctx, c, mustRef(t, q, s), Seam{W: (brand.ID(1) << 22).XID(), LSN: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -322,14 +323,14 @@ func TestSecurityLiveRefusesBadNames(t *testing.T) {
 	}
 	var ref names.StreamRef
 	calls := map[string]func() error{
-		"PutArchived":      func() error { return PutArchived(ctx, c, ref, Seam{W: 1, LSN: 1}) },
+		"PutArchived":      func() error { return PutArchived(ctx, c, ref, Seam{W: xid.ID{Seq: 1}, LSN: 1}) },
 		"GetArchived":      func() error { _, _, err := GetArchived(ctx, c, ref); return err },
 		"RegisterArchived": func() error { return RegisterArchived(ctx, c, ref) },
 		"IsArchived":       func() error { _, err := IsArchived(ctx, c, ref); return err },
-		"dropArchived":     func() error { _, err := dropArchived(ctx, c, ref, 1); return err },
+		"dropArchived":     func() error { _, err := dropArchived(ctx, c, ref, xid.ID{Seq: 1}); return err },
 		"takeLease":        func() error { _, err := takeLease(ctx, c, ref, 1, time.Second); return err },
 		"releaseLease":     func() error { _, err := releaseLease(ctx, c, ref, 1); return err },
-		"fencedTrim":       func() error { _, err := fencedTrim(ctx, c, ref, 1, 5); return err },
+		"fencedTrim":       func() error { _, err := fencedTrim(ctx, c, ref, 1, xid.ID{Seq: 5}); return err },
 		"deleteLiveStream": func() error { _, err := deleteLiveStream(ctx, c, ref, 1); return err },
 	}
 	for what, call := range calls {

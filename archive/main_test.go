@@ -18,6 +18,7 @@ import (
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 var servers testserver.Pool
@@ -120,7 +121,8 @@ func (e *env) source(ctx context.Context) Source {
 	return Source{Ref: e.ref(), Live: e.live, Volume: e.volume(ctx)}
 }
 
-// ids collects the ids of a read, failing the test on an error.
+// ids collects the ids of a read, failing the test on an error or on a
+// record without a branded id (the tests' records have one).
 func ids(t tb, seq func(func(mq.Record, error) bool)) []brand.ID {
 	t.Helper()
 	var out []brand.ID
@@ -128,14 +130,49 @@ func ids(t tb, seq func(func(mq.Record, error) bool)) []brand.ID {
 		if err != nil {
 			t.Fatalf("read: %v", err)
 		}
-		out = append(out, r.ID)
+		out = append(out, brandOf(t, r.ID))
 	}
 	return out
 }
 
+// bx is the Redis id of a branded id as a range bound: 0 and brand.Max are
+// the open ends xid.Min and xid.Max.
+func bx(id brand.ID) xid.ID {
+	switch id {
+	case 0:
+		return xid.Min
+	case brand.Max:
+		return xid.Max
+	}
+	return id.XID()
+}
+
+// xb is bx's inverse: xid.Min and xid.Max are 0 and brand.Max, any other
+// id its branded id (0 if it has none).
+func xb(id xid.ID) brand.ID {
+	switch id {
+	case xid.Min:
+		return 0
+	case xid.Max:
+		return brand.Max
+	}
+	b, _ := brand.FromXID(id)
+	return b
+}
+
+// brandOf is the branded id of a record id the tests appended.
+func brandOf(t tb, id xid.ID) brand.ID {
+	t.Helper()
+	b, err := brand.FromXID(id)
+	if err != nil {
+		t.Fatalf("record id %v: %v", id, err)
+	}
+	return b
+}
+
 // liveIDs returns the ids in the live stream.
 func (e *env) liveIDs(ctx context.Context) []brand.ID {
-	return ids(e.t, e.live.Read(ctx, e.ref(), 0, brand.Max, 0, false))
+	return ids(e.t, e.live.Read(ctx, e.ref(), xid.Min, xid.Max, 0, false))
 }
 
 // archiveIDs returns the ids in the archive.
@@ -144,7 +181,7 @@ func (e *env) archiveIDs(ctx context.Context) []brand.ID {
 	if v == nil {
 		return nil
 	}
-	return ids(e.t, Read(ctx, v, 0, brand.Max, false))
+	return ids(e.t, Read(ctx, v, xid.Min, xid.Max, false))
 }
 
 // audit checks that every id of want is in exactly one of archive and live
@@ -162,7 +199,7 @@ func (e *env) audit(ctx context.Context, want []brand.ID) {
 	}
 	var liveAbove []brand.ID
 	for _, id := range e.liveIDs(ctx) {
-		if !st.Covers(id) {
+		if !st.Covers(id.XID()) {
 			liveAbove = append(liveAbove, id)
 		}
 	}
@@ -174,7 +211,7 @@ func (e *env) audit(ctx context.Context, want []brand.ID) {
 	if !slices.Equal(got, want) {
 		e.t.Fatalf("merge-read: %d ids, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
 	}
-	rev := ids(e.t, MergeRead(ctx, e.source(ctx), Range{To: brand.Max, Reverse: true}))
+	rev := ids(e.t, MergeRead(ctx, e.source(ctx), Range{To: xid.Max, Reverse: true}))
 	slices.Reverse(rev)
 	if !slices.Equal(rev, want) {
 		e.t.Fatalf("reverse merge-read: %d ids, want %d; first difference at %d", len(rev), len(want), firstDiff(rev, want))

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"iter"
 
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // ErrNoVolume: the stream has an archive (its seam cache says so) but its
@@ -36,13 +36,13 @@ var ErrDropped = errors.New("archive: records not yet read were dropped by reten
 // goes on.
 type DroppedError struct {
 	Queue, Stream string
-	From          brand.ID // the read's cursor: the lowest id it had not decided
-	Through       brand.ID // the newest record retention dropped (at most To)
+	From          xid.ID // the read's cursor: the lowest id it had not decided
+	Through       xid.ID // the newest record retention dropped (at most To)
 }
 
 func (e *DroppedError) Error() string {
 	return fmt.Sprintf("merge-read %s/%s: retention dropped the records of [%s, %s] during the read; it resumes at the first retained record",
-		e.Queue, e.Stream, brand.EVT.Format(e.From), brand.EVT.Format(e.Through))
+		e.Queue, e.Stream, formatID(e.From), formatID(e.Through))
 }
 
 // Unwrap makes errors.Is(err, ErrDropped) hold.
@@ -54,14 +54,14 @@ const DefaultPageSize = 512
 
 // Range selects the records of a read.
 type Range struct {
-	From, To brand.ID // inclusive; 0 and brand.Max leave an end open
-	Limit    int      // at most this many records (≤ 0: all)
-	Reverse  bool     // newest first
-	PageSize int      // live entries per round trip (≤ 0: DefaultPageSize)
+	From, To xid.ID // inclusive; xid.Min and xid.Max leave an end open
+	Limit    int    // at most this many records (≤ 0: all)
+	Reverse  bool   // newest first
+	PageSize int    // live entries per round trip (≤ 0: DefaultPageSize)
 }
 
 // All returns the Range of every record, oldest first.
-func All() Range { return Range{From: 0, To: brand.Max} }
+func All() Range { return Range{From: xid.Min, To: xid.Max} }
 
 // Source is what a merge-read reads from.
 type Source struct {
@@ -111,8 +111,8 @@ type Source struct {
 // a dropped record and has no other gap. A range that begins below the
 // first retained record when the read begins starts there, silently.
 //
-// A live entry that is not a branded record yields a *mq.EntryError; the
-// iteration goes on if the loop does, and so it does after a
+// Every live entry is a record, whatever its id or bytes; a reply that is
+// not an entry yields a *mq.EntryError, and the iteration goes on if the loop does, and so it does after a
 // *DroppedError. Any other error ends it. A volume
 // that belongs to another stream (MetaOwner) fails the read with an
 // *OwnerError before anything is served or pulled.
@@ -124,7 +124,7 @@ func MergeRead(ctx context.Context, src Source, r Range) iter.Seq2[mq.Record, er
 		if r.PageSize <= 0 {
 			r.PageSize = DefaultPageSize
 		}
-		if r.From > r.To {
+		if r.To.Less(r.From) {
 			return
 		}
 		vol, err := src.volume(ctx)
@@ -182,11 +182,11 @@ func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
 	if vol == nil {
 		if src.Pull == nil {
 			return nil, fmt.Errorf("merge-read %s: the archive ends at %s, but %s is missing; pull it from the remote or read on the node that folds it: %w",
-				src.Ref, brand.EVT.Format(seam.W), name, ErrNoVolume)
+				src.Ref, formatID(seam.W), name, ErrNoVolume)
 		}
 		if vol, err = src.Pull(ctx, name); err != nil {
 			return nil, fmt.Errorf("merge-read %s: the archive ends at %s, but %s is missing here and the pull failed: %w",
-				src.Ref, brand.EVT.Format(seam.W), name, typed(err, ErrNoVolume))
+				src.Ref, formatID(seam.W), name, typed(err, ErrNoVolume))
 		}
 		if vol, err = src.checkOwner(ctx, vol); err != nil {
 			return nil, err
@@ -201,7 +201,7 @@ func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
 		// Behind the seam cache: another node folded more. Pull once.
 		if vol, err = src.Pull(ctx, name); err != nil {
 			return nil, fmt.Errorf("merge-read %s: %s ends at %s but the seam cache at %s, and the pull failed: %w",
-				src.Ref, name, formatW(st), brand.EVT.Format(seam.W), typed(err, ErrVolumeBehind))
+				src.Ref, name, formatW(st), formatID(seam.W), typed(err, ErrVolumeBehind))
 		}
 		if vol, err = src.checkOwner(ctx, vol); err != nil {
 			return nil, err
@@ -212,7 +212,7 @@ func (src Source) volume(ctx context.Context) (*graft.Volume, error) {
 	}
 	if !st.Covers(seam.W) {
 		return nil, fmt.Errorf("merge-read %s: %s ends at %s but the seam cache at %s (LSN %d); pull the volume: %w",
-			src.Ref, vol.Name(), formatW(st), brand.EVT.Format(seam.W), seam.LSN, ErrVolumeBehind)
+			src.Ref, vol.Name(), formatW(st), formatID(seam.W), seam.LSN, ErrVolumeBehind)
 	}
 	return vol, nil
 }
@@ -241,7 +241,7 @@ func formatW(st State) string {
 	if st.Empty() {
 		return "nothing"
 	}
-	return brand.EVT.Format(st.W)
+	return formatID(st.W)
 }
 
 type merger struct {
@@ -285,7 +285,7 @@ func (m *merger) snap(ctx context.Context) (*graft.Snapshot, State, error) {
 
 // archive serves [from, to] from the archive at snap (state st) and closes
 // snap. It returns false if the reader stopped.
-func (m *merger) archive(ctx context.Context, snap *graft.Snapshot, st State, from, to brand.ID) bool {
+func (m *merger) archive(ctx context.Context, snap *graft.Snapshot, st State, from, to xid.ID) bool {
 	if snap == nil {
 		return true
 	}
@@ -294,7 +294,7 @@ func (m *merger) archive(ctx context.Context, snap *graft.Snapshot, st State, fr
 }
 
 // page reads one live page of [lo, hi].
-func (m *merger) page(ctx context.Context, lo, hi brand.ID) (mq.Page, bool) {
+func (m *merger) page(ctx context.Context, lo, hi xid.ID) (mq.Page, bool) {
 	cur, err := m.src.Live.NewCursor(m.src.Ref, lo, hi, m.r.Reverse)
 	if err == nil {
 		var p mq.Page
@@ -306,22 +306,22 @@ func (m *merger) page(ctx context.Context, lo, hi brand.ID) (mq.Page, bool) {
 	return mq.Page{}, false
 }
 
-// foreign yields the page's foreign entries as errors. It reports the
-// highest (or, in reverse, lowest) branded id among them, whether there was
-// one, and whether to go on.
-func (m *merger) foreign(p mq.Page) (edge brand.ID, any bool, ok bool) {
+// foreign yields the page's foreign entries (replies that are no entry) as
+// errors. It reports the highest (or, in reverse, lowest) id among them,
+// whether there was one, and whether to go on.
+func (m *merger) foreign(p mq.Page) (edge xid.ID, any bool, ok bool) {
 	for _, fe := range p.Foreign {
 		if !m.emit(mq.Record{}, fe) {
-			return 0, false, false
+			return xid.ID{}, false, false
 		}
-		id, err := brand.ParseRedisID(fe.XID)
+		id, err := xid.Parse(fe.XID)
 		if err != nil {
-			// No branded id to move the cursor past: stop here.
+			// No id to move the cursor past: stop here.
 			m.emit(mq.Record{}, fmt.Errorf("merge-read %s: cannot page past entry %s: %w",
 				m.src.Ref, fe.XID, err))
-			return 0, false, false
+			return xid.ID{}, false, false
 		}
-		if !any || (!m.r.Reverse && id > edge) || (m.r.Reverse && id < edge) {
+		if !any || (!m.r.Reverse && edge.Less(id)) || (m.r.Reverse && id.Less(edge)) {
 			edge, any = id, true
 		}
 	}
@@ -334,7 +334,7 @@ func (m *merger) foreign(p mq.Page) (edge brand.ID, any bool, ok bool) {
 // dropped are reported (*DroppedError) before the part is served. It
 // returns false when the read is over (done, failed, or the consumer
 // stopped).
-func (m *merger) catchUp(ctx context.Context, cur *brand.ID) bool {
+func (m *merger) catchUp(ctx context.Context, cur *xid.ID) bool {
 	snap, st, err := m.snap(ctx)
 	if err != nil {
 		m.emit(mq.Record{}, err)
@@ -349,18 +349,18 @@ func (m *merger) catchUp(ctx context.Context, cur *brand.ID) bool {
 	}
 	if m.parts > 1 && st.Low > 0 {
 		through, ok, err := droppedThrough(ctx, snap)
-		if err == nil && ok && through >= *cur {
-			err = &DroppedError{Queue: m.src.Ref.Queue().String(), Stream: m.src.Ref.Stream().String(), From: *cur, Through: min(through, m.r.To)}
+		if err == nil && ok && !through.Less(*cur) {
+			err = &DroppedError{Queue: m.src.Ref.Queue().String(), Stream: m.src.Ref.Stream().String(), From: *cur, Through: xid.MinOf(through, m.r.To)}
 		}
 		if err != nil && (!m.emit(mq.Record{}, err) || !errors.Is(err, ErrDropped)) {
 			snap.Close()
 			return false
 		}
 	}
-	if !m.archive(ctx, snap, st, *cur, m.r.To) || st.W >= m.r.To {
+	if !m.archive(ctx, snap, st, *cur, m.r.To) || !st.W.Less(m.r.To) {
 		return false
 	}
-	*cur = st.W + 1
+	*cur, _ = st.W.Next() // st.W < To ≤ xid.Max
 	return true
 }
 
@@ -382,23 +382,23 @@ func (m *merger) forward(ctx context.Context) {
 			return
 		}
 		for _, rec := range p.Records {
-			if rec.ID < cur {
+			if rec.ID.Less(cur) {
 				continue // folded: served from the archive
 			}
-			if !m.emit(rec, nil) || rec.ID >= r.To {
+			if !m.emit(rec, nil) || !rec.ID.Less(r.To) {
 				return
 			}
-			cur = rec.ID + 1
+			cur, _ = rec.ID.Next() // rec.ID < To ≤ xid.Max
 		}
 		edge, any, ok := m.foreign(p)
 		if !ok {
 			return
 		}
-		if any && edge >= cur {
-			if edge >= r.To {
+		if any && !edge.Less(cur) {
+			if !edge.Less(r.To) {
 				return
 			}
-			cur = edge + 1
+			cur, _ = edge.Next()
 		}
 		if len(p.Records)+len(p.Foreign) < r.PageSize {
 			return // the live range was read to its end
@@ -429,13 +429,13 @@ func (m *merger) reverse(ctx context.Context) {
 					toArchive = true
 					break
 				}
-				if !m.emit(rec, nil) || rec.ID <= r.From {
+				if !m.emit(rec, nil) || !r.From.Less(rec.ID) {
 					if snap != nil {
 						snap.Close()
 					}
 					return
 				}
-				hi = rec.ID - 1
+				hi, _ = rec.ID.Prev() // From < rec.ID
 			}
 			edge, any, ok := m.foreign(p)
 			if !ok {
@@ -444,18 +444,18 @@ func (m *merger) reverse(ctx context.Context) {
 				}
 				return
 			}
-			if any && edge <= hi && !toArchive {
-				if edge <= r.From {
+			if any && !hi.Less(edge) && !toArchive {
+				if !r.From.Less(edge) {
 					if snap != nil {
 						snap.Close()
 					}
 					return
 				}
-				hi = edge - 1
+				hi, _ = edge.Prev()
 			}
 			if toArchive {
 				// Everything left, [From, hi], is ≤ W′ or absent.
-				m.archive(ctx, snap, st, r.From, min(hi, st.W))
+				m.archive(ctx, snap, st, r.From, xid.MinOf(hi, st.W))
 				return
 			}
 			if snap != nil {

@@ -13,6 +13,7 @@ import (
 	goldenfile "github.com/echostore/echostore/internal/golden"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // wantOwnerError checks that err is an *OwnerError of stream q/s refused
@@ -122,7 +123,7 @@ func TestVolumeOwnerCollision(t *testing.T) {
 		n := 0
 		for r, err := range MergeRead(ctx, src, All()) {
 			if err == nil {
-				t.Fatalf("merge-read of %s served %s", b.ref(), brand.EVT.Format(r.ID))
+				t.Fatalf("merge-read of %s served %s", b.ref(), mq.FormatID(r.ID, mq.IDBranded))
 			}
 			wantOwnerError(t, "merge-read", err, b.ref(), vname, owner)
 			n++
@@ -149,7 +150,7 @@ func TestVolumeOwnerCollision(t *testing.T) {
 	// The fold and the drop check the owner at their commit's base too (a
 	// race the checks before them cannot see).
 	bo := mustRef(t, b.q, b.s)
-	_, err = foldAs(ctx, vol, []mq.Record{{ID: brand.Max - 1, Fields: []mq.Field{{Name: "k", Value: "v"}}}}, &bo)
+	_, err = foldAs(ctx, vol, []mq.Record{{ID: (brand.Max - 1).XID(), Fields: []mq.Field{{Name: "k", Value: "v"}}}}, &bo)
 	wantOwnerError(t, "fold", err, b.ref(), vname, owner)
 	_, _, err = retainAs(ctx, vol, Retention{Count: 1}, time.Now(), &bo)
 	wantOwnerError(t, "retain", err, b.ref(), vname, owner)
@@ -180,7 +181,7 @@ func TestVolumeOwnerAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var old []mq.Record
-	for r, err := range e.live.Read(ctx, e.ref(), 0, all[4], 0, false) {
+	for r, err := range e.live.Read(ctx, e.ref(), xid.Min, all[4].XID(), 0, false) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +241,7 @@ func TestGoldenArchiveVolumeV1Owner(t *testing.T) {
 		}
 	}
 	recs := goldenRecords()
-	next := mq.Record{ID: recs[2].ID + 1, Fields: []mq.Field{{Name: "k", Value: "v"}}}
+	next := mq.Record{ID: (brandOf(t, recs[2].ID) + 1).XID(), Fields: []mq.Field{{Name: "k", Value: "v"}}}
 	st, err := foldAs(ctx, vol, []mq.Record{next}, ptr(mustRef(t, "q", "s")))
 	if err != nil || st.Pages != 4 || st.W != next.ID {
 		t.Fatalf("fold: %+v, %v", st, err)

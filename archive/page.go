@@ -9,10 +9,14 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/xid"
 )
 
-// Record page, version 1 (docs/ARCHIVE.md specifies it byte by byte). All
-// integers are big-endian.
+// Record pages (docs/ARCHIVE.md specifies both byte by byte). All integers
+// are big-endian.
+//
+// Version 1, a branded record (its id has a brand.ID; names distinct;
+// names and values valid UTF-8):
 //
 //	0   4  magic "EARC"
 //	4   1  version, 1
@@ -22,11 +26,29 @@ import (
 //	    4  name length n, n bytes of name (UTF-8)
 //	    4  value length v, v bytes of value (UTF-8)
 //	last 4  CRC-32C (Castagnoli) of every byte before it
+//
+// Version 2, any stream entry Redis stores:
+//
+//	0   4  magic "EARC"
+//	4   1  version, 2
+//	5   8  the Redis id's milliseconds
+//	13  8  the Redis id's sequence
+//	21  4  f, the number of fields (≥ 1)
+//	then f times:
+//	    4  name length n, n bytes of name (any bytes)
+//	    4  value length v, v bytes of value (any bytes)
+//	last 4  CRC-32C (Castagnoli) of every byte before it
+//
+// A fold writes version 1 for a record that fits it and version 2 only for
+// one that does not, so that a volume of branded records stays byte for
+// byte what earlier releases write and read.
 const (
-	pageMagic   = "EARC"
-	pageVersion = 1
-	pageHeader  = 4 + 1 + 8 + 4
-	pageMin     = pageHeader + 4 + 4 + 4 // one empty field and the CRC
+	pageMagic    = "EARC"
+	pageVersion  = 1
+	pageVersion2 = 2
+	pageHeader   = 4 + 1 + 8 + 4
+	pageHeader2  = 4 + 1 + 16 + 4
+	pageMin      = pageHeader + 4 + 4 + 4 // one empty field and the CRC
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -35,12 +57,61 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // metadata) do not decode. Nothing was changed.
 var ErrCorrupt = errors.New("archive: corrupt")
 
-// AppendRecordPage appends the version-1 page of r to dst and returns it.
+// AppendRecordPage appends the page of r to dst and returns it: version 1
+// if r fits it (pageFitsV1), else version 2.
 func AppendRecordPage(dst []byte, r mq.Record) []byte {
+	if _, ok := pageFitsV1(r); ok {
+		return appendRecordPage(dst, r, pageVersion)
+	}
+	return appendRecordPage(dst, r, pageVersion2)
+}
+
+// pageFitsV1 reports whether r can be written as a version-1 page, and its
+// branded id if so: the id has one, the names are distinct, and names and
+// values are valid UTF-8.
+func pageFitsV1(r mq.Record) (brand.ID, bool) {
+	id, err := brand.FromXID(r.ID)
+	if err != nil {
+		return 0, false
+	}
+	for _, f := range r.Fields {
+		if !utf8.ValidString(f.Name) || !utf8.ValidString(f.Value) {
+			return 0, false
+		}
+	}
+	if len(r.Fields) <= 16 {
+		for i := 1; i < len(r.Fields); i++ {
+			for j := 0; j < i; j++ {
+				if r.Fields[i].Name == r.Fields[j].Name {
+					return 0, false
+				}
+			}
+		}
+		return id, true
+	}
+	seen := make(map[string]struct{}, len(r.Fields))
+	for _, f := range r.Fields {
+		if _, dup := seen[f.Name]; dup {
+			return 0, false
+		}
+		seen[f.Name] = struct{}{}
+	}
+	return id, true
+}
+
+// appendRecordPage appends the page of r in the given version; version 1
+// requires pageFitsV1(r).
+func appendRecordPage(dst []byte, r mq.Record, version byte) []byte {
 	start := len(dst)
 	dst = append(dst, pageMagic...)
-	dst = append(dst, pageVersion)
-	dst = binary.BigEndian.AppendUint64(dst, uint64(r.ID))
+	dst = append(dst, version)
+	if version == pageVersion {
+		id, _ := brand.FromXID(r.ID)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(id))
+	} else {
+		dst = binary.BigEndian.AppendUint64(dst, r.ID.Ms)
+		dst = binary.BigEndian.AppendUint64(dst, r.ID.Seq)
+	}
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(r.Fields)))
 	for _, f := range r.Fields {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(f.Name)))
@@ -51,10 +122,11 @@ func AppendRecordPage(dst []byte, r mq.Record) []byte {
 	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
 }
 
-// DecodeRecordPage decodes a record page. It is total: any input either
-// decodes to the record it encodes or fails with an error wrapping
-// ErrCorrupt (bad magic, unknown version, bad CRC, lengths past the end,
-// trailing bytes, no fields, a duplicate field name, invalid UTF-8).
+// DecodeRecordPage decodes a record page of version 1 or 2. It is total:
+// any input either decodes to the record it encodes or fails with an error
+// wrapping ErrCorrupt (bad magic, unknown version, bad CRC, lengths past
+// the end, trailing bytes, no fields; in version 1 also a duplicate field
+// name or invalid UTF-8, which version 2 holds).
 func DecodeRecordPage(b []byte) (mq.Record, error) {
 	bad := func(format string, args ...any) (mq.Record, error) {
 		return mq.Record{}, fmt.Errorf("record page: %s: %w", fmt.Sprintf(format, args...), ErrCorrupt)
@@ -65,16 +137,30 @@ func DecodeRecordPage(b []byte) (mq.Record, error) {
 	if string(b[:4]) != pageMagic {
 		return bad("magic %q, want %q", b[:4], pageMagic)
 	}
-	if b[4] != pageVersion {
-		return bad("version %d, this build reads version %d", b[4], pageVersion)
+	version := b[4]
+	header := pageHeader
+	switch version {
+	case pageVersion:
+	case pageVersion2:
+		header = pageHeader2
+		if len(b) < pageHeader2+4+4+4 {
+			return bad("%d bytes, shorter than the smallest version-2 page (%d)", len(b), pageHeader2+4+4+4)
+		}
+	default:
+		return bad("version %d, this build reads versions %d and %d", version, pageVersion, pageVersion2)
 	}
 	body := b[:len(b)-4]
 	if got, want := crc32.Checksum(body, castagnoli), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
 		return bad("CRC-32C %08x, stored %08x", got, want)
 	}
-	id := brand.ID(binary.BigEndian.Uint64(body[5:13]))
-	n := binary.BigEndian.Uint32(body[13:17])
-	rest := body[pageHeader:]
+	var id xid.ID
+	if version == pageVersion {
+		id = brand.ID(binary.BigEndian.Uint64(body[5:13])).XID()
+	} else {
+		id = xid.ID{Ms: binary.BigEndian.Uint64(body[5:13]), Seq: binary.BigEndian.Uint64(body[13:21])}
+	}
+	n := binary.BigEndian.Uint32(body[header-4 : header])
+	rest := body[header:]
 	if n == 0 {
 		return bad("no fields")
 	}
@@ -100,7 +186,7 @@ func DecodeRecordPage(b []byte) (mq.Record, error) {
 		if !ok1 || !ok2 {
 			return bad("field %d runs past the end", i)
 		}
-		if !utf8.ValidString(name) || !utf8.ValidString(value) {
+		if version == pageVersion && (!utf8.ValidString(name) || !utf8.ValidString(value)) {
 			return bad("field %d is not valid UTF-8", i)
 		}
 		fields = append(fields, mq.Field{Name: name, Value: value})
@@ -108,7 +194,7 @@ func DecodeRecordPage(b []byte) (mq.Record, error) {
 	if len(rest) != 0 {
 		return bad("%d bytes after the last field", len(rest))
 	}
-	if len(fields) > 1 {
+	if version == pageVersion && len(fields) > 1 {
 		seen := make(map[string]struct{}, len(fields))
 		for _, f := range fields {
 			if _, dup := seen[f.Name]; dup {

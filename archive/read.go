@@ -7,10 +7,10 @@ import (
 	"iter"
 	"time"
 
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/xid"
 )
 
 // Read yields the retained archived records of vol (those retention has
@@ -21,7 +21,7 @@ import (
 // lazily, so memory stays constant however long the range. A page that does
 // not decode, or breaks the id order, yields an error wrapping ErrCorrupt
 // and ends the iteration.
-func Read(ctx context.Context, vol *graft.Volume, from, to brand.ID, reverse bool) iter.Seq2[mq.Record, error] {
+func Read(ctx context.Context, vol *graft.Volume, from, to xid.ID, reverse bool) iter.Seq2[mq.Record, error] {
 	return func(yield func(mq.Record, error) bool) {
 		snap, err := vol.Snapshot(ctx)
 		if err != nil {
@@ -38,25 +38,25 @@ func Read(ctx context.Context, vol *graft.Volume, from, to brand.ID, reverse boo
 	}
 }
 
-// ReadTime is Read over the records minted in [since, until] (both
-// inclusive, to the millisecond).
+// ReadTime is Read over the records whose ids' milliseconds lie in
+// [since, until] (both inclusive, to the millisecond).
 func ReadTime(ctx context.Context, vol *graft.Volume, since, until time.Time, reverse bool) iter.Seq2[mq.Record, error] {
-	return Read(ctx, vol, brand.FirstAt(since), brand.LastAt(until), reverse)
+	return Read(ctx, vol, xid.FirstAt(since), xid.LastAt(until), reverse)
 }
 
 // pageID decodes page n of the archive at snap.
-func pageID(ctx context.Context, snap *graft.Snapshot, n uint64) (brand.ID, error) {
+func pageID(ctx context.Context, snap *graft.Snapshot, n uint64) (xid.ID, error) {
 	b, err := snap.Get(ctx, graft.ArchiveBase+n)
 	if err != nil {
 		if errors.Is(err, remote.ErrUnavailable) || errors.Is(err, remote.ErrNotFound) || errors.Is(err, graft.ErrNoRemote) {
 			// The page is fine; the remote that holds it cannot serve it.
-			return 0, fmt.Errorf("archive %s: page %d: %w", snap.Volume().Name(), n, err)
+			return xid.ID{}, fmt.Errorf("archive %s: page %d: %w", snap.Volume().Name(), n, err)
 		}
-		return 0, fmt.Errorf("archive %s: page %d: %w (%w)", snap.Volume().Name(), n, ErrCorrupt, err)
+		return xid.ID{}, fmt.Errorf("archive %s: page %d: %w (%w)", snap.Volume().Name(), n, ErrCorrupt, err)
 	}
 	r, err := DecodeRecordPage(b)
 	if err != nil {
-		return 0, fmt.Errorf("archive %s: page %d: %w", snap.Volume().Name(), n, err)
+		return xid.ID{}, fmt.Errorf("archive %s: page %d: %w", snap.Volume().Name(), n, err)
 	}
 	return r.ID, nil
 }
@@ -64,7 +64,7 @@ func pageID(ctx context.Context, snap *graft.Snapshot, n uint64) (brand.ID, erro
 // lowerBound returns the first page offset in [st.Low, st.Pages) whose id
 // is ≥ id, or st.Pages if there is none: a bisection over the retained
 // pages, O(log pages) seeks.
-func lowerBound(ctx context.Context, snap *graft.Snapshot, st State, id brand.ID) (uint64, error) {
+func lowerBound(ctx context.Context, snap *graft.Snapshot, st State, id xid.ID) (uint64, error) {
 	lo, hi := st.Low, st.Pages
 	for lo < hi {
 		mid := lo + (hi-lo)/2
@@ -72,7 +72,7 @@ func lowerBound(ctx context.Context, snap *graft.Snapshot, st State, id brand.ID
 		if err != nil {
 			return 0, err
 		}
-		if got < id {
+		if got.Less(id) {
 			lo = mid + 1
 		} else {
 			hi = mid
@@ -84,19 +84,20 @@ func lowerBound(ctx context.Context, snap *graft.Snapshot, st State, id brand.ID
 // readAt yields the retained records of [from, to] at snap, whose state is
 // st: records on pages below st.Low were dropped by retention. It returns
 // false if yield asked to stop.
-func readAt(ctx context.Context, snap *graft.Snapshot, st State, from, to brand.ID, reverse bool,
+func readAt(ctx context.Context, snap *graft.Snapshot, st State, from, to xid.ID, reverse bool,
 	yield func(mq.Record, error) bool) bool {
-	if st.Empty() || from > to || from > st.W {
+	if st.Empty() || to.Less(from) || st.W.Less(from) {
 		return true
 	}
-	to = min(to, st.W)
+	to = xid.MinOf(to, st.W)
 	lo, err := lowerBound(ctx, snap, st, from)
 	if err != nil {
 		return yield(mq.Record{}, err)
 	}
 	end := st.Pages // first page past the range
-	if to < st.W {
-		if end, err = lowerBound(ctx, snap, st, to+1); err != nil {
+	if to.Less(st.W) {
+		above, _ := to.Next() // to < W
+		if end, err = lowerBound(ctx, snap, st, above); err != nil {
 			return yield(mq.Record{}, err)
 		}
 	}
@@ -113,7 +114,7 @@ func readAt(ctx context.Context, snap *graft.Snapshot, st State, from, to brand.
 	}
 	defer it.Close()
 	name := snap.Volume().Name()
-	var prev brand.ID
+	var prev xid.ID
 	for i := uint64(0); it.Next(); i++ {
 		if it.Index() != graft.ArchiveBase+next {
 			return yield(mq.Record{}, fmt.Errorf("archive %s: page %d missing (found %d): %w",
@@ -123,9 +124,9 @@ func readAt(ctx context.Context, snap *graft.Snapshot, st State, from, to brand.
 		if err != nil {
 			return yield(mq.Record{}, fmt.Errorf("archive %s: page %d: %w", name, next, err))
 		}
-		if i > 0 && ((!reverse && r.ID <= prev) || (reverse && r.ID >= prev)) {
+		if i > 0 && ((!reverse && !prev.Less(r.ID)) || (reverse && !r.ID.Less(prev))) {
 			return yield(mq.Record{}, fmt.Errorf("archive %s: page %d: id %s out of order after %s: %w",
-				name, next, brand.EVT.Format(r.ID), brand.EVT.Format(prev), ErrCorrupt))
+				name, next, formatID(r.ID), formatID(prev), ErrCorrupt))
 		}
 		prev = r.ID
 		if !yield(r, nil) {

@@ -218,7 +218,7 @@ func TestCycleTakeoverPulls(t *testing.T) {
 	if err != nil {
 		t.Fatalf("B's takeover cycle: %v", err)
 	}
-	if res.Folded != 20 || res.State.Pages != 50 || res.State.W != all[49] || res.Token <= l.Token {
+	if res.Folded != 20 || res.State.Pages != 50 || res.State.W != all[49].XID() || res.Token <= l.Token {
 		t.Fatalf("B's takeover cycle: %+v (A's token %d)", res, l.Token)
 	}
 	if got := b.archiveIDs(ctx); !slices.Equal(got, all[:50]) {

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // WhatDiscarded names the records DiscardCounter counts, for
@@ -69,7 +69,7 @@ func DiscardCounter(live Live) graft.DiscardCounter {
 			what += " (the live stream could not be read: every one counts)"
 			return head.Pages - lo, what, nil
 		}
-		if first == 0 { // an empty or missing stream
+		if first.IsZero() { // an empty or missing stream
 			return head.Pages - lo, what, nil
 		}
 		end, err := lowerBound(ctx, snap, State{Pages: head.Pages, Low: lo, W: head.W, LSN: head.LSN}, first)
@@ -81,27 +81,32 @@ func DiscardCounter(live Live) graft.DiscardCounter {
 }
 
 // liveFirst returns the id of the first entry of the live stream that owns
-// the archive volume at snap (0 when the stream is empty or missing);
+// the archive volume at snap (0-0 when the stream is empty or missing: Redis
+// stores no entry at 0-0);
 // known is false when that cannot be told (no Redis, no owner recorded).
-func liveFirst(ctx context.Context, live Live, snap *graft.Snapshot) (first brand.ID, known bool, err error) {
+func liveFirst(ctx context.Context, live Live, snap *graft.Snapshot) (first xid.ID, known bool, err error) {
 	if !present(live) {
-		return 0, false, nil
+		return xid.ID{}, false, nil
 	}
 	o, ok, err := ownerAt(ctx, snap)
 	if err != nil || !ok {
-		return 0, false, err
+		return xid.ID{}, false, err
 	}
 	in, err := live.Info(ctx, o)
 	if err != nil {
 		if errors.Is(err, ctx.Err()) && ctx.Err() != nil {
-			return 0, false, err
+			return xid.ID{}, false, err
 		}
-		return 0, false, nil // Redis unreachable: nothing can be shown live
+		return xid.ID{}, false, nil // Redis unreachable: nothing can be shown live
 	}
 	if !in.Exists || in.Length == 0 {
-		return 0, true, nil
+		return xid.ID{}, true, nil
 	}
-	return max(in.First, 1), true, nil
+	first, err = xid.Parse(in.FirstXID)
+	if err != nil {
+		return xid.ID{}, false, nil // not an entry id: nothing can be shown live
+	}
+	return first, true, nil
 }
 
 // RepairSeam lowers the seam cache of the stream owning the archive volume

@@ -27,7 +27,7 @@ func (e *env) mergeIDs(ctx context.Context) ([]brand.ID, error) {
 		if err != nil {
 			return out, err
 		}
-		out = append(out, r.ID)
+		out = append(out, brandOf(e.t, r.ID))
 	}
 	return out, nil
 }
@@ -133,7 +133,7 @@ func TestNoWedgeAfterFailedPush(t *testing.T) {
 				t.Fatalf("cycle with a failing push: %+v, %v", res, err)
 			}
 			seam, ok, err := GetArchived(ctx, e.live, e.ref())
-			if err != nil || !ok || seam.W != all[14] {
+			if err != nil || !ok || seam.W != all[14].XID() {
 				t.Errorf("seam cache %+v (%v, %v) after the failed push, want W %s (what the remote holds)",
 					seam, ok, err, brand.EVT.Format(all[14]))
 			}

@@ -2,14 +2,13 @@ package archive
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // Retention is the archive's retention horizon: below it, archived pages
@@ -80,7 +79,7 @@ func retainAs(ctx context.Context, vol *graft.Volume, r Retention, now time.Time
 		low = st.Pages - r.Count
 	}
 	if r.MaxAge > 0 {
-		cut, err := lowerBound(ctx, snap, st, brand.FirstAt(now.Add(-r.MaxAge)))
+		cut, err := lowerBound(ctx, snap, st, xid.FirstAt(now.Add(-r.MaxAge)))
 		if err != nil {
 			return State{}, 0, fmt.Errorf("archive retention of %s: %w", vol.Name(), err)
 		}
@@ -96,7 +95,7 @@ func retainAs(ctx context.Context, vol *graft.Volume, r Retention, now time.Time
 	if err != nil {
 		return State{}, 0, fmt.Errorf("archive retention of %s: %w", vol.Name(), err)
 	}
-	if err := txn.SetMeta(MetaDropped, binary.BigEndian.AppendUint64(nil, uint64(through))); err != nil {
+	if err := txn.SetMeta(MetaDropped, encodeID(through)); err != nil {
 		return State{}, 0, fmt.Errorf("archive retention of %s: %w", vol.Name(), err)
 	}
 	if err := txn.DropArchiveBelow(low); err != nil {
@@ -114,16 +113,18 @@ func retainAs(ctx context.Context, vol *graft.Volume, r Retention, now time.Time
 // droppedThrough returns the id of the newest record retention dropped as
 // of snap (MetaDropped), and false when no drop recorded it (nothing was
 // dropped, or only by a version that did not record it).
-func droppedThrough(ctx context.Context, snap *graft.Snapshot) (brand.ID, bool, error) {
+func droppedThrough(ctx context.Context, snap *graft.Snapshot) (xid.ID, bool, error) {
 	b, err := snap.Meta(ctx, MetaDropped)
 	switch {
 	case errors.Is(err, graft.ErrNotFound):
-		return 0, false, nil
+		return xid.ID{}, false, nil
 	case err != nil:
-		return 0, false, fmt.Errorf("archive %s at LSN %d: %w", snap.Volume().Name(), snap.LSN(), err)
-	case len(b) != 8:
-		return 0, false, fmt.Errorf("archive %s at LSN %d: %s is %d bytes, want 8: %w",
+		return xid.ID{}, false, fmt.Errorf("archive %s at LSN %d: %w", snap.Volume().Name(), snap.LSN(), err)
+	}
+	id, ok := decodeID(b)
+	if !ok {
+		return xid.ID{}, false, fmt.Errorf("archive %s at LSN %d: %s is %d bytes, want 8 or 16: %w",
 			snap.Volume().Name(), snap.LSN(), MetaDropped, len(b), ErrCorrupt)
 	}
-	return brand.ID(binary.BigEndian.Uint64(b)), true, nil
+	return id, true, nil
 }

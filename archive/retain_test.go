@@ -18,6 +18,7 @@ import (
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/xid"
 	"pgregory.net/rapid"
 )
 
@@ -91,9 +92,9 @@ func TestRetentionProperty(t *testing.T) {
 				}
 				want = max(want, k)
 			}
-			if st.Low != want || st.W != all[st.Pages-1] || res.Dropped != int64(want-low) {
+			if st.Low != want || st.W != all[st.Pages-1].XID() || res.Dropped != int64(want-low) {
 				rt.Fatalf("step %d: low %d W %s dropped %d; want low %d W %s dropped %d (retention %+v)",
-					step, st.Low, brand.EVT.Format(st.W), res.Dropped, want, brand.EVT.Format(all[st.Pages-1]), want-low, r)
+					step, st.Low, formatID(st.W), res.Dropped, want, brand.EVT.Format(all[st.Pages-1]), want-low, r)
 			}
 			if fr, err := Frontier(ctx, e.volume(ctx)); err != nil || fr != st {
 				rt.Fatalf("step %d: frontier %+v %v, the cycle said %+v", step, fr, err, st)
@@ -106,7 +107,7 @@ func TestRetentionProperty(t *testing.T) {
 			if got := ids(rt, MergeRead(ctx, e.source(ctx), All())); !slices.Equal(got, kept) {
 				rt.Fatalf("step %d: merge-read %d ids, want %d; first difference at %d", step, len(got), len(kept), firstDiff(got, kept))
 			}
-			rev := ids(rt, MergeRead(ctx, e.source(ctx), Range{To: brand.Max, Reverse: true, PageSize: rapid.IntRange(1, 20).Draw(rt, "page")}))
+			rev := ids(rt, MergeRead(ctx, e.source(ctx), Range{To: xid.Max, Reverse: true, PageSize: rapid.IntRange(1, 20).Draw(rt, "page")}))
 			slices.Reverse(rev)
 			if !slices.Equal(rev, kept) {
 				rt.Fatalf("step %d: reverse merge-read %d ids, want %d", step, len(rev), len(kept))
@@ -116,14 +117,14 @@ func TestRetentionProperty(t *testing.T) {
 			from, to := all[i], all[j]
 			wantR := between(kept, from, to)
 			for _, reverse := range []bool{false, true} {
-				got := ids(rt, MergeRead(ctx, e.source(ctx), Range{From: from, To: to, Reverse: reverse, PageSize: 7}))
+				got := ids(rt, MergeRead(ctx, e.source(ctx), Range{From: bx(from), To: bx(to), Reverse: reverse, PageSize: 7}))
 				if reverse {
 					slices.Reverse(got)
 				}
 				if !slices.Equal(got, wantR) {
 					rt.Fatalf("step %d: merge-read [%d, %d] reverse %v: %d ids, want %d", step, i, j, reverse, len(got), len(wantR))
 				}
-				got = ids(rt, Read(ctx, e.volume(ctx), from, to, reverse))
+				got = ids(rt, Read(ctx, e.volume(ctx), bx(from), bx(to), reverse))
 				if reverse {
 					slices.Reverse(got)
 				}
@@ -185,7 +186,7 @@ func TestRetentionSnapshotGCAndFollower(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Dropped != 900 || res.State.Low != 900 || res.State.W != all[999] || res.State.Retained() != 100 {
+	if res.Dropped != 900 || res.State.Low != 900 || res.State.W != all[999].XID() || res.State.Retained() != 100 {
 		t.Fatalf("retention cycle: %+v", res)
 	}
 	if got := e.archiveIDs(ctx); !slices.Equal(got, all[900:]) {
@@ -199,11 +200,11 @@ func TestRetentionSnapshotGCAndFollower(t *testing.T) {
 			t.Fatalf("old snapshot state %+v %v", st, err)
 		}
 		var got []brand.ID
-		readAt(ctx, old, st, 0, brand.Max, false, func(r mq.Record, err error) bool {
+		readAt(ctx, old, st, xid.Min, xid.Max, false, func(r mq.Record, err error) bool {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got = append(got, r.ID)
+			got = append(got, brandOf(t, r.ID))
 			return true
 		})
 		if !slices.Equal(got, all) {
@@ -243,7 +244,7 @@ func TestRetentionSnapshotGCAndFollower(t *testing.T) {
 	if _, err := fv.Pull(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := ids(t, Read(ctx, fv, 0, brand.Max, false)); !slices.Equal(got, all[900:]) {
+	if got := ids(t, Read(ctx, fv, xid.Min, xid.Max, false)); !slices.Equal(got, all[900:]) {
 		t.Fatalf("follower reads %d records, want the 100 retained", len(got))
 	}
 	if gs, err = fv.GC(ctx); err != nil || gs.DroppedPages != 900 || fv.Info().Pages != 100 {
@@ -275,13 +276,13 @@ func (e *env) firstRetained(ctx context.Context) brand.ID {
 	case st.Empty():
 		return 0
 	case st.Retained() == 0:
-		return st.W + 1
+		return xb(st.W) + 1
 	}
 	id, err := pageID(ctx, snap, st.Low)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return id
+	return brandOf(e.t, id)
 }
 
 // readWithDrops collects a merge-read's ids and the *DroppedError it
@@ -299,7 +300,7 @@ func readWithDrops(t tb, seq func(func(mq.Record, error) bool)) ([]brand.ID, []d
 		case err != nil:
 			t.Fatalf("read: %v", err)
 		default:
-			got = append(got, r.ID)
+			got = append(got, brandOf(t, r.ID))
 		}
 	}
 	return got, drops
@@ -364,8 +365,8 @@ func checkRetentionRead(got []brand.ID, drops []dropAt, reverse bool, all []bran
 			report = &drops[d].e
 		}
 		if k == len(got) {
-			if report != nil && report.Through < top {
-				hi = report.Through + 1 // a drop reported at the end
+			if report != nil && xb(report.Through) < top {
+				hi = xb(report.Through) + 1 // a drop reported at the end
 			} else {
 				break // the read ended: later records came after it
 			}
@@ -375,19 +376,19 @@ func checkRetentionRead(got []brand.ID, drops []dropAt, reverse bool, all []bran
 		missing := all[i:j]
 		switch {
 		case report != nil:
-			if report.From != lo || report.Through < report.From {
-				return fmt.Sprintf("drop reported as [%s, %s] after %s", brand.EVT.Format(report.From), brand.EVT.Format(report.Through), brand.EVT.Format(lo-1))
+			if xb(report.From) != lo || xb(report.Through) < xb(report.From) {
+				return fmt.Sprintf("drop reported as [%s, %s] after %s", brand.EVT.Format(xb(report.From)), brand.EVT.Format(xb(report.Through)), brand.EVT.Format(lo-1))
 			}
-			if x, ok := slices.BinarySearch(all, report.Through); report.Through < top && !ok {
-				return fmt.Sprintf("drop reported through %s, never appended", brand.EVT.Format(report.Through))
+			if x, ok := slices.BinarySearch(all, xb(report.Through)); xb(report.Through) < top && !ok {
+				return fmt.Sprintf("drop reported through %s, never appended", brand.EVT.Format(xb(report.Through)))
 			} else if ok && x != j-1 {
 				// The read resumes at the first retained record: the one
 				// after the newest dropped.
-				return fmt.Sprintf("drop reported through %s, but the read went on at %s", brand.EVT.Format(report.Through), brand.EVT.Format(hi))
+				return fmt.Sprintf("drop reported through %s, but the read went on at %s", brand.EVT.Format(xb(report.Through)), brand.EVT.Format(hi))
 			}
 			if len(missing) == 0 || missing[len(missing)-1] >= after {
 				return fmt.Sprintf("drop reported through %s, but %d ids missing before %s and the first retained at the end is %s",
-					brand.EVT.Format(report.Through), len(missing), brand.EVT.Format(hi), brand.EVT.Format(after))
+					brand.EVT.Format(xb(report.Through)), len(missing), brand.EVT.Format(hi), brand.EVT.Format(after))
 			}
 		case len(missing) == 0:
 		case k == 0:
@@ -444,7 +445,7 @@ func raceRetentionReads(t *testing.T, count uint64) {
 	reads, reported := 0, 0
 	for ; reads < 120 || cycles.Load() < 40; reads++ {
 		before := e.firstRetained(ctx)
-		r := Range{To: brand.Max, PageSize: 1 + reads%7*9, Reverse: reads%2 == 1}
+		r := Range{To: xid.Max, PageSize: 1 + reads%7*9, Reverse: reads%2 == 1}
 		// The volume is opened from the store when the read begins before
 		// the first cycle created it.
 		src := e.source(ctx)
@@ -491,7 +492,7 @@ func pullRead(ctx context.Context, src Source, r Range) (func() readStep, func()
 		case err != nil:
 			return readStep{err: err}
 		}
-		return readStep{id: rec.ID}
+		return readStep{id: xb(rec.ID)}
 	}, stop
 }
 
@@ -545,12 +546,12 @@ func expectSteps(t *testing.T, next func() readStep, want []readStep) {
 // nothing.
 func TestMergeReadDropDuringRead(t *testing.T) {
 	ctx := testCtx(t)
-	e, all, next := dropDuringRead(t, ctx, func([]brand.ID) Range { return Range{To: brand.Max, PageSize: 1} })
+	e, all, next := dropDuringRead(t, ctx, func([]brand.ID) Range { return Range{To: xid.Max, PageSize: 1} })
 	var want []readStep
 	for _, id := range all[1:5] {
 		want = append(want, readStep{id: id})
 	}
-	want = append(want, readStep{drop: &DroppedError{Queue: e.q, Stream: e.s, From: all[4] + 1, Through: all[14]}})
+	want = append(want, readStep{drop: &DroppedError{Queue: e.q, Stream: e.s, From: (all[4] + 1).XID(), Through: all[14].XID()}})
 	for _, id := range all[15:] {
 		want = append(want, readStep{id: id})
 	}
@@ -561,16 +562,16 @@ func TestMergeReadDropDuringRead(t *testing.T) {
 
 	// A bounded range whose rest the drop passed: the report ends at To and
 	// so does the read.
-	b, ball, bnext := dropDuringRead(t, ctx, func(all []brand.ID) Range { return Range{To: all[7], PageSize: 1} })
+	b, ball, bnext := dropDuringRead(t, ctx, func(all []brand.ID) Range { return Range{To: all[7].XID(), PageSize: 1} })
 	want = want[:0]
 	for _, id := range ball[1:5] {
 		want = append(want, readStep{id: id})
 	}
-	want = append(want, readStep{drop: &DroppedError{Queue: b.q, Stream: b.s, From: ball[4] + 1, Through: ball[7]}}, readStep{done: true})
+	want = append(want, readStep{drop: &DroppedError{Queue: b.q, Stream: b.s, From: (ball[4] + 1).XID(), Through: ball[7].XID()}}, readStep{done: true})
 	expectSteps(t, bnext, want)
 
 	// Reverse, begun before a drop: its archive part is one snapshot.
-	next, stop := pullRead(ctx, e.source(ctx), Range{To: brand.Max, PageSize: 1, Reverse: true})
+	next, stop := pullRead(ctx, e.source(ctx), Range{To: xid.Max, PageSize: 1, Reverse: true})
 	defer stop()
 	if s := next(); s.id != all[19] {
 		t.Fatalf("first reverse step %+v, want %s", s, brand.EVT.Format(all[19]))
@@ -616,7 +617,7 @@ func TestMergeReadFirstCycleDuringRead(t *testing.T) {
 			case "pull":
 				src.Pull = func(ctx context.Context, _ string) (*graft.Volume, error) { return e.volume(ctx), nil }
 			}
-			next, stop := pullRead(ctx, src, Range{To: brand.Max, PageSize: 1})
+			next, stop := pullRead(ctx, src, Range{To: xid.Max, PageSize: 1})
 			defer stop()
 			if s := next(); s.id != all[0] {
 				t.Fatalf("first step %+v, want %s", s, brand.EVT.Format(all[0]))

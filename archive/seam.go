@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // ErrBadSeam: the seam cache hash holds values that are not a seam.
@@ -20,13 +20,14 @@ var ErrBadSeam = errors.New("malformed seam cache")
 // watermark W (the highest archived id) and the volume LSN that made W
 // durable.
 type Seam struct {
-	W   brand.ID // the watermark: the highest archived id
-	LSN uint64   // the archive volume's LSN that made W durable
+	W   xid.ID // the watermark: the highest archived id
+	LSN uint64 // the archive volume's LSN that made W durable
 }
 
 // PutArchived writes the seam cache of stream s of queue q, the hash
-// emq:{q}:stream:s:archived (SeamKey) with fields w (W as EVT_…), xid (W's
-// Redis id) and lsn (decimal), and registers s in emq:{q}:archived
+// emq:{q}:stream:s:archived (SeamKey) with fields w (W as EVT_… when W has
+// a branded id, else W's Redis id again), xid (W's Redis id, the truth) and
+// lsn (decimal), and registers s in emq:{q}:archived
 // (mq.ArchivedSetKey), in one atomic step. Any Redis client can read the
 // hash to learn where the live tail begins; it is a cache: the truth stays
 // in the archive volume, and the archive overwrites the cache after each
@@ -37,7 +38,7 @@ func PutArchived(ctx context.Context, live Live, ref names.StreamRef, seam Seam)
 	}
 	set, member := mq.ArchivedRegistry(ref)
 	keys := []string{SeamKey(ref), set}
-	args := []string{member, brand.EVT.Format(seam.W), seam.W.RedisID(), strconv.FormatUint(seam.LSN, 10)}
+	args := []string{member, formatID(seam.W), seam.W.String(), strconv.FormatUint(seam.LSN, 10)}
 	if err := live.Run(ctx, scriptSeam, keys, args).Err(); err != nil {
 		return fmt.Errorf("write seam cache of %s: %w", where(ref), err)
 	}
@@ -45,8 +46,9 @@ func PutArchived(ctx context.Context, live Live, ref names.StreamRef, seam Seam)
 }
 
 // GetArchived reads the seam cache of stream s of queue q. ok is false when
-// there is none. Fields that do not form a seam (w not an EVT id, xid not
-// w's Redis id, lsn not a number) fail with ErrBadSeam.
+// there is none. Fields that do not form a seam (xid not a Redis id, w not
+// xid's EVT form or, for an id without one, not xid itself, lsn not a
+// number) fail with ErrBadSeam.
 func GetArchived(ctx context.Context, live Live, ref names.StreamRef) (seam Seam, ok bool, err error) {
 	if err := checkRef(ref); err != nil {
 		return Seam{}, false, err
@@ -63,13 +65,13 @@ func GetArchived(ctx context.Context, live Live, ref names.StreamRef) (seam Seam
 }
 
 func parseSeam(key string, m map[string]string) (Seam, bool, error) {
-	w, err := brand.EVT.Parse(m["w"])
+	w, err := xid.Parse(m["xid"])
 	if err != nil {
-		return Seam{}, false, fmt.Errorf("seam cache %s: w: %w: %w", key, ErrBadSeam, err)
+		return Seam{}, false, fmt.Errorf("seam cache %s: xid: %w: %w", key, ErrBadSeam, err)
 	}
-	if m["xid"] != w.RedisID() {
-		return Seam{}, false, fmt.Errorf("seam cache %s: xid %q is not the Redis id of w %s (%s): %w",
-			key, clip(m["xid"]), m["w"], w.RedisID(), ErrBadSeam)
+	if m["w"] != formatID(w) {
+		return Seam{}, false, fmt.Errorf("seam cache %s: w %q is not the id of xid %s (%s): %w",
+			key, clip(m["w"]), w, formatID(w), ErrBadSeam)
 	}
 	lsn, err := strconv.ParseUint(m["lsn"], 10, 64)
 	if err != nil {
@@ -118,11 +120,11 @@ func IsArchived(ctx context.Context, live Live, ref names.StreamRef) (bool, erro
 // volume that a confirmed reset emptied: a cache naming folds that no
 // longer exist anywhere would make every read and cycle refuse the volume
 // as behind it. It reports whether it deleted the cache.
-func dropArchived(ctx context.Context, live Live, ref names.StreamRef, w brand.ID) (bool, error) {
+func dropArchived(ctx context.Context, live Live, ref names.StreamRef, w xid.ID) (bool, error) {
 	if err := checkRef(ref); err != nil {
 		return false, err
 	}
-	n, err := live.Run(ctx, scriptSeamDrop, []string{SeamKey(ref)}, []string{brand.EVT.Format(w)}).Int()
+	n, err := live.Run(ctx, scriptSeamDrop, []string{SeamKey(ref)}, []string{formatID(w)}).Int()
 	if err != nil {
 		return false, fmt.Errorf("drop seam cache of %s: %w", where(ref), err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/echostore/echostore/xid"
 	"pgregory.net/rapid"
 )
 
@@ -281,4 +282,28 @@ func FuzzParseAny(f *testing.F) {
 			t.Fatalf("ParseAny(%q) = %d, which formats as neither form", s, id)
 		}
 	})
+}
+
+func TestXIDConversion(t *testing.T) {
+	for _, id := range []ID{0, 1, 1<<22 | 5, MaxMillis << 22, Max} {
+		x := id.XID()
+		if x.String() != id.RedisID() {
+			t.Fatalf("%d: XID %v, RedisID %s", uint64(id), x, id.RedisID())
+		}
+		back, err := FromXID(x)
+		if err != nil || back != id {
+			t.Fatalf("FromXID(%v) = %d, %v; want %d", x, uint64(back), err, uint64(id))
+		}
+	}
+	for _, x := range []xid.ID{{Ms: 0, Seq: 1}, {Ms: uint64(EpochMillis) - 1, Seq: 0},
+		{Ms: uint64(EpochMillis), Seq: 1 << 22}, {Ms: uint64(EpochMillis) + MaxMillis + 1}, xid.Max} {
+		if _, err := FromXID(x); !errors.Is(err, ErrRange) {
+			t.Fatalf("FromXID(%v) = %v, want ErrRange", x, err)
+		}
+	}
+	// Order is kept: brand order is xid order.
+	a, b := ID(1<<22|4095), ID(2<<22)
+	if !a.XID().Less(b.XID()) {
+		t.Fatal("order")
+	}
 }

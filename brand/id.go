@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/echostore/echostore/xid"
 )
 
 // Bit widths of the three fields of an ID.
@@ -126,6 +128,26 @@ func (id ID) RedisID() string {
 	out = append(out, '-')
 	out = strconv.AppendUint(out, uint64(id)&(1<<lowBits-1), 10)
 	return string(out)
+}
+
+// XID returns the Redis stream id of id as an xid.ID (ms since the Unix
+// epoch, node*4096+seq): the same id RedisID prints. It is lossless.
+func (id ID) XID() xid.ID {
+	return xid.ID{Ms: uint64(EpochMillis + id.Millis()), Seq: uint64(id) & (1<<lowBits - 1)}
+}
+
+// FromXID returns the ID whose Redis stream id is x, or an error wrapping
+// ErrRange if x has none (milliseconds before Epoch or past the 42-bit
+// clock, or a sequence of 2^22 or more). FromXID(id.XID()) is id.
+func FromXID(x xid.ID) (ID, error) {
+	if x.Ms < uint64(EpochMillis) || x.Ms-uint64(EpochMillis) > MaxMillis {
+		return 0, fmt.Errorf("redis id %s: milliseconds outside [%d, %d]: %w",
+			x, EpochMillis, EpochMillis+MaxMillis, ErrRange)
+	}
+	if x.Seq >= 1<<lowBits {
+		return 0, fmt.Errorf("redis id %s: sequence %d is %d or more: %w", x, x.Seq, 1<<lowBits, ErrRange)
+	}
+	return ID((x.Ms-uint64(EpochMillis))<<lowBits | x.Seq), nil
 }
 
 // ParseRedisID returns the ID whose Redis stream id is s. It accepts exactly

@@ -19,6 +19,7 @@ import (
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // DeleteConfirm is the confirmation a delete of a stream sends (serve
@@ -61,7 +62,7 @@ func decodeRecord(ref names.StreamRef, line []byte) (echostore.Record, error) {
 	if err := json.Unmarshal(line, &v); err != nil {
 		return rec, err
 	}
-	id, err := brand.ParseRedisID(v.ID)
+	id, err := xid.Parse(v.ID)
 	if err != nil {
 		return rec, fmt.Errorf("record id %q: %w", v.ID, err)
 	}
@@ -122,11 +123,11 @@ func (c *Client) Append(ctx context.Context, ref names.StreamRef, records [][]ec
 func (c *Client) Read(ctx context.Context, ref names.StreamRef, opts echostore.ReadOptions) iter.Seq2[echostore.Record, error] {
 	return func(yield func(echostore.Record, error) bool) {
 		v := url.Values{}
-		if opts.From != 0 {
-			v.Set("from", brand.EVT.Format(opts.From))
+		if !opts.From.IsZero() {
+			v.Set("from", mq.FormatID(opts.From, mq.IDBranded))
 		}
-		if opts.To != 0 && opts.To != brand.Max {
-			v.Set("to", brand.EVT.Format(opts.To))
+		if !opts.To.IsZero() && opts.To != xid.Max {
+			v.Set("to", mq.FormatID(opts.To, mq.IDBranded))
 		}
 		v.Set("limit", strconv.Itoa(max(opts.Limit, 0)))
 		if opts.Reverse {

@@ -18,6 +18,7 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/client"
 	"github.com/echostore/echostore/internal/testserver"
+	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/server"
 )
@@ -98,14 +99,14 @@ func TestClientStreamsJobsVolumes(t *testing.T) {
 	from, _ := brand.EVT.Parse(app.IDs[1])
 	to, _ := brand.EVT.Parse(app.IDs[3])
 	var got []string
-	for rec, err := range c.Read(ctx, qs, echostore.ReadOptions{From: from, To: to, Reverse: true}) {
+	for rec, err := range c.Read(ctx, qs, echostore.ReadOptions{From: from.XID(), To: to.XID(), Reverse: true}) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(rec.Fields) != 2 || rec.Fields[1].Value != "<&>" {
 			t.Fatalf("record %+v", rec)
 		}
-		got = append(got, brand.EVT.Format(rec.ID))
+		got = append(got, mq.FormatID(rec.ID, mq.IDBranded))
 	}
 	if len(got) != 3 || got[0] != app.IDs[3] || got[2] != app.IDs[1] {
 		t.Fatalf("read %v, want %v reversed", got, app.IDs[1:4])
@@ -286,8 +287,8 @@ func TestAppendLargerThanMaxBody(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v, _ := rec.Get("i"); v != strconv.Itoa(i) || brand.EVT.Format(rec.ID) != res.IDs[i] {
-			t.Fatalf("record %d: i=%s id %s, want i=%d id %s", i, v, brand.EVT.Format(rec.ID), i, res.IDs[i])
+		if v, _ := rec.Get("i"); v != strconv.Itoa(i) || mq.FormatID(rec.ID, mq.IDBranded) != res.IDs[i] {
+			t.Fatalf("record %d: i=%s id %s, want i=%d id %s", i, v, mq.FormatID(rec.ID, mq.IDBranded), i, res.IDs[i])
 		}
 		i++
 	}

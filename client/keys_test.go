@@ -48,7 +48,7 @@ func TestClientKeyStreams(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%q: read: %v", k, err)
 			}
-			got = append(got, rec.ID.RedisID()+"="+rec.Fields[0].Value)
+			got = append(got, rec.ID.String()+"="+rec.Fields[0].Value)
 		}
 		if fmt.Sprint(got) != fmt.Sprintf("[1733052000000-%d=0 1733052000001-%d=1 1733052000002-%d=2 1733052000003-%d=3]", i, i, i, i) {
 			t.Fatalf("%q: merge-read %v", k, got)

@@ -7,8 +7,9 @@ import (
 	"net/url"
 
 	"github.com/echostore/echostore"
-	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // replayRequestSeconds sizes the requests of Replay: each copies about
@@ -42,11 +43,11 @@ func (c *Client) Replay(ctx context.Context, ref names.StreamRef, opts echostore
 		chunk = int(min(r, 1<<30))
 	}
 	b := replayBody{Into: opts.Into, Rate: opts.Rate}
-	if opts.From != 0 {
-		b.From = brand.EVT.Format(opts.From)
+	if !opts.From.IsZero() {
+		b.From = mq.FormatID(opts.From, mq.IDBranded)
 	}
-	if opts.To != 0 && opts.To != brand.Max {
-		b.To = brand.EVT.Format(opts.To)
+	if !opts.To.IsZero() && opts.To != xid.Max {
+		b.To = mq.FormatID(opts.To, mq.IDBranded)
 	}
 	q := url.Values{}
 	if opts.Force {

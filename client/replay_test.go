@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/echostore/echostore"
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/client"
+	"github.com/echostore/echostore/mq"
 )
 
 // TestClientReplay: Replay through a real serve copies the range and
@@ -36,20 +36,20 @@ func TestClientReplay(t *testing.T) {
 	if _, err := c.Cycle(ctx, qs, echostore.CycleOptions{Window: echostore.Window{Keep: 3}}); err != nil {
 		t.Fatal(err)
 	}
-	from, _ := brand.EVT.Parse(app.IDs[2])
-	to, _ := brand.EVT.Parse(app.IDs[18])
+	from, _ := mq.ParseID(app.IDs[2], false)
+	to, _ := mq.ParseID(app.IDs[18], true)
 	var progress []int64
 	opts := echostore.ReplayOptions{From: from, To: to, Into: "orders-replay", Rate: 1e5,
 		Progress: func(p echostore.ReplayProgress) { progress = append(progress, p.Copied) }}
 	res, err := c.Replay(ctx, qs, opts)
-	if err != nil || res.Copied != 17 || !res.Done || res.ResumedAfter != nil || *res.Last != to.RedisID() {
+	if err != nil || res.Copied != 17 || !res.Done || res.ResumedAfter != nil || *res.Last != to.String() {
 		t.Fatalf("replay: %+v, %v", res, err)
 	}
 	if fmt.Sprint(progress) != "[17]" {
 		t.Fatalf("progress %v, want one call per request", progress)
 	}
 	res, err = c.Replay(ctx, qs, opts)
-	if err != nil || res.Copied != 0 || !res.Done || *res.ResumedAfter != to.RedisID() {
+	if err != nil || res.Copied != 0 || !res.Done || *res.ResumedAfter != to.String() {
 		t.Fatalf("second replay: %+v, %v", res, err)
 	}
 	opts.Into = "emq:{q}:stream:orders"

@@ -24,6 +24,7 @@ import (
 	"github.com/echostore/echostore/internal/crashtest"
 	"github.com/echostore/echostore/internal/diskguard"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/xid"
 )
 
 // copyDir copies the tree at src to dst, but for graft's ballast file (the
@@ -257,7 +258,7 @@ func TestCorruptRemoteObjects(t *testing.T) {
 			return nil, jobs, errors.Join(err, jerr)
 		}
 		var recs []mq.Record
-		for r, err := range archive.Read(ctx, v, 0, brand.Max, false) {
+		for r, err := range archive.Read(ctx, v, xid.Min, xid.Max, false) {
 			if err != nil {
 				return recs, jobs, errors.Join(err, jerr)
 			}

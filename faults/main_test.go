@@ -408,7 +408,11 @@ func streamAudit(ctx context.Context, redisURL, remoteURL, dir, q, s string, ack
 		if err != nil {
 			return 0, fmt.Errorf("merge-read %s/%s: %w", q, s, err)
 		}
-		got = append(got, r.ID)
+		id, err := brand.FromXID(r.ID)
+		if err != nil {
+			return 0, fmt.Errorf("merge-read %s/%s: record %v: %w", q, s, r.ID, err)
+		}
+		got = append(got, id)
 	}
 	return len(got), checkIDs(got, acked, unknown)
 }

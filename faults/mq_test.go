@@ -8,6 +8,7 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/xid"
 )
 
 // TestAppendReplyLostThenLoading: redis-server dies right after running an
@@ -30,11 +31,15 @@ func TestAppendReplyLostThenLoading(t *testing.T) {
 	proxy.AnswerLoading(1)
 	ids, err := appendBatch(ctx, c, q, s, 5, 8)
 	var in []brand.ID
-	for r, rerr := range direct.Read(ctx, mustRef(t, q, s), 0, brand.Max, 0, false) {
+	for r, rerr := range direct.Read(ctx, mustRef(t, q, s), xid.Min, xid.Max, 0, false) {
 		if rerr != nil {
 			t.Fatal(rerr)
 		}
-		in = append(in, r.ID)
+		id, err := brand.FromXID(r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in = append(in, id)
 	}
 	if len(in) != 8 {
 		t.Fatalf("the stream holds %d records, want 8 (the dropped call ran): %v", len(in), err)

@@ -19,6 +19,7 @@ import (
 	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/xid"
 )
 
 // soakK is the accept tier's loss window in the soak.
@@ -305,7 +306,7 @@ func follow(ctx context.Context, dir, remoteURL, q string, streams []string, fig
 		return err
 	}
 	defer gs.Close()
-	lastW := map[string]brand.ID{}
+	lastW := map[string]xid.ID{}
 	lastHead := map[string]uint64{}
 	for ctx.Err() == nil {
 		for _, s := range streams {
@@ -331,8 +332,8 @@ func follow(ctx context.Context, dir, remoteURL, q string, streams []string, fig
 			if err != nil {
 				return fmt.Errorf("follower %s: %w", name, err)
 			}
-			if st.W < lastW[name] {
-				return fmt.Errorf("follower %s: watermark went back from %s to %s", name, brand.EVT.Format(lastW[name]), brand.EVT.Format(st.W))
+			if st.W.Less(lastW[name]) {
+				return fmt.Errorf("follower %s: watermark went back from %s to %s", name, lastW[name], st.W)
 			}
 			if h := v.Head(); h < lastHead[name] {
 				return fmt.Errorf("follower %s: head went back from %d to %d", name, lastHead[name], h)
@@ -340,8 +341,8 @@ func follow(ctx context.Context, dir, remoteURL, q string, streams []string, fig
 				lastHead[name] = h
 			}
 			lastW[name] = st.W
-			var prev brand.ID
-			for r, err := range archive.Read(ctx, v, 0, brand.Max, false) {
+			var prev xid.ID
+			for r, err := range archive.Read(ctx, v, xid.Min, xid.Max, false) {
 				if err != nil {
 					if ctx.Err() != nil {
 						return nil
@@ -351,8 +352,8 @@ func follow(ctx context.Context, dir, remoteURL, q string, streams []string, fig
 					fig.mu.Unlock()
 					break
 				}
-				if r.ID <= prev {
-					return fmt.Errorf("follower %s: archive read %s after %s", name, brand.EVT.Format(r.ID), brand.EVT.Format(prev))
+				if !prev.Less(r.ID) {
+					return fmt.Errorf("follower %s: archive read %s after %s", name, r.ID, prev)
 				}
 				prev = r.ID
 			}

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 	"github.com/redis/rueidis"
 )
 
@@ -154,10 +154,10 @@ func BenchmarkRead(b *testing.B) {
 		}
 	})
 	b.Run("page512/cursor", func(b *testing.B) {
-		cur, _ := c.NewCursor(ref, 0, brand.Max, false)
+		cur, _ := c.NewCursor(ref, xid.Min, xid.Max, false)
 		for done := 0; done < b.N; {
 			if cur.Done() {
-				cur, _ = c.NewCursor(ref, 0, brand.Max, false)
+				cur, _ = c.NewCursor(ref, xid.Min, xid.Max, false)
 			}
 			p, err := cur.Next(ctx, 512)
 			if err != nil {
@@ -170,7 +170,7 @@ func BenchmarkRead(b *testing.B) {
 		// Read and render every record as the CLI prints it.
 		var buf []byte
 		for done := 0; done < b.N; {
-			for rec, err := range c.Read(ctx, ref, 0, brand.Max, min(b.N-done, total), false) {
+			for rec, err := range c.Read(ctx, ref, xid.Min, xid.Max, min(b.N-done, total), false) {
 				if err != nil {
 					b.Fatal(err)
 				}

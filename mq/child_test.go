@@ -194,7 +194,7 @@ func TestOrderAcrossProcesses(t *testing.T) {
 		checkIncreasing(t, recs, false)
 		byID := map[string]Record{}
 		for _, r := range recs {
-			byID[r.ID.RedisID()] = r
+			byID[r.ID.String()] = r
 		}
 		var remints int64
 		for p, res := range results {

@@ -74,7 +74,7 @@ func (g *goredisBench) xrange(ctx context.Context, key, start string, count int)
 		for i := range fields {
 			fields[i] = Field{Name: fv[2*i].(string), Value: fv[2*i+1].(string)}
 		}
-		out = append(out, Record{ID: id, Fields: fields})
+		out = append(out, Record{ID: id.XID(), Fields: fields})
 	}
 	return out, nil
 }
@@ -132,7 +132,7 @@ func (r *rueidisBench) xrange(ctx context.Context, key, start string, count int)
 			val, _ := fv[2*i+1].ToString()
 			fields[i] = Field{Name: n, Value: val}
 		}
-		out = append(out, Record{ID: id, Fields: fields})
+		out = append(out, Record{ID: id.XID(), Fields: fields})
 	}
 	return out, nil
 }
@@ -266,7 +266,7 @@ func BenchmarkClients(b *testing.B) {
 					start = "-"
 					continue
 				}
-				start = "(" + recs[len(recs)-1].ID.RedisID()
+				start = "(" + recs[len(recs)-1].ID.String()
 			}
 		})
 		c.close()

@@ -119,7 +119,7 @@ func TestReconnectAfterRestart(t *testing.T) {
 		t.Fatalf("append after a restart: %v", err)
 	}
 	recs := readAll(t, c, "q", "s", 0, brand.Max, 0, false)
-	if len(recs) != 2 || recs[0].ID != first || recs[1].ID != second {
+	if len(recs) != 2 || recs[0].ID != first.XID() || recs[1].ID != second.XID() {
 		t.Fatalf("after the restart the stream holds %+v", recs)
 	}
 }

@@ -1,5 +1,5 @@
 // Package mq is EchoMQ, echostore's live tier on Redis (≥ 7) or Valkey, a
-// single server or a Redis Cluster: streams of branded records, their
+// single server or a Redis Cluster: streams of records, their
 // retention, lanes that announce events to blocked followers, job queues
 // with consumer groups, retries and dead letters, and the script primitive
 // (Script, Client.Run) on which package archive keeps its own keys beside
@@ -31,14 +31,17 @@
 // maxmemory-policy is anything but noeviction (ErrEvictingPolicy), checking
 // every master of a Cluster, unless explicitly overridden.
 //
-// Records. A record is a branded id and an ordered list of fields. Input
+// Records. A record is a Redis stream id (xid.ID) and an ordered list of
+// fields, byte strings as Redis keeps them: every entry Redis stores reads
+// as a record, whatever its id or bytes. Input of this package's appends
 // with no fields, duplicate field names, invalid UTF-8 or beyond Limits is
 // rejected with a typed error before anything is sent; a whole batch is
-// checked before its first chunk. Reads report an entry that is not a
-// branded record (an id outside the branded range, fields that are not a
-// record) as an *EntryError instead of skipping it. A record's JSON form
-// {"id":"EVT_…","fields":{…}} is rendered in exactly one place
-// (AppendJSON), so a record prints the same bytes wherever it comes from.
+// checked before its first chunk, and appended ids are branded. Reads report
+// a reply that is not an entry as an *EntryError instead of skipping it. A
+// record's JSON form {"id":"EVT_…","fields":{…}} (other forms for ids
+// without a branded id and fields that are not a UTF-8 object) is rendered
+// in exactly one place (AppendJSONAs), so a record prints the same bytes
+// wherever it comes from.
 //
 // Jobs. A job id enqueued within the dedup window is enqueued once; a later
 // enqueue of it is a no-op reported as Duplicate. EnqueueBatch sends a

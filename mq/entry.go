@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/xid"
 	"github.com/redis/rueidis"
 )
 
@@ -55,23 +55,24 @@ func rawEntryOf(m *rueidis.RedisMessage) (rawEntry, error) {
 	return rawEntry{xid: xid, kv: kv}, nil
 }
 
-// decodeEntry turns a raw entry of the stream at key into a Record. An entry
-// whose id has no branded id, or whose fields are not a valid record (odd
-// count, none, duplicate names, invalid UTF-8), is an *EntryError.
-func decodeEntry(key, xid string, kv []string) (Record, error) {
-	id, err := brand.ParseRedisID(xid)
+// decodeEntry turns a raw entry of the stream at key into a Record. Every
+// entry Redis stores decodes: any id, any bytes, empty values, duplicate
+// names. Only a reply that is no entry at all (an id that does not parse, no
+// fields, an odd number of field strings) is an *EntryError.
+func decodeEntry(key, text string, kv []string) (Record, error) {
+	id, err := xid.Parse(text)
 	if err != nil {
-		return Record{}, &EntryError{Key: key, XID: xid, Err: err}
+		return Record{}, &EntryError{Key: key, XID: text, Err: err}
 	}
 	fields, err := decodeFields(kv)
 	if err != nil {
-		return Record{}, &EntryError{Key: key, XID: xid, Err: err}
+		return Record{}, &EntryError{Key: key, XID: text, Err: err}
 	}
 	return Record{ID: id, Fields: fields}, nil
 }
 
-// decodeFields pairs a flat name/value list into fields, checking what
-// Limits.Check checks except the size limits (what is stored is stored).
+// decodeFields pairs a flat name/value list into fields. What is stored is
+// stored: no check of bytes, names or sizes.
 func decodeFields(kv []string) ([]Field, error) {
 	if len(kv) == 0 {
 		return nil, ErrEmptyRecord
@@ -81,14 +82,7 @@ func decodeFields(kv []string) ([]Field, error) {
 	}
 	fields := make([]Field, len(kv)/2)
 	for i := range fields {
-		name, value := kv[2*i], kv[2*i+1]
-		if !utf8.ValidString(name) || !utf8.ValidString(value) {
-			return nil, &RecordError{Field: name, Err: ErrInvalidUTF8}
-		}
-		fields[i] = Field{Name: name, Value: value}
-	}
-	if name, dup := duplicateName(fields); dup {
-		return nil, &RecordError{Field: name, Err: ErrDuplicateField}
+		fields[i] = Field{Name: kv[2*i], Value: kv[2*i+1]}
 	}
 	return fields, nil
 }
@@ -119,19 +113,17 @@ func brandedFloor(xid string) (brand.ID, error) {
 	return brand.Make(int64(ms-uint64(brand.EpochMillis)), brand.MaxNode, brand.MaxSeq)
 }
 
-// startBound and endBound are the XRANGE bounds of an inclusive branded
-// range. The extremes are open ("-", "+") so that entries outside the
-// branded range are read and reported, not silently left out.
-func startBound(from brand.ID) string {
-	if from == 0 {
+// startBound and endBound are the XRANGE bounds of an inclusive range.
+func startBound(from xid.ID) string {
+	if from == xid.Min {
 		return "-"
 	}
-	return from.RedisID()
+	return from.String()
 }
 
-func endBound(to brand.ID) string {
-	if to == brand.Max {
+func endBound(to xid.ID) string {
+	if to == xid.Max {
 		return "+"
 	}
-	return to.RedisID()
+	return to.String()
 }

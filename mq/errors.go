@@ -26,11 +26,12 @@ var (
 	// ErrSyntax: JSON text that is not a record (or not a fields object).
 	ErrSyntax = errors.New("malformed record JSON")
 
-	// ErrForeignEntry: a stream entry that is not a record of this package:
-	// its Redis id has no branded id (brand.ErrRange) or its fields do not
-	// form a valid record. Reads report such entries instead of skipping
-	// them.
-	ErrForeignEntry = errors.New("stream entry is not a branded record")
+	// ErrForeignEntry: a reply to a stream read that is not an entry: an id
+	// that is not a Redis id, no fields, or an odd number of field strings.
+	// Every entry Redis stores is a record (any id, any bytes), so only a
+	// server that does not speak Redis streams sends one. Reads report such
+	// replies instead of skipping them.
+	ErrForeignEntry = errors.New("stream entry is not a record")
 
 	// ErrEvictingPolicy: the server's maxmemory-policy may evict keys
 	// (invariant 9). Set maxmemory-policy to noeviction, or connect with
@@ -94,12 +95,12 @@ func (e *RecordError) Error() string {
 
 func (e *RecordError) Unwrap() error { return e.Err }
 
-// EntryError reports a stream entry that is not a branded record. XID is its
-// raw Redis id. It wraps ErrForeignEntry and the cause.
+// EntryError reports a stream entry that is not a record (ErrForeignEntry).
+// XID is its raw id. It wraps ErrForeignEntry and the cause.
 type EntryError struct {
 	Key string // the stream key
 	XID string // the entry's Redis id as the server gave it
-	Err error  // the cause (brand.ErrRange, ErrInvalidRecord, …)
+	Err error  // the cause (xid.ErrSyntax, ErrInvalidRecord, …)
 }
 
 func (e *EntryError) Error() string {

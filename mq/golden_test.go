@@ -19,7 +19,7 @@ import (
 // hand-written expectations, the file against today's encoders, and that
 // today's decoders read the entries written in this layout.
 func TestGoldenRedisFormsV1(t *testing.T) {
-	rec := Record{ID: 1<<22 | 5, Fields: []Field{{Name: "z", Value: "last"}, {Name: "a", Value: ""}, {Name: "émoji", Value: "🙂 \"q\"\n<>&"}}}
+	rec := Record{ID: brand.ID(1<<22 | 5).XID(), Fields: []Field{{Name: "z", Value: "last"}, {Name: "a", Value: ""}, {Name: "émoji", Value: "🙂 \"q\"\n<>&"}}}
 	rows := []struct{ name, got, want string }{
 		{"stream", StreamKey(mustRef(t, "q", "s")), "emq:{q}:stream:s"},
 		{"archived set", ArchivedSetKey(mustQueue(t, "q")), "emq:{q}:archived"},

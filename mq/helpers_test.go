@@ -13,6 +13,7 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // testCtx returns a context that ends with the test.
@@ -119,7 +120,14 @@ func fields(kv ...string) []Field {
 func readAll(t testing.TB, c *Client, q, s string, from, to brand.ID, count int, reverse bool) []Record {
 	t.Helper()
 	var out []Record
-	for rec, err := range c.Read(testCtx(t), mustRef(t, q, s), from, to, count, reverse) {
+	lo, hi := from.XID(), to.XID()
+	if from == 0 {
+		lo = xid.Min
+	}
+	if to == brand.Max {
+		hi = xid.Max
+	}
+	for rec, err := range c.Read(testCtx(t), mustRef(t, q, s), lo, hi, count, reverse) {
 		if err != nil {
 			t.Fatalf("Read: %v", err)
 		}

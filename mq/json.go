@@ -1,12 +1,15 @@
 package mq
 
 import (
+	"encoding/base64"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/xid"
 )
 
 // This file is the one place that renders records as JSON and the one that
@@ -16,34 +19,129 @@ import (
 // invalid UTF-8 (raw, or as a lone surrogate escape) and non-string values,
 // instead of silently repairing them as encoding/json would.
 
-// MarshalJSON renders r as {"id":"EVT_…","fields":{…}}, fields in order.
+// MarshalJSON renders r as AppendJSON does.
 func (r Record) MarshalJSON() ([]byte, error) {
 	return AppendJSON(make([]byte, 0, 32+2*size(r.Fields)+8*len(r.Fields)), r), nil
 }
 
-// AppendJSON appends the JSON form of r to dst and returns it. Records that
-// passed Limits.Check or were read by this package render losslessly; bytes
-// that are not UTF-8 (which neither lets through) would print as U+FFFD.
-func AppendJSON(dst []byte, r Record) []byte {
+// IDForm selects how AppendJSONAs prints a record's id.
+type IDForm uint8
+
+const (
+	// IDBranded prints the branded form "EVT_…" when the id has one
+	// (brand.FromXID), else the Redis id "ms-seq". The default.
+	IDBranded IDForm = iota
+	// IDRedis prints the Redis id "ms-seq" always (streams whose producers
+	// are not echostore's).
+	IDRedis
+)
+
+// FormatID returns id as AppendJSONAs prints it in form: EVT_… when form is
+// IDBranded and id has a branded id, else the Redis id "ms-seq".
+func FormatID(id xid.ID, form IDForm) string {
+	return string(appendID(make([]byte, 0, 41), id, form))
+}
+
+// ParseID parses a record id as a range bound or in a record's JSON: the
+// branded form "EVT_…", or a Redis id (xid.ParseBound: "ms-seq", or "ms"
+// alone, which is ms-0 as a start and the last id of ms as an end, as
+// XRANGE reads it). A bad id is an error wrapping brand.ErrMalformed,
+// brand.ErrBrand or xid.ErrSyntax.
+func ParseID(s string, end bool) (xid.ID, error) {
+	if strings.IndexByte(s, '_') >= 0 {
+		b, err := brand.EVT.Parse(s)
+		if err != nil {
+			return xid.ID{}, err
+		}
+		return b.XID(), nil
+	}
+	return xid.ParseBound(s, end)
+}
+
+func appendID(dst []byte, id xid.ID, form IDForm) []byte {
+	if form != IDRedis {
+		if b, err := brand.FromXID(id); err == nil {
+			return brand.EVT.AppendFormat(dst, b)
+		}
+	}
+	return id.AppendText(dst)
+}
+
+// AppendJSON appends the JSON form of r to dst, its id in the IDBranded
+// form: AppendJSONAs(dst, r, IDBranded).
+func AppendJSON(dst []byte, r Record) []byte { return AppendJSONAs(dst, r, IDBranded) }
+
+// AppendJSONAs appends the JSON form of r to dst and returns it:
+// {"id":…,"fields":…}. The id is a JSON string in the given form. The
+// fields render as AppendFieldsJSON renders them. Every record renders
+// losslessly: UnmarshalJSON reads the output back to the same record.
+func AppendJSONAs(dst []byte, r Record, form IDForm) []byte {
 	dst = append(dst, `{"id":"`...)
-	dst = brand.EVT.AppendFormat(dst, r.ID)
+	dst = appendID(dst, r.ID, form)
 	dst = append(dst, `","fields":`...)
 	dst = AppendFieldsJSON(dst, r.Fields)
 	return append(dst, '}')
 }
 
-// AppendFieldsJSON appends fields as a JSON object in their order.
+// AppendFieldsJSON appends fields in their order. Fields whose names and
+// values are all valid UTF-8 and whose names are distinct (every record
+// Limits.Check accepts) render as a JSON object {"name":"value",…}. Any
+// other fields render as an array of [name, value] pairs,
+// [["name","value"],…], in which a name or value that is not valid UTF-8
+// is the object {"b64":"…"} holding its bytes in standard base64 (RFC 4648
+// §4, padded) and every other one is a JSON string. The form is decided by
+// the whole record, so a record has exactly one rendering.
 func AppendFieldsJSON(dst []byte, fields []Field) []byte {
-	dst = append(dst, '{')
+	if plainFields(fields) {
+		dst = append(dst, '{')
+		for i, f := range fields {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, f.Name)
+			dst = append(dst, ':')
+			dst = appendString(dst, f.Value)
+		}
+		return append(dst, '}')
+	}
+	dst = append(dst, '[')
 	for i, f := range fields {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, f.Name)
-		dst = append(dst, ':')
-		dst = appendString(dst, f.Value)
+		dst = append(dst, '[')
+		dst = appendBytes(dst, f.Name)
+		dst = append(dst, ',')
+		dst = appendBytes(dst, f.Value)
+		dst = append(dst, ']')
 	}
-	return append(dst, '}')
+	return append(dst, ']')
+}
+
+// plainFields reports whether fields render as a JSON object: valid UTF-8
+// throughout, distinct names, at least one field.
+func plainFields(fields []Field) bool {
+	if len(fields) == 0 {
+		return false
+	}
+	for _, f := range fields {
+		if !utf8.ValidString(f.Name) || !utf8.ValidString(f.Value) {
+			return false
+		}
+	}
+	_, dup := duplicateName(fields)
+	return !dup
+}
+
+// appendBytes appends s as a JSON string if it is valid UTF-8, else as
+// {"b64":"…"}.
+func appendBytes(dst []byte, s string) []byte {
+	if utf8.ValidString(s) {
+		return appendString(dst, s)
+	}
+	dst = append(dst, `{"b64":"`...)
+	dst = base64.StdEncoding.AppendEncode(dst, []byte(s))
+	return append(dst, `"}`...)
 }
 
 const hexDigits = "0123456789abcdef"
@@ -100,8 +198,10 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// UnmarshalJSON parses {"id":"EVT_…","fields":{…}}: both keys exactly once,
-// no others, fields a non-empty object of strings with distinct names.
+// UnmarshalJSON parses what AppendJSONAs prints: {"id":…,"fields":…}, both
+// keys exactly once, no others. The id is "EVT_…" or a Redis id "ms-seq";
+// fields are a non-empty object of strings with distinct names, or the
+// array form of AppendFieldsJSON (duplicates and {"b64":…} bytes allowed).
 func (r *Record) UnmarshalJSON(data []byte) error {
 	rec, err := parseObject(data, true)
 	if err != nil {
@@ -174,7 +274,7 @@ func parseObject(data []byte, wantID bool) (Record, error) {
 				if err != nil {
 					return rec, err
 				}
-				if rec.ID, err = brand.EVT.Parse(text); err != nil {
+				if rec.ID, err = parseRecordID(text); err != nil {
 					return rec, fmt.Errorf("%w: id: %w", ErrSyntax, err)
 				}
 			case "fields":
@@ -182,7 +282,15 @@ func parseObject(data []byte, wantID bool) (Record, error) {
 					return rec, s.errorf(`"fields" appears twice`)
 				}
 				haveFields = true
-				if rec.Fields, err = s.fields(); err != nil {
+				if s.peek() == '[' {
+					if !wantID {
+						return rec, s.errorf(`"fields" must be an object of strings on input`)
+					}
+					rec.Fields, err = s.pairs()
+				} else {
+					rec.Fields, err = s.fields()
+				}
+				if err != nil {
 					return rec, err
 				}
 			default:
@@ -210,6 +318,108 @@ func parseObject(data []byte, wantID bool) (Record, error) {
 		return rec, fmt.Errorf(`%w: missing "fields"`, ErrSyntax)
 	}
 	return rec, nil
+}
+
+// parseRecordID parses a record's id as AppendJSONAs prints it: "EVT_…" or
+// a Redis id "ms-seq".
+func parseRecordID(text string) (xid.ID, error) {
+	if id, err := xid.Parse(text); err == nil {
+		return id, nil
+	}
+	b, err := brand.EVT.Parse(text)
+	if err != nil {
+		return xid.ID{}, err
+	}
+	return b.XID(), nil
+}
+
+// pairs parses the array form of fields: a non-empty array of [name, value]
+// pairs, each a JSON string or {"b64":"…"}.
+func (s *scanner) pairs() ([]Field, error) {
+	if err := s.expect('['); err != nil {
+		return nil, err
+	}
+	var out []Field
+	s.ws()
+	if s.peek() == ']' {
+		s.i++
+		return nil, &RecordError{Err: ErrEmptyRecord}
+	}
+	for {
+		s.ws()
+		if err := s.expect('['); err != nil {
+			return nil, err
+		}
+		s.ws()
+		name, err := s.bytesValue()
+		if err != nil {
+			return nil, err
+		}
+		s.ws()
+		if err := s.expect(','); err != nil {
+			return nil, err
+		}
+		s.ws()
+		value, err := s.bytesValue()
+		if err != nil {
+			return nil, err
+		}
+		s.ws()
+		if err := s.expect(']'); err != nil {
+			return nil, err
+		}
+		out = append(out, Field{Name: name, Value: value})
+		s.ws()
+		if s.peek() == ',' {
+			s.i++
+			continue
+		}
+		if err := s.expect(']'); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+}
+
+// bytesValue parses a JSON string, or {"b64":"…"} holding bytes that are not
+// valid UTF-8 (valid UTF-8 there is refused: it has the string form, and a
+// record has one rendering).
+func (s *scanner) bytesValue() (string, error) {
+	if s.peek() == '"' {
+		return s.str()
+	}
+	if err := s.expect('{'); err != nil {
+		return "", err
+	}
+	s.ws()
+	key, err := s.str()
+	if err != nil {
+		return "", err
+	}
+	if key != "b64" {
+		return "", s.errorf(`unknown key %q (want "b64")`, clip(key))
+	}
+	s.ws()
+	if err := s.expect(':'); err != nil {
+		return "", err
+	}
+	s.ws()
+	text, err := s.str()
+	if err != nil {
+		return "", err
+	}
+	raw, err := base64.StdEncoding.Strict().DecodeString(text)
+	if err != nil {
+		return "", s.errorf("b64: %v", err)
+	}
+	if utf8.Valid(raw) {
+		return "", s.errorf("b64 holds valid UTF-8, which is written as a string")
+	}
+	s.ws()
+	if err := s.expect('}'); err != nil {
+		return "", err
+	}
+	return string(raw), nil
 }
 
 // scanner reads strict JSON from b.

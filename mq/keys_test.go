@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // awkwardKeys are stream keys whose slot tag is not simply "{K}": own
@@ -125,14 +126,14 @@ func TestKeyStreamTrimRefusedWhenArchived(t *testing.T) {
 		if err := c.rdb.Do(ctx, c.rdb.B().Xadd().Key(k.String()).Id("*").FieldValue().FieldValue("a", "1").Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.TrimMinID(ctx, ref, 1); err != nil {
+		if _, err := c.TrimMinID(ctx, ref, xid.ID{Seq: 1}); err != nil {
 			t.Fatalf("trim of an unarchived key stream: %v", err)
 		}
 		set, member := ArchivedRegistry(ref)
 		if err := c.SAdd(ctx, set, member); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.TrimMinID(ctx, ref, 1); !errors.Is(err, ErrArchived) {
+		if _, err := c.TrimMinID(ctx, ref, xid.ID{Seq: 1}); !errors.Is(err, ErrArchived) {
 			t.Fatalf("trim of an archived key stream: %v, want ErrArchived", err)
 		}
 	})

@@ -169,7 +169,13 @@ func (c *Client) follow(ctx context.Context, l Lane, cursor string, yield func(L
 			}
 			cursor = e.xid
 			rec, err := decodeEntry(l.Key, e.xid, kv)
-			if !yield(LaneEntry{ID: rec.ID, XID: e.xid, Fields: rec.Fields}, err) {
+			var id brand.ID
+			if err == nil {
+				if id, err = brand.FromXID(rec.ID); err != nil {
+					err = &EntryError{Key: l.Key, XID: e.xid, Err: err}
+				}
+			}
+			if !yield(LaneEntry{ID: id, XID: e.xid, Fields: rec.Fields}, err) {
 				return
 			}
 		}

@@ -4,23 +4,27 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/xid"
 )
 
-// Field is one (name, value) pair of a record. Both are strings as Redis
-// keeps them; on input both must be valid UTF-8.
+// Field is one (name, value) pair of a record. Both are byte strings as
+// Redis keeps them: a record read from Redis may hold any bytes, empty
+// values and duplicate names; on input (Limits.Check) both must be valid
+// UTF-8 and names distinct.
 type Field struct {
 	Name  string // the field's name
 	Value string // its value
 }
 
-// Record is a stream entry: a branded id and its fields in stored order.
-// Its JSON form is {"id":"EVT_…","fields":{…}} with the fields in stored
-// order; MarshalJSON is the one place that renders a record, so a record
-// prints byte-identically wherever it was read from.
+// Record is a stream entry: its Redis id and its fields in stored order.
+// Every entry Redis stores is a Record, whatever its bytes or id. Its JSON
+// form is {"id":"EVT_…","fields":{…}} with the fields in stored order
+// (AppendJSON gives the forms of ids without a branded id and of fields
+// that are not a UTF-8 object); AppendJSONAs is the one place that renders
+// a record, so a record prints byte-identically wherever it was read from.
 type Record struct {
-	ID     brand.ID // the record's id; its Redis id is the entry id
-	Fields []Field  // the fields in stored order
+	ID     xid.ID  // the entry's Redis id
+	Fields []Field // the fields in stored order
 }
 
 // Limits bound what one record may hold. A zero field means the default.
@@ -34,7 +38,7 @@ type Limits struct {
 
 // Default limits. DefaultMaxBytes is 1 MiB less 16 KiB, so that the largest
 // record accepted (DefaultMaxFields fields, 8 bytes of framing each, plus a
-// 21-byte header) still fits one archive page of 1 MiB: a record the
+// 25-byte header of a version-2 page) still fits one archive page of 1 MiB: a record the
 // archive could not fold would stop its stream's archiving at it.
 const (
 	DefaultMaxFields = 1024
@@ -77,6 +81,25 @@ func (l Limits) Check(fields []Field) error {
 	}
 	if name, dup := duplicateName(fields); dup {
 		return &RecordError{Field: name, Err: ErrDuplicateField}
+	}
+	return nil
+}
+
+// CheckSize reports whether fields are within l's limits, whatever their
+// bytes: at least one field, at most MaxFields of them and MaxBytes of
+// names and values. It is what a record read from Redis must meet to be
+// archived (Check adds the input rules). The error is a *RecordError
+// (Index 0).
+func (l Limits) CheckSize(fields []Field) error {
+	l = l.withDefaults()
+	if len(fields) == 0 {
+		return &RecordError{Err: ErrEmptyRecord}
+	}
+	if len(fields) > l.MaxFields {
+		return &RecordError{Err: fmt.Errorf("%d fields, at most %d allowed: %w", len(fields), l.MaxFields, ErrTooLarge)}
+	}
+	if n := size(fields); n > l.MaxBytes {
+		return &RecordError{Err: fmt.Errorf("%d bytes of names and values, at most %d allowed: %w", n, l.MaxBytes, ErrTooLarge)}
 	}
 	return nil
 }

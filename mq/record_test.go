@@ -7,6 +7,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/echostore/echostore/xid"
+
 	"github.com/echostore/echostore/brand"
 	"pgregory.net/rapid"
 )
@@ -68,7 +70,7 @@ func TestLimitsCheck(t *testing.T) {
 
 func TestRecordJSONGolden(t *testing.T) {
 	id, _ := brand.Make(1234, 5, 6)
-	rec := Record{ID: id, Fields: fields("z", "last?", "a", "quote \" back \\ nl \n tab \t ctl \x01", "é", "\u2028<&>")}
+	rec := Record{ID: id.XID(), Fields: fields("z", "last?", "a", "quote \" back \\ nl \n tab \t ctl \x01", "é", "\u2028<&>")}
 	got, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +183,7 @@ func genRecord(t *rapid.T) Record {
 		seen[name] = true
 		fs = append(fs, Field{Name: name, Value: rapid.String().Draw(t, "value")})
 	}
-	return Record{ID: brand.ID(rapid.Uint64().Draw(t, "id")), Fields: fs}
+	return Record{ID: brand.ID(rapid.Uint64().Draw(t, "id")).XID(), Fields: fs}
 }
 
 // The JSON form round-trips every valid record, keeps field order, and is
@@ -235,7 +237,8 @@ func TestRecordJSONProperties(t *testing.T) {
 }
 
 // FuzzRecordJSON: the decoder never panics; what it accepts is valid JSON
-// that encoding/json reads alike, and re-encodes to text it accepts again.
+// that encoding/json reads alike (the object form as a map, the pair form as
+// pairs of strings or {"b64":…}), and re-encodes to text it accepts again.
 func FuzzRecordJSON(f *testing.F) {
 	id := brand.EVT.Format(385731673808961536)
 	for _, s := range []string{
@@ -243,6 +246,9 @@ func FuzzRecordJSON(f *testing.F) {
 		`{"fields":{"a":"\u00e9"},"id":"` + id + `"}`,
 		`{"id":"` + id + `","fields":{"a":"\ud83d\ude00","b":"\\\"\/"}}`,
 		`{"id":"` + id + `","fields":{"a":"1","a":"2"}}`,
+		`{"id":"0-1","fields":[["a","1"],["a","2"]]}`,
+		`{"id":"5-0","fields":[["k",{"b64":"/wA="}],[{"b64":"/g=="},"\u003c"]]}`,
+		`{"id":"5-0","fields":[["k",{"b64":"YQ=="}]]}`,
 		`{"id":"EVT_0","fields":{}}`,
 		`{"fields":{"x":"y"}}`,
 		``, `{`, `"`, `{"id":1}`,
@@ -254,7 +260,7 @@ func FuzzRecordJSON(f *testing.F) {
 		err := rec.UnmarshalJSON(data)
 		if err != nil {
 			if !errors.Is(err, ErrSyntax) && !errors.Is(err, ErrInvalidRecord) &&
-				!errors.Is(err, brand.ErrMalformed) && !errors.Is(err, brand.ErrBrand) {
+				!errors.Is(err, brand.ErrMalformed) && !errors.Is(err, brand.ErrBrand) && !errors.Is(err, xid.ErrSyntax) {
 				t.Fatalf("untyped error %v", err)
 			}
 			return
@@ -262,32 +268,61 @@ func FuzzRecordJSON(f *testing.F) {
 		if !json.Valid(data) {
 			t.Fatalf("accepted invalid JSON %q", data)
 		}
-		if err := (Limits{MaxFields: 1 << 30, MaxBytes: 1 << 30}).Check(rec.Fields); err != nil {
-			t.Fatalf("accepted an invalid record %q: %v", data, err)
-		}
 		var generic struct {
-			ID     string            `json:"id"`
-			Fields map[string]string `json:"fields"`
+			ID     string          `json:"id"`
+			Fields json.RawMessage `json:"fields"`
 		}
 		if err := json.Unmarshal(data, &generic); err != nil {
 			t.Fatalf("encoding/json rejects what we accept %q: %v", data, err)
 		}
-		for _, fl := range rec.Fields {
-			if generic.Fields[fl.Name] != fl.Value {
-				t.Fatalf("field %q: we read %q, encoding/json %q", fl.Name, fl.Value, generic.Fields[fl.Name])
+		var obj map[string]string
+		if json.Unmarshal(generic.Fields, &obj) == nil {
+			if err := (Limits{MaxFields: 1 << 30, MaxBytes: 1 << 30}).Check(rec.Fields); err != nil {
+				t.Fatalf("accepted an invalid record %q: %v", data, err)
+			}
+			for _, fl := range rec.Fields {
+				if obj[fl.Name] != fl.Value {
+					t.Fatalf("field %q: we read %q, encoding/json %q", fl.Name, fl.Value, obj[fl.Name])
+				}
+			}
+		} else {
+			var pairs [][]json.RawMessage
+			if err := json.Unmarshal(generic.Fields, &pairs); err != nil || len(pairs) != len(rec.Fields) {
+				t.Fatalf("fields %s: neither an object nor %d pairs (%v)", generic.Fields, len(rec.Fields), err)
+			}
+			str := func(m json.RawMessage) string {
+				var s string
+				if json.Unmarshal(m, &s) == nil {
+					return s
+				}
+				var b struct {
+					B64 []byte `json:"b64"`
+				}
+				if err := json.Unmarshal(m, &b); err != nil {
+					t.Fatalf("pair element %s: %v", m, err)
+				}
+				return string(b.B64)
+			}
+			for i, p := range pairs {
+				if len(p) != 2 || str(p[0]) != rec.Fields[i].Name || str(p[1]) != rec.Fields[i].Value {
+					t.Fatalf("pair %d %s: we read %q", i, p, rec.Fields[i])
+				}
 			}
 		}
-		out := AppendJSON(nil, rec)
-		var back Record
-		if err := back.UnmarshalJSON(out); err != nil || !sameRecord(back, rec) {
-			t.Fatalf("re-encoded %q does not read back: %v", out, err)
+		for _, form := range []IDForm{IDBranded, IDRedis} {
+			out := AppendJSONAs(nil, rec, form)
+			var back Record
+			if err := back.UnmarshalJSON(out); err != nil || !sameRecord(back, rec) {
+				t.Fatalf("re-encoded %q does not read back: %v", out, err)
+			}
 		}
 	})
 }
 
 // FuzzDecodeEntry: the Redis entry decoder never panics, accepts exactly
-// the entries whose id is branded and whose fields form a valid record, and
-// what it accepts renders to JSON that reads back the same.
+// the entries whose id is a Redis id and whose fields are name/value pairs
+// (any bytes, duplicates, empty values), and what it accepts renders to
+// JSON that reads back the same, in both id forms.
 func FuzzDecodeEntry(f *testing.F) {
 	f.Add("1704067200000-0", "a\x00b")
 	f.Add("1796032797584-4194303", "a\x00b\x00c\x00d")
@@ -295,34 +330,37 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add("0-1", "a\x00b")
 	f.Add("1796032797584-1", "a\x00b\x00a\x00c")
 	f.Add("1796032797584-1", "a\x00\xff")
+	f.Add("1796032797584-1", "\xfe\x00")
 	f.Add("17960327975840000000000-1", "a")
 	f.Add("x", "")
-	f.Fuzz(func(t *testing.T, xid, flat string) {
+	f.Fuzz(func(t *testing.T, text, flat string) {
 		var kv []string
 		if flat != "" {
 			kv = strings.Split(flat, "\x00")
 		}
-		rec, err := decodeEntry("k", xid, kv)
-		_, idErr := brand.ParseRedisID(xid)
+		rec, err := decodeEntry("k", text, kv)
+		_, idErr := xid.Parse(text)
 		if err != nil {
 			var ee *EntryError
-			if !errors.As(err, &ee) || !errors.Is(err, ErrForeignEntry) || ee.XID != xid {
-				t.Fatalf("error %v is not an *EntryError for %q", err, xid)
+			if !errors.As(err, &ee) || !errors.Is(err, ErrForeignEntry) || ee.XID != text {
+				t.Fatalf("error %v is not an *EntryError for %q", err, text)
 			}
-			if idErr == nil && len(kv)%2 == 0 && (Limits{MaxFields: 1 << 30, MaxBytes: 1 << 30}).Check(pairs(kv)) == nil {
-				t.Fatalf("rejected a valid entry %q %q: %v", xid, kv, err)
+			if idErr == nil && len(kv) > 0 && len(kv)%2 == 0 {
+				t.Fatalf("rejected a valid entry %q %q: %v", text, kv, err)
 			}
 			return
 		}
-		if idErr != nil || rec.ID.RedisID() != xid {
-			t.Fatalf("accepted %q as id %v", xid, rec.ID)
+		if idErr != nil || rec.ID.String() != text {
+			t.Fatalf("accepted %q as id %v", text, rec.ID)
 		}
 		if !sameFields(rec.Fields, pairs(kv)) {
 			t.Fatalf("fields %q decoded as %q", kv, rec.Fields)
 		}
-		var back Record
-		if err := back.UnmarshalJSON(AppendJSON(nil, rec)); err != nil || !sameRecord(back, rec) {
-			t.Fatalf("decoded entry does not round-trip through JSON: %v", err)
+		for _, form := range []IDForm{IDBranded, IDRedis} {
+			var back Record
+			if err := back.UnmarshalJSON(AppendJSONAs(nil, rec, form)); err != nil || !sameRecord(back, rec) {
+				t.Fatalf("decoded entry does not round-trip through JSON (form %d): %v", form, err)
+			}
 		}
 	})
 }
@@ -333,4 +371,88 @@ func pairs(kv []string) []Field {
 		out[i] = Field{Name: kv[2*i], Value: kv[2*i+1]}
 	}
 	return out
+}
+
+// TestByteRecordJSON: records that are not a UTF-8 object render as the
+// array form, with bytes that are not UTF-8 in base64, and ids without a
+// branded id as Redis ids; each reads back the same.
+func TestByteRecordJSON(t *testing.T) {
+	branded := brand.ID(1<<22 | 5)
+	for _, c := range []struct {
+		rec  Record
+		form IDForm
+		want string
+	}{
+		{Record{ID: branded.XID(), Fields: fields("a", "1")}, IDBranded, `{"id":"EVT_0000000040005","fields":{"a":"1"}}`},
+		{Record{ID: branded.XID(), Fields: fields("a", "1")}, IDRedis, `{"id":"1704067200001-5","fields":{"a":"1"}}`},
+		{Record{ID: xid.ID{Ms: 0, Seq: 1}, Fields: fields("a", "1")}, IDBranded, `{"id":"0-1","fields":{"a":"1"}}`},
+		{Record{ID: xid.ID{Ms: 1704067200001, Seq: 1 << 22}, Fields: fields("a", "")}, IDBranded, `{"id":"1704067200001-4194304","fields":{"a":""}}`},
+		{Record{ID: xid.ID{Ms: 5}, Fields: fields("a", "1", "a", "2")}, IDBranded, `{"id":"5-0","fields":[["a","1"],["a","2"]]}`},
+		{Record{ID: xid.ID{Ms: 5}, Fields: fields("k", "\xff\x00", "\xfe", "<é>")}, IDBranded,
+			`{"id":"5-0","fields":[["k",{"b64":"/wA="}],[{"b64":"/g=="},"\u003cé\u003e"]]}`},
+	} {
+		got := string(AppendJSONAs(nil, c.rec, c.form))
+		if got != c.want {
+			t.Fatalf("AppendJSONAs(%+v, %d) = %s, want %s", c.rec, c.form, got, c.want)
+		}
+		var back Record
+		if err := back.UnmarshalJSON([]byte(got)); err != nil || !sameRecord(back, c.rec) {
+			t.Fatalf("%s reads back as %+v, %v", got, back, err)
+		}
+	}
+	if AppendJSON(nil, Record{ID: branded.XID(), Fields: fields("a", "1")})[7] != 'E' {
+		t.Fatal("AppendJSON is not the branded form")
+	}
+	// Input lines stay objects of strings: the array form is output only.
+	if _, err := ParseInputLine([]byte(`{"fields":[["a","1"]]}`)); !errors.Is(err, ErrSyntax) {
+		t.Fatalf("array form on input: %v", err)
+	}
+	for _, bad := range []string{
+		`{"id":"5-0","fields":[]}`,
+		`{"id":"5-0","fields":[["a"]]}`,
+		`{"id":"5-0","fields":[["a",{"b64":"YQ=="}]]}`, // valid UTF-8 in b64
+		`{"id":"5-0","fields":[["a",{"b64":"!!"}]]}`,
+		`{"id":"5-0","fields":[["a",{"hex":"ff"}]]}`,
+		`{"id":"05-0","fields":{"a":"1"}}`,
+	} {
+		var r Record
+		if err := r.UnmarshalJSON([]byte(bad)); err == nil {
+			t.Fatalf("%s parsed as %+v", bad, r)
+		}
+	}
+}
+
+// TestParseID: range bounds take the branded form and Redis ids, "ms" alone
+// as XRANGE reads it.
+func TestParseID(t *testing.T) {
+	b := brand.ID(1<<22 | 5)
+	for _, c := range []struct {
+		s    string
+		end  bool
+		want xid.ID
+	}{
+		{brand.EVT.Format(b), false, b.XID()},
+		{"0-1", false, xid.ID{Ms: 0, Seq: 1}},
+		{"1704067200001-4194304", true, xid.ID{Ms: 1704067200001, Seq: 1 << 22}},
+		{"7", false, xid.ID{Ms: 7}},
+		{"7", true, xid.ID{Ms: 7, Seq: ^uint64(0)}},
+	} {
+		if got, err := ParseID(c.s, c.end); err != nil || got != c.want {
+			t.Fatalf("ParseID(%q, %v) = %v, %v; want %v", c.s, c.end, got, err, c.want)
+		}
+	}
+	if _, err := ParseID("JOB_0000000000001", false); !errors.Is(err, brand.ErrBrand) {
+		t.Fatalf("a JOB id: %v", err)
+	}
+	for _, bad := range []string{"", "nonsense", "-", "+", "01-1"} {
+		if _, err := ParseID(bad, false); !errors.Is(err, xid.ErrSyntax) {
+			t.Fatalf("ParseID(%q) = %v", bad, err)
+		}
+	}
+	if got := FormatID(b.XID(), IDRedis); got != "1704067200001-5" {
+		t.Fatalf("FormatID redis: %s", got)
+	}
+	if got := FormatID(xid.ID{Seq: 1}, IDBranded); got != "0-1" {
+		t.Fatalf("FormatID of an id without a branded id: %s", got)
+	}
 }

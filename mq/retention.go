@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // Window declares how much of a stream retention keeps. Both limits apply:
@@ -246,21 +246,21 @@ func (c *Client) isArchived(ctx context.Context, ref names.StreamRef) (bool, err
 // point: entries below the cut are outside the window. ok is false when the
 // window keeps every entry. The archive driver folds up to the cut before
 // it trims.
-func (c *Client) WindowCut(ctx context.Context, ref names.StreamRef, w Window, now time.Time) (cut brand.ID, ok bool, err error) {
+func (c *Client) WindowCut(ctx context.Context, ref names.StreamRef, w Window, now time.Time) (cut xid.ID, ok bool, err error) {
 	if err := checkRef(ref); err != nil {
-		return 0, false, err
+		return xid.ID{}, false, err
 	}
 	if w.Keep < 0 || w.MaxAge < 0 {
-		return 0, false, fmt.Errorf("window of %s: negative limit (keep %d, max age %v)", where(ref), w.Keep, w.MaxAge)
+		return xid.ID{}, false, fmt.Errorf("window of %s: negative limit (keep %d, max age %v)", where(ref), w.Keep, w.MaxAge)
 	}
 	r := &Retention{c: c, clock: func() time.Time { return now }}
-	xid, err := r.minXID(ctx, StreamKey(ref), w)
-	if err != nil || xid == "" {
-		return 0, false, err
+	text, err := r.minXID(ctx, StreamKey(ref), w)
+	if err != nil || text == "" {
+		return xid.ID{}, false, err
 	}
-	id, err := brand.ParseRedisID(xid)
+	id, err := xid.Parse(text)
 	if err != nil {
-		return 0, false, fmt.Errorf("window cut of %s at %s: %w", where(ref), xid, err)
+		return xid.ID{}, false, fmt.Errorf("window cut of %s at %s: %w", where(ref), text, err)
 	}
 	return id, true, nil
 }
@@ -270,7 +270,7 @@ func (c *Client) WindowCut(ctx context.Context, ref names.StreamRef, w Window, n
 func (r *Retention) minXID(ctx context.Context, key string, w Window) (string, error) {
 	var cut string
 	if w.MaxAge > 0 {
-		cut = brand.FirstAt(r.clock().Add(-w.MaxAge)).RedisID()
+		cut = xid.FirstAt(r.clock().Add(-w.MaxAge)).String()
 	}
 	if w.Keep > 0 {
 		n, err := r.c.rdb.Do(ctx, r.c.rdb.B().Xlen().Key(key).Build()).AsInt64()

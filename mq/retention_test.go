@@ -126,7 +126,7 @@ func TestRetentionRefusesArchived(t *testing.T) {
 			t.Fatalf("reports %+v: want other trimmed, s refused", reports)
 		}
 		// The primitive's script refuses too (no early check in front of it).
-		if _, err := c.TrimMinID(ctx, mustRef(t, q, "s"), ids[9]); !errors.Is(err, ErrArchived) {
+		if _, err := c.TrimMinID(ctx, mustRef(t, q, "s"), ids[9].XID()); !errors.Is(err, ErrArchived) {
 			t.Fatalf("TrimMinID on an archived stream = %v, want ErrArchived", err)
 		}
 		if n, _ := c.Len(ctx, mustRef(t, q, "s")); n != 10 {

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/echostore/echostore/brand"
-
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // TestSecurityPasswordNeverInErrorsOrString: whatever the URL's shape, a
@@ -113,15 +112,15 @@ func TestSecurityClientRefusesBadNames(t *testing.T) {
 			return err
 		},
 		"Read": func() error {
-			for _, err := range c.Read(ctx, ref, 0, ^brand.ID(0), 10, false) {
+			for _, err := range c.Read(ctx, ref, xid.Min, xid.Max, 10, false) {
 				return err
 			}
 			return nil
 		},
 		"Info":      func() error { _, err := c.Info(ctx, ref); return err },
 		"Len":       func() error { _, err := c.Len(ctx, ref); return err },
-		"SetID":     func() error { _, err := c.SetID(ctx, ref, 5); return err },
-		"TrimMinID": func() error { _, err := c.TrimMinID(ctx, ref, 5); return err },
+		"SetID":     func() error { _, err := c.SetID(ctx, ref, xid.ID{Seq: 5}); return err },
+		"TrimMinID": func() error { _, err := c.TrimMinID(ctx, ref, xid.ID{Seq: 5}); return err },
 		"WindowCut": func() error {
 			_, _, err := c.WindowCut(ctx, ref, Window{Keep: 1}, time.Now())
 			return err

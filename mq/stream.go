@@ -10,6 +10,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 	"github.com/redis/rueidis"
 )
 
@@ -309,13 +310,12 @@ type Cursor struct {
 }
 
 // NewCursor returns a cursor over the records of stream s of queue q with
-// ids in [from, to]. from = 0 and to = brand.Max leave that end open, so
-// that entries whose ids have no branded id are read and reported too.
-func (c *Client) NewCursor(ref names.StreamRef, from, to brand.ID, reverse bool) (*Cursor, error) {
+// ids in [from, to] (xid.Min and xid.Max: that end open).
+func (c *Client) NewCursor(ref names.StreamRef, from, to xid.ID, reverse bool) (*Cursor, error) {
 	if err := checkRef(ref); err != nil {
 		return nil, err
 	}
-	return &Cursor{c: c, key: StreamKey(ref), start: startBound(from), end: endBound(to), reverse: reverse, done: from > to}, nil
+	return &Cursor{c: c, key: StreamKey(ref), start: startBound(from), end: endBound(to), reverse: reverse, done: to.Less(from)}, nil
 }
 
 // Done reports whether the cursor has read its whole range.
@@ -375,11 +375,12 @@ func (cur *Cursor) fetch(ctx context.Context, count int) ([]rawEntry, error) {
 
 // Read returns the records of stream s of queue q with ids in [from, to],
 // at most count of them (count ≤ 0: all), oldest first or, with reverse,
-// newest first. It reads in pages of Options.PageSize. An entry that is not
-// a branded record yields an *EntryError (wrapping ErrForeignEntry) in its
-// place; the iteration goes on if the loop does. A failed read yields its
-// error and ends the iteration.
-func (c *Client) Read(ctx context.Context, ref names.StreamRef, from, to brand.ID, count int, reverse bool) iter.Seq2[Record, error] {
+// newest first. It reads in pages of Options.PageSize. Every entry Redis
+// stores is a record (any id, any bytes); a reply that is not an entry
+// yields an *EntryError (wrapping ErrForeignEntry) in its place, and the
+// iteration goes on if the loop does. A failed read yields its error and
+// ends the iteration.
+func (c *Client) Read(ctx context.Context, ref names.StreamRef, from, to xid.ID, count int, reverse bool) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
 		cur, err := c.NewCursor(ref, from, to, reverse)
 		if err != nil {
@@ -513,22 +514,26 @@ func (c *Client) Len(ctx context.Context, ref names.StreamRef) (int64, error) {
 
 // SetID raises the last id of stream s of queue q to id (XSETID), never
 // lowers it, and creates the stream empty with that last id if it is
-// missing. It returns the last id after the call. The archive calls it after
+// missing. It returns the last id after the call (Redis's, any id). The archive calls it after
 // each fold so that no append can land at or below its watermark, even
 // after Redis lost data (invariant 2).
-func (c *Client) SetID(ctx context.Context, ref names.StreamRef, id brand.ID) (brand.ID, error) {
+func (c *Client) SetID(ctx context.Context, ref names.StreamRef, id xid.ID) (xid.ID, error) {
 	if err := checkRef(ref); err != nil {
-		return 0, err
+		return xid.ID{}, err
 	}
 	key := StreamKey(ref)
-	reply, err := c.lua.setID.Exec(ctx, c.rdb, []string{key}, []string{id.RedisID()}).AsStrSlice()
+	reply, err := c.lua.setID.Exec(ctx, c.rdb, []string{key}, []string{id.String()}).AsStrSlice()
 	if err != nil {
-		return 0, fmt.Errorf("set last id of %s to %s: %w", key, id.RedisID(), err)
+		return xid.ID{}, fmt.Errorf("set last id of %s to %s: %w", key, id, err)
 	}
 	if len(reply) != 2 {
-		return 0, fmt.Errorf("set last id of %s: unexpected reply %q", key, reply)
+		return xid.ID{}, fmt.Errorf("set last id of %s: unexpected reply %q", key, reply)
 	}
-	return brandedFloor(reply[1])
+	top, err := xid.Parse(reply[1])
+	if err != nil {
+		return xid.ID{}, fmt.Errorf("set last id of %s: %w", key, err)
+	}
+	return top, nil
 }
 
 // TrimResult says what a trim did.
@@ -546,16 +551,16 @@ type TrimResult struct {
 // (XTRIM MINID, exact), but never one that a consumer group of the stream
 // has pending or not yet delivered, and never on an archived stream: that
 // fails with ErrArchived and trims nothing (only the archive driver, which
-// folds first, trims those). minID 0 trims nothing. The check and the trim
+// folds first, trims those). minID 0-0 trims nothing. The check and the trim
 // are one script (scriptTrim), so a registration cannot slip between them.
-func (c *Client) TrimMinID(ctx context.Context, ref names.StreamRef, minID brand.ID) (TrimResult, error) {
+func (c *Client) TrimMinID(ctx context.Context, ref names.StreamRef, minID xid.ID) (TrimResult, error) {
 	if err := checkRef(ref); err != nil {
 		return TrimResult{}, err
 	}
-	if minID == 0 {
+	if minID.IsZero() {
 		return TrimResult{MinXID: "0-0"}, nil
 	}
-	return c.trim(ctx, ref, minID.RedisID())
+	return c.trim(ctx, ref, minID.String())
 }
 
 func (c *Client) trim(ctx context.Context, ref names.StreamRef, minXID string) (TrimResult, error) {

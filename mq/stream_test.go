@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 	"github.com/redis/rueidis"
 )
 
@@ -20,7 +22,7 @@ import (
 func checkIncreasing(t testing.TB, recs []Record, reverse bool) {
 	t.Helper()
 	for i := 1; i < len(recs); i++ {
-		if (recs[i].ID <= recs[i-1].ID) != reverse || recs[i].ID == recs[i-1].ID {
+		if (recs[i].ID.Compare(recs[i-1].ID) <= 0) != reverse || recs[i].ID == recs[i-1].ID {
 			t.Fatalf("records %d and %d out of order: %v, %v", i-1, i, recs[i-1].ID, recs[i].ID)
 		}
 	}
@@ -54,7 +56,7 @@ func TestAppendRead(t *testing.T) {
 			want := []Field{{"n", strconv.Itoa(i)}, {"kind", "single"}}
 			if i > 0 {
 				want = batch[i-1]
-				if rec.ID != ids[i-1] {
+				if rec.ID != ids[i-1].XID() {
 					t.Fatalf("record %d has id %v, append said %v", i, rec.ID, ids[i-1])
 				}
 			}
@@ -64,23 +66,23 @@ func TestAppendRead(t *testing.T) {
 		}
 		rev := readAll(t, c, q, "s", 0, brand.Max, 0, true)
 		checkIncreasing(t, rev, true)
-		if len(rev) != 301 || rev[0].ID != ids[299] {
+		if len(rev) != 301 || rev[0].ID != ids[299].XID() {
 			t.Fatalf("reverse read: %d records starting at %v", len(rev), rev[0].ID)
 		}
 		// Inclusive bounds, limits, both directions.
 		mid := readAll(t, c, q, "s", ids[10], ids[20], 0, false)
-		if len(mid) != 11 || mid[0].ID != ids[10] || mid[10].ID != ids[20] {
+		if len(mid) != 11 || mid[0].ID != ids[10].XID() || mid[10].ID != ids[20].XID() {
 			t.Fatalf("[ids[10], ids[20]]: %d records", len(mid))
 		}
 		lim := readAll(t, c, q, "s", ids[10], ids[20], 4, true)
-		if len(lim) != 4 || lim[0].ID != ids[20] || lim[3].ID != ids[17] {
+		if len(lim) != 4 || lim[0].ID != ids[20].XID() || lim[3].ID != ids[17].XID() {
 			t.Fatalf("reverse limit 4: %+v", lim)
 		}
 		if got := readAll(t, c, q, "s", ids[20], ids[10], 0, false); len(got) != 0 {
 			t.Fatalf("from > to read %d records", len(got))
 		}
 		// The cursor reads page by page.
-		cur, err := c.NewCursor(mustRef(t, q, "s"), ids[0], brand.Max, false)
+		cur, err := c.NewCursor(mustRef(t, q, "s"), ids[0].XID(), xid.Max, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,8 +153,9 @@ func TestBadBatchAppendsNothing(t *testing.T) {
 	}
 }
 
-// Entries written by other clients that are not branded records are
-// reported where they are, not skipped.
+// Entries written by other clients are records like any other, whatever
+// their id or bytes: an id before the brand epoch, a sequence of 2^22 or
+// more, duplicate names, bytes that are not UTF-8, an empty value.
 func TestForeignEntriesReported(t *testing.T) {
 	c := plain(t, Options{PageSize: 2})
 	ctx := testCtx(t)
@@ -166,39 +169,46 @@ func TestForeignEntriesReported(t *testing.T) {
 		}
 	}
 	now := brand.FirstAt(time.Now())
-	xadd("1-1", "a", "1")                                               // before the epoch
-	xadd(now.RedisID(), "a", "1")                                       // a record
-	xadd(fmt.Sprintf("%d-%d", now.Time().UnixMilli(), 1<<22), "a", "1") // sequence too large
-	xadd(fmt.Sprintf("%d-%d", now.Time().UnixMilli()+1, 0), "a", "1", "a", "2")
-	xadd(fmt.Sprintf("%d-%d", now.Time().UnixMilli()+2, 0), "a", "\xff")
-	xadd(fmt.Sprintf("%d-%d", now.Time().UnixMilli()+3, 0), "b", "2") // a record
-	var kinds []string
-	for rec, err := range c.Read(ctx, mustRef(t, q, "s"), 0, brand.Max, 0, false) {
-		var ee *EntryError
-		switch {
-		case err == nil:
-			kinds = append(kinds, "rec")
-			if rec.ID == 0 {
-				t.Fatal("record without id")
-			}
-		case errors.As(err, &ee) && errors.Is(err, ErrForeignEntry):
-			switch {
-			case errors.Is(err, brand.ErrRange):
-				kinds = append(kinds, "range")
-			case errors.Is(err, ErrDuplicateField):
-				kinds = append(kinds, "dup")
-			case errors.Is(err, ErrInvalidUTF8):
-				kinds = append(kinds, "utf8")
-			default:
-				t.Fatalf("foreign entry for another reason: %v", err)
-			}
-		default:
+	ms := uint64(now.Time().UnixMilli())
+	want := []Record{
+		{ID: xid.ID{Ms: 1, Seq: 1}, Fields: fields("a", "1")},                 // before the epoch
+		{ID: now.XID(), Fields: fields("a", "1")},                             // a branded record
+		{ID: xid.ID{Ms: ms, Seq: 1 << 22}, Fields: fields("a", "1")},          // sequence too large
+		{ID: xid.ID{Ms: ms + 1}, Fields: fields("a", "1", "a", "2")},          // duplicate names
+		{ID: xid.ID{Ms: ms + 2}, Fields: fields("a", "\xff", "\x00\xfe", "")}, // binary, empty value
+		{ID: xid.ID{Ms: ms + 3}, Fields: fields("b", "2")},                    // a branded record
+	}
+	for _, r := range want {
+		var kv []string
+		for _, f := range r.Fields {
+			kv = append(kv, f.Name, f.Value)
+		}
+		xadd(r.ID.String(), kv...)
+	}
+	var got []Record
+	for rec, err := range c.Read(ctx, mustRef(t, q, "s"), xid.Min, xid.Max, 0, false) {
+		if err != nil {
 			t.Fatalf("Read: %v", err)
 		}
+		got = append(got, rec)
 	}
-	want := []string{"range", "rec", "range", "dup", "utf8", "rec"}
-	if fmt.Sprint(kinds) != fmt.Sprint(want) {
-		t.Fatalf("read %v, want %v", kinds, want)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("read %+v, want %+v", got, want)
+	}
+	// Reverse, and a bounded range, see them too.
+	rev := readAll(t, c, q, "s", 0, brand.Max, 0, true)
+	if len(rev) != len(want) || rev[0].ID != want[5].ID || rev[5].ID != want[0].ID {
+		t.Fatalf("reverse read %+v", rev)
+	}
+	var mid []Record
+	for rec, err := range c.Read(ctx, mustRef(t, q, "s"), xid.ID{Ms: 1, Seq: 1}, xid.ID{Ms: ms, Seq: 1 << 22}, 0, false) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		mid = append(mid, rec)
+	}
+	if !reflect.DeepEqual(mid, want[:3]) {
+		t.Fatalf("read [1-1, %d-%d]: %+v", ms, 1<<22, mid)
 	}
 	// The top of a stream whose last entry has a too-large sequence is
 	// still usable: appends land above it.
@@ -239,7 +249,7 @@ func TestAppendRemintsOnCollision(t *testing.T) {
 		}
 		recs := readAll(t, a, q, "s", 0, brand.Max, 0, false)
 		checkIncreasing(t, recs, false)
-		if len(recs) != 6 || recs[3].ID != idb[0] {
+		if len(recs) != 6 || recs[3].ID != idb[0].XID() {
 			t.Fatalf("stream has %d records", len(recs))
 		}
 	})
@@ -301,7 +311,7 @@ func TestLostReplyRetriedOnce(t *testing.T) {
 		t.Fatalf("dropped %d replies, client retried %d times; want 1 and 1", proxy.Dropped(), c.Stats().Retries)
 	}
 	recs := readAll(t, c, q, "s", 0, brand.Max, 0, false)
-	if len(recs) != 2 || recs[0].ID != ids[0] || recs[1].ID != ids[1] {
+	if len(recs) != 2 || recs[0].ID != ids[0].XID() || recs[1].ID != ids[1].XID() {
 		t.Fatalf("stream holds %+v, want the two records once under %v", recs, ids)
 	}
 }
@@ -320,7 +330,7 @@ func TestOutcomeUnknown(t *testing.T) {
 	}
 	direct := plain(t, Options{})
 	recs := readAll(t, direct, q, "s", 0, brand.Max, 0, false)
-	if len(recs) != 1 || recs[0].ID != ae.Unknown[0] {
+	if len(recs) != 1 || recs[0].ID != ae.Unknown[0].XID() {
 		t.Fatalf("stream holds %+v; want the record once, under %v", recs, ae.Unknown)
 	}
 }
@@ -334,10 +344,10 @@ func TestSetID(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := id + 1_000_000
-		if top, err := c.SetID(ctx, mustRef(t, q, "s"), w); err != nil || top != w {
+		if top, err := c.SetID(ctx, mustRef(t, q, "s"), w.XID()); err != nil || top != w.XID() {
 			t.Fatalf("SetID raise: %v, %v", top, err)
 		}
-		if top, err := c.SetID(ctx, mustRef(t, q, "s"), id+5); err != nil || top != w {
+		if top, err := c.SetID(ctx, mustRef(t, q, "s"), (id + 5).XID()); err != nil || top != w.XID() {
 			t.Fatalf("SetID below the top must keep it: %v, %v", top, err)
 		}
 		next, err := c.Append(ctx, mustRef(t, q, "s"), fields("a", "2")...)
@@ -345,7 +355,7 @@ func TestSetID(t *testing.T) {
 			t.Fatalf("append after SetID landed at %v (%v), want above %v", next, err, w)
 		}
 		// A missing stream (Redis lost it) is created empty with that top.
-		if top, err := c.SetID(ctx, mustRef(t, q, "gone"), w); err != nil || top != w {
+		if top, err := c.SetID(ctx, mustRef(t, q, "gone"), w.XID()); err != nil || top != w.XID() {
 			t.Fatalf("SetID on a missing stream: %v, %v", top, err)
 		}
 		if in, err := c.Info(ctx, mustRef(t, q, "gone")); err != nil || in.Length != 0 || in.Top != w {
@@ -384,13 +394,13 @@ func TestConcurrentAppendsShareChunks(t *testing.T) {
 		if len(recs) != workers*each {
 			t.Fatalf("stream has %d records, want %d", len(recs), workers*each)
 		}
-		byID := map[brand.ID]Record{}
+		byID := map[xid.ID]Record{}
 		for _, r := range recs {
 			byID[r.ID] = r
 		}
 		for w, ids := range got {
 			for i, id := range ids {
-				r, ok := byID[id]
+				r, ok := byID[id.XID()]
 				if !ok || r.Fields[0].Value != strconv.Itoa(w) || r.Fields[1].Value != strconv.Itoa(i) {
 					t.Fatalf("worker %d append %d: id %v holds %+v", w, i, id, r)
 				}
@@ -488,7 +498,7 @@ func TestAppendRetriesLoading(t *testing.T) {
 			t.Fatalf("stream holds %d records, want %d (each once)", len(recs), len(want))
 		}
 		for i, r := range recs {
-			if r.ID != want[i] {
+			if r.ID != want[i].XID() {
 				t.Fatalf("record %d is %v, want %v", i, r.ID, want[i])
 			}
 		}
@@ -622,7 +632,7 @@ func TestLostReplyThenTrimmed(t *testing.T) {
 				if err != nil {
 					t.Fatalf("AppendBatch = %v, want the chunk taken as landed", err)
 				}
-				if len(recs) != 1 || recs[0].ID != ids[2] {
+				if len(recs) != 1 || recs[0].ID != ids[2].XID() {
 					t.Fatalf("stream holds %d records (%+v); want the last of %v once", len(recs), recs, ids)
 				}
 				return

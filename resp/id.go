@@ -4,11 +4,11 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/xid"
 )
 
 // This file is the one place that converts between the Redis stream ids
-// of the protocol and the ids of echostore's records (today brand.ID):
+// of the protocol and the ids of echostore's records (xid.ID, the same ids):
 // appendID renders a record's id, and bound and afterID turn a command's
 // id arguments into a read's range.
 
@@ -22,14 +22,10 @@ type streamID struct{ ms, seq uint64 }
 var maxStreamID = streamID{^uint64(0), ^uint64(0)}
 
 // appendID appends the Redis id of a record's id.
-func appendID(b []byte, id brand.ID) []byte {
-	b = strconv.AppendInt(b, brand.EpochMillis+id.Millis(), 10)
-	b = append(b, '-')
-	return strconv.AppendUint(b, uint64(id)&(1<<(brand.NodeBits+brand.SeqBits)-1), 10)
-}
+func appendID(b []byte, id xid.ID) []byte { return id.AppendText(b) }
 
 // idText is appendID as a string.
-func idText(id brand.ID) string { return string(appendID(nil, id)) }
+func idText(id xid.ID) string { return id.String() }
 
 // parseStreamID parses "ms-seq" or "ms" as Redis does; ms alone gives seq
 // missing (ok false for hasSeq).
@@ -70,44 +66,16 @@ func parseStreamID(s []byte) (id streamID, hasSeq bool, err error) {
 
 // span is a read's range in record ids; empty when no record can be in it.
 type span struct {
-	from, to brand.ID
+	from, to xid.ID
 	empty    bool
 }
 
-// lowest is the smallest record id ≥ x (ok false: none).
-func lowest(x streamID) (brand.ID, bool) {
-	lo := uint64(brand.EpochMillis)
-	hi := lo + brand.MaxMillis
-	const seqs = 1 << (brand.NodeBits + brand.SeqBits)
-	switch {
-	case x.ms < lo:
-		return 0, true
-	case x.ms > hi:
-		return 0, false
-	case x.seq >= seqs:
-		if x.ms == hi {
-			return 0, false
-		}
-		return brand.ID((x.ms + 1 - lo) << (brand.NodeBits + brand.SeqBits)), true
-	}
-	return brand.ID((x.ms-lo)<<(brand.NodeBits+brand.SeqBits) | x.seq), true
-}
+// lowest is the smallest record id ≥ x: x itself, every Redis id being a
+// record id (ok is always true).
+func lowest(x streamID) (xid.ID, bool) { return xid.ID{Ms: x.ms, Seq: x.seq}, true }
 
-// highest is the largest record id ≤ x (ok false: none).
-func highest(x streamID) (brand.ID, bool) {
-	lo := uint64(brand.EpochMillis)
-	hi := lo + brand.MaxMillis
-	const seqs = 1 << (brand.NodeBits + brand.SeqBits)
-	switch {
-	case x.ms < lo:
-		return 0, false
-	case x.ms > hi:
-		return brand.Max, true
-	case x.seq >= seqs:
-		return brand.ID((x.ms-lo)<<(brand.NodeBits+brand.SeqBits) | (seqs - 1)), true
-	}
-	return brand.ID((x.ms-lo)<<(brand.NodeBits+brand.SeqBits) | x.seq), true
-}
+// highest is the largest record id ≤ x: x itself (ok is always true).
+func highest(x streamID) (xid.ID, bool) { return xid.ID{Ms: x.ms, Seq: x.seq}, true }
 
 // next is the Redis id after x (ok false: x is the largest).
 func (x streamID) next() (streamID, bool) {
@@ -169,7 +137,7 @@ func bound(arg []byte, upper bool) (streamID, bool, error) {
 func spanOf(start, end streamID) span {
 	from, ok1 := lowest(start)
 	to, ok2 := highest(end)
-	if !ok1 || !ok2 || from > to {
+	if !ok1 || !ok2 || from.Compare(to) > 0 {
 		return span{empty: true}
 	}
 	return span{from: from, to: to}

@@ -7,9 +7,9 @@ import (
 	"strconv"
 
 	echostore "github.com/echostore/echostore"
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // streamRead are the commands the front may answer itself for an archived
@@ -165,8 +165,8 @@ func (c *conn) entries(ctx context.Context, ref names.StreamRef, sp span, count 
 	}
 	n := 0
 	opts := echostore.ReadOptions{From: sp.from, To: sp.to, Limit: max(count, 0), Reverse: reverse}
-	if opts.To == 0 {
-		// The zero To is brand.Max to Node.Read: the span holds the id 0
+	if opts.To.IsZero() {
+		// The zero To is xid.Max to Node.Read: the span holds the id 0-0
 		// alone, the first record if it is that.
 		opts.Limit, opts.Reverse = 1, false
 	}
@@ -178,7 +178,7 @@ func (c *conn) entries(ctx context.Context, ref names.StreamRef, sp span, count 
 			}
 			return b, n, err
 		}
-		if sp.to == 0 && rec.ID != 0 {
+		if sp.to.IsZero() && !rec.ID.IsZero() {
 			break
 		}
 		b = appendEntry(b, rec)
@@ -394,20 +394,20 @@ func (c *conn) roundTrip(cmd []byte) ([]byte, error) {
 // the archive's retained records and the live entries above its watermark.
 // It also returns the watermark (0 and false before the first fold) and
 // the archive's retained count.
-func (c *conn) length(ctx context.Context, ref names.StreamRef) (n int64, w brand.ID, retained uint64, err error) {
+func (c *conn) length(ctx context.Context, ref names.StreamRef) (n int64, w xid.ID, retained uint64, err error) {
 	st, err := c.s.cfg.Archive.Status(ctx, ref)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, xid.ID{}, 0, err
 	}
 	retained = st.Archived
 	if st.Retained != nil {
 		retained = *st.Retained
 	}
 	if st.Watermark == nil {
-		return st.Live, 0, retained, nil
+		return st.Live, xid.ID{}, retained, nil
 	}
-	if w, err = brand.EVT.Parse(*st.Watermark); err != nil {
-		return 0, 0, 0, err
+	if w, err = mq.ParseID(*st.Watermark, false); err != nil {
+		return 0, xid.ID{}, 0, err
 	}
 	// Entries at or below W stay live only while a consumer group holds
 	// them: few; they are counted once.
@@ -415,7 +415,7 @@ func (c *conn) length(ctx context.Context, ref names.StreamRef) (n int64, w bran
 	for _, err := range c.s.cfg.Archive.Read(ctx, ref, echostore.ReadOptions{To: w, Side: echostore.ReadLiveOnly}) {
 		var ee *mq.EntryError
 		if err != nil && !errors.As(err, &ee) {
-			return 0, 0, 0, err
+			return 0, xid.ID{}, 0, err
 		}
 		below++
 	}
@@ -445,7 +445,7 @@ func (c *conn) xinfo(ctx context.Context, ref names.StreamRef, args [][]byte) []
 		return c.failed(err)
 	}
 	edge := func(reverse bool) []byte {
-		body, m, err := c.entries(ctx, ref, span{from: 0, to: brand.Max}, 1, reverse, nil)
+		body, m, err := c.entries(ctx, ref, span{from: xid.Min, to: xid.Max}, 1, reverse, nil)
 		if err != nil || m == 0 {
 			return appendNull(nil, c.proto)
 		}
@@ -473,7 +473,7 @@ func (c *conn) xinfo(ctx context.Context, ref names.StreamRef, args [][]byte) []
 	out = appendBulkString(out, "echostore-archived")
 	out = appendInt(out, int64(retained))
 	out = appendBulkString(out, "echostore-watermark")
-	if w == 0 {
+	if w.IsZero() {
 		out = appendNull(out, c.proto)
 	} else {
 		out = appendBulkString(out, idText(w))

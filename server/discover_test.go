@@ -36,7 +36,7 @@ func TestDiscover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := archive.PutArchived(t.Context(), c, mustRef(t, q, "elsewhere"), archive.Seam{W: ids[0], LSN: 1}); err != nil {
+	if err := archive.PutArchived(t.Context(), c, mustRef(t, q, "elsewhere"), archive.Seam{W: ids[0].XID(), LSN: 1}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -8,7 +8,8 @@ import (
 	"net/http"
 
 	echostore "github.com/echostore/echostore"
-	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/xid"
 )
 
 // ReplayBody is the body of POST /v1/streams/{q}/{s}/replay: the range
@@ -32,22 +33,22 @@ type ReplayOut = echostore.ReplayResult
 // replayOptions checks a replay's body and returns its options. Every
 // error is a 400.
 func replayOptions(b ReplayBody) (echostore.ReplayOptions, error) {
-	opts := echostore.ReplayOptions{To: brand.Max, Into: b.Into, Rate: b.Rate, Limit: b.Limit}
+	opts := echostore.ReplayOptions{To: xid.Max, Into: b.Into, Rate: b.Rate, Limit: b.Limit}
 	var err error
 	if b.From != "" {
-		if opts.From, err = brand.EVT.ParseAny(b.From); err != nil {
+		if opts.From, err = mq.ParseID(b.From, false); err != nil {
 			return opts, badRequest("from: %w", err)
 		}
 	}
 	if b.To != "" {
-		if opts.To, err = brand.EVT.ParseAny(b.To); err != nil {
+		if opts.To, err = mq.ParseID(b.To, true); err != nil {
 			return opts, badRequest("to: %w", err)
 		}
 	}
 	switch {
 	case b.Into == "":
 		return opts, badRequest(`into: give the Redis key of the stream to copy into ({"into":"orders-replay"})`)
-	case opts.From > opts.To:
+	case opts.To.Less(opts.From):
 		return opts, badRequest("from %s is above to %s", b.From, b.To)
 	case b.Rate < 0 || math.IsNaN(b.Rate) || math.IsInf(b.Rate, 0):
 		return opts, badRequest("rate %v: want a positive number of records per second (0: %d)", b.Rate, echostore.DefaultReplayRate)

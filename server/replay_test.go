@@ -132,7 +132,7 @@ func FuzzReplayBody(f *testing.F) {
 			}
 			return
 		}
-		if opts.Into == "" || opts.From > opts.To || opts.Rate < 0 || opts.Limit < 0 {
+		if opts.Into == "" || opts.From.Compare(opts.To) > 0 || opts.Rate < 0 || opts.Limit < 0 {
 			t.Fatalf("%q: accepted %+v", body, opts)
 		}
 	})

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/internal/testserver"
+	"github.com/echostore/echostore/xid"
 )
 
 // syncBuffer is a log sink safe for the server's goroutines.
@@ -221,7 +221,7 @@ func TestSecurityTrickledBodyCutOff(t *testing.T) {
 		}
 	}
 	n := 0
-	for _, err := range e.srv.mq.Read(t.Context(), mustRef(t, q, "s"), 0, brand.Max, 0, false) {
+	for _, err := range e.srv.mq.Read(t.Context(), mustRef(t, q, "s"), xid.Min, xid.Max, 0, false) {
 		if err != nil {
 			t.Fatal(err)
 		}

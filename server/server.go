@@ -27,6 +27,7 @@ import (
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/resp"
+	"github.com/echostore/echostore/xid"
 )
 
 // Sentinel errors of New and Run.
@@ -676,8 +677,8 @@ func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archi
 			ev.Lag = n
 		}
 		lag := 0.0
-		if info.Length > 0 && !res.State.Empty() && info.Last > res.State.W {
-			lag = info.Last.Time().Sub(res.State.W.Time()).Seconds()
+		if last, perr := xid.Parse(info.LastXID); perr == nil && info.Length > 0 && !res.State.Empty() && res.State.W.Less(last) {
+			lag = float64(int64(last.Ms)-int64(res.State.W.Ms)) / 1000
 		}
 		s.m.wLag.WithLabelValues(q, st).Set(lag)
 	}
@@ -715,11 +716,18 @@ func (s *Server) reportStalled(ref names.StreamRef, groups []archive.StalledGrou
 // by a read is small.
 func (s *Server) liveAbove(ctx context.Context, ref names.StreamRef, state archive.State) (int64, error) {
 	info, err := s.mq.Info(ctx, ref)
-	if err != nil || info.Length == 0 || state.Empty() || info.First > state.W {
+	if err != nil || info.Length == 0 || state.Empty() {
 		return info.Length, err
 	}
+	first, err := xid.Parse(info.FirstXID)
+	if err != nil {
+		return 0, fmt.Errorf("live entries of %s above W: %w", ref, err)
+	}
+	if state.W.Less(first) {
+		return info.Length, nil
+	}
 	var below int64
-	for _, rerr := range s.mq.Read(ctx, ref, info.First, state.W, 0, false) {
+	for _, rerr := range s.mq.Read(ctx, ref, first, state.W, 0, false) {
 		var ee *mq.EntryError
 		if rerr != nil && !errors.As(rerr, &ee) {
 			return 0, rerr

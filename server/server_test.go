@@ -28,6 +28,7 @@ import (
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 var servers testserver.Pool
@@ -586,7 +587,7 @@ func TestBeatAndShutdown(t *testing.T) {
 	}
 	defer live.Close()
 	seen := map[string]bool{}
-	var last brand.ID
+	var last xid.ID
 	var archived int
 	state, err := archive.Frontier(ctx, vol)
 	if err != nil {
@@ -596,11 +597,11 @@ func TestBeatAndShutdown(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.ID <= last {
-			t.Fatalf("merge-read out of order at %s", brand.EVT.Format(r.ID))
+		if !last.Less(r.ID) {
+			t.Fatalf("merge-read out of order at %s", mq.FormatID(r.ID, mq.IDBranded))
 		}
 		last = r.ID
-		seen[brand.EVT.Format(r.ID)] = true
+		seen[mq.FormatID(r.ID, mq.IDBranded)] = true
 		if state.Covers(r.ID) {
 			archived++
 		}
@@ -878,7 +879,7 @@ func TestSIGTERM(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, brand.EVT.Format(r.ID))
+		got = append(got, mq.FormatID(r.ID, mq.IDBranded))
 	}
 	if strings.Join(got, ",") != strings.Join(ids, ",") {
 		t.Fatalf("after SIGTERM the merge-read has %d records, want the %d acknowledged", len(got), len(ids))

@@ -13,9 +13,9 @@ import (
 
 	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/archive"
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // DeleteConfirm is the value of the confirm parameter that DELETE
@@ -104,15 +104,15 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) error {
 // live_only or archive_only.
 func readRange(r *http.Request) (echostore.ReadOptions, error) {
 	q := r.URL.Query()
-	rg := echostore.ReadOptions{From: 0, To: brand.Max, Limit: DefaultMaxReadLimit}
+	rg := echostore.ReadOptions{From: xid.Min, To: xid.Max, Limit: DefaultMaxReadLimit}
 	var err error
 	if v := q.Get("from"); v != "" {
-		if rg.From, err = brand.EVT.ParseAny(v); err != nil {
+		if rg.From, err = mq.ParseID(v, false); err != nil {
 			return rg, badRequest("from: %w", err)
 		}
 	}
 	if v := q.Get("to"); v != "" {
-		if rg.To, err = brand.EVT.ParseAny(v); err != nil {
+		if rg.To, err = mq.ParseID(v, true); err != nil {
 			return rg, badRequest("to: %w", err)
 		}
 	}
@@ -170,7 +170,7 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 		var ee *mq.EntryError
 		switch {
 		case errors.As(err, &ee):
-			s.log.Warn("serve: read skipped an entry that is not a branded record", "queue", ref.Queue(), "stream", ref.Stream(), "err", err)
+			s.log.Warn("serve: read skipped an entry that is not a record", "queue", ref.Queue(), "stream", ref.Stream(), "err", err)
 			continue
 		case err != nil && out == nil:
 			return err

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/echostore/echostore"
-	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
 
@@ -59,7 +59,7 @@ func TestLiveCommandsBesideTheDataDirHolder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = append(got, brand.EVT.Format(rec.ID))
+		got = append(got, mq.FormatID(rec.ID, mq.IDBranded))
 	}
 	if len(got) != 1 || got[0] != id {
 		t.Fatalf("the holder reads %v, want [%s]", got, id)

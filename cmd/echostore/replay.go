@@ -9,9 +9,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/echostore/echostore"
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/client"
+	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // replayer is what `stream replay` needs of its backend; the Node and the
@@ -61,7 +62,7 @@ terminal; the summary is one JSON line:
 {"into":…,"copied":…,"resumed_after":…,"last":…,"done":…}.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := echostore.ReplayOptions{To: brand.Max, Into: into, Rate: rate, Limit: limit, Force: force}
+			opts := echostore.ReplayOptions{To: xid.Max, Into: into, Rate: rate, Limit: limit, Force: force}
 			var err error
 			switch {
 			case into == "":
@@ -72,16 +73,16 @@ terminal; the summary is one JSON line:
 				return usageError("--limit %d: want 0 (all) or more", limit)
 			}
 			if from != "" {
-				if opts.From, err = brand.EVT.ParseAny(from); err != nil {
+				if opts.From, err = mq.ParseID(from, false); err != nil {
 					return usageError("--from: %w", err)
 				}
 			}
 			if to != "" {
-				if opts.To, err = brand.EVT.ParseAny(to); err != nil {
+				if opts.To, err = mq.ParseID(to, true); err != nil {
 					return usageError("--to: %w", err)
 				}
 			}
-			if opts.From > opts.To {
+			if opts.To.Less(opts.From) {
 				return usageError("--from %s is above --to %s", from, to)
 			}
 			ref, err := replaySource(args)

@@ -21,11 +21,11 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/server"
+	"github.com/echostore/echostore/xid"
 )
 
 // transcriptEnv names the file a script's echostore commands append their
@@ -267,7 +267,7 @@ func scriptXReadGroup(ts *testscript.TestScript, neg bool, args []string) {
 		kv := st.([]any)
 		for _, e := range kv[1].([]any) {
 			ent := e.([]any)
-			id, err := brand.ParseRedisID(ent[0].(string))
+			id, err := xid.Parse(ent[0].(string))
 			ts.Check(err)
 			flat := ent[1].([]any)
 			rec := mq.Record{ID: id}

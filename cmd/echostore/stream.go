@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/echostore/echostore"
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 	"github.com/spf13/cobra"
 )
 
@@ -219,22 +219,22 @@ ids (<ms>-<seq>).`,
 			if liveOnly && archiveOnly {
 				return usageError("--live-only and --archive-only exclude each other: give one, or neither for the merge-read")
 			}
-			lo, hi := brand.ID(0), brand.Max
+			lo, hi := xid.Min, xid.Max
 			var err error
 			if from != "" {
-				if lo, err = brand.EVT.ParseAny(from); err != nil {
+				if lo, err = mq.ParseID(from, false); err != nil {
 					return fmt.Errorf("--from: %w", err)
 				}
 			}
 			if to != "" {
-				if hi, err = brand.EVT.ParseAny(to); err != nil {
+				if hi, err = mq.ParseID(to, true); err != nil {
 					return fmt.Errorf("--to: %w", err)
 				}
 			}
 			if limit < 0 {
 				return usageError("--limit %d: want 0 (all) or more", limit)
 			}
-			if lo > hi {
+			if lo.Compare(hi) > 0 {
 				return usageError("--from %s is above --to %s: give the lower id as --from (--reverse reads newest first)", from, to)
 			}
 			ref, _, err := streamArgs(key, cmd.Flags().Changed("key"), args)

@@ -279,7 +279,7 @@ func TestReaderJSONMatchesAppendJSON(t *testing.T) {
 // appendJSON appends mq.AppendJSON's line of the record with id and fields
 // (the one place this package builds an mq.Record).
 func appendJSON(dst []byte, id uint64, fields [][2][]byte) []byte {
-	r := mq.Record{ID: brand.ID(id)}
+	r := mq.Record{ID: brand.ID(id).XID()}
 	for _, f := range fields {
 		r.Fields = append(r.Fields, mq.Field{Name: string(f[0]), Value: string(f[1])})
 	}

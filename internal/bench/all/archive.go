@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/archive"
-	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/internal/bench"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // ArchiveReport is fold and merge-read throughput against history depth,
@@ -151,7 +151,7 @@ func runArchive(ctx context.Context, e *env, dir string, cfg Config, p *bench.Pr
 			if err != nil {
 				return nil, fmt.Errorf("merge-read: %w", err)
 			}
-			x, err := countRead(live.Read(ctx, livRef, 0, brand.Max, 0, false), n)
+			x, err := countRead(live.Read(ctx, livRef, xid.Min, xid.Max, 0, false), n)
 			if err != nil {
 				return nil, fmt.Errorf("XRANGE: %w", err)
 			}

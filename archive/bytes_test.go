@@ -1,0 +1,163 @@
+package archive
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/xid"
+)
+
+// scriptXAdd adds one entry as another producer would: any id, any bytes.
+var scriptXAdd = mq.NewScript(`return {redis.call('XADD', KEYS[1], unpack(ARGV))}`)
+
+// xadd adds an entry of id text (or "*") and fields kv to e's stream, raw,
+// and returns its id.
+func (e *env) xadd(ctx context.Context, id string, kv ...string) xid.ID {
+	e.t.Helper()
+	got, err := e.live.Run(ctx, scriptXAdd, []string{mq.StreamKey(e.ref())}, append([]string{id}, kv...)).Strings()
+	if err != nil || len(got) != 1 {
+		e.t.Fatalf("XADD %s: %q, %v", id, got, err)
+	}
+	x, err := xid.Parse(got[0])
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return x
+}
+
+// readAllRecords reads seq whole, failing the test on an error.
+func readAllRecords(t *testing.T, seq func(func(mq.Record, error) bool)) []mq.Record {
+	t.Helper()
+	var out []mq.Record
+	for r, err := range seq {
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// checkMerge compares the merge-read of e's stream, both directions and over
+// a few ranges, with want.
+func (e *env) checkMerge(t *testing.T, ctx context.Context, want []mq.Record) {
+	t.Helper()
+	if got := readAllRecords(t, MergeRead(ctx, e.source(ctx), All())); !reflect.DeepEqual(got, want) {
+		t.Fatalf("merge-read:\n got %v\nwant %v", got, want)
+	}
+	rev := slices.Clone(want)
+	slices.Reverse(rev)
+	if got := readAllRecords(t, MergeRead(ctx, e.source(ctx), Range{From: xid.Min, To: xid.Max, Reverse: true, PageSize: 2})); !reflect.DeepEqual(got, rev) {
+		t.Fatalf("reverse merge-read:\n got %v\nwant %v", got, rev)
+	}
+	for i := range want {
+		for j := i; j < len(want); j += 3 {
+			r := Range{From: want[i].ID, To: want[j].ID, PageSize: 1 + i%3}
+			if got := readAllRecords(t, MergeRead(ctx, e.source(ctx), r)); !reflect.DeepEqual(got, want[i:j+1]) {
+				t.Fatalf("merge-read [%v, %v]: %d records, want %d", want[i].ID, want[j].ID, len(got), j+1-i)
+			}
+		}
+	}
+}
+
+// TestCycleForeignEntries: entries other producers write that are not
+// branded records (bytes that are not UTF-8, duplicate names, empty values,
+// an id before the brand epoch, a sequence of 2^22 or more) are folded,
+// trimmed and merge-read like any other; the watermark may be such an id.
+func TestCycleForeignEntries(t *testing.T) {
+	ctx := testCtx(t)
+	e := newEnv(t, servers.Redis(t).URL, Options{Chunk: 3})
+	e.xadd(ctx, "0-1", "pre", "2024")                   // an id before the brand epoch
+	e.xadd(ctx, "5-0", "dup", "1", "dup", "2")          // duplicate names, before the epoch
+	e.append(ctx, 2)                                    // branded records
+	e.xadd(ctx, "*", "bin", "\xff\xfe", "\x00\x80", "") // not UTF-8; an empty value
+	e.xadd(ctx, "*", "a", "1", "a", "1")                // duplicate names, a branded id
+	last := e.xadd(ctx, "*", "k", "v")
+	big := e.xadd(ctx, fmt.Sprintf("%d-%d", last.Ms, 1<<22), "seq", "2^22") // a sequence past the branded range
+	e.append(ctx, 2)
+	want := readAllRecords(t, e.live.Read(ctx, e.ref(), xid.Min, xid.Max, 0, false))
+	if len(want) != 10 || want[0].ID != (xid.ID{Ms: 0, Seq: 1}) || want[7].ID != big {
+		t.Fatalf("live stream: %v", want)
+	}
+	// Fold all but the newest two: W is the entry of sequence 2^22.
+	res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Folded != 8 || res.Trimmed != 8 || res.State.W != big || res.State.Pages != 8 {
+		t.Fatalf("cycle: %+v", res)
+	}
+	seam, ok, err := GetArchived(ctx, e.live, e.ref())
+	if err != nil || !ok || seam.W != big {
+		t.Fatalf("seam cache %+v %v %v, want W %v", seam, ok, err, big)
+	}
+	m, err := e.live.HGetAll(ctx, SeamKey(e.ref()))
+	if err != nil || m["w"] != big.String() || m["xid"] != big.String() {
+		t.Fatalf("seam hash %v %v: w and xid are both the Redis id of a W without a branded id", m, err)
+	}
+	snap, err := e.volume(ctx).Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := snap.Meta(ctx, MetaW)
+	snap.Close()
+	if err != nil || len(w) != 16 {
+		t.Fatalf("archive.w %x %v, want 16 bytes", w, err)
+	}
+	if live := readAllRecords(t, e.live.Read(ctx, e.ref(), xid.Min, xid.Max, 0, false)); !reflect.DeepEqual(live, want[8:]) {
+		t.Fatalf("live after the cycle: %v", live)
+	}
+	if arch := readAllRecords(t, Read(ctx, e.volume(ctx), xid.Min, xid.Max, false)); !reflect.DeepEqual(arch, want[:8]) {
+		t.Fatalf("archive after the cycle: %v", arch)
+	}
+	e.checkMerge(t, ctx, want)
+	// Appends land above the foreign W; the next cycle folds across it.
+	more := e.append(ctx, 3)
+	if !big.Less(more[0].XID()) {
+		t.Fatalf("append after a foreign W landed at %v, not above %v", more[0].XID(), big)
+	}
+	want = readAllRecords(t, e.live.Read(ctx, e.ref(), xid.Min, xid.Max, 0, false))
+	want = append(readAllRecords(t, Read(ctx, e.volume(ctx), xid.Min, xid.Max, false)), want...)
+	if res, err = e.a.Cycle(ctx, e.ref(), Window{Keep: 1}); err != nil || res.Folded != 4 || res.State.W != more[1].XID() {
+		t.Fatalf("second cycle: %+v %v", res, err)
+	}
+	e.checkMerge(t, ctx, want)
+	// Retention drops the oldest, foreign ones included.
+	if _, n, err := Retain(ctx, e.volume(ctx), Retention{Count: 10}, e.a.opts.Clock()); err != nil || n != 2 {
+		t.Fatalf("retain: %d %v", n, err)
+	}
+	e.checkMerge(t, ctx, want[2:])
+}
+
+// TestCycleForeignEntriesEach: each kind of foreign entry alone, as the
+// oldest entry of its stream, no longer stops the stream's cycles.
+func TestCycleForeignEntriesEach(t *testing.T) {
+	for name, add := range map[string]func(ctx context.Context, e *env){
+		"not UTF-8":    func(ctx context.Context, e *env) { e.xadd(ctx, "*", "a", "\xff") },
+		"duplicate":    func(ctx context.Context, e *env) { e.xadd(ctx, "*", "a", "1", "a", "2") },
+		"before epoch": func(ctx context.Context, e *env) { e.xadd(ctx, "0-1", "a", "1") },
+		"sequence":     func(ctx context.Context, e *env) { e.xadd(ctx, "1704067200000-4194304", "a", "1") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := testCtx(t)
+			e := newEnv(t, servers.Redis(t).URL, Options{Chunk: 4})
+			add(ctx, e)
+			e.append(ctx, 5)
+			want := readAllRecords(t, e.live.Read(ctx, e.ref(), xid.Min, xid.Max, 0, false))
+			for i := 0; i < 2; i++ {
+				res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: int64(4 - 2*i)})
+				if err != nil || res.State.W != want[len(want)-5+2*i].ID {
+					t.Fatalf("cycle %d: %+v %v", i, res, err)
+				}
+			}
+			e.checkMerge(t, ctx, want)
+			if live := readAllRecords(t, e.live.Read(ctx, e.ref(), xid.Min, xid.Max, 0, false)); len(live) != 2 {
+				t.Fatalf("live: %d records, want 2", len(live))
+			}
+		})
+	}
+}
