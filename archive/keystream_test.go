@@ -71,7 +71,13 @@ func TestKeyStreamCycle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := ids(t, MergeRead(ctx, Source{Ref: ref, Live: c, Volume: vol}, Range{To: xidpkg.Max}))
+			var got []xidpkg.ID
+			for r, err := range MergeRead(ctx, Source{Ref: ref, Live: c, Volume: vol}, Range{To: xidpkg.Max}) {
+				if err != nil {
+					t.Fatalf("%q: merge-read: %v", k, err)
+				}
+				got = append(got, r.ID)
+			}
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("%q: merge-read %v, want %v", k, got, want)
 			}

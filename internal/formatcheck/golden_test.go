@@ -206,7 +206,7 @@ while off < len(data):
         (ln,) = struct.unpack_from(">I", data, off)
         fields.append(data[off + 4:off + 4 + ln])
         off += 4 + ln
-    out.append(reader.record_json(rid, list(zip(fields[0::2], fields[1::2]))))
+    out.append(reader.record_json(reader.branded_to_xid(rid), list(zip(fields[0::2], fields[1::2]))))
 sys.stdout.buffer.write(b"".join(out))
 `
 

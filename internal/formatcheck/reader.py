@@ -20,6 +20,7 @@ the page's version byte (RECORD_PAGE_DECODERS), so a new page version is one
 more function there.
 """
 
+import base64
 import hashlib
 import os
 import re
@@ -525,7 +526,7 @@ def archive_range(vol):
     if w is None:
         raise Corrupt("archive.seq without archive.w")
     seq = u64be(seq, "archive.seq")
-    w = u64be(w, "archive.w")
+    w = archive_id(w, "archive.w")
     if not 1 <= seq <= (1 << 64) - 1 - ARCHIVE_BASE:
         raise Corrupt("archive.seq %d" % seq)
     low = vol.meta.get(b"archive.low")
@@ -535,8 +536,18 @@ def archive_range(vol):
     return low, seq, w
 
 
+def archive_id(b, what):
+    """An id of the archive metadata: 8 bytes, a branded id; 16 bytes,
+    milliseconds then sequence. Returned as the Redis id (ms, seq)."""
+    if len(b) == 8:
+        return branded_to_xid(struct.unpack(">Q", b)[0])
+    if len(b) == 16:
+        return struct.unpack(">QQ", b)
+    raise Corrupt("%s: %d bytes, want 8 or 16" % (what, len(b)))
+
+
 def decode_record_page_v1(b):
-    """Record page, version 1: (id, [(name, value), ...]) as bytes."""
+    """Record page, version 1: ((ms, seq), [(name, value), ...]) as bytes."""
     if len(b) < 29:
         raise Corrupt("record page of %d bytes" % len(b))
     body, (stored,) = b[:-4], struct.unpack(">I", b[-4:])
@@ -570,11 +581,42 @@ def decode_record_page_v1(b):
         fields.append((name, value))
     if off != len(body):
         raise Corrupt("record page: %d bytes after the last field" % (len(body) - off))
-    return rid, fields
+    return branded_to_xid(rid), fields
+
+
+def decode_record_page_v2(b):
+    """Record page, version 2: ((ms, seq), [(name, value), ...]) as bytes;
+    any bytes, names may repeat."""
+    if len(b) < 37:
+        raise Corrupt("record page of %d bytes" % len(b))
+    body, (stored,) = b[:-4], struct.unpack(">I", b[-4:])
+    if crc32c(body) != stored:
+        raise Corrupt("record page: CRC-32C mismatch")
+    ms, seq, f = struct.unpack(">QQI", body[5:25])
+    if f == 0:
+        raise Corrupt("record page with no fields")
+    off, fields = 25, []
+
+    def take():
+        nonlocal off
+        if off + 4 > len(body):
+            raise Corrupt("record page: a length runs past the CRC")
+        (n,) = struct.unpack(">I", body[off:off + 4])
+        if off + 4 + n > len(body):
+            raise Corrupt("record page: a field runs past the CRC")
+        s = body[off + 4:off + 4 + n]
+        off += 4 + n
+        return s
+
+    for _ in range(f):
+        fields.append((take(), take()))
+    if off != len(body):
+        raise Corrupt("record page: %d bytes after the last field" % (len(body) - off))
+    return (ms, seq), fields
 
 
 # A new page version is one more entry here.
-RECORD_PAGE_DECODERS = {1: decode_record_page_v1}
+RECORD_PAGE_DECODERS = {1: decode_record_page_v1, 2: decode_record_page_v2}
 
 
 def decode_record_page(b):
@@ -591,8 +633,32 @@ def decode_record_page(b):
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
+EPOCH_MS = 1704067200000  # 2024-01-01T00:00:00Z, the zero of a branded id
+
+
 def id_text(brand, v):
     return brand + "_" + "".join(CROCKFORD[(v >> (5 * (12 - i))) & 31] for i in range(13))
+
+
+def branded_to_xid(v):
+    """The Redis id (ms, seq) of a branded id's 64 bits."""
+    return EPOCH_MS + (v >> 22), v & ((1 << 22) - 1)
+
+
+def xid_to_branded(x):
+    """The 64 bits of the branded id of Redis id x, or None when it has none."""
+    ms, seq = x
+    off = ms - EPOCH_MS
+    if 0 <= off < (1 << 42) and seq < (1 << 22):
+        return off << 22 | seq
+    return None
+
+
+def record_id_text(x, redis_ids=False):
+    """A record's id as Record JSON prints it: EVT_… when it has a branded
+    id (and the stream is not a key stream), else ms-seq."""
+    v = None if redis_ids else xid_to_branded(x)
+    return "%d-%d" % x if v is None else id_text("EVT", v)
 
 
 # --- Record JSON -------------------------------------------------------------------
@@ -658,10 +724,31 @@ def json_string(b):
     return '"' + "".join(out) + '"'
 
 
-def record_json(rid, fields):
-    parts = ['{"id":"', id_text("EVT", rid), '","fields":{']
-    parts.append(",".join(json_string(k) + ":" + json_string(v) for k, v in fields))
-    parts.append("}}\n")
+def _is_utf8(b):
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def json_bytes(b):
+    """A name or value in the pair form: a JSON string if UTF-8, else
+    {"b64":"…"} (standard base64, padded)."""
+    if _is_utf8(b):
+        return json_string(b)
+    return '{"b64":"' + base64.b64encode(b).decode("ascii") + '"}'
+
+
+def record_json(rid, fields, redis_ids=False):
+    parts = ['{"id":"', record_id_text(rid, redis_ids), '","fields":']
+    names = [k for k, _ in fields]
+    plain = fields and len(set(names)) == len(names) and all(_is_utf8(k) and _is_utf8(v) for k, v in fields)
+    if plain:
+        parts.append("{" + ",".join(json_string(k) + ":" + json_string(v) for k, v in fields) + "}")
+    else:
+        parts.append("[" + ",".join("[" + json_bytes(k) + "," + json_bytes(v) + "]" for k, v in fields) + "]")
+    parts.append("}\n")
     return "".join(parts).encode("utf-8")
 
 
@@ -669,6 +756,9 @@ def record_json(rid, fields):
 
 def read_archive(remote, volume, reverse=False):
     """Yields the JSON lines of the retained records of an archive volume."""
+    # A stream at a Redis key (its volume archive-key.E or archive-keyh.H)
+    # prints its ids as Redis ids.
+    redis_ids = volume.startswith("archive-key")
     vol = Volume(remote, volume)
     vol.fold()
     low, seq, w = archive_range(vol)
@@ -682,7 +772,7 @@ def read_archive(remote, volume, reverse=False):
         if prev is not None and rid <= prev:
             raise Corrupt("archive page %d: id not above the one before it" % n)
         prev = rid
-        line = record_json(rid, fields)
+        line = record_json(rid, fields, redis_ids)
         if reverse:
             recs.append(line)
         else:
