@@ -4,7 +4,7 @@ import "iter"
 
 // Collect builds a Map from the entries of seq in one pass, without the
 // path copies of repeated Set: it partitions the entries by their 5-bit
-// slot level by level (a counting sort in place per node, O(n) per level)
+// slot level by level (a stable counting sort per node, O(n) per level)
 // and builds each node once, with slices of exactly the right size. A key
 // seen twice keeps its last value. The result has the same (canonical)
 // shape as inserting the entries one by one. sizeHint, if positive, is the
@@ -40,7 +40,7 @@ func Build[K comparable, V any](h Hasher[K], n int, at func(i int) (K, V)) Map[K
 		items[i] = item{hash: h(k), i: i}
 	}
 	a := &arena[K, V]{at: at, entries: make([]entry[K, V], 0, n)}
-	m.root, m.n = a.build(items, 0)
+	m.root, m.n = a.build(items, make([]item, n), 0)
 	return m
 }
 
@@ -92,10 +92,9 @@ type item struct {
 }
 
 // build makes the node at shift for items (at least one; all agree on the
-// hash bits below shift; in any order: the order of the input is in the
-// items' indexes) and returns it with the number
-// of distinct keys under it.
-func (a *arena[K, V]) build(items []item, shift uint) (*node[K, V], int) {
+// hash bits below shift; in input order) and returns it with the number
+// of distinct keys under it. scratch is as long as items.
+func (a *arena[K, V]) build(items, scratch []item, shift uint) (*node[K, V], int) {
 	if shift > maxShift {
 		items = dedupe(items, a.at)
 		n := a.node()
@@ -105,8 +104,8 @@ func (a *arena[K, V]) build(items []item, shift uint) (*node[K, V], int) {
 		}
 		return n, len(items)
 	}
-	sortBySlot(items, shift)
-	return a.fill(items, shift)
+	sortBySlot(items, scratch, shift)
+	return a.fill(items, scratch, shift)
 }
 
 func (a *arena[K, V]) entry(i int) entry[K, V] {
@@ -143,7 +142,7 @@ func (a *arena[K, V]) runs(items []item, shift uint, runs *[32]run) (nr, data in
 type run struct{ start, n int }
 
 // fill makes the node at shift for items, sorted by their slot at shift.
-func (a *arena[K, V]) fill(items []item, shift uint) (*node[K, V], int) {
+func (a *arena[K, V]) fill(items, scratch []item, shift uint) (*node[K, V], int) {
 	// Runs of equal slot, in slot order. A run is an inline entry if it holds
 	// one distinct key: one item, or items of one hash that dedupe to one.
 	var rs [32]run
@@ -165,7 +164,7 @@ func (a *arena[K, V]) fill(items []item, shift uint) (*node[K, V], int) {
 			total++
 		} else {
 			n.nodeMap |= bit
-			c, cn := a.build(g, shift+bitsPerLevel)
+			c, cn := a.build(g, scratch[r.start:r.start+r.n], shift+bitsPerLevel)
 			n.children = append(n.children, c)
 			total += cn
 		}
@@ -173,15 +172,9 @@ func (a *arena[K, V]) fill(items []item, shift uint) (*node[K, V], int) {
 	return n, total
 }
 
-// sortBySlot sorts items by their slot at shift, in place: insertion sort
-// (stable) for a few items, an American flag sort (a counting sort that
-// moves the items within the slice, not stable) for more. Only the
-// slots' order matters to the shape; where the input order matters, among
-// the items of one hash, dedupe restores it from the items' indexes. No
-// scratch slice: Build allocates 16 bytes an entry fewer, which at
-// recovery's sizes is the difference between one garbage collection
-// during accept.Open and two.
-func sortBySlot(items []item, shift uint) {
+// sortBySlot sorts items by their slot at shift, stably: insertion sort
+// for a few items, a counting sort through scratch for more.
+func sortBySlot(items, scratch []item, shift uint) {
 	if len(items) <= 12 {
 		for i := 1; i < len(items); i++ {
 			it := items[i]
@@ -195,30 +188,19 @@ func sortBySlot(items []item, shift uint) {
 		}
 		return
 	}
-	var next, end [32]int
+	var offs [33]int
 	for _, it := range items {
-		end[(it.hash>>shift)&31]++
+		offs[(it.hash>>shift)&31+1]++
 	}
-	sum := 0
-	for s := range end {
-		next[s] = sum
-		sum += end[s]
-		end[s] = sum
+	for s := 1; s <= 32; s++ {
+		offs[s] += offs[s-1]
 	}
-	for s := range next {
-		for next[s] < end[s] {
-			// Carry the item at the front of slot s's region to its own slot's
-			// next free place, taking the item found there, until one of slot s
-			// comes back.
-			it := items[next[s]]
-			for d := int((it.hash >> shift) & 31); d != s; d = int((it.hash >> shift) & 31) {
-				items[next[d]], it = it, items[next[d]]
-				next[d]++
-			}
-			items[next[s]] = it
-			next[s]++
-		}
+	for _, it := range items {
+		s := (it.hash >> shift) & 31
+		scratch[offs[s]] = it
+		offs[s]++
 	}
+	copy(items, scratch)
 }
 
 func sameHash(items []item) bool {
@@ -230,14 +212,8 @@ func sameHash(items []item) bool {
 	return true
 }
 
-// dedupe keeps, among items with equal keys, only the last in the input,
-// in place; the items it keeps are in input order.
+// dedupe keeps, among items with equal keys, only the last, in place.
 func dedupe[K comparable, V any](items []item, at func(int) (K, V)) []item {
-	for i := 1; i < len(items); i++ {
-		for j := i; j > 0 && items[j-1].i > items[j].i; j-- {
-			items[j-1], items[j] = items[j], items[j-1]
-		}
-	}
 	out := items[:0]
 	for a := range items {
 		later := false
