@@ -48,9 +48,13 @@ const (
 	// block body stays below blockBytes + one record, far below
 	// maxBlockBody.
 	blockBytes = 16 << 20
-	// maxPrealloc bounds the records preallocated for an open block; a
-	// larger block grows as it fills.
-	maxPrealloc = 4096
+	// maxPrealloc bounds the records preallocated for each of the two
+	// block buffers (the open block and the one being written), 1 MiB of
+	// records each; a larger block grows as it fills. Open allocates both,
+	// so that the first blocks neither grow their buffer record by record
+	// nor wait for the second buffer's allocation while the producer is
+	// held at K.
+	maxPrealloc = 16384
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

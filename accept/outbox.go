@@ -141,7 +141,7 @@ type Outbox struct {
 	tr           *champ.Transient[brand.ID, *Intent]
 	pending      []rec // the open block
 	pendingBytes int   // encoded size of the records in pending
-	spare        []rec // the buffer of the block last written, for reuse
+	spare        []rec // the buffer of the block last written, for reuse; allocated by Open for the first
 	pendingSince time.Time
 	inflight     int    // records in the block being written
 	appended     uint64 // records appended to pending, ever
@@ -210,6 +210,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Outbox, error) {
 		snaps:     st.snaps,
 		seg:       st.seg,
 		pending:   make([]rec, 0, min(opts.BlockMax, maxPrealloc)),
+		spare:     make([]rec, 0, min(opts.BlockMax, maxPrealloc)),
 	}
 	o.stats = Stats{BaseSnapshot: st.base, Replayed: st.replayed, DroppedTailBytes: st.dropped}
 	o.wg.Add(1)

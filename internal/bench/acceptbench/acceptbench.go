@@ -62,10 +62,15 @@ type BenchOptions struct {
 	Ks            []int // loss windows to measure (100, 1,000, 10,000)
 	PayloadSize   int   // bytes per payload (64)
 	RecoverySizes []int // intent counts for recovery (1,000, 10,000, 50,000)
-	Runs          int   // repetitions of each measurement; medians are reported (3)
+	Runs          int   // repetitions of the seed's algorithm and the fsync rate; medians are reported (3)
+	// RecordRuns is the repetitions of the outbox's own record rate at each
+	// K, whole and half blocks (9): a run of 20,000 records takes about
+	// 10 ms and two fsyncs at K = 10,000, so that a median of three
+	// followed one slow fsync of a disk shared with other work.
+	RecordRuns int
 	// OpenRuns is the repetitions of each recovery and replay measurement
-	// (11): one accept.Open takes milliseconds, so a median of three would follow
-	// the noise of the minute.
+	// (21): one accept.Open takes milliseconds, so a median of a few would
+	// follow the noise of the minute on a shared machine.
 	OpenRuns int
 	FsyncOps int // appends in the raw fsync loop (200)
 	// Progress, if set, is called before each measurement.
@@ -75,7 +80,8 @@ type BenchOptions struct {
 // Results are Bench's medians.
 type Results struct {
 	N            int                `json:"n"`              // intents per throughput run
-	Runs         int                `json:"runs"`           // runs per median
+	Runs         int                `json:"runs"`           // runs per median of the seed's algorithm and the fsync rate
+	RecordRuns   int                `json:"record_runs"`    // runs per median of the outbox's record rates
 	OpenRuns     int                `json:"open_runs"`      // runs per recovery and replay median
 	FsyncPerSec  float64            `json:"fsync_per_sec"`  // 4 KiB append + fsync
 	Throughput   []ThroughputResult `json:"throughput"`     // one per K
@@ -137,8 +143,11 @@ func (b BenchOptions) withDefaults() BenchOptions {
 	if b.Runs == 0 {
 		b.Runs = 3
 	}
+	if b.RecordRuns == 0 {
+		b.RecordRuns = 9
+	}
 	if b.OpenRuns == 0 {
-		b.OpenRuns = 11
+		b.OpenRuns = 21
 	}
 	if b.FsyncOps == 0 {
 		b.FsyncOps = 200
@@ -149,13 +158,19 @@ func (b BenchOptions) withDefaults() BenchOptions {
 	return b
 }
 
+// Steps is the number of times Bench calls Progress with these options.
+func (b BenchOptions) Steps() int {
+	b = b.withDefaults()
+	return 1 + len(b.Ks)*(b.RecordRuns+b.Runs) + len(b.RecoverySizes) + 1
+}
+
 // Bench measures the accept tier in dir (created if needed; it leaves
 // nothing behind): record throughput at each K beside the seed's
 // algorithm, the raw fsync rate of the disk, recovery time and replay
 // rate. It is what `echostore bench champ` runs.
 func Bench(ctx context.Context, dir string, opts BenchOptions) (Results, error) {
 	opts = opts.withDefaults()
-	res := Results{N: opts.N, Runs: opts.Runs, OpenRuns: opts.OpenRuns, SeedReplay: seedReplayPerSec}
+	res := Results{N: opts.N, Runs: opts.Runs, RecordRuns: opts.RecordRuns, OpenRuns: opts.OpenRuns, SeedReplay: seedReplayPerSec}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, fmt.Errorf("acceptbench: %w", err)
 	}
@@ -188,26 +203,31 @@ func Bench(ctx context.Context, dir string, opts BenchOptions) (Results, error) 
 	for _, k := range opts.Ks {
 		tr := ThroughputResult{K: k, SeedRecPerSec: seedRecPerSec(k)}
 		var ours, half, whole, blocks, mb []float64
-		for range opts.Runs {
-			opts.Progress(fmt.Sprintf("record %d intents, K=%d", opts.N, k))
-			r, st, err := RecordRate(ctx, fresh(), accept.Options{K: k}, opts.N, payload)
-			if err != nil {
-				return res, err
+		// The outbox's runs and the baseline's are interleaved.
+		for i := range max(opts.RecordRuns, opts.Runs) {
+			if i < opts.RecordRuns {
+				opts.Progress(fmt.Sprintf("record %d intents, K=%d", opts.N, k))
+				r, st, err := RecordRate(ctx, fresh(), accept.Options{K: k}, opts.N, payload)
+				if err != nil {
+					return res, err
+				}
+				ours = append(ours, r)
+				blocks = append(blocks, float64(st.Blocks))
+				r, _, err = RecordRate(ctx, fresh(), accept.Options{K: k, BlockMax: max(1, k/2)}, opts.N, payload)
+				if err != nil {
+					return res, err
+				}
+				half = append(half, r)
 			}
-			ours = append(ours, r)
-			blocks = append(blocks, float64(st.Blocks))
-			r, _, err = RecordRate(ctx, fresh(), accept.Options{K: k, BlockMax: max(1, k/2)}, opts.N, payload)
-			if err != nil {
-				return res, err
+			if i < opts.Runs {
+				opts.Progress(fmt.Sprintf("whole-snapshot baseline, K=%d", k))
+				r, bytes, err := WholeSnapshotRate(ctx, fresh(), k, opts.N, payload)
+				if err != nil {
+					return res, err
+				}
+				whole = append(whole, r)
+				mb = append(mb, float64(bytes)/1e6)
 			}
-			half = append(half, r)
-			opts.Progress(fmt.Sprintf("whole-snapshot baseline, K=%d", k))
-			r, bytes, err := WholeSnapshotRate(ctx, fresh(), k, opts.N, payload)
-			if err != nil {
-				return res, err
-			}
-			whole = append(whole, r)
-			mb = append(mb, float64(bytes)/1e6)
 		}
 		tr.RecPerSec, tr.HalfBlockPerSec, tr.WholeSnapPerSec = median(ours), median(half), median(whole)
 		tr.BlocksPerRun, tr.WholeSnapMBPerRun = median(blocks), median(mb)
@@ -264,13 +284,17 @@ func Bench(ctx context.Context, dir string, opts BenchOptions) (Results, error) 
 
 // RecordRate opens a fresh Outbox in dir, records n intents with ids 1..n
 // and the given payload, flushes, and returns intents per second (accept.Open and
-// Close excluded) and the Outbox's stats. dir is removed afterwards.
+// Close excluded) and the Outbox's stats. The garbage of whatever ran
+// before (the previous run, the seed's algorithm, which allocates a
+// snapshot every K records) is collected before the timed part, so that
+// the run pays for its own collections only. dir is removed afterwards.
 func RecordRate(ctx context.Context, dir string, opts accept.Options, n int, payload []byte) (float64, accept.Stats, error) {
 	defer os.RemoveAll(dir)
 	o, err := accept.Open(ctx, dir, opts)
 	if err != nil {
 		return 0, accept.Stats{}, err
 	}
+	runtime.GC()
 	start := time.Now()
 	for i := 1; i <= n; i++ {
 		if err := o.Record(ctx, accept.Intent{ID: brand.ID(i), Queue: jobsQueue(), Payload: payload}); err != nil {
@@ -294,12 +318,14 @@ func RecordRate(ctx context.Context, dir string, opts accept.Options, n int, pay
 // into an in-memory map, and every k records (and at the end) the whole
 // map is written as a snapshot file: encode, write a temporary file, fsync,
 // rename over the previous one. It returns intents per second and the
-// bytes written. dir is removed afterwards.
+// bytes written. As in RecordRate, earlier garbage is collected before
+// the timed part. dir is removed afterwards.
 func WholeSnapshotRate(ctx context.Context, dir string, k, n int, payload []byte) (float64, int64, error) {
 	defer os.RemoveAll(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, 0, err
 	}
+	runtime.GC()
 	live := map[brand.ID]accept.Intent{}
 	var written int64
 	var seq uint64
@@ -478,7 +504,7 @@ func median(xs []float64) float64 {
 // WriteText writes r as the tables docs/ACCEPT.md shows.
 func (r Results) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "raw fsync (4 KiB append + fsync): %.0f/s; N = %d intents per run; medians of %d runs (recovery and replay: %d)\n\n", r.FsyncPerSec, r.N, r.Runs, r.OpenRuns)
+	fmt.Fprintf(&b, "raw fsync (4 KiB append + fsync): %.0f/s; N = %d intents per run; medians of %d runs of the outbox, %d of the baseline (recovery and replay: %d)\n\n", r.FsyncPerSec, r.N, r.RecordRuns, r.Runs, r.OpenRuns)
 	fmt.Fprintf(&b, "| K | outbox rec/s | × seed | whole-snapshot baseline rec/s | outbox ÷ baseline | half blocks rec/s | blocks (fsyncs) per run | baseline MB written per run | seed rec/s |\n")
 	fmt.Fprintf(&b, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, t := range r.Throughput {

@@ -20,10 +20,7 @@ type AcceptReport struct {
 	Results acceptbench.Results `json:"results"`
 }
 
-func acceptSteps(o acceptbench.BenchOptions) int {
-	runs := max(o.Runs, 1)
-	return 1 + 2*len(o.Ks)*runs + len(o.RecoverySizes) + 1
-}
+func acceptSteps(o acceptbench.BenchOptions) int { return o.Steps() }
 
 func runAccept(ctx context.Context, dir string, opts acceptbench.BenchOptions, p *bench.Progress) (*AcceptReport, error) {
 	opts.Progress = p.Step

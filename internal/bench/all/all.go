@@ -75,7 +75,7 @@ func Quick() Config {
 	c := Default()
 	c.Quick = true
 	c.Graft = graftbench.Config{Pages: 100_000, Runs: 2, Duration: time.Second, Committers: 16, Gets: 50_000}
-	c.Accept.Ks, c.Accept.Runs, c.Accept.OpenRuns = []int{100, 1000, 10_000}, 1, 3
+	c.Accept.Ks, c.Accept.Runs, c.Accept.RecordRuns, c.Accept.OpenRuns = []int{100, 1000, 10_000}, 1, 3, 3
 	c.SyncWindow, c.SyncPuts = 500*time.Millisecond, 50
 	c.ArchiveDepths, c.ArchiveRuns = []int{10_000, 100_000}, 3
 	c.MemoryRounds = 30
@@ -88,7 +88,7 @@ func Quick() Config {
 func Tiny() Config {
 	c := Quick()
 	c.Graft = graftbench.Config{Pages: 2000, Runs: 1, Duration: 50 * time.Millisecond, Committers: 4, Gets: 500}
-	c.Accept = acceptbench.BenchOptions{N: 400, Ks: []int{10, 100}, PayloadSize: 100, RecoverySizes: []int{100}, Runs: 1, FsyncOps: 10}
+	c.Accept = acceptbench.BenchOptions{N: 400, Ks: []int{10, 100}, PayloadSize: 100, RecoverySizes: []int{100}, Runs: 1, RecordRuns: 1, FsyncOps: 10}
 	c.SyncCallers, c.SyncWindow, c.SyncPuts = []int{1, 4}, 50*time.Millisecond, 5
 	c.ArchiveDepths, c.ArchiveRuns = []int{500, 2000}, 1
 	c.MemoryRounds, c.MemoryWindow = 3, 100

@@ -121,8 +121,8 @@ func (r *Report) Markdown() string {
 	if a := r.Accept; a != nil {
 		res := a.Results
 		w("### accept: the outbox against the seed\n\n")
-		w("N = %s records of %d-byte payloads per run, medians of %s. Raw fsync (4 KiB append + fsync) in the same run: %s/s. ",
-			n(res.N), a.Options.PayloadSize, runs(res.Runs), bench.FormatValue(res.FsyncPerSec))
+		w("N = %s records of %d-byte payloads per run, medians of %s of the outbox (the heap collected before each) and %s of the seed's algorithm. Raw fsync (4 KiB append + fsync) in the same run: %s/s. ",
+			n(res.N), a.Options.PayloadSize, runs(res.RecordRuns), runs(res.Runs), bench.FormatValue(res.FsyncPerSec))
 		w("The seed's algorithm (the whole map written as a snapshot every K records) runs in the same process; the seed's published table stands beside both.\n\n")
 		w("| K | outbox rec/s | seed's algorithm, this run, rec/s | outbox ÷ seed's algorithm | seed's table rec/s | outbox ÷ seed's table | fsyncs per run | MB written by the seed's algorithm |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, t := range res.Throughput {
