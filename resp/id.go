@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/names"
 )
 
 // This file is the one place that converts between the Redis stream ids
@@ -14,6 +15,16 @@ import (
 
 // errBadID is the Redis error text for an id argument that does not parse.
 var errBadID = errors.New("ERR Invalid stream ID specified as stream command argument")
+
+// parseWatermark parses the watermark of ref's archive status as
+// echostore.FormatID renders it: EVT_… for a stream of a queue, the Redis
+// id for a stream at a key.
+func parseWatermark(ref names.StreamRef, w string) (brand.ID, error) {
+	if ref.IsKey() {
+		return brand.ParseRedisID(w)
+	}
+	return brand.EVT.Parse(w)
+}
 
 // streamID is a Redis stream id, ms-seq.
 type streamID struct{ ms, seq uint64 }

@@ -406,7 +406,7 @@ func (c *conn) length(ctx context.Context, ref names.StreamRef) (n int64, w bran
 	if st.Watermark == nil {
 		return st.Live, 0, retained, nil
 	}
-	if w, err = brand.EVT.Parse(*st.Watermark); err != nil {
+	if w, err = parseWatermark(ref, *st.Watermark); err != nil {
 		return 0, 0, 0, err
 	}
 	// Entries at or below W stay live only while a consumer group holds
