@@ -15,7 +15,8 @@ import (
 // this many seconds' worth of records at the replay's rate.
 const replayRequestSeconds = 5
 
-// replayBody is the body of POST /v1/streams/{q}/{s}/replay.
+// replayBody is the body of POST /v1/streams/{q}/{s}/replay and
+// POST /v1/keys/{k}/replay.
 type replayBody struct {
 	From  string  `json:"from,omitempty"`
 	To    string  `json:"to,omitempty"`
@@ -25,7 +26,8 @@ type replayBody struct {
 }
 
 // Replay copies the stream's range into the Redis stream opts.Into under
-// the original ids (POST /v1/streams/{q}/{s}/replay, with force=true for
+// the original ids (POST /v1/streams/{q}/{s}/replay, or
+// POST /v1/keys/{k}/replay when ref is a stream at a key; force=true for
 // opts.Force), as Node.Replay does. It sends the replay as a run of
 // requests of about replayRequestSeconds' worth of records each, every one
 // resuming where the one before stopped, and calls opts.Progress after
@@ -43,10 +45,10 @@ func (c *Client) Replay(ctx context.Context, ref names.StreamRef, opts echostore
 	}
 	b := replayBody{Into: opts.Into, Rate: opts.Rate}
 	if opts.From != 0 {
-		b.From = brand.EVT.Format(opts.From)
+		b.From = echostore.FormatID(ref, opts.From)
 	}
 	if opts.To != 0 && opts.To != brand.Max {
-		b.To = brand.EVT.Format(opts.To)
+		b.To = echostore.FormatID(ref, opts.To)
 	}
 	q := url.Values{}
 	if opts.Force {

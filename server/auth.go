@@ -197,7 +197,7 @@ func routeScope(r *http.Request) Scope {
 			return ScopeAdmin
 		}
 		return ScopeWrite
-	case "POST /v1/streams/{q}/{s}/replay":
+	case "POST /v1/streams/{q}/{s}/replay", "POST /v1/keys/{k}/replay":
 		// force writes into echostore's own namespace: admin.
 		if _, force := r.URL.Query()["force"]; force {
 			return ScopeAdmin
