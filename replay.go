@@ -340,30 +340,39 @@ func checkReplayTarget(ctx context.Context, live *mq.Client, ref names.StreamRef
 	return nil
 }
 
-// archivedKey reports whether the Redis key is an archived stream: today
-// the key of a stream S of queue Q (emq:{Q}:stream:S) registered as
-// archived in Q's archived set.
-//
-// Streams at any key (names' key form of StreamRef) are registered in
-// their own registry; when they land, their lookup joins this function.
+// archivedKey reports whether the Redis key is an archived stream: the
+// key of a stream S of queue Q (emq:{Q}:stream:S) registered in Q's
+// archived set, or a stream key K (names.ParseKey: any key outside emq:)
+// registered in its tag's registry of archived keys (emq:{T}:archived-keys).
 func archivedKey(ctx context.Context, live *mq.Client, key string) (bool, error) {
-	rest, ok := strings.CutPrefix(key, "emq:{")
+	ref, ok := archivedCandidate(key)
 	if !ok {
 		return false, nil
 	}
-	q, s, ok := strings.Cut(rest, "}:stream:")
-	if !ok {
-		return false, nil
-	}
-	ref, err := names.ParseStreamRef(q, s)
-	if err != nil {
-		return false, nil // not a stream key echostore makes (a seam cache, a lease …)
-	}
-	ok, err = archive.IsArchived(ctx, live, ref)
+	ok, err := archive.IsArchived(ctx, live, ref)
 	if err != nil {
 		return false, err
 	}
 	return ok, nil
+}
+
+// archivedCandidate returns the stream whose key key would be, if it can
+// be one: the key of a stream of a queue, or a stream key.
+func archivedCandidate(key string) (names.StreamRef, bool) {
+	rest, ok := strings.CutPrefix(key, "emq:{")
+	if !ok {
+		ref, err := names.ParseKeyRef(key)
+		return ref, err == nil
+	}
+	q, s, ok := strings.Cut(rest, "}:stream:")
+	if !ok {
+		return names.StreamRef{}, false
+	}
+	ref, err := names.ParseStreamRef(q, s)
+	if err != nil {
+		return names.StreamRef{}, false // not a stream key echostore makes (a seam cache, a lease …)
+	}
+	return ref, true
 }
 
 // replayAfter returns the smallest record id above last (a Redis id

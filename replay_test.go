@@ -446,3 +446,113 @@ func TestReplayOnCluster(t *testing.T) {
 		t.Fatalf("XLEN %d, %v; want 38", n, err)
 	}
 }
+
+// TestReplayKeyStream: the source of a replay may be a stream at an
+// application's own key. Its records, XADDed by the application with *
+// ids and mostly archived by a cycle, are copied into a new key under
+// their original Redis ids, fields as the application wrote them, and a
+// new consumer group reads exactly them; a second run copies nothing. The
+// target is refused, before anything is written, when it is the source
+// key itself or another archived key stream (of a replay of a key stream
+// and of a stream of a queue alike).
+func TestReplayKeyStream(t *testing.T) {
+	ctx := testCtx(t)
+	node := open(t, echostore.Config{Data: t.TempDir(), Redis: redisURL})
+	opt, err := goredis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := goredis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	const key, other, into = "rpkey-orders", "rpkey-other", "rpkey-replay"
+	rdb.Del(ctx, key, other, into)
+	var want []goredis.XMessage
+	for i := range 60 {
+		vals := map[string]any{"n": strconv.Itoa(i), "v": "a\x00b\r\n" + strings.Repeat("é", i)}
+		id, err := rdb.XAdd(ctx, &goredis.XAddArgs{Stream: key, ID: "*", Values: vals}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, goredis.XMessage{ID: id, Values: vals})
+	}
+	for _, k := range []string{other} {
+		if err := rdb.XAdd(ctx, &goredis.XAddArgs{Stream: k, ID: "*", Values: []string{"a", "1"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.XAdd(ctx, &goredis.XAddArgs{Stream: k, ID: "*", Values: []string{"a", "2"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ref, err := names.ParseKeyRef(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherRef, err := names.ParseKeyRef(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []names.StreamRef{ref, otherRef} {
+		if _, err := node.Cycle(ctx, r, echostore.CycleOptions{Window: echostore.Window{Keep: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := rdb.XLen(ctx, key).Result(); n != 1 {
+		t.Fatalf("%s holds %d live entries after the cycle, want 1", key, n)
+	}
+	from, err := xid.Parse(want[10].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := node.Replay(ctx, ref, echostore.ReplayOptions{From: from, Into: into, Rate: 1e6})
+	if err != nil || res.Copied != 50 || !res.Done || res.Last == nil || *res.Last != want[59].ID {
+		t.Fatalf("replay: %+v, %v; want 50 copied, the last %s", res, err, want[59].ID)
+	}
+	if err := rdb.XGroupCreate(ctx, into, "audit", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := rdb.XReadGroup(ctx, &goredis.XReadGroupArgs{Group: "audit", Consumer: "c1", Streams: []string{into, ">"}, Count: 100}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || len(got[0].Messages) != 50 {
+		t.Fatalf("the group read %v, want 50 entries", got)
+	}
+	for i, m := range got[0].Messages {
+		w := want[10+i]
+		if m.ID != w.ID || len(m.Values) != 2 || m.Values["n"] != w.Values["n"] || m.Values["v"] != w.Values["v"] {
+			t.Fatalf("entry %d: %s %q, want %s %q", i, m.ID, m.Values, w.ID, w.Values)
+		}
+	}
+	if res, err := node.Replay(ctx, ref, echostore.ReplayOptions{From: from, Into: into}); err != nil || res.Copied != 0 || !res.Done {
+		t.Errorf("second replay: %+v, %v; want nothing copied", res, err)
+	}
+
+	queue, err := names.ParseStreamRef("rpkey", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.Append(ctx, queue, [][]echostore.Field{{{Name: "a", Value: "1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		src  names.StreamRef
+		into string
+	}{
+		{"the source key", ref, key},
+		{"the source key, forced", ref, key},
+		{"another archived key stream", ref, other},
+		{"an archived key stream, from a queue's stream", queue, other},
+		{"an archived key stream, from a queue's stream, forced", queue, key},
+	} {
+		res, err := node.Replay(ctx, tc.src, echostore.ReplayOptions{Into: tc.into, Force: strings.HasSuffix(tc.name, "forced")})
+		if !errors.Is(err, echostore.ErrReplayTarget) || res.Copied != 0 {
+			t.Errorf("%s: %+v, %v; want ErrReplayTarget", tc.name, res, err)
+		}
+	}
+	for k, n := range map[string]int64{key: 1, other: 1} {
+		if got, _ := rdb.XLen(ctx, k).Result(); got != n {
+			t.Errorf("%s holds %d entries, want its %d live", k, got, n)
+		}
+	}
+}

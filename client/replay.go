@@ -7,7 +7,6 @@ import (
 	"net/url"
 
 	"github.com/echostore/echostore"
-	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/xid"
 )
@@ -16,7 +15,8 @@ import (
 // this many seconds' worth of records at the replay's rate.
 const replayRequestSeconds = 5
 
-// replayBody is the body of POST /v1/streams/{q}/{s}/replay.
+// replayBody is the body of POST /v1/streams/{q}/{s}/replay and
+// POST /v1/keys/{k}/replay.
 type replayBody struct {
 	From  string  `json:"from,omitempty"`
 	To    string  `json:"to,omitempty"`
@@ -26,7 +26,8 @@ type replayBody struct {
 }
 
 // Replay copies the stream's range into the Redis stream opts.Into under
-// the original ids (POST /v1/streams/{q}/{s}/replay, with force=true for
+// the original ids (POST /v1/streams/{q}/{s}/replay, or
+// POST /v1/keys/{k}/replay when ref is a stream at a key; force=true for
 // opts.Force), as Node.Replay does. It sends the replay as a run of
 // requests of about replayRequestSeconds' worth of records each, every one
 // resuming where the one before stopped, and calls opts.Progress after
@@ -44,10 +45,10 @@ func (c *Client) Replay(ctx context.Context, ref names.StreamRef, opts echostore
 	}
 	b := replayBody{Into: opts.Into, Rate: opts.Rate}
 	if !opts.From.IsZero() {
-		b.From = mq.FormatID(opts.From, mq.IDBranded)
+		b.From = echostore.FormatID(ref, opts.From)
 	}
 	if !opts.To.IsZero() && opts.To != xid.Max {
-		b.To = mq.FormatID(opts.To, mq.IDBranded)
+		b.To = echostore.FormatID(ref, opts.To)
 	}
 	q := url.Values{}
 	if opts.Force {

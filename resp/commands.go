@@ -20,7 +20,9 @@ const (
 	ScopeWrite
 	// ScopeAdmin also runs server administration (CONFIG, FLUSHALL, ACL
 	// changes, CLIENT KILL, DEBUG, SHUTDOWN, …) and any write to
-	// echostore's own keys (emq:…) but appends and consumer-group commands.
+	// echostore's own keys (emq:…) or to an archived stream key but appends
+	// and consumer-group commands (an XADD that trims, MAXLEN or MINID, is
+	// no plain append to an archived stream key: admin too).
 	ScopeAdmin
 )
 
@@ -116,6 +118,29 @@ func needs(name string, args [][]byte) Scope {
 		}
 	}
 	return sc
+}
+
+// guardsArchived reports whether a command that needs the write scope
+// (needs) writes something that becomes admin's when one of its arguments
+// is an archived stream key: every write but a plain append and the
+// consumer-group commands. An XADD with MAXLEN or MINID trims entries the
+// archive has not folded yet, as XTRIM does: it is guarded.
+func guardsArchived(name string, args [][]byte) bool {
+	if name != "xadd" {
+		return !ownKeyCommands[name]
+	}
+	// XADD key [NOMKSTREAM] [MAXLEN|MINID …] id field value …: the trim
+	// option comes before the id, so that a field named MAXLEN is no trim.
+	for i := 2; i < len(args) && i < 4; i++ {
+		switch {
+		case bytes.EqualFold(args[i], []byte("nomkstream")):
+			continue
+		case bytes.EqualFold(args[i], []byte("maxlen")), bytes.EqualFold(args[i], []byte("minid")):
+			return true
+		}
+		return false
+	}
+	return false
 }
 
 func set(names ...string) map[string]bool {

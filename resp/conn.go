@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/tidwall/redcon"
+
+	"github.com/echostore/echostore/names"
 )
 
 // conn is one client connection and its dedicated upstream connection.
@@ -276,6 +278,11 @@ func (c *conn) command(ctx context.Context, cmd redcon.Command) bool {
 		c.drain()
 		c.writeLocal(appendError(nil, "NOPERM this token ("+c.id.Name+", scope "+c.id.Scope.String()+") cannot run '"+
 			name+"': it needs the "+need.String()+" scope"))
+		return true
+	}
+	if rep := c.guardArchived(ctx, name, args); rep != nil {
+		c.drain()
+		c.writeLocal(rep)
 		return true
 	}
 	if streamRead[name] && c.s.cfg.Archive != nil && c.s.cfg.Lookup != nil {
@@ -567,6 +574,10 @@ func (c *conn) relayCommand(ctx context.Context, cmd redcon.Command) bool {
 		c.writeLocal(appendError(nil, "NOPERM this token cannot run '"+name+"': it needs the "+need.String()+" scope"))
 		return true
 	}
+	if rep := c.guardArchived(ctx, name, cmd.Args); rep != nil {
+		c.writeLocal(rep)
+		return true
+	}
 	if refused[name] {
 		c.writeLocal(appendError(nil, "ERR echostore: "+name+" is not relayed by the echostore front"))
 		return true
@@ -638,4 +649,42 @@ func (r *clientReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return r.c.Read(p)
+}
+
+// guardArchived returns the error reply of a write to an archived stream
+// key that the connection's scope cannot make (an admin's: see
+// guardsArchived), and nil when the command may run. It asks the Lookup
+// about each argument (after the command's name) of a guarded write from
+// a connection below the admin scope: one lookup each, keys outside
+// emq:… (which needs already gives admin). A lookup that fails refuses
+// the write.
+func (c *conn) guardArchived(ctx context.Context, name string, args [][]byte) []byte {
+	if c.id.Scope >= ScopeAdmin || c.s.cfg.Lookup == nil || readCommands[name] || adminCommands[name] || !guardsArchived(name, args) {
+		return nil
+	}
+	for i, a := range args[1:] {
+		if len(a) == 0 || len(a) > names.MaxKeyLen || bytes.HasPrefix(a, []byte(names.ReservedKeyPrefix)) {
+			continue
+		}
+		seen := false
+		for _, b := range args[1 : i+1] {
+			if bytes.Equal(a, b) {
+				seen = true
+				break
+			}
+		}
+		if seen {
+			continue
+		}
+		_, arch, err := c.s.cfg.Lookup.Archived(ctx, a)
+		if err != nil {
+			c.s.log.Warn("resp: archived key lookup failed", "err", err)
+			return appendError(nil, "ERR echostore: cannot tell whether the command writes an archived stream: "+err.Error())
+		}
+		if arch {
+			return appendError(nil, "NOPERM this token ("+c.id.Name+", scope "+c.id.Scope.String()+") cannot run '"+name+
+				"' on "+strconv.Quote(string(a))+": it is an archived stream (only appends and consumer-group commands need no more than write); it needs the admin scope")
+		}
+	}
+	return nil
 }

@@ -34,7 +34,8 @@
 //     Upstream.DB, every command is relayed (live data only).
 //
 // Client commands are parsed by github.com/tidwall/redcon's Reader; the
-// lookup of archived keys is the Lookup interface (QueueLookup for
-// emq:{Q}:stream:S), and archived reads go through the Archive interface
-// (*echostore.Node).
+// lookup of archived keys is the Lookup interface (StreamLookup for
+// emq:{Q}:stream:S and for stream keys registered in emq:{T}:archived-keys;
+// QueueLookup for the former alone), and archived reads go through the
+// Archive interface (*echostore.Node).
 package resp

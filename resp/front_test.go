@@ -19,6 +19,8 @@ func values(i int) []string {
 		return []string{"v", "ünïcödé ✓ 🚀"}
 	case 4:
 		return []string{"v", ""}
+	case 7:
+		return []string{"bin\xff", "\xff\xfe\x00\x80", "bin\xff", "a repeated name"}
 	case 5:
 		return []string{"a", "1", "b", "2", "c", "3", "d", strings.Repeat("x", 300)}
 	case 6:

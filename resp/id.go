@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/xid"
 )
 
@@ -14,6 +16,16 @@ import (
 
 // errBadID is the Redis error text for an id argument that does not parse.
 var errBadID = errors.New("ERR Invalid stream ID specified as stream command argument")
+
+// parseWatermark parses the watermark of ref's archive status as
+// echostore.FormatID renders it: EVT_… for a stream of a queue, the Redis
+// id for a stream at a key.
+func parseWatermark(ref names.StreamRef, w string) (xid.ID, error) {
+	if ref.IsKey() {
+		return xid.Parse(w)
+	}
+	return mq.ParseID(w, false)
+}
 
 // streamID is a Redis stream id, ms-seq.
 type streamID struct{ ms, seq uint64 }

@@ -46,3 +46,32 @@ func queueStreamKey(key []byte) (names.StreamRef, bool) {
 	}
 	return ref, true
 }
+
+// StreamLookup is the Lookup of every archived stream: the key of a stream
+// of a queue, emq:{Q}:stream:S, as QueueLookup finds it, and a stream at
+// any key K (names.ParseKey: a key outside emq:) registered in its tag's
+// registry of archived keys, emq:{T}:archived-keys (archive.IsArchived of
+// names.KeyRef(K)): one SISMEMBER for either.
+type StreamLookup struct {
+	// Live is the node's Redis (a *mq.Client).
+	Live archive.Live
+}
+
+// Archived implements Lookup.
+func (l StreamLookup) Archived(ctx context.Context, key []byte) (names.StreamRef, bool, error) {
+	if bytes.HasPrefix(key, []byte(names.ReservedKeyPrefix)) {
+		return QueueLookup(l).Archived(ctx, key)
+	}
+	if len(key) == 0 || len(key) > names.MaxKeyLen {
+		return names.StreamRef{}, false, nil
+	}
+	ref, err := names.ParseKeyRef(string(key))
+	if err != nil {
+		return names.StreamRef{}, false, nil
+	}
+	arch, err := archive.IsArchived(ctx, l.Live, ref)
+	if err != nil {
+		return names.StreamRef{}, false, err
+	}
+	return ref, arch, nil
+}

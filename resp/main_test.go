@@ -49,7 +49,7 @@ func newEnv(t *testing.T, tokens bool) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := resp.Config{Upstream: resp.Upstream{Addr: r.Addr}, Archive: node, Lookup: resp.QueueLookup{Live: node.Live()}}
+	cfg := resp.Config{Upstream: resp.Upstream{Addr: r.Addr}, Archive: node, Lookup: resp.StreamLookup{Live: node.Live()}}
 	if tokens {
 		cfg.Authenticate = func(_, pass []byte) (resp.Identity, bool) {
 			switch string(pass) {

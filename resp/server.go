@@ -28,8 +28,9 @@ type Archive interface {
 }
 
 // Lookup tells which Redis keys are archived streams. It is the one place
-// that maps a key to a stream, so that other kinds of stream (a stream at
-// any key) plug in beside the emq:{Q}:stream:S keys of today.
+// that maps a key to a stream (StreamLookup: the emq:{Q}:stream:S keys of
+// queues and streams at any key). The front also asks it about the
+// arguments of writes from tokens below admin (ScopeAdmin).
 type Lookup interface {
 	// Archived reports whether key is the key of an archived stream, and
 	// which. An error means the front cannot tell; the command fails.

@@ -406,7 +406,7 @@ func (c *conn) length(ctx context.Context, ref names.StreamRef) (n int64, w xid.
 	if st.Watermark == nil {
 		return st.Live, xid.ID{}, retained, nil
 	}
-	if w, err = mq.ParseID(*st.Watermark, false); err != nil {
+	if w, err = parseWatermark(ref, *st.Watermark); err != nil {
 		return 0, xid.ID{}, 0, err
 	}
 	// Entries at or below W stay live only while a consumer group holds

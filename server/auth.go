@@ -183,7 +183,12 @@ func (c Config) loadTokens() ([]authToken, error) {
 // routeScope is the scope a request to r.Pattern needs. A route it does
 // not list needs admin (TestScopeMatrix checks every registered route).
 func routeScope(r *http.Request) Scope {
-	switch r.Pattern {
+	pattern := r.Pattern
+	if pattern == "POST /v1/keys/{k}/replay" {
+		// The replay of a stream at a key: the scopes of a stream's.
+		pattern = "POST /v1/streams/{q}/{s}/replay"
+	}
+	switch pattern {
 	case "GET /v1/streams/{q}/{s}", "GET /v1/streams/{q}/{s}/archive", "GET /v1/keys/{k}", "GET /v1/keys/{k}/archive", "GET /v1/queues/{q}",
 		"GET /v1/queues/{q}/dead", "GET /v1/volumes", "GET /v1/volumes/{vid}", "GET /v1/events",
 		"POST /v1/session", "GET /metrics",

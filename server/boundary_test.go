@@ -46,6 +46,7 @@ var routeSamples = map[string]sample{
 	"DELETE /v1/keys/{k}":               {"/v1/keys/key%3A{q}?confirm=" + DeleteConfirm, ""},
 	"POST /v1/keys/{k}/cycle":           {"/v1/keys/key%3A{q}/cycle?keep=1", ""},
 	"GET /v1/keys/{k}/archive":          {"/v1/keys/key%3A{q}/archive", ""},
+	"POST /v1/keys/{k}/replay":          {"/v1/keys/key%3A{q}/replay?", `{"into":"{q}.key-replay"}`},
 	"GET /v1/queues/{q}":                {"/v1/queues/{q}", ""},
 	"POST /v1/queues/{q}/jobs":          {"/v1/queues/{q}/jobs", `{"payload":{"n":1}}`},
 	"POST /v1/queues/{q}/claim":         {"/v1/queues/{q}/claim?consumer=other&count=10&stalled=1ms", ""},

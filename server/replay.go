@@ -12,7 +12,8 @@ import (
 	"github.com/echostore/echostore/xid"
 )
 
-// ReplayBody is the body of POST /v1/streams/{q}/{s}/replay: the range
+// ReplayBody is the body of POST /v1/streams/{q}/{s}/replay and of
+// POST /v1/keys/{k}/replay (the source is the stream at key k): the range
 // (from, to: EVT_… or Redis ids, inclusive; "" leaves an end open), the
 // Redis key of the target stream, the rate in records per second (0:
 // echostore.DefaultReplayRate) and the most records to copy in this
@@ -94,7 +95,8 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
 	}()
 	res, err := s.node.Replay(ctx, ref, opts)
 	if res.Copied > 0 || err != nil {
-		s.log.Info("serve: replay", "queue", ref.Queue(), "stream", ref.Stream(), "copied", res.Copied, "done", res.Done, "err", err)
+		queue, stream := refLabels(ref)
+		s.log.Info("serve: replay", "queue", queue, "stream", stream, "copied", res.Copied, "done", res.Done, "err", err)
 	}
 	switch {
 	case errors.Is(err, echostore.ErrReplayTarget) || errors.Is(err, echostore.ErrReplayConflict):

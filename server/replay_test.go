@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +110,58 @@ func TestReplayRoute(t *testing.T) {
 	decode(e.must("POST", path+"?force=true", `{"into":"emq:`+q+`","limit":3}`))
 	if res.Copied != 3 {
 		t.Fatalf("forced replay: %+v", res)
+	}
+}
+
+// TestKeyReplayRoute: POST /v1/keys/{k}/replay copies the archive and
+// live tail of the stream at an application's key under its own Redis ids
+// (from and to as Redis ids); the key itself and another archived key
+// stream as the target are 409, and nothing is written.
+func TestKeyReplayRoute(t *testing.T) {
+	e := start(t, Config{})
+	q := queueName(t)
+	key, other, into := q+".orders", q+".other", q+".replay"
+	var ids []string
+	for i := range 12 {
+		id, err := testserver.Do(t.Context(), e.redisAddr(), "XADD", key, "*", "n", strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for i := range 2 {
+		if _, err := testserver.Do(t.Context(), e.redisAddr(), "XADD", other, "*", "n", strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.must("POST", "/v1/keys/"+url.PathEscape(key)+"/cycle?keep=3", "")
+	e.must("POST", "/v1/keys/"+url.PathEscape(other)+"/cycle?keep=1", "")
+	path := "/v1/keys/" + url.PathEscape(key) + "/replay"
+	var res ReplayOut
+	b := e.must("POST", path, `{"from":"`+ids[2]+`","to":"`+ids[10]+`","into":"`+into+`"}`)
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatalf("answer %s: %v", b, err)
+	}
+	if res.Copied != 9 || !res.Done || res.Last == nil || *res.Last != ids[10] {
+		t.Fatalf("replay: %s, want 9 copied, the last %s", b, ids[10])
+	}
+	got, err := testserver.Do(t.Context(), e.redisAddr(), "XRANGE", into, "-", "+")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(got, ids[2]+"\nn\n2\n") || strings.Count(got, "\nn\n") != 9 {
+		t.Fatalf("target holds:\n%s", got)
+	}
+	for _, tc := range []struct{ name, into string }{{"the source key", key}, {"an archived key stream", other}} {
+		code, b := e.do("POST", path+"?force=true", "", strings.NewReader(`{"into":"`+tc.into+`"}`))
+		if code != 409 || !strings.Contains(string(b), `"code":"`+CodeConflict+`"`) {
+			t.Errorf("%s: %d %s, want 409 %s", tc.name, code, b, CodeConflict)
+		}
+	}
+	for k, want := range map[string]string{key: "3", other: "1"} {
+		if n, _ := testserver.Do(t.Context(), e.redisAddr(), "XLEN", k); n != want {
+			t.Errorf("%s holds %s entries, want its %s live", k, n, want)
+		}
 	}
 }
 

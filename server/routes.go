@@ -60,6 +60,7 @@ func (s *Server) routes() []route {
 	api("DELETE /v1/keys/{k}", s.handleDelete)
 	api("POST /v1/keys/{k}/cycle", s.handleCycle)
 	api("GET /v1/keys/{k}/archive", s.handleStatus)
+	api("POST /v1/keys/{k}/replay", s.handleReplay)
 	api("GET /v1/queues/{q}", s.handleQueueStatus)
 	api("POST /v1/queues/{q}/jobs", s.handleEnqueue)
 	api("POST /v1/queues/{q}/claim", s.handleClaim)

@@ -29,12 +29,13 @@ var (
 func newStreamReplayCmd(g *globals) *cobra.Command {
 	var (
 		from, to, into string
+		key            string
 		rate           float64
 		limit          int
 		force          bool
 	)
 	cmd := &cobra.Command{
-		Use:   "replay QUEUE STREAM --into KEY [--from ID] [--to ID] [--rate N] [--limit N] [--force]",
+		Use:   "replay (QUEUE STREAM | --key K) --into KEY [--from ID] [--to ID] [--rate N] [--limit N] [--force]",
 		Short: "Copy a range of a stream into a Redis stream under the original ids, for a new consumer group",
 		Long: `Copy the records of the stream with ids in [--from, --to] (both inclusive, each
 a branded id EVT_… or a Redis stream id <ms>-<seq>; open ends by default) into
@@ -50,17 +51,22 @@ and written in batches of one Redis script each, at most --rate records per
 second. A replay resumes after the target's last id: run it again after an
 interruption and it copies what is missing, with no gap and no duplicate; run
 it again after it finished and it copies nothing. --limit N stops after N
-records (run it again to go on).
+records (run it again to go on). With --key K the source is the stream at the
+application's own key K (archive and live tail), and the copies keep its
+Redis ids:
+
+  echostore stream replay --key orders --from 1733052000000-0 --into orders-replay
 
 Refused before anything is written (exit status 1): a KEY that is the source
-stream itself, an archived stream, or a key holding another type than a
+stream itself (the key K of --key K, or emq:{QUEUE}:stream:STREAM), an archived
+stream (of a queue, or a key registered as archived), or a key holding another type than a
 stream; a KEY in echostore's own namespace (emq:…) unless --force; and a
 target whose last id is at or above the first id to copy when its entry at
 that id, or its newest entry in the range, is not the source's record
 (another producer's entries). A progress line shows on stderr when stdout is a
 terminal; the summary is one JSON line:
 {"into":…,"copied":…,"resumed_after":…,"last":…,"done":…}.`,
-		Args: cobra.ExactArgs(2),
+		Args: exactStream(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts := echostore.ReplayOptions{To: xid.Max, Into: into, Rate: rate, Limit: limit, Force: force}
 			var err error
@@ -85,7 +91,7 @@ terminal; the summary is one JSON line:
 			if opts.To.Less(opts.From) {
 				return usageError("--from %s is above --to %s", from, to)
 			}
-			ref, err := replaySource(args)
+			ref, err := replaySource(key, cmd.Flags().Changed("key"), args)
 			if err != nil {
 				return err
 			}
@@ -110,6 +116,7 @@ terminal; the summary is one JSON line:
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&key, "key", "", keyFlagUsage)
 	f.StringVar(&into, "into", "", "the Redis key of the stream to copy into (required)")
 	f.StringVar(&from, "from", "", "lowest id to copy, inclusive (EVT_… or <ms>-<seq>)")
 	f.StringVar(&to, "to", "", "highest id to copy, inclusive (EVT_… or <ms>-<seq>)")
@@ -119,12 +126,11 @@ terminal; the summary is one JSON line:
 	return cmd
 }
 
-// replaySource is the source stream of a replay: QUEUE STREAM.
-//
-// A stream at any Redis key (--key K in place of QUEUE STREAM) joins here
-// once names has the key form of StreamRef.
-func replaySource(args []string) (names.StreamRef, error) {
-	return streamRef(args[0], args[1])
+// replaySource is the source stream of a replay: QUEUE STREAM, or the
+// stream at key K with --key K.
+func replaySource(key string, byKey bool, args []string) (names.StreamRef, error) {
+	ref, _, err := streamArgs(key, byKey, args)
+	return ref, err
 }
 
 // replayBar is a progress line on stderr while stdout is a terminal,

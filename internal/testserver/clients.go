@@ -38,17 +38,22 @@ func pythonRedis(ctx context.Context) (string, error) {
 		return py, nil
 	}
 	apt, err := exec.LookPath("apt-get")
-	if err != nil {
+	if err != nil || os.Geteuid() != 0 {
 		return "", fmt.Errorf("redis-py: %w (install it: apt-get install -y python3-redis)", ErrMissing)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if _, err := exec.CommandContext(ctx, apt, "install", "-y", "python3-redis").CombinedOutput(); err != nil {
+	aptCmd := func(args ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, apt, args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		return cmd
+	}
+	if _, err := aptCmd("install", "-y", "python3-redis").CombinedOutput(); err != nil {
 		// The package lists may be missing or old on a new machine.
-		if out, err := exec.CommandContext(ctx, apt, "update", "-qq").CombinedOutput(); err != nil {
+		if out, err := aptCmd("update", "-qq").CombinedOutput(); err != nil {
 			return "", fmt.Errorf("apt-get update: %w\n%s", err, tailOf(out))
 		}
-		if out, err := exec.CommandContext(ctx, apt, "install", "-y", "python3-redis").CombinedOutput(); err != nil {
+		if out, err := aptCmd("install", "-y", "python3-redis").CombinedOutput(); err != nil {
 			return "", fmt.Errorf("apt-get install -y python3-redis: %w\n%s", err, tailOf(out))
 		}
 	}
