@@ -23,6 +23,7 @@ import (
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/server"
+	"github.com/echostore/echostore/xid"
 )
 
 func main() {
@@ -74,7 +75,7 @@ func exitCode(err error) int {
 		return ee.code
 	case errors.Is(err, remote.ErrBadURL), errors.Is(err, remote.ErrUnknownScheme),
 		errors.Is(err, mq.ErrBadURL), errors.Is(err, server.ErrMemRemote), errors.Is(err, echostore.ErrMemRemote),
-		errors.Is(err, names.ErrInvalid), errors.Is(err, brand.ErrMalformed),
+		errors.Is(err, names.ErrInvalid), errors.Is(err, brand.ErrMalformed), errors.Is(err, xid.ErrSyntax),
 		errors.Is(err, server.ErrConfig), errors.Is(err, server.ErrInsecure):
 		// A name or an id of the command line that does not parse.
 		return exitUsage
