@@ -69,8 +69,9 @@ type ReplayOptions struct {
 	// Limit is the most records this call copies (≤ 0: all); a replay cut
 	// short by it says Done false, and the next call goes on from there.
 	Limit int
-	// Force lets Into be a key in echostore's namespace (ReplayNamespace)
-	// that is not an archived stream nor the source.
+	// Force lets Into be a stream of a queue (emq:{Q}:stream:S, in
+	// echostore's namespace ReplayNamespace) that is neither archived nor
+	// the source; no other key of the namespace is ever a target.
 	Force bool
 	// Limiter, if set, paces the writes instead of a token bucket of Rate
 	// (Rate still sizes the batches).
@@ -334,8 +335,16 @@ func checkReplayTarget(ctx context.Context, live *mq.Client, ref names.StreamRef
 	if archived {
 		return fmt.Errorf("replay %s: %s is an archived stream (its history is echostore's to keep): %w", ref, into, ErrReplayTarget)
 	}
-	if strings.HasPrefix(into, ReplayNamespace) && !force {
-		return fmt.Errorf("replay %s: %s is in echostore's own namespace (%s…); give another key, or force it (--force; force=true over HTTP): %w", ref, into, ReplayNamespace, ErrReplayTarget)
+	if strings.HasPrefix(into, ReplayNamespace) {
+		if !force {
+			return fmt.Errorf("replay %s: %s is in echostore's own namespace (%s…); give another key, or force it (--force; force=true over HTTP): %w", ref, into, ReplayNamespace, ErrReplayTarget)
+		}
+		// Forced, the target may be a stream of a queue (emq:{Q}:stream:S)
+		// and nothing else there: a seam cache, a lease, a counter, a job
+		// stream or a lane written as a stream would break what reads it.
+		if cand, ok := archivedCandidate(into); !ok || cand.IsKey() || into != mq.StreamKey(cand) {
+			return fmt.Errorf("replay %s: %s is one of echostore's own keys, not the stream of a queue (emq:{Q}:stream:S); even forced, a replay writes only such a stream: %w", ref, into, ErrReplayTarget)
+		}
 	}
 	return nil
 }

@@ -308,6 +308,10 @@ func TestReplayRefusals(t *testing.T) {
 		{"echostore's namespace", "emq:{rprefuse}:mine", false, echostore.ErrReplayTarget},
 		{"a string", "rprefuse-string", false, echostore.ErrReplayTarget},
 		{"a string, forced", "rprefuse-string", true, echostore.ErrReplayTarget},
+		{"a lease, forced", "emq:{rprefuse}:stream:m:lease", true, echostore.ErrReplayTarget},
+		{"a seam cache, forced", "emq:{rprefuse}:stream:m:archived", true, echostore.ErrReplayTarget},
+		{"a job stream, forced", "emq:{rprefuse}:jobs", true, echostore.ErrReplayTarget},
+		{"a key of the namespace, forced", "emq:{rprefuse}:mine", true, echostore.ErrReplayTarget},
 		{"no key", "", false, echostore.ErrInvalid},
 	} {
 		res, err := f.replay(ctx, 0, 39, tc.key, func(o *echostore.ReplayOptions) { o.Force = tc.force })
@@ -324,9 +328,15 @@ func TestReplayRefusals(t *testing.T) {
 	if n, _ := f.rdb.Exists(ctx, "emq:{rprefuse}:mine").Result(); n != 0 {
 		t.Errorf("the namespace key was created")
 	}
-	// Forced, a key of the namespace that is no stream of echostore's.
-	if res, err := f.replay(ctx, 0, 4, "emq:{rprefuse}:mine", func(o *echostore.ReplayOptions) { o.Force = true }); err != nil || res.Copied != 5 {
-		t.Errorf("forced replay into the namespace: %+v, %v", res, err)
+	// Forced, a stream of a queue that is not archived: echostore's own
+	// stream, which its cycles may then archive.
+	if res, err := f.replay(ctx, 0, 4, "emq:{rprefuse}:stream:copy", func(o *echostore.ReplayOptions) { o.Force = true }); err != nil || res.Copied != 5 {
+		t.Errorf("forced replay into a stream of a queue: %+v, %v", res, err)
+	}
+	for _, k := range []string{"emq:{rprefuse}:stream:m:lease", "emq:{rprefuse}:stream:m:archived", "emq:{rprefuse}:jobs"} {
+		if n, _ := f.rdb.Exists(ctx, k).Result(); n != 0 {
+			t.Errorf("a refused forced replay created %s", k)
+		}
 	}
 
 	for _, tc := range []struct {
