@@ -269,7 +269,12 @@ func (n *Node) Status(ctx context.Context, ref names.StreamRef) (ArchiveStatus, 
 		low, kept := state.Low, state.Retained()
 		out.Low, out.Retained = &low, &kept
 	}
-	if at, groups, err := archive.StalledGroups(ctx, live, ref); err != nil {
+	if at, groups, err := archive.StalledGroups(ctx, live, ref); errors.Is(err, archive.ErrBadStalled) {
+		// The verdict is a cache the next cycle rewrites: a malformed one
+		// (written by hand) must not hide the watermark and counts.
+		n.log.Warn("archive status: the seam cache's stalled-groups verdict does not decode; the next cycle rewrites it",
+			"stream", ref.String(), "err", err)
+	} else if err != nil {
 		return ArchiveStatus{}, err
 	} else if len(groups) > 0 {
 		out.StalledGroups, out.StalledAt = groups, &at
