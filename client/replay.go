@@ -39,10 +39,10 @@ func (c *Client) Replay(ctx context.Context, ref names.StreamRef, opts echostore
 	if rate == 0 {
 		rate = echostore.DefaultReplayRate
 	}
-	chunk := echostore.MaxReplayBatch
-	if r := rate * replayRequestSeconds; r > float64(chunk) {
-		chunk = int(min(r, 1<<30))
-	}
+	// Each request is about replayRequestSeconds of records at the rate
+	// (at least one record), so that progress arrives that often however
+	// slow the rate.
+	chunk := int(max(1, min(rate*replayRequestSeconds, 1<<30)))
 	b := replayBody{Into: opts.Into, Rate: opts.Rate}
 	if !opts.From.IsZero() {
 		b.From = echostore.FormatID(ref, opts.From)

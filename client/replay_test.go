@@ -103,8 +103,8 @@ func TestClientReplayRequests(t *testing.T) {
 	}
 	defer c.Close()
 	var progress []int64
-	// Rate 1: requests of MaxReplayBatch records (the floor).
-	res, err := c.Replay(t.Context(), ref(t, "q", "s"), echostore.ReplayOptions{Into: "k", Rate: 1,
+	// Rate 100: requests of 500 records (five seconds' worth).
+	res, err := c.Replay(t.Context(), ref(t, "q", "s"), echostore.ReplayOptions{Into: "k", Rate: 100,
 		Progress: func(p echostore.ReplayProgress) { progress = append(progress, p.Copied) }})
 	if err != nil || res.Copied != total || !res.Done || res.ResumedAfter != nil || *res.Last != "1-1234" {
 		t.Fatalf("replay: %+v, %v", res, err)
@@ -121,7 +121,7 @@ func TestClientReplayRequests(t *testing.T) {
 	}
 	// Limit 700 over a target already holding them all: one request of 500
 	// copies nothing and finishes the range.
-	res, err = c.Replay(t.Context(), ref(t, "q", "s"), echostore.ReplayOptions{Into: "k", Rate: 1, Limit: 700})
+	res, err = c.Replay(t.Context(), ref(t, "q", "s"), echostore.ReplayOptions{Into: "k", Rate: 100, Limit: 700})
 	if s := sent(); err != nil || res.Copied != 0 || !res.Done || *res.ResumedAfter != "1-1234" || s != "[500]" {
 		t.Fatalf("replay of a done range: %+v, %v, requests %s", res, err, s)
 	}
@@ -129,8 +129,17 @@ func TestClientReplayRequests(t *testing.T) {
 	mu.Lock()
 	copied = 0
 	mu.Unlock()
-	res, err = c.Replay(t.Context(), ref(t, "q", "s"), echostore.ReplayOptions{Into: "k", Rate: 1, Limit: 700})
+	res, err = c.Replay(t.Context(), ref(t, "q", "s"), echostore.ReplayOptions{Into: "k", Rate: 100, Limit: 700})
 	if s := sent(); err != nil || res.Copied != 700 || res.Done || s != "[500 200]" {
 		t.Fatalf("limited replay: %+v, %v, requests %s", res, err, s)
+	}
+	// Rate 1: requests of 5 records, so that a slow replay reports its
+	// progress every five seconds or so, not once per 500 records.
+	mu.Lock()
+	copied = 0
+	mu.Unlock()
+	res, err = c.Replay(t.Context(), ref(t, "q", "s"), echostore.ReplayOptions{Into: "k", Rate: 1, Limit: 12})
+	if s := sent(); err != nil || res.Copied != 12 || s != "[5 5 2]" {
+		t.Fatalf("slow replay: %+v, %v, requests %s", res, err, s)
 	}
 }

@@ -141,19 +141,24 @@ type replayBar struct {
 	pb *progressbar.ProgressBar
 }
 
-func newReplayBar(g *globals) *replayBar { return &replayBar{g: g} }
-
-func (b *replayBar) set(p echostore.ReplayProgress) {
-	if !isTerminal(b.g.stdout) {
-		return
-	}
-	if b.pb == nil {
-		b.pb = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(b.g.stderr),
+// newReplayBar starts the line now, so that its elapsed time and rate
+// count from the start of the replay, not from its first report (through
+// serve that comes after the first request).
+func newReplayBar(g *globals) *replayBar {
+	b := &replayBar{g: g}
+	if isTerminal(g.stdout) {
+		b.pb = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(g.stderr),
 			progressbar.OptionSetDescription("replay"), progressbar.OptionShowCount(),
 			progressbar.OptionShowIts(), progressbar.OptionSetItsString("records"),
 			progressbar.OptionSetWidth(30), progressbar.OptionClearOnFinish())
 	}
-	_ = b.pb.Set64(p.Copied)
+	return b
+}
+
+func (b *replayBar) set(p echostore.ReplayProgress) {
+	if b.pb != nil {
+		_ = b.pb.Set64(p.Copied)
+	}
 }
 
 func (b *replayBar) done() {
