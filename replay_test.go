@@ -566,3 +566,62 @@ func TestReplayKeyStream(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayForeignEntries: entries another producer XADDed into the
+// source (an id before the branded range, repeated names, bytes that are
+// not UTF-8, an id past it) are records like any other: a replay copies
+// them byte for byte under their ids, archived and live alike.
+func TestReplayForeignEntries(t *testing.T) {
+	ctx := testCtx(t)
+	node := open(t, echostore.Config{Data: t.TempDir(), Redis: redisURL})
+	ref, err := names.ParseStreamRef("rpforeign", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := goredis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := goredis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	key := mq.StreamKey(ref)
+	if err := rdb.XAdd(ctx, &goredis.XAddArgs{Stream: key, ID: "1-1", Values: []string{"a", "1", "a", "2"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.Append(ctx, ref, [][]echostore.Field{{{Name: "n", Value: "1"}}, {{Name: "n", Value: "2"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.XAdd(ctx, &goredis.XAddArgs{Stream: key, ID: "9999999999999-99999999", Values: []string{"bin", "\xff\xfe\x00"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.Cycle(ctx, ref, echostore.CycleOptions{Window: echostore.Window{Keep: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := rdb.XRange(ctx, key, "-", "+").Result()
+	if err != nil || len(want) != 1 {
+		t.Fatalf("live after the cycle: %v, %v; want the one kept", want, err)
+	}
+	res, err := node.Replay(ctx, ref, echostore.ReplayOptions{Into: "rpforeign-copy", Rate: 1e6})
+	if err != nil || res.Copied != 4 || !res.Done {
+		t.Fatalf("replay: %+v, %v; want 4 copied", res, err)
+	}
+	got, err := rdb.Do(ctx, "XRANGE", "rpforeign-copy", "-", "+").Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantIDs := []string{"1-1", "", "", "9999999999999-99999999"}
+	if len(got) != 4 {
+		t.Fatalf("the copy holds %d entries, want 4", len(got))
+	}
+	for i, e := range got {
+		ent := e.([]any)
+		if wantIDs[i] != "" && ent[0] != wantIDs[i] {
+			t.Fatalf("entry %d: id %v, want %s", i, ent[0], wantIDs[i])
+		}
+	}
+	first := fmt.Sprint(got[0].([]any)[1])
+	last := got[3].([]any)[1].([]any)
+	if first != "[a 1 a 2]" || last[0] != "bin" || last[1] != "\xff\xfe\x00" {
+		t.Fatalf("fields: first %s, last %q; want the repeated names and the bytes as written", first, last)
+	}
+}
