@@ -22,6 +22,7 @@ import (
 	"github.com/echostore/echostore/internal/bench"
 	"github.com/echostore/echostore/internal/bench/acceptbench"
 	"github.com/echostore/echostore/internal/bench/graftbench"
+	"github.com/echostore/echostore/internal/bench/respbench"
 )
 
 // Config sizes and places a run. Quick and Default return the two
@@ -51,6 +52,8 @@ type Config struct {
 
 	HeadSizes []uint64 // remote log lengths for the head lookup
 
+	RESP respbench.Config // the RESP front beside Redis (its own private redis-server)
+
 	Command  string    // the command line, for the report
 	Progress io.Writer // where progress bars go; nil: none
 }
@@ -67,6 +70,7 @@ func Default() Config {
 		ArchiveDepths: []int{10_000, 100_000, 1_000_000}, ArchiveRuns: 5,
 		MemoryRounds: 100, MemoryWindow: 1000,
 		HeadSizes: []uint64{10, 1000, 100_000},
+		RESP:      respbench.Config{Records: 100_000, Runs: 9, Ops: 5000},
 	}
 }
 
@@ -80,6 +84,7 @@ func Quick() Config {
 	c.ArchiveDepths, c.ArchiveRuns = []int{10_000, 100_000}, 3
 	c.MemoryRounds = 30
 	c.HeadSizes = []uint64{10, 1000, 10_000}
+	c.RESP = respbench.Config{Records: 20_000, Runs: 3, Ops: 1000}
 	return c
 }
 
@@ -93,6 +98,7 @@ func Tiny() Config {
 	c.ArchiveDepths, c.ArchiveRuns = []int{500, 2000}, 1
 	c.MemoryRounds, c.MemoryWindow = 3, 100
 	c.HeadSizes = []uint64{3, 30}
+	c.RESP = respbench.Config{Records: 500, Live: 50, Runs: 1, Ops: 20}
 	return c
 }
 
@@ -122,13 +128,14 @@ type Report struct {
 	Archive     *ArchiveReport    `json:"archive"`
 	RedisMemory *MemoryReport     `json:"redis_memory"`
 	HeadLookup  *HeadLookupReport `json:"head_lookup"`
+	RESP        *bench.Report     `json:"resp"`
 
 	Goals []Goal   `json:"goals"` // the figures that have a goal, checked
 	Plots []string `json:"plots"` // paths relative to Out
 }
 
 // JSON keys of Report's suites, for tests and readers.
-var SuiteKeys = []string{"graft", "accept", "sync_enqueue", "archive", "redis_memory", "head_lookup"}
+var SuiteKeys = []string{"graft", "accept", "sync_enqueue", "archive", "redis_memory", "head_lookup", "resp"}
 
 // Plot files, relative to Out.
 const (
@@ -194,6 +201,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"head lookup", len(cfg.HeadSizes), func(p *bench.Progress) error {
 			rep, err := runHead(ctx, cfg.HeadSizes, p)
 			r.HeadLookup = rep
+			return err
+		}},
+		{"resp front", respbench.Steps(cfg.RESP), func(p *bench.Progress) error {
+			c := cfg.RESP
+			c.Dir, c.Command, c.Progress = scratch, cfg.Command, p
+			rep, err := respbench.Run(ctx, c)
+			r.RESP = rep
 			return err
 		}},
 	}

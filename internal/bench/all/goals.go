@@ -44,6 +44,18 @@ func (r *Report) goals() []Goal {
 			gs = append(gs, Goal{Suite: "graft", Figure: row.Name, Value: v, Unit: unit, Goal: row.Goal, Met: *row.Met})
 		}
 	}
+	if rp := r.RESP; rp != nil {
+		for _, row := range rp.Rows {
+			if row.Met == nil {
+				continue
+			}
+			v, unit := row.Value, row.Unit
+			if row.Anchor != "" {
+				v, unit = row.Ratio, "× "+row.Anchor
+			}
+			gs = append(gs, Goal{Suite: "resp", Figure: row.Name, Value: v, Unit: unit, Goal: row.Goal, Met: *row.Met})
+		}
+	}
 	if a := r.Accept; a != nil {
 		want := map[int]float64{100: 150_000, 1000: 1_000_000, 10_000: 1_500_000}
 		for _, t := range a.Results.Throughput {

@@ -118,6 +118,16 @@ func (r *Report) Markdown() string {
 		w("\n")
 	}
 
+	if g := r.RESP; g != nil {
+		w("### resp: the RESP front beside Redis\n\n")
+		w("A private redis-server on loopback; the same records XADDed to two streams, one archived through the front's node and one kept live; reads are whole replies, the front's and Redis's interleaved, medians of the runs; latencies over one connection.\n\n")
+		w("| figure | median | unit | runs | anchor (same run) | ratio | goal |\n|---|---:|---|---:|---|---:|---|\n")
+		for _, row := range g.Rows {
+			w("| %s | %s | %s | %d | %s | %s | %s |\n", row.Name, bench.FormatValue(row.Value), row.Unit, len(row.Runs), row.Anchor, row.RatioText(), row.GoalText("**✗ missed**"))
+		}
+		w("\n")
+	}
+
 	if a := r.Accept; a != nil {
 		res := a.Results
 		w("### accept: the outbox against the seed\n\n")
