@@ -29,6 +29,9 @@
 // "redis-cli -p 6380" to serve's RESP front on its private port; python3 is
 // the python3 that imports redis-py (installed by testserver.PythonRedis).
 // echostore finds Redis, its listen address and its RESP address through
-// ECHOSTORE_REDIS, ECHOSTORE_LISTEN and ECHOSTORE_RESP, and the producer
-// through REDIS_URL.
+// ECHOSTORE_REDIS, ECHOSTORE_LISTEN and ECHOSTORE_RESP, the producer
+// through REDIS_URL and the redis-py reader of the front through RESP_URL.
+//
+// The binary is built from this module; GUIDE_ECHOSTORE=/path/to/echostore
+// runs the guide with a binary built elsewhere instead (an absolute path).
 package guidetest

@@ -251,7 +251,12 @@ func TestGuide(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(bin, "echostore"), "github.com/echostore/echostore/cmd/echostore").CombinedOutput(); err != nil {
+	if prebuilt := os.Getenv("GUIDE_ECHOSTORE"); prebuilt != "" {
+		if err := os.Symlink(prebuilt, filepath.Join(bin, "echostore")); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("running the guide with GUIDE_ECHOSTORE=%s", prebuilt)
+	} else if out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(bin, "echostore"), "github.com/echostore/echostore/cmd/echostore").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	respPort := freePort(t)
@@ -278,6 +283,7 @@ exec ` + cli + ` -p "$port" "${args[@]}"
 		"ECHOSTORE_REDIS="+r.URL,
 		"ECHOSTORE_LISTEN=127.0.0.1:"+strconv.Itoa(freePort(t)),
 		"ECHOSTORE_RESP=127.0.0.1:"+strconv.Itoa(respPort),
+		"RESP_URL=redis://127.0.0.1:"+strconv.Itoa(respPort)+"/0",
 	)
 
 	help, _ := exec.CommandContext(ctx, filepath.Join(bin, "echostore"), "stream", "replay", "--help").CombinedOutput()
