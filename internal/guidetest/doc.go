@@ -13,7 +13,7 @@
 //	                            "stream replay --help" offers --key (the
 //	                            steps that need the RESP front's and
 //	                            replay's key streams); skipped, and logged,
-//	                            otherwise
+//	                            otherwise, and a failure when CI=true
 //
 // In a run block each line starting "$ " is one command, run with
 // bash -c in the guide's working directory; the lines after it, up to the

@@ -289,6 +289,11 @@ exec ` + cli + ` -p "$port" "${args[@]}"
 	help, _ := exec.CommandContext(ctx, filepath.Join(bin, "echostore"), "stream", "replay", "--help").CombinedOutput()
 	have := map[string]bool{needKeyReplay: bytes.Contains(help, []byte("--key"))}
 	if !have[needKeyReplay] {
+		if os.Getenv("CI") == "true" {
+			// main's echostore has it: under CI a binary without it is a
+			// regression, not a reason to leave steps of the guide out.
+			t.Fatalf("this echostore's stream replay has no --key: the guide's steps marked needs=%s cannot run", needKeyReplay)
+		}
 		t.Logf("this echostore's stream replay has no --key: the guide's steps marked needs=%s are not run", needKeyReplay)
 	}
 
