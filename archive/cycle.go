@@ -219,7 +219,7 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 	defer func() {
 		if err != nil {
 			a.log.Error("archive cycle failed; the stream keeps what was not trimmed",
-				"queue", ref.Queue(), "stream", ref.Stream(), "folded", res.Folded, "err", err)
+				ref.LogAttr(), "folded", res.Folded, "err", err)
 		}
 	}()
 	vname := ref.Volume().String()
@@ -246,7 +246,7 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 	res.Token = token
 	defer func() {
 		if _, rerr := releaseLease(context.WithoutCancel(ctx), live, ref, token); rerr != nil {
-			a.log.Warn("archive lease not released; it expires by itself", "queue", ref.Queue(), "stream", ref.Stream(), "err", rerr)
+			a.log.Warn("archive lease not released; it expires by itself", ref.LogAttr(), "err", rerr)
 		}
 	}()
 	seam, ok, err := GetArchived(ctx, live, ref)
@@ -386,7 +386,7 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 		return res, err
 	}
 	res.Trimmed, res.MinXID, res.CappedBy = tr.Trimmed, tr.MinXID, tr.CappedBy
-	a.log.Debug("archive cycle", "queue", ref.Queue(), "stream", ref.Stream(), "folded", res.Folded, "trimmed", res.Trimmed,
+	a.log.Debug("archive cycle", ref.LogAttr(), "folded", res.Folded, "trimmed", res.Trimmed,
 		"w", formatW(st), "lsn", st.LSN, "capped_by", tr.CappedBy, "stalled", len(res.Stalled))
 	return res, nil
 }
@@ -442,7 +442,7 @@ func (a *Archiver) retain(ctx context.Context, ref names.StreamRef, vol *graft.V
 		return next, nil
 	}
 	res.Dropped += int64(n)
-	a.log.Info("archive retention dropped records", "queue", ref.Queue(), "stream", ref.Stream(), "dropped", n, "low", next.Low, "lsn", next.LSN)
+	a.log.Info("archive retention dropped records", ref.LogAttr(), "dropped", n, "low", next.Low, "lsn", next.LSN)
 	return next, a.publish(ctx, ref, next, a.localCache(next))
 }
 
@@ -453,11 +453,11 @@ func (a *Archiver) retain(ctx context.Context, ref names.StreamRef, vol *graft.V
 func (a *Archiver) reclaim(ctx context.Context, ref names.StreamRef, vol *graft.Volume) {
 	st, err := vol.GC(ctx)
 	if err != nil {
-		a.log.Warn("archive GC failed; dropped pages stay on disk until the next cycle", "queue", ref.Queue(), "stream", ref.Stream(), "err", err)
+		a.log.Warn("archive GC failed; dropped pages stay on disk until the next cycle", ref.LogAttr(), "err", err)
 		return
 	}
 	if st.DroppedPages > 0 {
-		a.log.Info("archive GC reclaimed dropped pages", "queue", ref.Queue(), "stream", ref.Stream(), "pages", st.DroppedPages, "horizon", st.Horizon)
+		a.log.Info("archive GC reclaimed dropped pages", ref.LogAttr(), "pages", st.DroppedPages, "horizon", st.Horizon)
 	}
 }
 
@@ -548,7 +548,7 @@ func (a *Archiver) acquire(ctx context.Context, ref names.StreamRef) (int64, err
 			return 0, fmt.Errorf("archive cycle %s: lease held by token %d for %v more: %w; retry later",
 				ref, l.Token, l.TTL, ErrLeaseHeld)
 		}
-		a.log.Info("archive lease held; waiting for it to expire", "queue", ref.Queue(), "stream", ref.Stream(), "token", l.Token, "ttl", l.TTL)
+		a.log.Info("archive lease held; waiting for it to expire", ref.LogAttr(), "token", l.Token, "ttl", l.TTL)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

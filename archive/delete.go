@@ -65,7 +65,7 @@ func (a *Archiver) Delete(ctx context.Context, ref names.StreamRef) (res DeleteR
 			return // the delete removed the lease
 		}
 		if _, rerr := releaseLease(context.WithoutCancel(ctx), live, ref, token); rerr != nil {
-			a.log.Warn("archive lease not released; it expires by itself", "queue", ref.Queue(), "stream", ref.Stream(), "err", rerr)
+			a.log.Warn("archive lease not released; it expires by itself", ref.LogAttr(), "err", rerr)
 		}
 	}()
 	// Again under the lease: a cycle of the other stream may have folded
@@ -106,7 +106,7 @@ func (a *Archiver) Delete(ctx context.Context, ref names.StreamRef) (res DeleteR
 	}
 	deleted = true
 	res.LiveEntries = n
-	a.log.Info("archived stream deleted", "queue", ref.Queue(), "stream", ref.Stream(), "volume", vname,
+	a.log.Info("archived stream deleted", ref.LogAttr(), "volume", vname,
 		"volume_dropped", res.VolumeDropped, "remote_objects", res.RemoteObjects, "remote_deleted", res.RemoteDeleted, "live_entries", n)
 	return res, nil
 }

@@ -351,7 +351,7 @@ func passing(p StalledPolicy, groups []StalledGroup) []string {
 // cycle writes the verdict again.
 func (a *Archiver) keepStalled(ctx context.Context, ref names.StreamRef, w Window, groups []StalledGroup) {
 	if err := a.recordStalled(ctx, ref, w.Groups.Stalled, groups, a.opts.Clock()); err != nil {
-		a.log.Warn("archive: stalled-group verdict not recorded", "queue", ref.Queue(), "stream", ref.Stream(), "err", err)
+		a.log.Warn("archive: stalled-group verdict not recorded", ref.LogAttr(), "err", err)
 	}
 }
 
@@ -384,13 +384,13 @@ func (a *Archiver) recordStalled(ctx context.Context, ref names.StreamRef, p Sta
 			continue
 		}
 		a.log.Warn("archive: consumer group stalled: it holds back the trim of the stream",
-			"queue", ref.Queue(), "stream", ref.Stream(), "group", g.Group, "reason", g.Reason,
+			ref.LogAttr(), "group", g.Group, "reason", g.Reason,
 			"held", g.Held, "pending", g.Pending, "oldest", g.Oldest, "age", g.Age.Round(time.Second),
 			"stalled_groups", p.String(), "passed", g.Passed)
 	}
 	if len(groups) == 0 && len(before) > 0 {
 		a.log.Info("archive: no consumer group holds back the trim of the stream past its limits any more",
-			"queue", ref.Queue(), "stream", ref.Stream())
+			ref.LogAttr())
 	}
 	return nil
 }

@@ -109,7 +109,7 @@ func (a *Archiver) openVolume(ctx context.Context, ref names.StreamRef, hasSeam 
 				return nil, fmt.Errorf("archive cycle %s: pull %s from the remote (head %d) before folding: %w",
 					ref, vname, head, err)
 			}
-			a.log.Info("archive volume pulled before the cycle", "queue", ref.Queue(), "stream", ref.Stream(), "volume", vname,
+			a.log.Info("archive volume pulled before the cycle", ref.LogAttr(), "volume", vname,
 				"remote_from", from, "remote_head", head)
 		}
 	}

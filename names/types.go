@@ -2,6 +2,7 @@ package names
 
 import (
 	"fmt"
+	"log/slog"
 	"strconv"
 )
 
@@ -158,6 +159,16 @@ func (r StreamRef) String() string {
 		return "key " + quoteKey(r.k.s)
 	}
 	return r.q.s + "/" + r.s.s
+}
+
+// LogAttr is the stream as attributes of a log line: queue=Q stream=S
+// for a stream of a queue, key=K for a stream at a key (an attribute with
+// no key, which slog's handlers inline).
+func (r StreamRef) LogAttr() slog.Attr {
+	if !r.k.IsZero() {
+		return slog.Attr{Value: slog.GroupValue(slog.String("key", r.k.s))}
+	}
+	return slog.Attr{Value: slog.GroupValue(slog.String("queue", r.q.s), slog.String("stream", r.s.s))}
 }
 
 // AcceptVolumeOf returns the accept volume of queue q on node n:

@@ -1,9 +1,11 @@
 package names_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -89,4 +91,30 @@ func ExampleParseStreamRef() {
 	// Output:
 	// orders/eu archive.orders.eu
 	// true
+}
+
+// TestLogAttr: a stream of a queue logs as queue=Q stream=S, a stream at
+// a key as key=K, inline among the line's other attributes.
+func TestLogAttr(t *testing.T) {
+	qs, err := names.ParseStreamRef("shop", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := names.ParseKeyRef("app:orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ref, want := range map[names.StreamRef]string{qs: "msg=m queue=shop stream=orders err=x\n", k: "msg=m key=app:orders err=x\n"} {
+		var b bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == slog.LevelKey {
+				return slog.Attr{}
+			}
+			return a
+		}}))
+		log.Info("m", ref.LogAttr(), "err", "x")
+		if b.String() != want {
+			t.Errorf("%s logs as %q, want %q", ref, b.String(), want)
+		}
+	}
 }

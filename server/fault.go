@@ -95,7 +95,7 @@ func (s *Server) handleFault(w http.ResponseWriter, r *http.Request) error {
 			"%s is declared archived: false: nothing is folded, so there is no fold to fault", ref)}
 	}
 	s.armFault(ref)
-	s.log.Warn("serve: fault armed: the next cycle folds, then fails before its trim", "queue", ref.Queue(), "stream", ref.Stream())
+	s.log.Warn("serve: fault armed: the next cycle folds, then fails before its trim", ref.LogAttr())
 	writeJSON(w, http.StatusOK, FaultOut{Armed: true, Queue: ref.Queue().String(), Stream: ref.Stream().String()})
 	return nil
 }

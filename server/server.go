@@ -398,7 +398,7 @@ func (s *Server) touch(ref names.StreamRef) (stream, error) {
 	if err := s.admit(ref); err != nil {
 		return stream{}, err
 	}
-	s.log.Info("serve: stream in use", "queue", ref.Queue(), "stream", ref.Stream(), "archived", res.archived,
+	s.log.Info("serve: stream in use", ref.LogAttr(), "archived", res.archived,
 		"keep", res.window.Keep, "max_age", res.window.MaxAge)
 	if err := s.declare(res); err != nil {
 		s.unadmit(ref)
@@ -654,7 +654,7 @@ func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archi
 		result = "error"
 		ev.Error = err.Error()
 		s.m.foldErrors.WithLabelValues(q, st).Inc()
-		s.log.Warn("serve: archive cycle failed; nothing unfolded was trimmed", "queue", ref.Queue(), "stream", ref.Stream(), "err", err)
+		s.log.Warn("serve: archive cycle failed; nothing unfolded was trimmed", ref.LogAttr(), "err", err)
 	}
 	if t := res.AppTrimmed; t.Detected() {
 		s.m.appTrims.WithLabelValues(q, st).Inc()
@@ -840,7 +840,7 @@ func (s *Server) deleteStream(ctx context.Context, ref names.StreamRef) (echosto
 	if err != nil {
 		if declared {
 			if derr := s.declare(prev); derr != nil {
-				s.log.Error("serve: stream not declared again after a failed delete", "queue", ref.Queue(), "stream", ref.Stream(), "err", derr)
+				s.log.Error("serve: stream not declared again after a failed delete", ref.LogAttr(), "err", derr)
 			}
 		}
 		return res, err
@@ -851,7 +851,7 @@ func (s *Server) deleteStream(ctx context.Context, ref names.StreamRef) (echosto
 	for _, g := range []*prometheus.GaugeVec{s.m.live, s.m.depth, s.m.wLag, s.m.stalled} {
 		g.DeleteLabelValues(refLabels(ref))
 	}
-	s.log.Info("serve: archived stream deleted; no longer cycled", "queue", ref.Queue(), "stream", ref.Stream(), "volume", res.Volume,
+	s.log.Info("serve: archived stream deleted; no longer cycled", ref.LogAttr(), "volume", res.Volume,
 		"declared", declared)
 	return res, nil
 }

@@ -170,13 +170,13 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 		var ee *mq.EntryError
 		switch {
 		case errors.As(err, &ee):
-			s.log.Warn("serve: read skipped an entry that is not a record", "queue", ref.Queue(), "stream", ref.Stream(), "err", err)
+			s.log.Warn("serve: read skipped an entry that is not a record", ref.LogAttr(), "err", err)
 			continue
 		case err != nil && out == nil:
 			return err
 		case err != nil:
 			out.Flush()
-			s.log.Warn("serve: read failed after its first record; response aborted", "queue", ref.Queue(), "stream", ref.Stream(), "err", err)
+			s.log.Warn("serve: read failed after its first record; response aborted", ref.LogAttr(), "err", err)
 			panic(http.ErrAbortHandler)
 		}
 		start()
