@@ -106,8 +106,8 @@ func TestReplayRoute(t *testing.T) {
 	if n, _ := testserver.Do(t.Context(), e.redisAddr(), "EXISTS", "x"); n != "0" {
 		t.Errorf("a refused replay created its target")
 	}
-	// Forced, a key of the namespace.
-	decode(e.must("POST", path+"?force=true", `{"into":"emq:`+q+`","limit":3}`))
+	// Forced, a stream of a queue in echostore's namespace.
+	decode(e.must("POST", path+"?force=true", `{"into":"emq:{`+q+`}:stream:copy","limit":3}`))
 	if res.Copied != 3 {
 		t.Fatalf("forced replay: %+v", res)
 	}
