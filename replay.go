@@ -525,22 +525,13 @@ var scriptReplayAppend = mq.NewScript(luaSame + `
 local key = KEYS[1]
 local t = targettype(key)
 if t ~= 'none' and t ~= 'stream' then return {'WRONGTYPE', t} end
-local n = tonumber(ARGV[1])
-local recs = {}
-local p = 2
-for i = 1, n do
-  local nf = tonumber(ARGV[p + 1])
-  recs[i] = {ARGV[p], p + 2, nf}
-  p = p + 2 + 2 * nf
-end
-if n < 1 or p - 1 ~= #ARGV then
+local recs, bad = records(1)
+if bad == 'malformed' then
   return redis.error_reply('ERR echostore replay: malformed arguments')
+elseif bad then
+  return redis.error_reply('ERR echostore replay: ids of a batch must increase')
 end
-for i = 2, n do
-  if cmpid(recs[i - 1][1], recs[i][1]) >= 0 then
-    return redis.error_reply('ERR echostore replay: ids of a batch must increase')
-  end
-end
+local n = #recs
 local last = lastid(key)
 local from = 1
 while from <= n and cmpid(recs[from][1], last) <= 0 do

@@ -53,6 +53,27 @@ local function lastid(key)
   if redis.call('EXISTS', key) == 0 then return '0-0' end
   return field(redis.call('XINFO', 'STREAM', key), 'last-generated-id')
 end
+
+-- records(at) reads the batch of records a script is given from ARGV[at]
+-- on: their count n, then per record its id, its field count nf and nf
+-- name/value pairs. It returns {id, index of the first name, nf} per record
+-- and nil, or nil and what is wrong ('malformed': the arguments are not
+-- exactly such a batch of one or more; 'order': ids do not increase).
+local function records(at)
+  local n = tonumber(ARGV[at])
+  local recs = {}
+  local p = at + 1
+  for i = 1, n do
+    local nf = tonumber(ARGV[p + 1])
+    recs[i] = {ARGV[p], p + 2, nf}
+    p = p + 2 + 2 * nf
+  end
+  if n < 1 or p - 1 ~= #ARGV then return nil, 'malformed' end
+  for i = 2, n do
+    if cmpid(recs[i - 1][1], recs[i][1]) >= 0 then return nil, 'order' end
+  end
+  return recs, nil
+end
 `
 
 // scriptAppend appends one chunk of records atomically, each with its given
@@ -75,22 +96,13 @@ end
 // the outcome stays unknown. Ids within a chunk must increase.
 const scriptAppend = "#!lua\n" + luaLib + `
 local key = KEYS[1]
-local n = tonumber(ARGV[2])
-local recs = {}
-local p = 3
-for i = 1, n do
-  local nf = tonumber(ARGV[p + 1])
-  recs[i] = {ARGV[p], p + 2, nf}
-  p = p + 2 + 2 * nf
-end
-if n < 1 or p - 1 ~= #ARGV then
+local recs, bad = records(2)
+if bad == 'malformed' then
   return redis.error_reply('ERR emq append: malformed arguments')
+elseif bad then
+  return redis.error_reply('ERR emq append: ids of a chunk must increase')
 end
-for i = 2, n do
-  if cmpid(recs[i - 1][1], recs[i][1]) >= 0 then
-    return redis.error_reply('ERR emq append: ids of a chunk must increase')
-  end
-end
+local n = #recs
 local retry = ARGV[1] == '1'
 if retry then
   -- A chunk is appended whole or not at all, under ids no one else mints,
