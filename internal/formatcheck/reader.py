@@ -546,17 +546,10 @@ def archive_id(b, what):
     raise Corrupt("%s: %d bytes, want 8 or 16" % (what, len(b)))
 
 
-def decode_record_page_v1(b):
-    """Record page, version 1: ((ms, seq), [(name, value), ...]) as bytes."""
-    if len(b) < 29:
-        raise Corrupt("record page of %d bytes" % len(b))
-    body, (stored,) = b[:-4], struct.unpack(">I", b[-4:])
-    if crc32c(body) != stored:
-        raise Corrupt("record page: CRC-32C mismatch")
-    rid, f = struct.unpack(">QI", body[5:17])
-    if f == 0:
-        raise Corrupt("record page with no fields")
-    off, fields, names = 17, [], set()
+def page_fields(body, off, f):
+    """The f (name, value) pairs of a record page's body from offset off:
+    each a 4-byte length and its bytes, filling the body exactly."""
+    fields = []
 
     def take():
         nonlocal off
@@ -567,20 +560,36 @@ def decode_record_page_v1(b):
             raise Corrupt("record page: a field runs past the CRC")
         s = body[off + 4:off + 4 + n]
         off += 4 + n
-        try:
-            s.decode("utf-8")
-        except UnicodeDecodeError:
-            raise Corrupt("record page: a name or value is not UTF-8")
         return s
 
     for _ in range(f):
-        name, value = take(), take()
+        name = take()
+        fields.append((name, take()))
+    if off != len(body):
+        raise Corrupt("record page: %d bytes after the last field" % (len(body) - off))
+    return fields
+
+
+def decode_record_page_v1(b):
+    """Record page, version 1: ((ms, seq), [(name, value), ...]) as bytes."""
+    if len(b) < 29:
+        raise Corrupt("record page of %d bytes" % len(b))
+    body, (stored,) = b[:-4], struct.unpack(">I", b[-4:])
+    if crc32c(body) != stored:
+        raise Corrupt("record page: CRC-32C mismatch")
+    rid, f = struct.unpack(">QI", body[5:17])
+    if f == 0:
+        raise Corrupt("record page with no fields")
+    fields, names = page_fields(body, 17, f), set()
+    for name, value in fields:
+        for b in (name, value):
+            try:
+                b.decode("utf-8")
+            except UnicodeDecodeError:
+                raise Corrupt("record page: a name or value is not UTF-8")
         if name in names:
             raise Corrupt("record page: duplicate field %r" % name)
         names.add(name)
-        fields.append((name, value))
-    if off != len(body):
-        raise Corrupt("record page: %d bytes after the last field" % (len(body) - off))
     return branded_to_xid(rid), fields
 
 
@@ -595,24 +604,7 @@ def decode_record_page_v2(b):
     ms, seq, f = struct.unpack(">QQI", body[5:25])
     if f == 0:
         raise Corrupt("record page with no fields")
-    off, fields = 25, []
-
-    def take():
-        nonlocal off
-        if off + 4 > len(body):
-            raise Corrupt("record page: a length runs past the CRC")
-        (n,) = struct.unpack(">I", body[off:off + 4])
-        if off + 4 + n > len(body):
-            raise Corrupt("record page: a field runs past the CRC")
-        s = body[off + 4:off + 4 + n]
-        off += 4 + n
-        return s
-
-    for _ in range(f):
-        fields.append((take(), take()))
-    if off != len(body):
-        raise Corrupt("record page: %d bytes after the last field" % (len(body) - off))
-    return (ms, seq), fields
+    return (ms, seq), page_fields(body, 25, f)
 
 
 # A new page version is one more entry here.
