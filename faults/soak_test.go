@@ -316,6 +316,9 @@ func follow(ctx context.Context, dir, remoteURL, q string, streams []string, fig
 				v, err = gs.CreateVolume(ctx, volName(name))
 			}
 			if err != nil {
+				if ctx.Err() != nil {
+					return nil // the load ended while the volume was opened
+				}
 				return err
 			}
 			_, err = v.Pull(ctx, nil)
@@ -330,6 +333,9 @@ func follow(ctx context.Context, dir, remoteURL, q string, streams []string, fig
 			}
 			st, err := archive.Frontier(ctx, v)
 			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
 				return fmt.Errorf("follower %s: %w", name, err)
 			}
 			if st.W.Less(lastW[name]) {
