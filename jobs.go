@@ -70,12 +70,14 @@ func (n *Node) Claim(ctx context.Context, q names.Queue, opts ClaimOptions) (Cla
 		return ClaimResult{}, fmt.Errorf("consumer: %w", err)
 	}
 	jobs := []Job{}
+	var dead int64
 	if opts.Stalled > 0 {
 		rec, err := live.Recover(ctx, q, opts.Consumer, opts.Stalled, opts.Count)
 		if err != nil {
 			return ClaimResult{}, err
 		}
 		jobs = append(jobs, rec.Claimed...)
+		dead = rec.Dead
 	}
 	if len(jobs) < opts.Count {
 		more, err := live.Claim(ctx, q, opts.Consumer, opts.Count-len(jobs))
@@ -84,7 +86,7 @@ func (n *Node) Claim(ctx context.Context, q names.Queue, opts ClaimOptions) (Cla
 		}
 		jobs = append(jobs, more...)
 	}
-	return ClaimResult{Jobs: jobs}, nil
+	return ClaimResult{Jobs: jobs, Dead: dead}, nil
 }
 
 // Ack acknowledges the job stream entries of queue q (Job.EntryID) and

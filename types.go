@@ -209,6 +209,9 @@ type ClaimOptions struct {
 // list).
 type ClaimResult struct {
 	Jobs []Job `json:"jobs"`
+	// Dead is how many stalled jobs the claim's recovery (ClaimOptions.Stalled)
+	// found with their attempts used up and moved to the dead letters.
+	Dead int64 `json:"dead,omitempty"`
 }
 
 // AckResult is the answer of an ack: how many entries were acknowledged.

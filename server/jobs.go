@@ -57,6 +57,7 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.m.jobs.claimedJobs(q, res)
 	writeJSON(w, http.StatusOK, res)
 	return nil
 }
@@ -106,10 +107,12 @@ func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("run_at %q: want an RFC 3339 time after 1970, such as 2030-01-02T03:04:05Z", b.RunAt)
 		}
 	}
+	start := time.Now()
 	rc, err := s.node.Enqueue(r.Context(), q, b.Payload, echostore.EnqueueOptions{Mode: mode, ID: id, RunAt: runAt})
 	if err != nil {
 		return err
 	}
+	s.m.jobs.enqueuedOne(q, mode.String(), time.Since(start))
 	writeJSON(w, http.StatusOK, rc)
 	return nil
 }
@@ -137,6 +140,7 @@ func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.m.jobs.ackedJobs(q, b.Entries, res.Acked, time.Now())
 	writeJSON(w, http.StatusOK, res)
 	return nil
 }
@@ -177,6 +181,7 @@ func (s *Server) handleRedrive(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.m.jobs.redrivenJobs(q, res.Redriven)
 	writeJSON(w, http.StatusOK, res)
 	return nil
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/echostore/echostore/accept"
+	"github.com/echostore/echostore/names"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -11,6 +12,7 @@ type metrics struct {
 	reg *prometheus.Registry
 
 	cycles     *prometheus.CounterVec
+	appended   *prometheus.CounterVec
 	folded     *prometheus.CounterVec
 	trimmed    *prometheus.CounterVec
 	foldErrors *prometheus.CounterVec
@@ -24,16 +26,22 @@ type metrics struct {
 	stalledN   *prometheus.CounterVec
 	http       *prometheus.HistogramVec
 	checkpoint prometheus.Histogram
+	jobs       *jobMetrics
 }
 
 func newMetrics() *metrics {
 	qs := []string{"queue", "stream"}
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		reg:  prometheus.NewRegistry(),
+		jobs: newJobMetrics(),
 		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "echostore_cycles_total",
 			Help: "Cycles run per stream, by kind (archive: fold then trim; retention: trim only) and result (ok, error).",
 		}, append(qs, "kind", "result")),
+		appended: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "echostore_appended_records_total",
+			Help: "Records appended to the stream through serve (HTTP and its unix socket; producers writing to Redis directly are not counted).",
+		}, qs),
 		folded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "echostore_folded_records_total",
 			Help: "Records folded into the stream's archive volume.",
@@ -89,10 +97,33 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
 	}
-	m.reg.MustRegister(m.checkpoint, m.cycles, m.folded, m.trimmed, m.foldErrors, m.appTrims, m.live, m.depth, m.wLag,
+	m.reg.MustRegister(m.checkpoint, m.cycles, m.appended, m.folded, m.trimmed, m.foldErrors, m.appTrims, m.live, m.depth, m.wLag,
 		m.localLSN, m.remoteLSN, m.stalled, m.stalledN, m.http,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.jobs.collectors()...)
 	return m
+}
+
+// declared makes the per-stream counters of ref exist at zero, so that
+// rate() and increase() (and alerts on them) see its first cycle and its
+// first fold error.
+func (m *metrics) declared(ref names.StreamRef, archived bool) {
+	q, st := refLabels(ref)
+	m.appended.WithLabelValues(q, st)
+	if !archived {
+		m.cycles.WithLabelValues(q, st, "retention", "ok")
+		m.cycles.WithLabelValues(q, st, "retention", "error")
+		m.trimmed.WithLabelValues(q, st, "retention")
+		return
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.cycles.WithLabelValues(q, st, "archive", r)
+	}
+	m.folded.WithLabelValues(q, st)
+	m.trimmed.WithLabelValues(q, st, "archive")
+	m.foldErrors.WithLabelValues(q, st)
+	m.appTrims.WithLabelValues(q, st)
+	m.stalled.WithLabelValues(q, st)
 }
 
 // watchOutbox adds the accept tier's gauges, read from the outbox at each

@@ -209,6 +209,7 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 	}
 	s.ret = s.mq.NewRetention(nil)
 	s.m.watchOutbox(s.out, node.OutboxK())
+	s.m.reg.MustRegister(newQueueCollector(s.m.jobs, node.QueueStatus))
 	for _, st := range cfg.declaredStreams() { // checked by withDefaults
 		if err := s.declare(st); err != nil {
 			return nil, err
@@ -349,6 +350,7 @@ func (s *Server) declare(st stream) error {
 	if err != nil {
 		return fmt.Errorf("serve: declare %s: %w", st.ref, err)
 	}
+	s.m.declared(st.ref, st.archived)
 	k := st.ref
 	s.mu.Lock()
 	s.streams[k] = st

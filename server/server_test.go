@@ -317,6 +317,7 @@ func TestAppendReadCycle(t *testing.T) {
 	}
 	metrics := string(e.must("GET", "/metrics", ""))
 	for _, want := range []string{
+		`echostore_appended_records_total{queue="` + q + `",stream="events"} 21`,
 		`echostore_folded_records_total{queue="` + q + `",stream="events"} 16`,
 		`echostore_archive_depth_records{queue="` + q + `",stream="events"} 16`,
 		`echostore_stream_live_length{queue="` + q + `",stream="events"} 5`,

@@ -96,6 +96,8 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	q, st := refLabels(ref)
+	s.m.appended.WithLabelValues(q, st).Add(float64(len(recs)))
 	writeJSON(w, http.StatusOK, res)
 	return nil
 }
