@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,5 +142,58 @@ func putJob(t *testing.T, e *env, q string) {
 	defer c.Close()
 	if _, err := c.Enqueue(t.Context(), mustQueue(t, q), mq.Job{Fields: []mq.Field{{Name: "task", Value: "x"}}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestQueueRoutes: the console's queue routes list the queues with their
+// state and the outbox against K, list jobs by state, and delete dead
+// letters only when confirmed.
+func TestQueueRoutes(t *testing.T) {
+	e := start(t, Config{})
+	q := queueName(t)
+	putJob(t, e, q)
+	putJob(t, e, q)
+	var claimed struct{ Jobs []struct{ Entry string } }
+	if err := json.Unmarshal(e.must("POST", "/v1/queues/"+q+"/claim?consumer=w1", ""), &claimed); err != nil || len(claimed.Jobs) != 1 {
+		t.Fatalf("claim: %+v, %v", claimed, err)
+	}
+	var list QueueList
+	if err := json.Unmarshal(e.must("GET", "/v1/queues", ""), &list); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, st := range list.Queues {
+		if st.Queue == q {
+			found = st.Pending == 1 && st.Lag == 1
+		}
+	}
+	if !found || list.Accept.K != 1000 {
+		t.Fatalf("queues: %+v", list)
+	}
+	var pending struct {
+		Jobs []struct {
+			State, Entry, Consumer string
+			IdleMs                 *int64 `json:"idle_ms"`
+		}
+	}
+	if err := json.Unmarshal(e.must("GET", "/v1/queues/"+q+"/jobs?state=pending", ""), &pending); err != nil {
+		t.Fatal(err)
+	}
+	if len(pending.Jobs) != 1 || pending.Jobs[0].Entry != claimed.Jobs[0].Entry || pending.Jobs[0].Consumer != "w1" || pending.Jobs[0].IdleMs == nil {
+		t.Fatalf("pending jobs: %+v", pending)
+	}
+	if b := e.must("GET", "/v1/queues/"+q+"/jobs?state=ready&limit=5", ""); !json.Valid(b) || !regexp.MustCompile(`"state":"ready"`).Match(b) {
+		t.Fatalf("ready jobs: %s", b)
+	}
+	for _, bad := range []string{"?state=running", "", "?state=ready&limit=0", "?state=ready&limit=1001"} {
+		code, b := e.do("GET", "/v1/queues/"+q+"/jobs"+bad, "", nil)
+		e.wantError(code, b, 400, CodeBadRequest)
+	}
+	code, b := e.do("DELETE", "/v1/queues/"+q+"/dead", "", strings.NewReader(`{"entries":["0-1"]}`))
+	e.wantError(code, b, 400, CodeBadRequest)
+	code, b = e.do("DELETE", "/v1/queues/"+q+"/dead?confirm="+DeleteDeadConfirm, "", strings.NewReader(`{"entries":["nope"]}`))
+	e.wantError(code, b, 400, CodeBadRequest)
+	if b := e.must("DELETE", "/v1/queues/"+q+"/dead?confirm="+DeleteDeadConfirm, `{"entries":["0-1"]}`); string(b) != `{"deleted":0}`+"\n" {
+		t.Fatalf("delete of no dead letter: %s", b)
 	}
 }

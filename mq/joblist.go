@@ -1,0 +1,331 @@
+package mq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/names"
+)
+
+// JobState is where a job of a queue is: what a listing of the queue's
+// jobs selects. The zero value is no state.
+type JobState int
+
+// The states of a job.
+const (
+	// Ready: in the job stream, not yet delivered to any consumer.
+	Ready JobState = iota + 1
+	// Pending: delivered to a consumer and not yet acknowledged.
+	Pending
+	// Delayed: waiting in the delayed set for its time (RunAt, or a retry's
+	// backoff).
+	Delayed
+	// DeadState: a dead letter (it used up its attempts).
+	DeadState
+)
+
+// ErrJobState: a job state that is not one of ready, pending, delayed and
+// dead.
+var (
+	ErrJobState = errors.New("mq: unknown job state (want ready, pending, delayed or dead)")
+	// ErrListLimit: a listing of jobs of more than 1000 or fewer than 1.
+	ErrListLimit = errors.New("mq: list limit out of range (want 1 to 1000)")
+)
+
+// String returns the state's name: ready, pending, delayed or dead.
+func (s JobState) String() string {
+	switch s {
+	case Ready:
+		return "ready"
+	case Pending:
+		return "pending"
+	case Delayed:
+		return "delayed"
+	case DeadState:
+		return "dead"
+	}
+	return "JobState(" + strconv.Itoa(int(s)) + ")"
+}
+
+// ParseJobState parses a state's name.
+func ParseJobState(s string) (JobState, error) {
+	for _, st := range []JobState{Ready, Pending, Delayed, DeadState} {
+		if s == st.String() {
+			return st, nil
+		}
+	}
+	return 0, fmt.Errorf("job state %q: %w", clip(s), ErrJobState)
+}
+
+// ListedJob is one job of a listing of a queue's jobs in one state.
+type ListedJob struct {
+	// State is the state the listing selected.
+	State JobState
+	// EntryID is the job's entry: in the job stream (ready, pending) or in
+	// the dead letters (dead); "" for a delayed job, which has none yet.
+	EntryID string
+	// ID is the job's id.
+	ID brand.ID
+	// Attempt is the delivery the job is on (pending), will get next
+	// (ready, delayed), or the attempts it made (dead).
+	Attempt int
+	// Consumer holds a pending job; Idle is how long since its delivery.
+	Consumer string
+	Idle     time.Duration
+	// Due is when a delayed job becomes ready.
+	Due time.Time
+	// Error is why a dead letter's last attempt failed.
+	Error string
+	// Fields are the job's fields.
+	Fields []Field
+}
+
+// MarshalJSON renders the job as
+// {"state":…,"entry":…,"id":"JOB_…","attempt":n,"consumer":…,"idle_ms":n,"due":…,"error":…,"fields":{…}},
+// with entry, consumer, idle_ms, due and error only where its state has
+// them.
+func (j ListedJob) MarshalJSON() ([]byte, error) {
+	b := append(make([]byte, 0, 96+2*size(j.Fields)), `{"state":"`...)
+	b = append(b, j.State.String()...)
+	b = append(b, '"')
+	if j.EntryID != "" {
+		b = append(b, `,"entry":`...)
+		b = appendString(b, j.EntryID)
+	}
+	b = append(b, `,"id":"`...)
+	b = brand.JOB.AppendFormat(b, j.ID)
+	b = append(b, `","attempt":`...)
+	b = strconv.AppendInt(b, int64(j.Attempt), 10)
+	if j.State == Pending {
+		b = append(b, `,"consumer":`...)
+		b = appendString(b, j.Consumer)
+		b = append(b, `,"idle_ms":`...)
+		b = strconv.AppendInt(b, j.Idle.Milliseconds(), 10)
+	}
+	if j.State == Delayed {
+		b = append(b, `,"due":"`...)
+		b = j.Due.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
+	if j.State == DeadState {
+		b = append(b, `,"error":`...)
+		b = appendString(b, j.Error)
+	}
+	b = append(b, `,"fields":`...)
+	b = AppendFieldsJSON(b, j.Fields)
+	return append(b, '}'), nil
+}
+
+// Jobs lists up to n (1 to 1000) jobs of q in state st, oldest first:
+// ready jobs after the group's last delivered entry, pending ones with
+// their consumer and idle time, delayed ones by due time, dead letters.
+// It reads and changes nothing else. Entries that are not jobs are
+// skipped and reported in the error (wrapping ErrInvalidRecord) beside
+// the jobs read.
+func (c *Client) Jobs(ctx context.Context, q names.Queue, st JobState, n int) ([]ListedJob, error) {
+	if err := checkQueue(q); err != nil {
+		return nil, err
+	}
+	if n < 1 || n > 1000 {
+		return nil, fmt.Errorf("list jobs of %s: limit %d: %w", q, n, ErrListLimit)
+	}
+	switch st {
+	case Ready:
+		return c.readyJobs(ctx, q, n)
+	case Pending:
+		return c.pendingJobs(ctx, q, n)
+	case Delayed:
+		return c.delayedJobs(ctx, q, n)
+	case DeadState:
+		dead, err := c.Dead(ctx, q, "", n)
+		out := make([]ListedJob, 0, len(dead))
+		for _, d := range dead {
+			out = append(out, ListedJob{State: DeadState, EntryID: d.EntryID, ID: d.ID, Attempt: d.Attempts, Error: d.Error, Fields: d.Fields})
+		}
+		return out, err
+	}
+	return nil, fmt.Errorf("list jobs of %s: %w", q, ErrJobState)
+}
+
+// lastDelivered returns the job stream's consumer group's last delivered
+// entry ("" when the group does not exist yet: nothing was delivered).
+func (c *Client) lastDelivered(ctx context.Context, q names.Queue) (string, error) {
+	groups, err := c.rdb.Do(ctx, c.rdb.B().XinfoGroups().Key(JobsKey(q)).Build()).ToArray()
+	if err != nil {
+		if isNoGroup(err) || strings.Contains(err.Error(), "no such key") {
+			return "", nil
+		}
+		return "", err
+	}
+	for _, g := range groups {
+		m, err := g.AsStrMap()
+		if err != nil {
+			continue
+		}
+		if m["name"] == c.opts.Jobs.Group {
+			return m["last-delivered-id"], nil
+		}
+	}
+	return "", nil
+}
+
+func (c *Client) readyJobs(ctx context.Context, q names.Queue, n int) ([]ListedJob, error) {
+	last, err := c.lastDelivered(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("list ready jobs of %s: %w", q, err)
+	}
+	start := "-"
+	if last != "" && last != "0-0" {
+		start = "(" + last
+	}
+	key := JobsKey(q)
+	msgs, err := c.rdb.Do(ctx, c.rdb.B().Xrange().Key(key).Start(start).End("+").Count(int64(n)).Build()).ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("list ready jobs of %s: %w", q, err)
+	}
+	entries, err := rawEntries(msgs)
+	if err != nil {
+		return nil, fmt.Errorf("list ready jobs of %s: %w", q, err)
+	}
+	out := make([]ListedJob, 0, len(entries))
+	var errs []error
+	for _, e := range entries {
+		d, err := decodeJob(key, e.xid, e.kv, 0)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, ListedJob{State: Ready, EntryID: d.EntryID, ID: d.ID, Attempt: d.Attempt, Fields: d.Fields})
+	}
+	return out, errors.Join(errs...)
+}
+
+func (c *Client) pendingJobs(ctx context.Context, q names.Queue, n int) ([]ListedJob, error) {
+	key := JobsKey(q)
+	b := c.rdb.B()
+	rows, err := c.rdb.Do(ctx, b.Xpending().Key(key).Group(c.opts.Jobs.Group).Start("-").End("+").Count(int64(n)).Build()).ToArray()
+	if err != nil {
+		if isNoGroup(err) {
+			return []ListedJob{}, nil
+		}
+		return nil, fmt.Errorf("list pending jobs of %s: %w", q, err)
+	}
+	type row struct {
+		xid, consumer string
+		idle, times   int64
+	}
+	rs := make([]row, 0, len(rows))
+	for _, r := range rows {
+		p, err := r.ToArray()
+		if err != nil || len(p) != 4 {
+			return nil, fmt.Errorf("list pending jobs of %s: unexpected XPENDING reply shape", q)
+		}
+		var x row
+		x.xid, _ = p[0].ToString()
+		x.consumer, _ = p[1].ToString()
+		x.idle, _ = p[2].AsInt64()
+		x.times, _ = p[3].AsInt64()
+		rs = append(rs, x)
+	}
+	if len(rs) == 0 {
+		return []ListedJob{}, nil
+	}
+	cmds := make(rueidis.Commands, 0, len(rs))
+	for _, x := range rs {
+		cmds = append(cmds, b.Xrange().Key(key).Start(x.xid).End(x.xid).Build())
+	}
+	out := make([]ListedJob, 0, len(rs))
+	var errs []error
+	for i, res := range c.rdb.DoMulti(ctx, cmds...) {
+		msgs, err := res.ToArray()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list pending jobs of %s: %w", q, err))
+			continue
+		}
+		entries, err := rawEntries(msgs)
+		if err != nil || len(entries) != 1 {
+			continue // acknowledged (and deleted) since XPENDING
+		}
+		d, err := decodeJob(key, entries[0].xid, entries[0].kv, 0)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, ListedJob{State: Pending, EntryID: d.EntryID, ID: d.ID, Attempt: d.Attempt,
+			Consumer: rs[i].consumer, Idle: time.Duration(rs[i].idle) * time.Millisecond, Fields: d.Fields})
+	}
+	return out, errors.Join(errs...)
+}
+
+func (c *Client) delayedJobs(ctx context.Context, q names.Queue, n int) ([]ListedJob, error) {
+	key := DelayedKey(q)
+	zs, err := c.rdb.Do(ctx, c.rdb.B().Zrange().Key(key).Min("0").Max(strconv.Itoa(n-1)).Withscores().Build()).AsZScores()
+	if err != nil {
+		return nil, fmt.Errorf("list delayed jobs of %s: %w", q, err)
+	}
+	out := make([]ListedJob, 0, len(zs))
+	var errs []error
+	for _, z := range zs {
+		var kv []string
+		if err := json.Unmarshal([]byte(z.Member), &kv); err != nil {
+			errs = append(errs, &EntryError{Key: key, XID: clip(z.Member), Err: fmt.Errorf("not a delayed job: %w", ErrInvalidRecord)})
+			continue
+		}
+		d, err := decodeJob(key, "", kv, 0)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, ListedJob{State: Delayed, ID: d.ID, Attempt: d.Attempt, Due: time.UnixMilli(int64(z.Score)), Fields: d.Fields})
+	}
+	return out, errors.Join(errs...)
+}
+
+// DeleteDead deletes dead letters of q by their entry ids and returns how
+// many there were. The jobs are gone for good: callers confirm first.
+func (c *Client) DeleteDead(ctx context.Context, q names.Queue, entryIDs ...string) (int64, error) {
+	if err := checkQueue(q); err != nil {
+		return 0, err
+	}
+	if len(entryIDs) == 0 {
+		return 0, nil
+	}
+	if err := checkEntryIDs(entryIDs); err != nil {
+		return 0, fmt.Errorf("delete dead letters of %s: %w", q, err)
+	}
+	n, err := c.rdb.Do(ctx, c.rdb.B().Xdel().Key(DeadKey(q)).Id(entryIDs...).Build()).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("delete dead letters of %s: %w", q, err)
+	}
+	return n, nil
+}
+
+// Queues yields the queues that have a job stream in Redis (SCAN, on
+// every master), each possibly more than once (SCAN's promise).
+func (c *Client) Queues(ctx context.Context) iter.Seq2[names.Queue, error] {
+	return func(yield func(names.Queue, error) bool) {
+		for key, err := range c.ScanKeys(ctx, "emq:{*}:jobs", "stream") {
+			if err != nil {
+				yield(names.Queue{}, err)
+				return
+			}
+			name := strings.TrimSuffix(strings.TrimPrefix(key, "emq:{"), "}:jobs")
+			q, err := names.ParseQueue(name)
+			if err != nil {
+				continue // not a key of a queue's job stream
+			}
+			if !yield(q, nil) {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package server
+
+import (
+	"cmp"
+	"net/http"
+	"slices"
+
+	echostore "github.com/echostore/echostore"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
+)
+
+// DeleteDeadConfirm is the value of the confirm parameter that DELETE
+// /v1/queues/{q}/dead insists on: a deleted dead letter exists nowhere
+// else.
+const DeleteDeadConfirm = "yes-delete-jobs"
+
+// maxListedQueues bounds GET /v1/queues.
+const maxListedQueues = 1000
+
+// QueueList is the answer of GET /v1/queues: every queue with a job stream
+// in Redis or handled by this serve (at most 1000, by name), each with its
+// status, and the accept tier's outbox.
+type QueueList struct {
+	Queues []echostore.QueueStatus `json:"queues"`
+	Accept AcceptStatus            `json:"accept"`
+}
+
+// AcceptStatus is the accept tier's outbox as a console shows it.
+type AcceptStatus struct {
+	// Pending are the jobs accepted and not yet committed to their queue's
+	// accept volume (every queue).
+	Pending int `json:"pending"`
+	// Undurable are the outbox records acknowledged and not yet durable on
+	// local disk; K is the most a crash can lose.
+	Undurable uint64 `json:"undurable"`
+	K         int    `json:"k"`
+}
+
+// JobList is the answer of GET /v1/queues/{q}/jobs: jobs of one state,
+// oldest first.
+type JobList struct {
+	Jobs []mq.ListedJob `json:"jobs"`
+}
+
+// DeleteDeadResult is the answer of DELETE /v1/queues/{q}/dead.
+type DeleteDeadResult struct {
+	Deleted int64 `json:"deleted"`
+}
+
+func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request) error {
+	seen := map[names.Queue]bool{}
+	for q, err := range s.mq.Queues(r.Context()) {
+		if err != nil {
+			return err
+		}
+		seen[q] = true
+		if len(seen) >= maxListedQueues {
+			break
+		}
+	}
+	s.m.jobs.mu.Lock()
+	for q := range s.m.jobs.queues {
+		seen[q] = true
+	}
+	s.m.jobs.mu.Unlock()
+	for _, qc := range s.cfg.Queues {
+		if q, err := names.ParseQueue(qc.Name); err == nil {
+			seen[q] = true
+		}
+	}
+	qs := make([]names.Queue, 0, len(seen))
+	for q := range seen {
+		qs = append(qs, q)
+	}
+	slices.SortFunc(qs, func(a, b names.Queue) int { return cmp.Compare(a.String(), b.String()) })
+	if len(qs) > maxListedQueues {
+		qs = qs[:maxListedQueues]
+	}
+	out := QueueList{Queues: make([]echostore.QueueStatus, 0, len(qs))}
+	for _, q := range qs {
+		st, err := s.node.QueueStatus(r.Context(), q)
+		if err != nil {
+			return err
+		}
+		out.Queues = append(out.Queues, st)
+	}
+	if s.out != nil {
+		st := s.out.Stats()
+		out.Accept = AcceptStatus{Pending: st.Live, Undurable: st.Appended - st.Durable, K: s.node.OutboxK()}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) error {
+	q, err := queuePath(r)
+	if err != nil {
+		return err
+	}
+	v := r.URL.Query().Get("state")
+	if v == "" {
+		return badRequest("give the state: ?state=ready, pending, delayed or dead")
+	}
+	st, err := mq.ParseJobState(v)
+	if err != nil {
+		return badRequest("%w", err)
+	}
+	limit, err := intParam(r, "limit", 50, 1)
+	if err != nil {
+		return err
+	}
+	if limit > MaxBatch {
+		return badRequest("limit %d: want 1 to %d", limit, MaxBatch)
+	}
+	jobs, err := s.mq.Jobs(r.Context(), q, st, limit)
+	if err != nil && len(jobs) == 0 {
+		return err
+	}
+	if jobs == nil {
+		jobs = []mq.ListedJob{}
+	}
+	writeJSON(w, http.StatusOK, JobList{Jobs: jobs})
+	return nil
+}
+
+func (s *Server) handleDeleteDead(w http.ResponseWriter, r *http.Request) error {
+	q, err := queuePath(r)
+	if err != nil {
+		return err
+	}
+	if c := r.URL.Query().Get("confirm"); c != DeleteDeadConfirm {
+		return badRequest("a deleted dead letter exists nowhere else: confirm with ?confirm=%s", DeleteDeadConfirm)
+	}
+	var b entriesBody
+	if err := decodeBody(r, &b); err != nil {
+		return err
+	}
+	if len(b.Entries) == 0 || b.All || b.Limit != 0 {
+		return badRequest(`give the dead-letter entries to delete: {"entries":["<entry id>",…]}`)
+	}
+	if len(b.Entries) > MaxBatch {
+		return badRequest("%d entries: at most %d at a time", len(b.Entries), MaxBatch)
+	}
+	if err := checkEntries(b.Entries); err != nil {
+		return err
+	}
+	n, err := s.mq.DeleteDead(r.Context(), q, b.Entries...)
+	if err != nil {
+		return err
+	}
+	s.m.jobs.seen(q)
+	s.log.Info("serve: dead letters deleted", "queue", q.String(), "deleted", n)
+	writeJSON(w, http.StatusOK, DeleteDeadResult{Deleted: n})
+	return nil
+}
+
+// checkEntries refuses a malformed entry id before anything is touched.
+func checkEntries(entries []string) error {
+	for _, e := range entries {
+		if err := mq.CheckEntryID(e); err != nil {
+			return badRequest("entry %q: %w", e, err)
+		}
+	}
+	return nil
+}
