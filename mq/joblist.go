@@ -329,3 +329,32 @@ func (c *Client) Queues(ctx context.Context) iter.Seq2[names.Queue, error] {
 		}
 	}
 }
+
+// UsedMemory returns Redis's used_memory (INFO memory), summed over every
+// master of a Cluster.
+func (c *Client) UsedMemory(ctx context.Context) (int64, error) {
+	var total int64
+	for addr, n := range c.rdb.Nodes() {
+		master, err := isMaster(n.Do(ctx, n.B().Role().Build()))
+		if err != nil {
+			return 0, fmt.Errorf("ROLE on %s: %w", addr, err)
+		}
+		if !master {
+			continue
+		}
+		info, err := n.Do(ctx, n.B().Info().Section("memory").Build()).ToString()
+		if err != nil {
+			return 0, fmt.Errorf("INFO memory on %s: %w", addr, err)
+		}
+		for line := range strings.Lines(info) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("INFO memory on %s: used_memory %q: %w", addr, v, err)
+				}
+				total += n
+			}
+		}
+	}
+	return total, nil
+}

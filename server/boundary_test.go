@@ -53,6 +53,7 @@ var routeSamples = map[string]sample{
 	"POST /v1/queues/{q}/ack":           {"/v1/queues/{q}/ack", `{"entries":["{entry}"]}`},
 	"GET /v1/queues/{q}/dead":           {"/v1/queues/{q}/dead", ""},
 	"GET /v1/queues":                    {"/v1/queues", ""},
+	"GET /v1/series":                    {"/v1/series", ""},
 	"GET /v1/queues/{q}/jobs":           {"/v1/queues/{q}/jobs?state=pending", ""},
 	"DELETE /v1/queues/{q}/dead":        {"/v1/queues/{q}/dead?confirm=" + DeleteDeadConfirm, `{"entries":["0-1"]}`},
 	"POST /v1/queues/{q}/redrive":       {"/v1/queues/{q}/redrive", `{"all":true}`},

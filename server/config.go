@@ -155,6 +155,9 @@ type Config struct {
 	// records not yet durable (default accept.DefaultFlushInterval): with
 	// the K records of a block, the bound of what a crash can lose.
 	CheckpointEvery time.Duration `yaml:"checkpoint_every"`
+	// SampleEvery is how often serve samples the dashboard's live charts
+	// (default DefaultSampleEvery; they reach 15 minutes back).
+	SampleEvery time.Duration `yaml:"sample_every"`
 	// MaxStreams bounds the streams the server cycles: those the
 	// configuration declares, those met through the API and those
 	// discovered in Redis (default DefaultMaxStreams; there is no
@@ -263,6 +266,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.CheckpointEvery == 0 {
 		c.CheckpointEvery = accept.DefaultFlushInterval
+	}
+	if c.SampleEvery == 0 {
+		c.SampleEvery = DefaultSampleEvery
+	}
+	if c.SampleEvery < 0 {
+		return c, fmt.Errorf("%w: sample_every %v: want a positive duration", ErrConfig, c.SampleEvery)
 	}
 	if c.CheckpointEvery < 0 {
 		return c, fmt.Errorf("%w: checkpoint_every %v: want a positive duration", ErrConfig, c.CheckpointEvery)

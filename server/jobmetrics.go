@@ -36,13 +36,16 @@ type jobMetrics struct {
 	redriven *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 
+	tally *tally
+
 	mu     sync.Mutex
 	queues map[names.Queue]bool
 }
 
-func newJobMetrics() *jobMetrics {
+func newJobMetrics(t *tally) *jobMetrics {
 	q := []string{"queue"}
 	return &jobMetrics{
+		tally:  t,
 		queues: map[names.Queue]bool{},
 		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "echostore_jobs_enqueued_total",
@@ -113,6 +116,10 @@ func (m *jobMetrics) enqueuedOne(q names.Queue, mode string, d time.Duration) {
 	m.seen(q)
 	m.enqueued.WithLabelValues(q.String(), mode).Inc()
 	m.enqueue.WithLabelValues(mode).Observe(d.Seconds())
+	m.tally.enqueued.Add(1)
+	if mode == "sync" {
+		m.tally.syncEnqueued(d)
+	}
 }
 
 // claimedJobs records a claim's deliveries and the jobs its recovery
@@ -121,6 +128,7 @@ func (m *jobMetrics) claimedJobs(q names.Queue, res echostore.ClaimResult) {
 	m.seen(q)
 	l := q.String()
 	m.claimed.WithLabelValues(l).Add(float64(len(res.Jobs)))
+	m.tally.claimed.Add(int64(len(res.Jobs)))
 	retried := 0
 	for _, j := range res.Jobs {
 		if j.Attempt > 1 {
@@ -136,6 +144,7 @@ func (m *jobMetrics) ackedJobs(q names.Queue, entries []string, acked int64, now
 	m.seen(q)
 	l := q.String()
 	m.acked.WithLabelValues(l).Add(float64(acked))
+	m.tally.acked.Add(acked)
 	if acked != int64(len(entries)) {
 		return // which of them were pending is not known
 	}

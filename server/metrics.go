@@ -27,13 +27,16 @@ type metrics struct {
 	http       *prometheus.HistogramVec
 	checkpoint prometheus.Histogram
 	jobs       *jobMetrics
+	tally      *tally // what the console's live charts show (series.go)
 }
 
 func newMetrics() *metrics {
 	qs := []string{"queue", "stream"}
+	t := newTally()
 	m := &metrics{
-		reg:  prometheus.NewRegistry(),
-		jobs: newJobMetrics(),
+		reg:   prometheus.NewRegistry(),
+		jobs:  newJobMetrics(t),
+		tally: t,
 		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "echostore_cycles_total",
 			Help: "Cycles run per stream, by kind (archive: fold then trim; retention: trim only) and result (ok, error).",

@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"context"
 	"net/http"
 	"slices"
 
@@ -49,10 +50,22 @@ type DeleteDeadResult struct {
 }
 
 func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request) error {
+	out, err := s.queueList(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// queueList lists every queue with a job stream in Redis, handled by this
+// serve or declared in its configuration (at most maxListedQueues, by
+// name), with its status, and the outbox.
+func (s *Server) queueList(ctx context.Context) (QueueList, error) {
 	seen := map[names.Queue]bool{}
-	for q, err := range s.mq.Queues(r.Context()) {
+	for q, err := range s.mq.Queues(ctx) {
 		if err != nil {
-			return err
+			return QueueList{}, err
 		}
 		seen[q] = true
 		if len(seen) >= maxListedQueues {
@@ -79,9 +92,9 @@ func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := QueueList{Queues: make([]echostore.QueueStatus, 0, len(qs))}
 	for _, q := range qs {
-		st, err := s.node.QueueStatus(r.Context(), q)
+		st, err := s.node.QueueStatus(ctx, q)
 		if err != nil {
-			return err
+			return QueueList{}, err
 		}
 		out.Queues = append(out.Queues, st)
 	}
@@ -89,8 +102,7 @@ func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request) error {
 		st := s.out.Stats()
 		out.Accept = AcceptStatus{Pending: st.Live, Undurable: st.Appended - st.Durable, K: s.node.OutboxK()}
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }
 
 func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) error {

@@ -62,6 +62,7 @@ func (s *Server) routes() []route {
 	api("GET /v1/keys/{k}/archive", s.handleStatus)
 	api("POST /v1/keys/{k}/replay", s.handleReplay)
 	api("GET /v1/queues", s.handleQueues)
+	api("GET /v1/series", s.handleSeries)
 	api("GET /v1/queues/{q}", s.handleQueueStatus)
 	api("GET /v1/queues/{q}/jobs", s.handleJobs)
 	api("DELETE /v1/queues/{q}/dead", s.handleDeleteDead)

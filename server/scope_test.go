@@ -43,6 +43,7 @@ var wantScope = map[string]Scope{
 	"GET /v1/queues/{q}":                     ScopeRead,
 	"GET /v1/queues/{q}/dead":                ScopeRead,
 	"GET /v1/queues":                         ScopeRead,
+	"GET /v1/series":                         ScopeRead,
 	"GET /v1/queues/{q}/jobs":                ScopeRead,
 	"DELETE /v1/queues/{q}/dead":             ScopeAdmin,
 	"GET /v1/volumes":                        ScopeRead,

@@ -63,9 +63,10 @@ const ShutdownTimeout = 15 * time.Second
 // Server is `echostore serve`: the archive driver and trim-only retention on
 // a beat, and the HTTP API. Get one with New, run it with Run.
 type Server struct {
-	cfg  Config
-	log  *slog.Logger
-	node *echostore.Node
+	cfg    Config
+	series series // the console's live charts (series.go)
+	log    *slog.Logger
+	node   *echostore.Node
 	// ownNode: the server opened node (Open) and closes it.
 	ownNode bool
 	// mq, store and rs are node's Redis, graft store and remote.
@@ -465,10 +466,14 @@ func (s *Server) Run(ctx context.Context) error {
 	for _, st := range archived {
 		s.watchVolume(runCtx, st)
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
 		s.checkpointLoop(runCtx)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.sampleLoop(runCtx)
 	}()
 
 	httpErr := make(chan error, 2)
@@ -684,6 +689,7 @@ func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archi
 		}
 		s.m.wLag.WithLabelValues(q, st).Set(lag)
 	}
+	s.m.tally.cycled(ref.String(), ev)
 	s.hub.publish("cycle/"+ref.String(), "cycle", ev)
 	s.publishVolume(ctx, ref.Volume(), "")
 }
@@ -762,6 +768,7 @@ func (s *Server) reportTrim(ctx context.Context, r mq.TrimReport) {
 		ev.Live, ev.Lag = n, n
 		s.m.live.WithLabelValues(q, st).Set(float64(n))
 	}
+	s.m.tally.cycled(r.Ref.String(), ev)
 	s.hub.publish("cycle/"+r.Ref.String(), "cycle", ev)
 }
 
@@ -849,6 +856,7 @@ func (s *Server) deleteStream(ctx context.Context, ref names.StreamRef) (echosto
 	}
 	// The stream's gauges and newest cycle event go with it.
 	s.hub.forget("cycle/" + ref.String())
+	s.m.tally.forget(ref.String())
 	s.hub.forget("stalled/" + ref.String())
 	for _, g := range []*prometheus.GaugeVec{s.m.live, s.m.depth, s.m.wLag, s.m.stalled} {
 		g.DeleteLabelValues(refLabels(ref))

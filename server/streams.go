@@ -98,6 +98,7 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) error {
 	}
 	q, st := refLabels(ref)
 	s.m.appended.WithLabelValues(q, st).Add(float64(len(recs)))
+	s.m.tally.appended.Add(int64(len(recs)))
 	writeJSON(w, http.StatusOK, res)
 	return nil
 }
