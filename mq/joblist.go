@@ -1,11 +1,13 @@
 package mq
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -357,4 +359,52 @@ func (c *Client) UsedMemory(ctx context.Context) (int64, error) {
 		}
 	}
 	return total, nil
+}
+
+// GroupInfo is one consumer group of a stream (XINFO GROUPS).
+type GroupInfo struct {
+	// Name is the group's name.
+	Name string `json:"group"`
+	// Consumers are the group's consumers; Pending the entries delivered
+	// to them and not acknowledged.
+	Consumers int64 `json:"consumers"`
+	Pending   int64 `json:"pending"`
+	// LastDelivered is the id of the last entry delivered to the group.
+	LastDelivered string `json:"last_delivered"`
+	// Lag is the entries not yet delivered to the group (nil when Redis
+	// cannot tell, after deletions, or before Redis 7).
+	Lag *int64 `json:"lag"`
+}
+
+// Groups returns the consumer groups of the stream ref, by name (none for a
+// stream without groups or without entries).
+func (c *Client) Groups(ctx context.Context, ref names.StreamRef) ([]GroupInfo, error) {
+	groups, err := c.rdb.Do(ctx, c.rdb.B().XinfoGroups().Key(StreamKey(ref)).Build()).ToArray()
+	if err != nil {
+		if strings.Contains(err.Error(), "no such key") {
+			return []GroupInfo{}, nil
+		}
+		return nil, fmt.Errorf("consumer groups of %s: %w", ref, err)
+	}
+	out := make([]GroupInfo, 0, len(groups))
+	for _, g := range groups {
+		m, err := g.AsMap()
+		if err != nil {
+			return nil, fmt.Errorf("consumer groups of %s: %w", ref, err)
+		}
+		var gi GroupInfo
+		name, consumers, pending, last := m["name"], m["consumers"], m["pending"], m["last-delivered-id"]
+		gi.Name, _ = name.ToString()
+		gi.Consumers, _ = consumers.AsInt64()
+		gi.Pending, _ = pending.AsInt64()
+		gi.LastDelivered, _ = last.ToString()
+		if l, ok := m["lag"]; ok && !l.IsNil() {
+			if n, err := l.AsInt64(); err == nil {
+				gi.Lag = &n
+			}
+		}
+		out = append(out, gi)
+	}
+	slices.SortFunc(out, func(a, b GroupInfo) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
 }

@@ -245,3 +245,43 @@ func TestStalledGroupsConfig(t *testing.T) {
 		t.Fatalf("resolved groups: %+v, %v", s.window.Groups, err)
 	}
 }
+
+// TestGroupsRoute: the console's consumer groups of a stream, with their
+// pending entries and lag, whether they hold the trim back, and the last
+// cycle's verdict (a group past max_live is stalled; an idle one that has
+// read and acknowledged everything holds nothing).
+func TestGroupsRoute(t *testing.T) {
+	e := start(t, Config{})
+	q := queueName(t)
+	appendN(e, q, "s", 0, 20)
+	newConsumerGroup(t, e, q, "s", "billing").read(3, false)
+	newConsumerGroup(t, e, q, "s", "audit").read(20, true)
+	var before GroupList
+	if err := json.Unmarshal(e.must("GET", "/v1/streams/"+q+"/s/groups", ""), &before); err != nil {
+		t.Fatal(err)
+	}
+	if before.CheckedAt != "" || len(before.Groups) != 2 {
+		t.Fatalf("groups before a cycle: %+v", before)
+	}
+	e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=5&max_live=10", "")
+	var got GroupList
+	if err := json.Unmarshal(e.must("GET", "/v1/streams/"+q+"/s/groups", ""), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.CheckedAt == "" || len(got.Groups) != 2 {
+		t.Fatalf("groups: %+v", got)
+	}
+	audit, billing := got.Groups[0], got.Groups[1]
+	if audit.Name != "audit" || audit.Pending != 0 || audit.Lag == nil || *audit.Lag != 0 || audit.HoldsTrim || audit.Stalled != "" {
+		t.Fatalf("audit group: %+v", audit)
+	}
+	if billing.Name != "billing" || billing.Pending != 3 || billing.Lag == nil || *billing.Lag != 17 || !billing.HoldsTrim ||
+		billing.Stalled != archive.ReasonMaxLive || billing.Consumers != 1 {
+		t.Fatalf("billing group: %+v", billing)
+	}
+	if b := e.must("GET", "/v1/streams/"+q+"/none/groups", ""); string(b) != `{"groups":[],"checked_at":""}`+"\n" {
+		t.Fatalf("groups of a stream that does not exist: %s", b)
+	}
+	code, b := e.do("GET", "/v1/streams/"+q+"/a:b/groups", "", nil)
+	e.wantError(code, b, 400, CodeInvalidName)
+}

@@ -5,8 +5,10 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"time"
 
 	echostore "github.com/echostore/echostore"
+	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
@@ -174,5 +176,54 @@ func checkEntries(entries []string) error {
 			return badRequest("entry %q: %w", e, err)
 		}
 	}
+	return nil
+}
+
+// StreamGroup is one consumer group of a stream as the console shows it:
+// XINFO GROUPS, whether it holds entries back from trimming, and the last
+// archive cycle's verdict on it.
+type StreamGroup struct {
+	mq.GroupInfo
+	// HoldsTrim: the group has entries pending or not yet delivered, which
+	// no trim passes (unless stalled_groups: archive and it is stalled).
+	HoldsTrim bool `json:"holds_trim"`
+	// Stalled is the last archive cycle's reason for finding the group
+	// stalled (max_live, max_hold, passed), "" if it did not.
+	Stalled string `json:"stalled"`
+}
+
+// GroupList is the answer of GET /v1/streams/{q}/{s}/groups.
+type GroupList struct {
+	Groups []StreamGroup `json:"groups"`
+	// CheckedAt is when the last archive cycle judged the groups (RFC
+	// 3339; "" before any).
+	CheckedAt string `json:"checked_at"`
+}
+
+func (s *Server) handleGroups(w http.ResponseWriter, r *http.Request) error {
+	ref, err := streamPath(r)
+	if err != nil {
+		return err
+	}
+	gs, err := s.mq.Groups(r.Context(), ref)
+	if err != nil {
+		return err
+	}
+	at, stalled, err := archive.StalledGroups(r.Context(), s.mq, ref)
+	if err != nil {
+		return err
+	}
+	reason := map[string]string{}
+	for _, g := range stalled {
+		reason[g.Group] = g.Reason
+	}
+	out := GroupList{Groups: make([]StreamGroup, 0, len(gs))}
+	if !at.IsZero() {
+		out.CheckedAt = at.UTC().Format(time.RFC3339Nano)
+	}
+	for _, g := range gs {
+		out.Groups = append(out.Groups, StreamGroup{GroupInfo: g, HoldsTrim: g.Pending > 0 || g.Lag == nil || *g.Lag > 0, Stalled: reason[g.Name]})
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

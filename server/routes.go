@@ -52,6 +52,7 @@ func (s *Server) routes() []route {
 	api("DELETE /v1/streams/{q}/{s}", s.handleDelete)
 	api("POST /v1/streams/{q}/{s}/cycle", s.handleCycle)
 	api("GET /v1/streams/{q}/{s}/archive", s.handleStatus)
+	api("GET /v1/streams/{q}/{s}/groups", s.handleGroups)
 	api("POST /v1/streams/{q}/{s}/replay", s.handleReplay)
 	// The same operations on the stream at any Redis key K, path-escaped
 	// as one segment.
@@ -60,6 +61,7 @@ func (s *Server) routes() []route {
 	api("DELETE /v1/keys/{k}", s.handleDelete)
 	api("POST /v1/keys/{k}/cycle", s.handleCycle)
 	api("GET /v1/keys/{k}/archive", s.handleStatus)
+	api("GET /v1/keys/{k}/groups", s.handleGroups)
 	api("POST /v1/keys/{k}/replay", s.handleReplay)
 	api("GET /v1/queues", s.handleQueues)
 	api("GET /v1/series", s.handleSeries)
