@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"strconv"
 	"testing"
@@ -143,4 +144,70 @@ func TestBrowserConsole(t *testing.T) {
 	}
 	mustDo(t, ctx, colorScheme("dark"))
 	waitJS(t, ctx, "dark background", bg+` === "rgb(21, 23, 26)"`)
+}
+
+// TestBrowserStreamDetail: a stream at any Redis key is listed and
+// scrubbed like the others; the history is found by time range and from an
+// id; the stream's consumer groups show with their pending entries, lag and
+// the last cycle's verdict, and the stream's row counts its stalled groups.
+func TestBrowserStreamDetail(t *testing.T) {
+	if _, err := os.Stat(chromium); err != nil {
+		if os.Getenv("ECHOSTORE_BROWSER_TEST") == "1" {
+			t.Fatalf("ECHOSTORE_BROWSER_TEST=1 but no browser: %v", err)
+		}
+		t.Skipf("SKIPPED: no %s (apt-get install chromium)", chromium)
+	}
+	e := start(t, Config{})
+	ctx := browser(t)
+	q := queueName(t)
+	mustDo(t, ctx, chromedp.Navigate(e.base+"/"))
+	waitLive(t, ctx)
+
+	// A stream at a key of the application's own, with a slash in it.
+	keyPath := "/v1/keys/" + url.PathEscape("orders/"+q)
+	for i := range 6 {
+		e.must("POST", keyPath, `{"fields":{"n":"`+strconv.Itoa(i)+`"}}`)
+	}
+	e.must("POST", keyPath+"/cycle?keep=2", "")
+	keyName := `key "orders/` + q + `"`
+	waitRow(t, ctx, keyName, "4", "2")
+	// Its name has quotes: the row is found by comparing data-key, not by
+	// a selector.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { for (const tr of document.querySelectorAll("#streams tr"))
+		if (tr.dataset.key === `+strconv.Quote(keyName)+`) { tr.querySelector("button.scrub").click(); return true; } return false; })()`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the key stream's history", `document.getElementById("scrub-at").textContent.startsWith("records 1–6 of 6")`)
+
+	// A stream of a queue with a consumer group that stalls.
+	ids := appendN(e, q, "s", 0, 20)
+	newConsumerGroup(t, e, q, "s", "billing").read(3, false)
+	e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=5&max_live=10", "")
+	key := q + "/s"
+	waitCell(t, ctx, key, 6, "1 stalled consumer group")
+	click(t, ctx, key, "scrub")
+	waitJS(t, ctx, "the group's row", `(() => { const tr = document.querySelector('#groups tr[data-group="billing"]');
+		return !!tr && tr.cells[2].textContent === "3" && tr.cells[3].textContent === "17" && tr.cells[4].textContent === "yes" && tr.cells[5].textContent === "stalled (max_live)"; })()`)
+
+	// From an id: that record and the ones after it.
+	mustDo(t, ctx, chromedp.SetValue("#hist-id", ids[15]))
+	press(t, ctx, "#hist-go")
+	waitJS(t, ctx, "from an id", `document.querySelectorAll("#hist-rows tr").length === 5 && document.querySelector("#hist-rows tr").cells[0].textContent === "`+ids[15]+`"`)
+	// By time: the last minute holds all twenty; an hour ago, none.
+	setTimes := func(fromAgo, toAgo time.Duration) {
+		t.Helper()
+		js := `(() => { const f = ms => { const d = new Date(Date.now() - ms); d.setMinutes(d.getMinutes() - d.getTimezoneOffset()); return d.toISOString().slice(0, 19); };
+			document.getElementById("hist-id").value = "";
+			document.getElementById("hist-from").value = f(` + strconv.FormatInt(fromAgo.Milliseconds(), 10) + `);
+			document.getElementById("hist-to").value = f(` + strconv.FormatInt(toAgo.Milliseconds(), 10) + `); return true; })()`
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setTimes(time.Minute, -time.Minute)
+	press(t, ctx, "#hist-go")
+	waitJS(t, ctx, "the last minute", `document.getElementById("hist-at").textContent === "20 records" && document.querySelector("#hist-rows tr").cells[1].textContent === "archive"`)
+	setTimes(2*time.Hour, time.Hour)
+	press(t, ctx, "#hist-go")
+	waitJS(t, ctx, "an hour ago", `document.getElementById("hist-at").textContent === "0 records"`)
 }

@@ -34,7 +34,10 @@ type CycleEvent struct {
 	Lag       int64  `json:"lag"`       // entries above W still live (-1: unknown)
 	Volume    string `json:"volume,omitempty"`
 	LSN       uint64 `json:"lsn"`
-	Error     string `json:"error,omitempty"`
+	// Path is the stream's API path: /v1/streams/{q}/{s}, or /v1/keys/{k}
+	// with the key path-escaped.
+	Path  string `json:"path"`
+	Error string `json:"error,omitempty"`
 	// Stalled counts the consumer groups the cycle found stalled (a
 	// "stalled" event lists them).
 	Stalled int `json:"stalled,omitempty"`

@@ -652,7 +652,7 @@ func (s *Server) cycle(ctx context.Context, ref names.StreamRef, st stream, w ar
 func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archive.CycleResult, err error) {
 	result := "ok"
 	q, st := refLabels(ref) // metric labels
-	ev := CycleEvent{Queue: q, Stream: st, Archived: true, Folded: res.Folded, Trimmed: res.Trimmed,
+	ev := CycleEvent{Queue: q, Stream: st, Path: apiPath(ref), Archived: true, Folded: res.Folded, Trimmed: res.Trimmed,
 		Archive: res.State.Pages, LSN: res.State.LSN, Live: -1, Lag: -1, Volume: ref.Volume().String()}
 	if !res.State.Empty() {
 		ev.Watermark = echostore.FormatID(ref, res.State.W)
@@ -760,7 +760,7 @@ func (s *Server) reportTrim(ctx context.Context, r mq.TrimReport) {
 	}
 	s.m.cycles.WithLabelValues(q, st, "retention", result).Inc()
 	s.m.trimmed.WithLabelValues(q, st, "retention").Add(float64(r.Result.Trimmed))
-	ev := CycleEvent{Queue: q, Stream: st, Trimmed: r.Result.Trimmed, Live: -1, Lag: -1}
+	ev := CycleEvent{Queue: q, Stream: st, Path: apiPath(r.Ref), Trimmed: r.Result.Trimmed, Live: -1, Lag: -1}
 	if r.Err != nil {
 		ev.Error = r.Err.Error()
 	}

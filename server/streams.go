@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -34,6 +35,15 @@ func streamPath(r *http.Request) (names.StreamRef, error) {
 		return names.ParseKeyRef(r.PathValue("k"))
 	}
 	return names.ParseStreamRef(r.PathValue("q"), r.PathValue("s"))
+}
+
+// apiPath returns the API path of ref's stream: /v1/streams/{q}/{s}, or
+// /v1/keys/{k} with the key path-escaped (one segment).
+func apiPath(ref names.StreamRef) string {
+	if k, ok := ref.Key(); ok {
+		return "/v1/keys/" + url.PathEscape(k.String())
+	}
+	return "/v1/streams/" + url.PathEscape(ref.Queue().String()) + "/" + url.PathEscape(ref.Stream().String())
 }
 
 // refLabels returns the queue and stream labels of ref's metric series
