@@ -110,7 +110,10 @@ producer() {
 		if ((i % 5 == 0)); then
 			mode=async
 			((i % 20 == 0)) && mode=sync
-			api -X POST "$base/v1/queues/demo/jobs?mode=$mode" -d "{\"payload\":{\"n\":$i}}" >/dev/null ||
+			# Every 15th job is due 20 s later: the console shows it delayed.
+			body="{\"payload\":{\"n\":$i}}"
+			((i % 15 == 0)) && body="{\"payload\":{\"n\":$i},\"run_at\":\"$(date -u -d '+20 seconds' +%Y-%m-%dT%H:%M:%SZ)\"}"
+			api -X POST "$base/v1/queues/demo/jobs?mode=$mode" -d "$body" >/dev/null ||
 				say "producer: enqueue failed (see the serve log)"
 		fi
 		sleep 0.2
@@ -125,6 +128,7 @@ consumer() {
 			# loop (set -e, pipefail).
 			entries=$(printf '%s' "$out" | { grep -o '"entry":"[^"]*"' || true; } | cut -d'"' -f4 | sed 's/.*/"&"/' | paste -sd, -)
 			if [[ -n $entries ]]; then
+				sleep 2 # the work: the console shows the jobs in flight meanwhile
 				api -X POST "$base/v1/queues/demo/ack" -d "{\"entries\":[$entries]}" >/dev/null ||
 					say "consumer: ack failed (see the serve log)"
 			fi
