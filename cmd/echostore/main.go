@@ -76,7 +76,9 @@ func exitCode(err error) int {
 	case errors.Is(err, remote.ErrBadURL), errors.Is(err, remote.ErrUnknownScheme),
 		errors.Is(err, mq.ErrBadURL), errors.Is(err, server.ErrMemRemote), errors.Is(err, echostore.ErrMemRemote),
 		errors.Is(err, names.ErrInvalid), errors.Is(err, brand.ErrMalformed), errors.Is(err, xid.ErrSyntax),
-		errors.Is(err, server.ErrConfig), errors.Is(err, server.ErrInsecure):
+		errors.Is(err, server.ErrConfig), errors.Is(err, server.ErrInsecure),
+		errors.Is(err, echostore.ErrNotEmpty), errors.Is(err, echostore.ErrRestoreRemote),
+		errors.Is(err, echostore.ErrRestorePending):
 		// A name or an id of the command line that does not parse.
 		return exitUsage
 	case strings.HasPrefix(err.Error(), "unknown command "),
