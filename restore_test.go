@@ -333,3 +333,66 @@ func TestRestoreRefuses(t *testing.T) {
 		t.Fatalf("marker left: %v", err)
 	}
 }
+
+// TestRestoreLowersSeam: a fold durable only on the lost disk (trim_after:
+// local, never pushed) left the stream's seam cache ahead of anything the
+// remote holds. The restore lowers the cache to the restored volume and
+// says so, so that the stream reads (the records of that fold are lost with
+// the disk: trim_after: local trimmed them) and cycles again instead of
+// waiting for a pull that has nothing to bring.
+func TestRestoreLowersSeam(t *testing.T) {
+	ctx := testCtx(t)
+	root := t.TempDir()
+	data, rurl := filepath.Join(root, "data"), "file://"+filepath.Join(root, "remote")
+	ref, _ := restoreNames(t)
+	a, err := echostore.Open(ctx, echostore.Config{Data: data, Redis: redisURL, Remote: rurl, DeferJobs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for k, ta := range []echostore.TrimAfter{echostore.TrimAfterRemote, echostore.TrimAfterLocal} {
+		var batch [][]echostore.Field
+		for i := range 50 {
+			batch = append(batch, []echostore.Field{{Name: "i", Value: fmt.Sprint(k*50 + i)}})
+		}
+		res, err := a.Append(ctx, ref, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			kept = append(kept, res.IDs[:45]...) // pushed: survives the disk
+		} else {
+			kept = append(kept, res.IDs[45:]...) // live: survives in Redis
+		}
+		if _, err := a.Cycle(ctx, ref, echostore.CycleOptions{Window: echostore.Window{Keep: 5}, TrimAfter: ta}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(data); err != nil {
+		t.Fatal(err)
+	}
+	n := open(t, echostore.Config{Data: data, Redis: redisURL, Remote: rurl, Restore: echostore.RestoreEmpty, DeferJobs: true})
+	res := n.Restored()
+	if len(res.Volumes) != 1 || !res.Volumes[0].SeamLowered || res.Volumes[0].Pages != 45 {
+		t.Fatalf("restore: %+v, want the archive volume's 45 pushed pages and its seam cache lowered", res)
+	}
+	var read []string
+	for r, err := range n.Read(ctx, ref, echostore.ReadOptions{}) {
+		if err != nil {
+			t.Fatalf("merge-read after the restore: %v", err)
+		}
+		read = append(read, brandText(t, r))
+	}
+	if !slices.Equal(read, kept) {
+		t.Fatalf("merge-read after the restore: %d records, want the 45 pushed and the 5 live", len(read))
+	}
+	if _, err := n.Append(ctx, ref, [][]echostore.Field{{{Name: "after", Value: "restore"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if cy, err := n.Cycle(ctx, ref, echostore.CycleOptions{Window: echostore.Window{Keep: 1}, TrimAfter: echostore.TrimAfterRemote}); err != nil || cy.Folded != 5 {
+		t.Fatalf("cycle after the restore: %+v, %v; want the 5 live records folded", cy, err)
+	}
+}
