@@ -330,7 +330,7 @@ func (n *Node) restore(ctx context.Context) (*RestoreResult, error) {
 		switch {
 		case names.IsArchiveVolume(v):
 			kind = "archive"
-		case strings.HasPrefix(name, "accept.") && strings.HasSuffix(name, suffix):
+		case strings.HasPrefix(name, "accept.") && strings.HasSuffix(name, suffix) && isQueue(name, suffix):
 			kind = "accept"
 		case strings.HasPrefix(name, "accept."):
 			res.Skipped = append(res.Skipped, SkippedVolume{Volume: name, Reason: "another node's accept volume"})
@@ -353,6 +353,13 @@ func (n *Node) restore(ctx context.Context) (*RestoreResult, error) {
 			len(errs), len(errs)+len(res.Volumes), RestoreMarker, errors.Join(errs...))
 	}
 	return res, nil
+}
+
+// isQueue reports whether the accept volume name accept.Q<suffix> names a
+// queue Q, as the accept tier's recovery parses it.
+func isQueue(name, suffix string) bool {
+	_, err := names.ParseQueue(strings.TrimSuffix(strings.TrimPrefix(name, "accept."), suffix))
+	return err == nil
 }
 
 // restoreVolume creates volume v (unless the data dir has it) and pulls
