@@ -396,3 +396,69 @@ func TestRestoreLowersSeam(t *testing.T) {
 		t.Fatalf("cycle after the restore: %+v, %v; want the 5 live records folded", cy, err)
 	}
 }
+
+// TestRestoreFromCheckpoint: a volume with a checkpoint on its remote log
+// is restored from that checkpoint (one local LSN, no GET of the commits
+// below it), not by replaying its log.
+func TestRestoreFromCheckpoint(t *testing.T) {
+	ctx := testCtx(t)
+	root := t.TempDir()
+	data, rurl := filepath.Join(root, "data"), "file://"+filepath.Join(root, "remote")
+	a, err := echostore.Open(ctx, echostore.Config{Data: data, Remote: rurl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := names.ParseVolume("archive.cp.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol, err := a.Store().CreateVolume(ctx, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const commits = 40
+	for i := range commits {
+		txn := vol.Begin()
+		if err := txn.Put(uint64(i), fmt.Appendf(nil, "page %d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := txn.Commit(ctx, graft.Synced); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Push(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp, err := a.Checkpoint(ctx, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(data); err != nil {
+		t.Fatal(err)
+	}
+	n := open(t, echostore.Config{Data: data, Remote: rurl, Restore: echostore.RestoreEmpty})
+	r := n.Restored()
+	if len(r.Volumes) != 1 || r.Volumes[0].RemoteLSN != cp.CheckpointLSN || r.Volumes[0].LocalLSN != 1 || r.Volumes[0].Pages != commits {
+		t.Fatalf("restore: %+v; want the volume at the checkpoint's LSN %d as one local LSN with %d pages", r, cp.CheckpointLSN, commits)
+	}
+	if r.Requests >= commits {
+		t.Fatalf("restore made %d requests for a log of %d commits with a checkpoint on top: it replayed the log", r.Requests, commits)
+	}
+	vol, err = n.Store().Volume(ctx, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := vol.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	for i := range commits {
+		if b, err := snap.Get(ctx, uint64(i)); err != nil || string(b) != fmt.Sprintf("page %d", i) {
+			t.Fatalf("page %d after the restore: %q, %v", i, b, err)
+		}
+	}
+}
