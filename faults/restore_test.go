@@ -216,8 +216,6 @@ func archived(c *serveClient, q, s string) int64 {
 // dispatch every acknowledged sync job, and resume cycling: its streams are
 // bounded to the window again. The figures (open with the restore, first
 // read, bytes fetched, async jobs lost) are logged for RELIABILITY.md.
-//
-//echostore:fault
 func TestDiskLoss(t *testing.T) {
 	if _, ok := crashtest.Child("TestDiskLossServeChild"); ok {
 		return
