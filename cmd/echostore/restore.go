@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -106,7 +108,8 @@ before the first read, and how long it took: text, or one JSON object with
 
 // printRestore prints a restore's report as text.
 func printRestore(w io.Writer, res *echostore.RestoreResult) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "restored %d volumes from %s into %s (node %d) in %d ms: %d requests, %s fetched before the first read\n",
 		len(res.Volumes), res.Remote, res.Data, res.Node, res.TookMs, res.Requests, byteSize(res.BytesFetched))
 	if len(res.Volumes) > 0 {
@@ -125,7 +128,15 @@ func printRestore(w io.Writer, res *echostore.RestoreResult) error {
 	for _, s := range res.Skipped {
 		fmt.Fprintf(tw, "skipped %s: %s\n", s.Volume, s.Reason)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for line := range strings.Lines(buf.String()) {
+		if _, err := io.WriteString(w, strings.TrimRight(line, " \n")+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // byteSize prints n bytes with a binary unit.
