@@ -209,6 +209,24 @@ func readDataState(dir string) (dataState, error) {
 	return st, nil
 }
 
+// CheckRestore makes the checks of cfg.Restore that Open makes first,
+// with no side effect: a data dir that holds what the mode refuses
+// (*NotEmptyError), a remote inside the data dir (ErrRestoreRemote), an
+// unfinished restore without a restore mode (ErrRestorePending). A caller
+// that writes into the data dir before Open (serve's token file) calls it
+// first.
+func CheckRestore(cfg Config) error {
+	rurl := cfg.Remote
+	if rurl == "" {
+		var err error
+		if rurl, err = DefaultRemote(cfg.Data); err != nil {
+			return err
+		}
+	}
+	_, _, err := restorePlan(cfg, rurl)
+	return err
+}
+
 // restorePlan decides, before anything is created, whether open restores
 // (true) and refuses what the mode does not allow. skip is the reason a
 // RestoreIfEmpty open does not restore.

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -179,5 +181,133 @@ func TestRestoreCommand(t *testing.T) {
 	out, stderr, err = run(t, "", "restore", "--data", data, "--remote", rurl, "--redis", redis, "--force")
 	if err != nil || !strings.Contains(out, "was in the data dir: pulled") {
 		t.Fatalf("restore --force: %v\n%s\n%s", err, out, stderr)
+	}
+}
+
+// startServeArgs runs the echostore binary's serve with the global
+// arguments g and serve's own arguments a, and returns once it listens; err
+// is its exit error if it ended at start, its log in the serveProc. The
+// test's end stops it.
+func startServeArgs(t *testing.T, g, a []string) (*serveProc, error) {
+	t.Helper()
+	p := &serveProc{done: make(chan struct{})}
+	p.cmd = exec.Command(childBinary(t, false), append(append(slices.Clone(g), "serve", "--listen", "127.0.0.1:0"), a...)...)
+	p.cmd.Env = childEnviron("echostore")
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	for p.addr == "" && sc.Scan() {
+		p.write(sc.Text())
+		if m := listenAddrRe.FindStringSubmatch(sc.Text()); m != nil && strings.Contains(sc.Text(), "serve: listening") {
+			p.addr = m[1]
+		}
+	}
+	if p.addr == "" {
+		close(p.done)
+		return p, p.cmd.Wait()
+	}
+	go func() {
+		defer close(p.done)
+		for sc.Scan() {
+			p.write(sc.Text())
+		}
+	}()
+	t.Cleanup(func() { p.stop(t) })
+	return p, nil
+}
+
+// TestServeRestore: the echostore binary's `serve --restore` on a deleted
+// data dir restores it (its log says what) and serves every record; after
+// another loss, `echostore restore` and then a plain serve do the same;
+// `serve --restore` on a data dir that holds something else exits 2.
+func TestServeRestore(t *testing.T) {
+	redis := startRedis(t).URL
+	root := t.TempDir()
+	data, rurl := filepath.Join(root, "data"), "file://"+filepath.Join(root, "remote")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := echostore.Open(ctx, echostore.Config{Data: data, Redis: redis, Remote: rurl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := names.ParseStreamRef("q", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch [][]echostore.Field
+	for i := range 30 {
+		batch = append(batch, []echostore.Field{{Name: "i", Value: fmt.Sprint(i)}})
+	}
+	ar, err := n.Append(ctx, ref, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Cycle(ctx, ref, echostore.CycleOptions{Window: echostore.Window{Keep: 3}, TrimAfter: echostore.TrimAfterRemote}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Enqueue(ctx, ref.Queue(), []byte(`{}`), echostore.EnqueueOptions{Mode: echostore.Sync}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g := []string{"--redis", redis, "--data", data, "--remote", rurl}
+	readThroughServe := func(p *serveProc) {
+		t.Helper()
+		out, stderr, err := run(t, "", append(slices.Clone(g), "stream", "read", "q", "s")...)
+		if err != nil {
+			t.Fatalf("stream read through serve: %v\n%s\nserve's log:\n%s", err, stderr, p.logText())
+		}
+		if got := lines(out); len(got) != len(ar.IDs) {
+			t.Fatalf("stream read through the restored serve: %d records, want %d", len(got), len(ar.IDs))
+		}
+	}
+	for _, via := range []string{"serve --restore", "echostore restore"} {
+		if err := os.RemoveAll(data); err != nil {
+			t.Fatal(err)
+		}
+		var a []string
+		if via == "serve --restore" {
+			a = []string{"--restore"}
+		} else if out, stderr, err := run(t, "", append(slices.Clone(g), "restore")...); err != nil || !strings.Contains(out, "restored 2 volumes") {
+			t.Fatalf("restore: %v\n%s\n%s", err, out, stderr)
+		}
+		p, err := startServeArgs(t, g, a)
+		if err != nil {
+			t.Fatalf("%s: serve ended: %v\n%s", via, err, p.logText())
+		}
+		if via == "serve --restore" && !strings.Contains(p.logText(), `msg="restore: done" volumes=2`) {
+			t.Fatalf("serve --restore logged no restore of the two volumes:\n%s", p.logText())
+		}
+		readThroughServe(p)
+		p.stop(t)
+	}
+	// A data dir with a store: serve --restore opens it as it is.
+	p, err := startServeArgs(t, g, []string{"--restore"})
+	if err != nil || !strings.Contains(p.logText(), "restore: not needed") {
+		t.Fatalf("serve --restore on a store: %v\n%s", err, p.logText())
+	}
+	readThroughServe(p)
+	p.stop(t)
+	// One that holds something else: exit 2, nothing created.
+	other := filepath.Join(root, "other")
+	if err := os.MkdirAll(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "keep.txt"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err = startServeArgs(t, []string{"--redis", redis, "--data", other, "--remote", rurl, "--token-file", ""}, []string{"--restore"})
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(p.logText(), "not empty") {
+		t.Fatalf("serve --restore on a data dir with a file: %v, want exit 2 and the refusal\n%s", err, p.logText())
+	}
+	if e := dirEntries(t, other); !slices.Equal(e, []string{"keep.txt"}) {
+		t.Fatalf("a refused serve --restore changed the data dir: %v", e)
 	}
 }

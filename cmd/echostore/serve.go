@@ -121,6 +121,12 @@ the data dir is closed, and serve exits 0.`,
 			if _, err := cfg.Checked(); err != nil {
 				return err
 			}
+			if cfg.Restore && cfg.Data != "" {
+				// A restore's refusals come before the data dir's token is made.
+				if err := echostore.CheckRestore(cfg.NodeConfig()); err != nil {
+					return err
+				}
+			}
 			if cfg.Token == "" && len(cfg.Tokens) == 0 && server.IsLoopback(cfg.Listen) && (cfg.RESP == "" || server.IsLoopback(cfg.RESP)) {
 				// No token given: the data dir's own admin token, so that
 				// other users of the machine cannot use the TCP address.
