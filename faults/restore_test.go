@@ -227,7 +227,7 @@ func TestDiskLoss(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
-	bucket := fmt.Sprintf("diskloss-%d", os.Getpid())
+	bucket := fmt.Sprintf("diskloss-%d-%d", os.Getpid(), queueSeq.Add(1)) // a bucket of its own per run
 	if err := mi.CreateBucket(t.Context(), bucket); err != nil {
 		t.Fatal(err)
 	}
