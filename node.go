@@ -155,8 +155,10 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		// Every local commit and push is announced on its volume's lane.
 		notifier = lane.New(n.mq)
 	}
-	if restore {
-		// The marker first: a restore cut short leaves a data dir that says so.
+	if restore && cfg.Restore != RestoreForce {
+		// The marker first: a restore cut short leaves a data dir that says
+		// so. (A forced restore writes it once it holds the data dir's
+		// lock: the data dir may be another process's.)
 		if err := writeRestoreMarker(cfg.Data, n.rurl); err != nil {
 			return nil, err
 		}
@@ -176,6 +178,11 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("echostore: open data dir %s: %w", cfg.Data, err)
 	}
 	n.store.AttachRemote(n.rs)
+	if restore && cfg.Restore == RestoreForce {
+		if err := writeRestoreMarker(cfg.Data, n.rurl); err != nil {
+			return nil, err
+		}
+	}
 	if skip != "" {
 		n.restored = &RestoreResult{Data: cfg.Data, Remote: redact.URL(n.rurl), Node: cfg.Node, Mode: cfg.Restore.String(),
 			Reason: skip, Volumes: []RestoredVolume{}, Skipped: []SkippedVolume{}}

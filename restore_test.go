@@ -462,3 +462,19 @@ func TestRestoreFromCheckpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreForceLocked: a forced restore into a data dir another node
+// holds fails with ErrDataLocked and leaves no restore marker there (which
+// would keep that node's next open out).
+func TestRestoreForceLocked(t *testing.T) {
+	ctx := testCtx(t)
+	root := t.TempDir()
+	data, rurl := filepath.Join(root, "data"), "file://"+filepath.Join(root, "remote")
+	open(t, echostore.Config{Data: data, Remote: rurl})
+	if _, err := echostore.Open(ctx, echostore.Config{Data: data, Remote: rurl, Restore: echostore.RestoreForce}); !errors.Is(err, echostore.ErrDataLocked) {
+		t.Fatalf("forced restore into a held data dir: %v, want ErrDataLocked", err)
+	}
+	if _, err := os.Stat(filepath.Join(data, echostore.RestoreMarker)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused forced restore left %s: %v", echostore.RestoreMarker, err)
+	}
+}

@@ -79,7 +79,8 @@ func exitCode(err error) int {
 		errors.Is(err, server.ErrConfig), errors.Is(err, server.ErrInsecure),
 		errors.Is(err, echostore.ErrNotEmpty), errors.Is(err, echostore.ErrRestoreRemote),
 		errors.Is(err, echostore.ErrRestorePending):
-		// A name or an id of the command line that does not parse.
+		// A name or an id of the command line that does not parse; a
+		// restore refused (nothing was created).
 		return exitUsage
 	case strings.HasPrefix(err.Error(), "unknown command "),
 		strings.HasPrefix(err.Error(), "required flag(s) "),

@@ -149,7 +149,8 @@ the data dir is closed, and serve exits 0.`,
 			node, err := echostore.Open(ctx, cfg.NodeConfig())
 			switch {
 			case errors.Is(err, server.ErrMemRemote), errors.Is(err, echostore.ErrConfig),
-				errors.Is(err, echostore.ErrNotEmpty), errors.Is(err, echostore.ErrRestoreRemote):
+				errors.Is(err, echostore.ErrNotEmpty), errors.Is(err, echostore.ErrRestoreRemote),
+				errors.Is(err, echostore.ErrRestorePending):
 				return err
 			case errors.Is(err, server.ErrDataLocked):
 				return fmt.Errorf("%w; stop the other serve, or give this one its own --data", err)
