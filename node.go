@@ -134,7 +134,7 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, ErrMemRemote
 	}
 	// A restore's refusals come before anything is contacted or created.
-	restore, skip, err := restorePlan(cfg, n.rurl)
+	plan, err := planRestore(cfg, n.rurl)
 	if err != nil {
 		return nil, err
 	}
@@ -155,10 +155,8 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		// Every local commit and push is announced on its volume's lane.
 		notifier = lane.New(n.mq)
 	}
-	if restore && cfg.Restore != RestoreForce {
-		// The marker first: a restore cut short leaves a data dir that says
-		// so. (A forced restore writes it once it holds the data dir's
-		// lock: the data dir may be another process's.)
+	if plan.marker {
+		// The marker first: a restore cut short leaves a data dir that says so.
 		if err := writeRestoreMarker(cfg.Data, n.rurl); err != nil {
 			return nil, err
 		}
@@ -178,17 +176,12 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("echostore: open data dir %s: %w", cfg.Data, err)
 	}
 	n.store.AttachRemote(n.rs)
-	if restore && cfg.Restore == RestoreForce {
-		if err := writeRestoreMarker(cfg.Data, n.rurl); err != nil {
-			return nil, err
-		}
-	}
-	if skip != "" {
+	if plan.skip != "" {
 		n.restored = &RestoreResult{Data: cfg.Data, Remote: redact.URL(n.rurl), Node: cfg.Node, Mode: cfg.Restore.String(),
-			Reason: skip, Volumes: []RestoredVolume{}, Skipped: []SkippedVolume{}}
-		n.log.Info("restore: not needed", "data", cfg.Data, "reason", skip)
+			Reason: plan.skip, Volumes: []RestoredVolume{}, Skipped: []SkippedVolume{}}
+		n.log.Info("restore: not needed", "data", cfg.Data, "reason", plan.skip)
 	}
-	if restore {
+	if plan.restore {
 		// Before the accept tier: its recovery reads the restored accept
 		// volumes and dispatches again what they hold above their safe
 		// index.

@@ -88,9 +88,9 @@ var (
 	ErrRestorePending = errors.New("echostore: the data directory holds an unfinished restore")
 )
 
-// RestoreMarker is the file a restore writes in the data dir before it
-// creates anything else and removes once every volume is restored: a data
-// dir that holds it is incomplete.
+// RestoreMarker is the file a restore of a data dir that holds no store
+// writes in it before it creates anything else, and removes once every
+// volume is restored: a data dir that holds it is incomplete.
 const RestoreMarker = "restore.pending"
 
 // restoreIgnored are the entries of a data dir that a restore treats as
@@ -223,44 +223,53 @@ func CheckRestore(cfg Config) error {
 			return err
 		}
 	}
-	_, _, err := restorePlan(cfg, rurl)
+	_, err := planRestore(cfg, rurl)
 	return err
 }
 
-// restorePlan decides, before anything is created, whether open restores
-// (true) and refuses what the mode does not allow. skip is the reason a
-// RestoreIfEmpty open does not restore.
-func restorePlan(cfg Config, rurl string) (restore bool, skip string, err error) {
+// restorePlan is what open does about Config.Restore.
+type restorePlan struct {
+	restore bool   // restore the volumes
+	skip    string // why a RestoreIfEmpty open does not restore
+	// marker: write RestoreMarker before anything else: the data dir
+	// holds no store (or an unfinished restore), so a restore cut short
+	// would leave it incomplete. A forced restore into a store writes none:
+	// the store is whole before and after, and may be another process's.
+	marker bool
+}
+
+// planRestore decides, before anything is created, what open does about
+// cfg.Restore, and refuses what the mode does not allow.
+func planRestore(cfg Config, rurl string) (restorePlan, error) {
 	if cfg.Restore == RestoreOff {
 		if _, err := os.Stat(filepath.Join(cfg.Data, RestoreMarker)); err == nil {
-			return false, "", fmt.Errorf("%w (%s holds %s): finish it with `echostore restore --data %s` (or serve with restore: true), which pulls what is missing",
+			return restorePlan{}, fmt.Errorf("%w (%s holds %s): finish it with `echostore restore --data %s` (or serve with restore: true), which pulls what is missing",
 				ErrRestorePending, cfg.Data, RestoreMarker, cfg.Data)
 		}
-		return false, "", nil
+		return restorePlan{}, nil
 	}
 	st, err := readDataState(cfg.Data)
 	if err != nil {
-		return false, "", err
+		return restorePlan{}, err
 	}
 	if err := checkRestoreRemote(cfg.Data, rurl); err != nil {
-		return false, "", err
+		return restorePlan{}, err
 	}
-	refuse := func() error {
+	switch {
+	case st.empty(), st.pending:
+		return restorePlan{restore: true, marker: true}, nil
+	case cfg.Restore == RestoreForce:
+		return restorePlan{restore: true, marker: !st.store}, nil
+	case cfg.Restore == RestoreIfEmpty && st.store:
+		return restorePlan{skip: "the data dir holds a store: it is opened as it is"}, nil
+	case cfg.Restore == RestoreIfEmpty, cfg.Restore == RestoreEmpty:
 		e := &NotEmptyError{Dir: cfg.Data, Entries: st.entries, Store: st.store}
 		if len(e.Entries) > 10 {
 			e.Entries = append(e.Entries[:10:10], "…")
 		}
-		return e
+		return restorePlan{}, e
 	}
-	switch {
-	case cfg.Restore == RestoreForce, st.empty(), st.pending:
-		return true, "", nil
-	case cfg.Restore == RestoreIfEmpty && st.store:
-		return false, "the data dir holds a store: it is opened as it is", nil
-	case cfg.Restore == RestoreIfEmpty, cfg.Restore == RestoreEmpty:
-		return false, "", refuse()
-	}
-	return false, "", fmt.Errorf("%w: restore mode %v", ErrConfig, cfg.Restore)
+	return restorePlan{}, fmt.Errorf("%w: restore mode %v", ErrConfig, cfg.Restore)
 }
 
 // checkRestoreRemote refuses a file:// remote inside the data dir.
@@ -367,8 +376,8 @@ func (n *Node) restore(ctx context.Context) (*RestoreResult, error) {
 	res.Requests, res.BytesFetched = m.requests.Load(), m.bytes.Load()
 	res.TookMs = time.Since(start).Milliseconds()
 	if len(errs) > 0 {
-		return res, fmt.Errorf("echostore: restore: %d of %d volumes failed (the data dir keeps %s: run the restore again): %w",
-			len(errs), len(errs)+len(res.Volumes), RestoreMarker, errors.Join(errs...))
+		return res, fmt.Errorf("echostore: restore: %d of %d volumes failed (run the restore again: it pulls what is missing): %w",
+			len(errs), len(errs)+len(res.Volumes), errors.Join(errs...))
 	}
 	return res, nil
 }

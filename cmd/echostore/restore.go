@@ -45,8 +45,8 @@ refuses, exit status 2, having created nothing. --force restores into a data
 dir that holds something: it creates the volumes the data dir lacks and pulls
 those it has, and deletes nothing (a volume whose unpushed commits the remote
 does not have fails the restore; ` + "`echostore volume reset`" + ` decides about it).
-A restore cut short leaves the file restore.pending in the data dir, which
-then opens only to a restore, which finishes it.
+A restore of a data dir that held no store, cut short, leaves the file
+restore.pending in it, which then opens only to a restore, which finishes it.
 
 With Redis reachable (--redis), a seam cache that names folds the remote
 never received (trim_after: local: they were on the lost disk) is lowered to
