@@ -79,6 +79,11 @@ type Config struct {
 	// AllowEviction connects to a Redis whose maxmemory-policy may evict
 	// (tests only: eviction drops streams silently).
 	AllowEviction bool
+	// Restore rebuilds the data dir from the remote at Open (restore.go):
+	// every archive volume of the remote and the node's accept volumes,
+	// lazily, before the accept tier starts. RestoreOff (the default)
+	// opens the data dir as it is.
+	Restore RestoreMode
 	// Logger receives the node's logs (default slog.Default()).
 	Logger *slog.Logger
 }

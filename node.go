@@ -79,6 +79,8 @@ type Node struct {
 	// (an archiver holds only its options).
 	base map[archive.TrimAfter]*archive.Archiver
 
+	restored *RestoreResult // what Open's restore did (Config.Restore), or nil
+
 	mu     sync.Mutex
 	closed bool
 }
@@ -131,6 +133,11 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if u, perr := url.Parse(n.rurl); perr == nil && strings.EqualFold(u.Scheme, "mem") && !cfg.Dev {
 		return nil, ErrMemRemote
 	}
+	// A restore's refusals come before anything is contacted or created.
+	plan, err := planRestore(cfg, n.rurl)
+	if err != nil {
+		return nil, err
+	}
 	drv := cfg.Drivers
 	if len(drv) == 0 {
 		drv = []remote.Driver{file.Driver{}, mem.Driver{}}
@@ -148,6 +155,12 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		// Every local commit and push is announced on its volume's lane.
 		notifier = lane.New(n.mq)
 	}
+	if plan.marker {
+		// The marker first: a restore cut short leaves a data dir that says so.
+		if err := writeRestoreMarker(cfg.Data, n.rurl); err != nil {
+			return nil, err
+		}
+	}
 	// The data dir holds every record and job payload: its owner only
 	// (an existing dir keeps its mode; docs/SECURITY.md).
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
@@ -163,6 +176,27 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("echostore: open data dir %s: %w", cfg.Data, err)
 	}
 	n.store.AttachRemote(n.rs)
+	if plan.skip != "" {
+		n.restored = &RestoreResult{Data: cfg.Data, Remote: redact.URL(n.rurl), Node: cfg.Node, Mode: cfg.Restore.String(),
+			Reason: plan.skip, Volumes: []RestoredVolume{}, Skipped: []SkippedVolume{}}
+		n.log.Info("restore: not needed", "data", cfg.Data, "reason", plan.skip)
+	}
+	if plan.restore {
+		// Before the accept tier: its recovery reads the restored accept
+		// volumes and dispatches again what they hold above their safe
+		// index.
+		if n.restored, err = n.restore(ctx); err != nil {
+			return nil, err
+		}
+		if err := n.restoreSeams(ctx, n.restored); err != nil {
+			return nil, fmt.Errorf("echostore: restore: %w", err)
+		}
+		if err := removeRestoreMarker(cfg.Data); err != nil {
+			return nil, err
+		}
+		n.log.Info("restore: done", "volumes", len(n.restored.Volumes), "skipped", len(n.restored.Skipped),
+			"requests", n.restored.Requests, "bytes_fetched", n.restored.BytesFetched, "took_ms", n.restored.TookMs)
+	}
 	if n.mq == nil {
 		return n, nil
 	}

@@ -130,6 +130,13 @@ type Config struct {
 	Dev bool `yaml:"dev"`
 	// Node is the node number of the ids this server mints.
 	Node int `yaml:"node"`
+	// Restore rebuilds a data dir that holds no store (a lost disk) from
+	// the remote before serving (echostore.RestoreIfEmpty): every archive
+	// volume of the remote and this node's accept volumes, lazily; a data
+	// dir that holds a store opens as it is, one that holds anything else
+	// is refused (echostore.ErrNotEmpty). The remote must be outside the
+	// data dir.
+	Restore bool `yaml:"restore"`
 	// Beat is how often the archive driver and retention run (default
 	// DefaultBeat).
 	Beat time.Duration `yaml:"beat"`

@@ -120,9 +120,13 @@ type Server struct {
 // server's checkpointer (CheckpointEvery) is it, and times each
 // checkpoint. serve opens every remote driver (graft/remote/drivers).
 func (c Config) NodeConfig() echostore.Config {
-	return echostore.Config{Data: c.Data, Redis: c.Redis, Remote: c.Remote, Dev: c.Dev, Node: c.Node,
+	nc := echostore.Config{Data: c.Data, Redis: c.Redis, Remote: c.Remote, Dev: c.Dev, Node: c.Node,
 		MaxQueues: c.MaxQueues, FlushInterval: -1, AllowEviction: c.AllowEviction, Logger: c.Logger,
 		Drivers: drivers.All()}
+	if c.Restore {
+		nc.Restore = echostore.RestoreIfEmpty
+	}
+	return nc
 }
 
 // Open checks cfg, opens its node (echostore.Open with cfg.NodeConfig())

@@ -76,8 +76,11 @@ func exitCode(err error) int {
 	case errors.Is(err, remote.ErrBadURL), errors.Is(err, remote.ErrUnknownScheme),
 		errors.Is(err, mq.ErrBadURL), errors.Is(err, server.ErrMemRemote), errors.Is(err, echostore.ErrMemRemote),
 		errors.Is(err, names.ErrInvalid), errors.Is(err, brand.ErrMalformed), errors.Is(err, xid.ErrSyntax),
-		errors.Is(err, server.ErrConfig), errors.Is(err, server.ErrInsecure):
-		// A name or an id of the command line that does not parse.
+		errors.Is(err, server.ErrConfig), errors.Is(err, server.ErrInsecure),
+		errors.Is(err, echostore.ErrNotEmpty), errors.Is(err, echostore.ErrRestoreRemote),
+		errors.Is(err, echostore.ErrRestorePending):
+		// A name or an id of the command line that does not parse; a
+		// restore refused (nothing was created).
 		return exitUsage
 	case strings.HasPrefix(err.Error(), "unknown command "),
 		strings.HasPrefix(err.Error(), "required flag(s) "),

@@ -179,6 +179,7 @@ single ordered stream.`,
 		newArchiveCmd(g),
 		newVolumeCmd(g),
 		newServeCmd(g),
+		newRestoreCmd(g),
 		movedBenchCmd(),
 	)
 	adviseAll(root)

@@ -17,7 +17,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		listen, config, token string
 		respAddr              string
 		beat                  time.Duration
-		dev                   bool
+		dev, restore          bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--listen 127.0.0.1:7070] [--resp 127.0.0.1:6380] [--config FILE] [--token-file FILE] [--beat D]",
@@ -51,7 +51,9 @@ The remote is checked at start: a malformed URL exits 2, an unreachable
 remote is logged and serve starts anyway; GET /healthz answers 200
 {"status":"ok","redis":"ok","remote":"ok"}, or 503 with the reason while Redis
 or the remote is down. A mem:// remote keeps nothing across a restart and needs
---dev. Keep a Redis password out of --redis: give --redis-password-file.
+--dev. --restore (config restore: true) rebuilds a data dir that holds no store
+(a lost disk) from the remote before serving, as ` + "`echostore restore`" + ` does; a data
+dir that holds a store opens as it is. Keep a Redis password out of --redis: give --redis-password-file.
 SIGTERM or Ctrl-C: the cycle in flight and the requests in flight finish,
 the data dir is closed, and serve exits 0.`,
 		Args: cobra.NoArgs,
@@ -112,11 +114,18 @@ the data dir is closed, and serve exits 0.`,
 				cfg.Node = node
 			}
 			cfg.Dev = cfg.Dev || dev
+			cfg.Restore = cfg.Restore || restore
 			cfg.Logger = g.log
 			// The configuration is checked before anything is created
 			// (the data dir's token below) or opened.
 			if _, err := cfg.Checked(); err != nil {
 				return err
+			}
+			if cfg.Restore && cfg.Data != "" {
+				// A restore's refusals come before the data dir's token is made.
+				if err := echostore.CheckRestore(cfg.NodeConfig()); err != nil {
+					return err
+				}
 			}
 			if cfg.Token == "" && len(cfg.Tokens) == 0 && server.IsLoopback(cfg.Listen) && (cfg.RESP == "" || server.IsLoopback(cfg.RESP)) {
 				// No token given: the data dir's own admin token, so that
@@ -139,7 +148,9 @@ the data dir is closed, and serve exits 0.`,
 			}
 			node, err := echostore.Open(ctx, cfg.NodeConfig())
 			switch {
-			case errors.Is(err, server.ErrMemRemote), errors.Is(err, echostore.ErrConfig):
+			case errors.Is(err, server.ErrMemRemote), errors.Is(err, echostore.ErrConfig),
+				errors.Is(err, echostore.ErrNotEmpty), errors.Is(err, echostore.ErrRestoreRemote),
+				errors.Is(err, echostore.ErrRestorePending):
 				return err
 			case errors.Is(err, server.ErrDataLocked):
 				return fmt.Errorf("%w; stop the other serve, or give this one its own --data", err)
@@ -165,6 +176,7 @@ the data dir is closed, and serve exits 0.`,
 	f.StringVar(&token, "token", "", "an admin bearer token (deprecated: its value shows in ps)")
 	_ = f.MarkDeprecated("token", "its value shows in ps and the shell's history: put the token in a file (chmod 600) and give --token-file FILE, or set ECHOSTORE_TOKEN")
 	f.DurationVar(&beat, "beat", server.DefaultBeat, "how often the archive driver and retention run")
+	f.BoolVar(&restore, "restore", false, "rebuild a data dir that holds no store (a lost disk) from the remote first, lazily (config restore: true; `echostore restore --help`)")
 	f.BoolVar(&dev, "dev", false, "allow a mem:// remote, which keeps nothing across a restart (demos and tests only; config dev: true)")
 	return cmd
 }
