@@ -117,11 +117,13 @@ type Server struct {
 // NodeConfig returns the node's part of c: the echostore.Config that
 // serve opens (Open). The outbox has no time bound of its own: the
 // server's checkpointer (CheckpointEvery) is it, and times each
-// checkpoint. serve opens every remote driver (graft/remote/drivers).
+// checkpoint. serve opens every remote driver (graft/remote/drivers) and
+// replicates in the background every ReplicateEvery (negative: off; c
+// checked, so 0 is the default).
 func (c Config) NodeConfig() echostore.Config {
 	return echostore.Config{Data: c.Data, Redis: c.Redis, Remote: c.Remote, Dev: c.Dev, Node: c.Node,
 		MaxQueues: c.MaxQueues, FlushInterval: -1, AllowEviction: c.AllowEviction, Logger: c.Logger,
-		Drivers: drivers.All()}
+		ReplicateEvery: c.ReplicateEvery, Drivers: drivers.All()}
 }
 
 // Open checks cfg, opens its node (echostore.Open with cfg.NodeConfig())
