@@ -46,9 +46,12 @@ type ReplicationLag struct {
 	// Records counts the records those commits wrote: for an archive
 	// volume (archive.Q.S, or a key stream's) the archived records, for an
 	// accept volume (accept.Q.N) the jobs. nil where it is not known (any
-	// other volume, or more than MaxLagScan commits behind).
+	// other volume, more than MaxLagScan commits behind, or commit records
+	// collected by GC).
 	Records *uint64 `json:"records,omitempty"`
-	// Seconds is the age of the oldest commit not yet pushed (0: none).
+	// Seconds is the age of the oldest commit not yet pushed (0: none, or
+	// not known: GC collected its commit record, which happens only to a
+	// volume never pushed).
 	Seconds float64 `json:"seconds"`
 }
 
@@ -108,6 +111,12 @@ func lagOf(ctx context.Context, vol *graft.Volume, in graft.Info, now time.Time)
 		to = in.LocalLSN
 	}
 	commits, err := vol.Commits(ctx, in.SyncLSN+1, to)
+	if errors.Is(err, graft.ErrSnapshotGone) {
+		// GC collected the commit records above the sync point (a volume
+		// never pushed whose GC passed them, or one restarted from a
+		// checkpoint): the count alone is known.
+		return lag, nil
+	}
 	if err != nil {
 		return lag, fmt.Errorf("replication lag of %s: %w", in.Volume, err)
 	}
