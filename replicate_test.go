@@ -254,4 +254,3 @@ func TestReplicateBesideExplicitPush(t *testing.T) {
 		t.Errorf("stats %+v: a background push failed", st)
 	}
 }
-

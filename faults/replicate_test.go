@@ -2,8 +2,8 @@ package faults
 
 import (
 	"bufio"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -247,4 +247,3 @@ func waitDeadline(t *testing.T, within time.Duration, what string, cond func() b
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
