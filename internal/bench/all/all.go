@@ -76,8 +76,8 @@ func Default() Config {
 		SyncCallers: []int{1, 2, 4, 8, 16, 32, 64}, SyncWindow: 3 * time.Second, SyncPuts: 200,
 		ArchiveDepths: []int{10_000, 100_000, 1_000_000}, ArchiveRuns: 5,
 		MemoryRounds: 100, MemoryWindow: 1000,
-		HeadSizes: []uint64{10, 1000, 100_000},
-		RESP:      respbench.Config{Records: 100_000, Runs: 9, Ops: 5000},
+		HeadSizes:      []uint64{10, 1000, 100_000},
+		RESP:           respbench.Config{Records: 100_000, Runs: 9, Ops: 5000},
 		RequestRecords: 100_000, RequestCycle: 10_000, RequestJobs: 10_000, RequestIdle: 10 * time.Second,
 		RequestStreams: []int{1, 100, 1000},
 	}
