@@ -53,6 +53,17 @@ type Config struct {
 	// then calls Node.Outbox().Flush itself (serve does, to time each
 	// checkpoint).
 	FlushInterval time.Duration
+	// ReplicateEvery turns on background replication: every volume with
+	// local commits not yet pushed (archive and accept volumes alike, and a
+	// volume committed through Volume) is pushed within ReplicateEvery of
+	// the first of them, whatever the cycles' trim_after. It is driven by
+	// the store's own commit events, so a quiet volume makes no request to
+	// the remote; a failing remote is retried with a backoff and never
+	// holds a commit up. 0 or negative: off (a program that embeds a Node
+	// pushes when it chooses, as Cycle with TrimAfterRemote and Push do);
+	// serve sets DefaultReplicateEvery unless its replicate_every says
+	// otherwise. Docs: docs/ARCHITECTURE.md, Background replication.
+	ReplicateEvery time.Duration
 	// GroupWait bounds the sync group commit's wait for siblings
 	// (accept.TierOptions.GroupWait; 0: its default, negative: never wait).
 	GroupWait time.Duration

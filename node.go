@@ -61,10 +61,16 @@ const CloseTimeout = 15 * time.Second
 // remote, the accept outbox and tier, and the archivers. Get one with Open;
 // its methods are safe for concurrent use. Close it once.
 type Node struct {
-	cfg   Config
-	log   *slog.Logger
-	rurl  string // the remote's URL (secrets in it: never shown unredacted)
-	rs    remote.Store
+	cfg  Config
+	log  *slog.Logger
+	rurl string // the remote's URL (secrets in it: never shown unredacted)
+	rs   remote.Store
+	// meter counts the requests and bytes of the driver's store, directly
+	// around it (rs wraps it, or is it).
+	meter *remote.MeteredStore
+	// repl is the background replication (Config.ReplicateEvery), nil
+	// when off.
+	repl  *replicator
 	mq    *mq.Client // nil without Redis
 	store *graft.Store
 	// jobsMu guards out and tier, which are set once: at Open, or at the
@@ -142,10 +148,14 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if len(drv) == 0 {
 		drv = []remote.Driver{file.Driver{}, mem.Driver{}}
 	}
-	n.rs, err = remote.Open(ctx, n.rurl, drv...)
+	raw, err := remote.Open(ctx, n.rurl, drv...)
 	if err != nil {
 		return nil, fmt.Errorf("echostore: remote %s: %w", redact.URL(n.rurl), err)
 	}
+	// The meter sits directly around the driver's store: it counts what
+	// crosses the wire.
+	n.meter = remote.NewMeteredStore(raw)
+	n.rs = n.meter
 	var notifier graft.Notifier
 	if cfg.Redis != "" {
 		n.mq, err = mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.Node, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction})
@@ -160,6 +170,12 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if err := writeRestoreMarker(cfg.Data, n.rurl); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.ReplicateEvery > 0 {
+		// Every local commit also marks its volume for the background
+		// replication (in memory: a quiet volume costs nothing).
+		n.repl = newReplicator(cfg.ReplicateEvery, cfg.Logger)
+		notifier = n.repl.notifier(notifier)
 	}
 	// The data dir holds every record and job payload: its owner only
 	// (an existing dir keeps its mode; docs/SECURITY.md).
@@ -196,6 +212,11 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		n.log.Info("restore: done", "volumes", len(n.restored.Volumes), "skipped", len(n.restored.Skipped),
 			"requests", n.restored.Requests, "bytes_fetched", n.restored.BytesFetched, "took_ms", n.restored.TookMs)
+	}
+	if n.repl != nil {
+		if err := n.repl.start(ctx, n.store); err != nil {
+			return nil, err
+		}
 	}
 	if n.mq == nil {
 		return n, nil
@@ -349,6 +370,15 @@ func (n *Node) Store() *graft.Store { return n.store }
 // Remote returns the node's remote store.
 func (n *Node) Remote() remote.Store { return n.rs }
 
+// RemoteMeter returns the requests and bytes the node's remote store has
+// sent and received since Open (zero for a live-only node).
+func (n *Node) RemoteMeter() remote.Meter {
+	if n.meter == nil {
+		return remote.Meter{}
+	}
+	return n.meter.Meter()
+}
+
 // RemoteURL returns the remote's URL, secrets and all: never show it
 // without redact.URL.
 func (n *Node) RemoteURL() string { return n.rurl }
@@ -387,6 +417,9 @@ func (n *Node) closeAll(ctx context.Context) error {
 		defer cancel()
 	}
 	var errs []error
+	if n.repl != nil {
+		n.repl.stop() // the pushes in flight are canceled; their commits wait for the next open
+	}
 	n.jobsMu.Lock()
 	n.jobsClosed = true // no job operation starts the tier after this
 	tier, out := n.tier, n.out

@@ -250,15 +250,24 @@ type RedriveResult struct {
 // VolumeList is the answer of Node.Volumes: every volume of the data dir,
 // by name (none is an empty list).
 type VolumeList struct {
-	Volumes []graft.Info `json:"volumes"`
+	Volumes []VolumeStatus `json:"volumes"`
+}
+
+// VolumeStatus is one volume of a VolumeList: graft.Info's fields (volume,
+// local_lsn, remote_lsn, sync_lsn, pages, bytes, gc_horizon, created) and
+// its replication lag.
+type VolumeStatus struct {
+	graft.Info
+	Lag ReplicationLag `json:"replication_lag"`
 }
 
 // VolumeInfo is a volume's state: graft.Info's fields (volume, local_lsn,
-// remote_lsn, sync_lsn, pages, bytes, gc_horizon, created) and the frames
-// not yet fetched from the remote.
+// remote_lsn, sync_lsn, pages, bytes, gc_horizon, created), the frames
+// not yet fetched from the remote and its replication lag.
 type VolumeInfo struct {
 	graft.Info
-	UnfetchedFrames int `json:"unfetched_frames"`
+	UnfetchedFrames int            `json:"unfetched_frames"`
+	Lag             ReplicationLag `json:"replication_lag"`
 }
 
 // PushResult is the answer of a push: the volume after it and the hash of

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
@@ -22,10 +23,23 @@ func (n *Node) Volumes(ctx context.Context) (VolumeList, error) {
 	if err != nil {
 		return VolumeList{}, err
 	}
-	if infos == nil {
-		infos = []graft.Info{}
+	out := VolumeList{Volumes: make([]VolumeStatus, 0, len(infos))}
+	now := time.Now()
+	for _, in := range infos {
+		st := VolumeStatus{Info: in}
+		if vol, err := n.store.Volume(ctx, in.Volume); err == nil {
+			st.Info = vol.Info() // the lag's own reading
+			if st.Lag, err = lagOf(ctx, vol, st.Info, now); err != nil {
+				return VolumeList{}, err
+			}
+		} else if !errors.Is(err, graft.ErrVolumeNotFound) {
+			return VolumeList{}, err
+		} else {
+			continue // dropped since the listing
+		}
+		out.Volumes = append(out.Volumes, st)
 	}
-	return VolumeList{Volumes: infos}, nil
+	return out, nil
 }
 
 // VolumeInfo returns the state of volume v of the data dir; a volume the
@@ -47,7 +61,12 @@ func infoOf(ctx context.Context, vol *graft.Volume) (VolumeInfo, error) {
 	if err != nil {
 		return VolumeInfo{}, err
 	}
-	return VolumeInfo{Info: vol.Info(), UnfetchedFrames: u}, nil
+	in := vol.Info()
+	lag, err := lagOf(ctx, vol, in, time.Now())
+	if err != nil {
+		return VolumeInfo{}, err
+	}
+	return VolumeInfo{Info: in, UnfetchedFrames: u, Lag: lag}, nil
 }
 
 // volume returns volume v of the data dir. create makes a volume the data

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/echostore/echostore/graft"
@@ -124,6 +125,12 @@ type Archiver struct {
 	// before the trim.
 	afterFold, beforeTrim func()
 	afterDrop             func(token int64) // Delete, between the drop and Redis
+
+	// headMu guards checked: per stream, the lease token of this
+	// archiver's last cycle that found the remote head at or below the
+	// volume's remote LSN (openVolume).
+	headMu  sync.Mutex
+	checked map[names.StreamRef]int64
 }
 
 // New returns an Archiver.
@@ -253,7 +260,7 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 	if err != nil {
 		return res, err
 	}
-	vol, err := a.openVolume(ctx, ref, ok)
+	vol, err := a.openVolume(ctx, ref, ok, token)
 	if err != nil {
 		return res, err
 	}

@@ -76,7 +76,15 @@ func DeleteRemoteLog(ctx context.Context, rs remote.Store, volume string) (int, 
 // push left a pending remote commit (a crash lost the sync point that
 // follows the PUT) is pulled too: the pull settles it first (the remote
 // holding the same bytes at that LSN means it landed).
-func (a *Archiver) openVolume(ctx context.Context, ref names.StreamRef, hasSeam bool) (*graft.Volume, error) {
+//
+// The LIST is skipped when token, the cycle's lease, is the one right
+// after the lease of this archiver's last cycle of the stream that read
+// the remote head: fencing tokens grow by one per lease taken, so no other
+// process cycled (folded, pushed) the stream in between, and the remote
+// head is still at most the volume's remote LSN (only this process's own
+// pushes moved it since). A quiet stream cycled on every beat therefore
+// costs the remote no request.
+func (a *Archiver) openVolume(ctx context.Context, ref names.StreamRef, hasSeam bool, token int64) (*graft.Volume, error) {
 	store := a.opts.Store
 	vname := ref.Volume().String()
 	vol, err := store.Volume(ctx, ref.Volume())
@@ -86,7 +94,7 @@ func (a *Archiver) openVolume(ctx context.Context, ref names.StreamRef, hasSeam 
 	if err != nil {
 		return nil, fmt.Errorf("archive cycle %s: %w", ref, err)
 	}
-	if rs := store.Remote(); rs != nil {
+	if rs := store.Remote(); rs != nil && !a.headKnown(ref, vol, token) {
 		l, err := remote.NewLog(rs, ref.Volume())
 		if err != nil {
 			return nil, fmt.Errorf("archive cycle %s: %w", ref, err)
@@ -112,6 +120,7 @@ func (a *Archiver) openVolume(ctx context.Context, ref names.StreamRef, hasSeam 
 			a.log.Info("archive volume pulled before the cycle", ref.LogAttr(), "volume", vname,
 				"remote_from", from, "remote_head", head)
 		}
+		a.headChecked(ref, token)
 	}
 	if vol == nil {
 		if vol, err = store.CreateVolume(ctx, ref.Volume()); err != nil {
@@ -119,4 +128,30 @@ func (a *Archiver) openVolume(ctx context.Context, ref names.StreamRef, hasSeam 
 		}
 	}
 	return vol, nil
+}
+
+// headKnown reports whether the cycle of lease token may skip reading the
+// remote head of ref's volume vol: this archiver read it in the cycle of
+// the lease right before token, and vol has commits (openVolume). It
+// records token as the new last one either way.
+func (a *Archiver) headKnown(ref names.StreamRef, vol *graft.Volume, token int64) bool {
+	a.headMu.Lock()
+	defer a.headMu.Unlock()
+	last, ok := a.checked[ref]
+	if !ok || token != last+1 || token <= 0 || vol == nil || vol.Head() == 0 {
+		return false
+	}
+	a.checked[ref] = token
+	return true
+}
+
+// headChecked records that the cycle of lease token read the remote head
+// of ref's volume and brought the volume up to it.
+func (a *Archiver) headChecked(ref names.StreamRef, token int64) {
+	a.headMu.Lock()
+	defer a.headMu.Unlock()
+	if a.checked == nil {
+		a.checked = map[names.StreamRef]int64{}
+	}
+	a.checked[ref] = token
 }

@@ -237,3 +237,51 @@ func TestCycleTakeoverPulls(t *testing.T) {
 	}
 	b.audit(ctx, all)
 }
+
+// TestQuietCycleNoRemoteRequest: a stream cycled again and again by the
+// same archiver, with nothing new, costs the remote no request (the lease
+// tokens follow one another: nobody else cycled in between); once another
+// node has cycled and pushed, the next cycle reads the remote head and
+// pulls that node's folds before its own.
+func TestQuietCycleNoRemoteRequest(t *testing.T) {
+	ctx := testCtx(t)
+	raw, err := remote.Open(ctx, "file://"+t.TempDir(), drivers.All()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	rs := remote.NewCountingStore(raw)
+	live := connect(t, testRedisURL(t))
+	q := queueName(t)
+	opts := Options{LeaseTTL: 300 * time.Millisecond, LeaseWait: 5 * time.Second}
+	a := node(t, live, rs, q, "s", opts)
+	b := node(t, live, rs, q, "s", opts)
+	ref := mustRef(t, q, "s")
+	all := a.append(ctx, 30)
+	if res, err := a.a.Cycle(ctx, ref, Window{Keep: 10}); err != nil || res.Folded != 20 {
+		t.Fatalf("A's first cycle: %+v %v", res, err)
+	}
+	rs.Reset()
+	for i := range 5 {
+		if res, err := a.a.Cycle(ctx, ref, Window{Keep: 10}); err != nil || res.Folded != 0 {
+			t.Fatalf("A's quiet cycle %d: %+v %v", i, res, err)
+		}
+	}
+	if c := rs.Counts(); c.Total() != 0 {
+		t.Fatalf("5 quiet cycles cost the remote %+v, want no request", c)
+	}
+	all = append(all, b.append(ctx, 15)...)
+	if res, err := b.a.Cycle(ctx, ref, Window{Keep: 10}); err != nil || res.Folded != 15 {
+		t.Fatalf("B's cycle: %+v %v", res, err)
+	}
+	rs.Reset()
+	all = append(all, a.append(ctx, 5)...)
+	res, err := a.a.Cycle(ctx, ref, Window{Keep: 10})
+	if err != nil || res.Folded != 5 || res.State.Pages != 40 {
+		t.Fatalf("A's cycle after B's: %+v %v", res, err)
+	}
+	if c := rs.Counts(); c.List == 0 {
+		t.Errorf("A's cycle after B's cost %+v: it did not read the remote head", c)
+	}
+	a.audit(ctx, all)
+}

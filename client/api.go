@@ -16,7 +16,6 @@ import (
 
 	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/brand"
-	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/xid"
@@ -308,7 +307,7 @@ func (c *Client) Volumes(ctx context.Context) (echostore.VolumeList, error) {
 	var out echostore.VolumeList
 	err := c.call(ctx, request{method: http.MethodGet, path: "/v1/volumes"}, &out)
 	if out.Volumes == nil {
-		out.Volumes = []graft.Info{}
+		out.Volumes = []echostore.VolumeStatus{}
 	}
 	return out, err
 }

@@ -48,6 +48,10 @@ func TestBrowser(t *testing.T) {
 		appendN(e, q, "s", 8, 5)
 		e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=2", "")
 		waitRow(t, ctx, key, "11", "2")
+		// The background replication pushes the archive volume (the
+		// default replicate_every; the stream trims after local): its row
+		// follows, through the volume's lane, to a remote LSN and no lag.
+		waitVolume(t, ctx, "archive."+q+".s", "in sync")
 
 		screenshot(t, ctx, false)
 	})
@@ -322,6 +326,20 @@ func waitCell(t *testing.T, ctx context.Context, key string, i int, text string)
 		chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(0))); err != nil {
 		rows, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("streams").innerText`))
 		t.Fatalf("stream %s: cell %d never showed %q; table:\n%s\n%v", key, i, text, rows, err)
+	}
+}
+
+// waitVolume waits until the volume's row of the volume table shows a
+// remote LSN above 0 and its replication lag cell holds text.
+func waitVolume(t *testing.T, ctx context.Context, vol, text string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.PollFunction[bool](`(vol, text) => {
+		const tr = document.querySelector('#volumes tr[data-volume="' + vol + '"]');
+		return !!tr && Number(tr.cells[2].textContent) > 0 && tr.cells[3].textContent.includes(text);
+	}`, chromedp.WithPollingArgs(vol, text),
+		chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(0))); err != nil {
+		rows, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("volumes").innerText`))
+		t.Fatalf("volume %s: never a remote LSN and %q; table:\n%s\n%v", vol, text, rows, err)
 	}
 }
 

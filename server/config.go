@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/names"
@@ -140,6 +141,14 @@ type Config struct {
 	// Beat is how often the archive driver and retention run (default
 	// DefaultBeat).
 	Beat time.Duration `yaml:"beat"`
+	// ReplicateEvery is the background replication's bound: every archive
+	// and accept volume is pushed within ReplicateEvery of its first commit
+	// not yet pushed, whatever trim_after says; a quiet volume makes no
+	// request (echostore.Config.ReplicateEvery). 0: the default,
+	// echostore.DefaultReplicateEvery (1s); negative: off (volumes reach
+	// the remote only through trim_after: remote, sync enqueues and
+	// `volume push`).
+	ReplicateEvery time.Duration `yaml:"replicate_every"`
 	// Defaults applies to streams that come into being on first use and
 	// fills what a declared stream leaves out. Zero: archived, Keep
 	// DefaultKeep, trim after local.
@@ -270,6 +279,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Beat < 0 {
 		return c, fmt.Errorf("%w: beat %v: want a positive duration", ErrConfig, c.Beat)
+	}
+	if c.ReplicateEvery == 0 {
+		c.ReplicateEvery = echostore.DefaultReplicateEvery
 	}
 	if c.CheckpointEvery == 0 {
 		c.CheckpointEvery = accept.DefaultFlushInterval

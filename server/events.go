@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/archive"
 )
 
@@ -57,12 +58,14 @@ type StalledEvent struct {
 	Groups []archive.StalledGroup `json:"groups"`
 }
 
-// LSNEvent is the payload of an "lsn" event: a volume's LSNs.
+// LSNEvent is the payload of an "lsn" event: a volume's LSNs and its
+// replication lag.
 type LSNEvent struct {
-	Volume    string `json:"volume"`
-	LocalLSN  uint64 `json:"local_lsn"`
-	RemoteLSN uint64 `json:"remote_lsn"`
-	Kind      string `json:"kind,omitempty"` // commit, push, or "" (the server's own reading)
+	Volume    string                   `json:"volume"`
+	LocalLSN  uint64                   `json:"local_lsn"`
+	RemoteLSN uint64                   `json:"remote_lsn"`
+	Lag       echostore.ReplicationLag `json:"replication_lag"`
+	Kind      string                   `json:"kind,omitempty"` // commit, push, or "" (the server's own reading)
 }
 
 // hub fans events out to subscribers. A subscriber that does not keep up

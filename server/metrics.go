@@ -1,10 +1,17 @@
 package server
 
 import (
-	"github.com/echostore/echostore/accept"
+	"context"
+	"log/slog"
+	"time"
+
 	"github.com/echostore/echostore/names"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	echostore "github.com/echostore/echostore"
+	"github.com/echostore/echostore/accept"
+	"github.com/echostore/echostore/graft/remote"
 )
 
 // metrics are the server's Prometheus metrics, on a private registry.
@@ -147,4 +154,82 @@ func (m *metrics) watchOutbox(out *accept.Outbox, k int) {
 			Help: "Jobs accepted and not yet committed to their queue's accept volume.",
 		}, func() float64 { return float64(out.Stats().Live) }),
 	)
+}
+
+// nodeCollector reads, at each scrape, what the node counts itself: the
+// remote store's requests and bytes (its metering wrapper), the background
+// replication's pushes, and each volume's replication lag (the data dir
+// alone: no remote request).
+type nodeCollector struct {
+	node *echostore.Node
+	log  *slog.Logger
+
+	requests, bytes, pushes, outage, lagCommits, lagRecords, lagSeconds *prometheus.Desc
+}
+
+// watchNode adds the node's own counts (nodeCollector).
+func (m *metrics) watchNode(node *echostore.Node, log *slog.Logger) {
+	m.reg.MustRegister(&nodeCollector{node: node, log: log,
+		requests: prometheus.NewDesc("echostore_remote_requests_total",
+			"Requests sent to the object store, by operation (put_if_absent, put, get, get_range, list, delete) and result (ok, not_found, exists, error).",
+			[]string{"op", "result"}, nil),
+		bytes: prometheus.NewDesc("echostore_remote_bytes_total",
+			"Object bodies sent to (out) and received from (in) the object store, in bytes, as they cross the wire.",
+			[]string{"direction"}, nil),
+		pushes: prometheus.NewDesc("echostore_replication_pushes_total",
+			"Background pushes (replicate_every), by result: ok (commits published) or error (each failed attempt).",
+			[]string{"result"}, nil),
+		outage: prometheus.NewDesc("echostore_replication_outage",
+			"1 while the background replication backs off from a remote that failed its last push, else 0.",
+			nil, nil),
+		lagCommits: prometheus.NewDesc("echostore_volume_replication_lag_commits",
+			"Local commits of the volume not yet pushed to the remote (local LSN - sync LSN).",
+			[]string{"volume"}, nil),
+		lagRecords: prometheus.NewDesc("echostore_volume_replication_lag_records",
+			"Records on the volume's commits not yet pushed (archive volumes: archived records; accept volumes: jobs).",
+			[]string{"volume"}, nil),
+		lagSeconds: prometheus.NewDesc("echostore_volume_replication_lag_seconds",
+			"Age of the volume's oldest commit not yet pushed (0: none).",
+			[]string{"volume"}, nil),
+	})
+}
+
+// Describe implements prometheus.Collector.
+func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.requests, c.bytes, c.pushes, c.outage, c.lagCommits, c.lagRecords, c.lagSeconds} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.node.RemoteMeter()
+	for _, r := range m.Requests {
+		ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(r.N), r.Op, r.Result)
+	}
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.CounterValue, float64(m.BytesIn), remote.DirectionIn)
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.CounterValue, float64(m.BytesOut), remote.DirectionOut)
+	st := c.node.ReplicationStats()
+	ch <- prometheus.MustNewConstMetric(c.pushes, prometheus.CounterValue, float64(st.Pushes), "ok")
+	ch <- prometheus.MustNewConstMetric(c.pushes, prometheus.CounterValue, float64(st.Failed), "error")
+	out := 0.0
+	if st.Outage {
+		out = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.outage, prometheus.GaugeValue, out)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	vols, err := c.node.Volumes(ctx)
+	if err != nil {
+		c.log.Warn("serve: metrics: replication lag of the volumes", "err", err)
+		return
+	}
+	for _, v := range vols.Volumes {
+		name := v.Volume.String()
+		ch <- prometheus.MustNewConstMetric(c.lagCommits, prometheus.GaugeValue, float64(v.Lag.Commits), name)
+		if v.Lag.Records != nil {
+			ch <- prometheus.MustNewConstMetric(c.lagRecords, prometheus.GaugeValue, float64(*v.Lag.Records), name)
+		}
+		ch <- prometheus.MustNewConstMetric(c.lagSeconds, prometheus.GaugeValue, v.Lag.Seconds, name)
+	}
 }

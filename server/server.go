@@ -118,11 +118,13 @@ type Server struct {
 // NodeConfig returns the node's part of c: the echostore.Config that
 // serve opens (Open). The outbox has no time bound of its own: the
 // server's checkpointer (CheckpointEvery) is it, and times each
-// checkpoint. serve opens every remote driver (graft/remote/drivers).
+// checkpoint. serve opens every remote driver (graft/remote/drivers) and
+// replicates in the background every ReplicateEvery (negative: off; c
+// checked, so 0 is the default).
 func (c Config) NodeConfig() echostore.Config {
 	nc := echostore.Config{Data: c.Data, Redis: c.Redis, Remote: c.Remote, Dev: c.Dev, Node: c.Node,
 		MaxQueues: c.MaxQueues, FlushInterval: -1, AllowEviction: c.AllowEviction, Logger: c.Logger,
-		Drivers: drivers.All()}
+		ReplicateEvery: c.ReplicateEvery, Drivers: drivers.All()}
 	if c.Restore {
 		nc.Restore = echostore.RestoreIfEmpty
 	}
@@ -215,6 +217,7 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 	s.ret = s.mq.NewRetention(nil)
 	s.m.watchOutbox(s.out, node.OutboxK())
 	s.m.reg.MustRegister(newQueueCollector(s.m.jobs, node.QueueStatus))
+	s.m.watchNode(node, cfg.Logger)
 	for _, st := range cfg.declaredStreams() { // checked by withDefaults
 		if err := s.declare(st); err != nil {
 			return nil, err
@@ -780,16 +783,16 @@ func (s *Server) reportTrim(ctx context.Context, r mq.TrimReport) {
 // publishes an "lsn" event for each volume whose LSNs moved since the last
 // event (the accept volumes, whose commits no cycle reports, included).
 func (s *Server) refreshVolumes(ctx context.Context) {
-	infos, err := s.store.Volumes(ctx)
+	vols, err := s.node.Volumes(ctx)
 	if err != nil {
 		s.log.Warn("serve: list volumes", "err", err)
 		return
 	}
-	for _, in := range infos {
+	for _, in := range vols.Volumes {
 		vol := in.Volume.String()
 		s.m.localLSN.WithLabelValues(vol).Set(float64(in.LocalLSN))
 		s.m.remoteLSN.WithLabelValues(vol).Set(float64(in.RemoteLSN))
-		s.hub.publishChanged("lsn/"+vol, "lsn", LSNEvent{Volume: vol, LocalLSN: in.LocalLSN, RemoteLSN: in.RemoteLSN})
+		s.hub.publishChanged("lsn/"+vol, "lsn", LSNEvent{Volume: vol, LocalLSN: in.LocalLSN, RemoteLSN: in.RemoteLSN, Lag: in.Lag})
 	}
 }
 
@@ -802,9 +805,10 @@ func (s *Server) publishVolume(ctx context.Context, vol names.Volume, kind strin
 	}
 	name := vol.String()
 	in := v.Info()
+	lag, _ := s.node.ReplicationLag(ctx, vol) // the data dir alone; on error the LSNs alone
 	s.m.localLSN.WithLabelValues(name).Set(float64(in.LocalLSN))
 	s.m.remoteLSN.WithLabelValues(name).Set(float64(in.RemoteLSN))
-	s.hub.publish("lsn/"+name, "lsn", LSNEvent{Volume: name, LocalLSN: in.LocalLSN, RemoteLSN: in.RemoteLSN, Kind: kind})
+	s.hub.publish("lsn/"+name, "lsn", LSNEvent{Volume: name, LocalLSN: in.LocalLSN, RemoteLSN: in.RemoteLSN, Lag: lag, Kind: kind})
 }
 
 // watchVolume follows the archive volume's LSN lane (mq.VolumeLane): each

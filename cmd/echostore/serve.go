@@ -18,6 +18,7 @@ func newServeCmd(g *globals) *cobra.Command {
 		respAddr              string
 		beat                  time.Duration
 		dev, restore          bool
+		replicateEvery        time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--listen 127.0.0.1:7070] [--resp 127.0.0.1:6380] [--config FILE] [--token-file FILE] [--beat D]",
@@ -30,6 +31,9 @@ With no --config every stream comes into being on first use (an append through
 the API) and is archived with the window keep=10000. A YAML --config declares
 queues and streams (keep, max_age, archived, trim_after), the remote, the beat;
 flags and environment variables override it. docs/SERVE.md has the details.
+Every volume (archive and accept) is pushed to the remote in the background
+within --replicate-every (default 1s) of its first commit not yet pushed,
+whatever trim_after says; a quiet volume makes no request.
 
 Every /v1 call on --listen needs "Authorization: Bearer <token>" with the
 scope its route needs. A token (at least 16 bytes) is an admin token given by
@@ -106,6 +110,9 @@ the data dir is closed, and serve exits 0.`,
 			if given("beat", "") || cfg.Beat == 0 {
 				cfg.Beat = beat
 			}
+			if given("replicate-every", "") {
+				cfg.ReplicateEvery = replicateEvery
+			}
 			if _, ok := os.LookupEnv("ECHOSTORE_NODE"); ok || cfg.Node == 0 {
 				node, err := nodeFromEnv()
 				if err != nil {
@@ -177,6 +184,7 @@ the data dir is closed, and serve exits 0.`,
 	_ = f.MarkDeprecated("token", "its value shows in ps and the shell's history: put the token in a file (chmod 600) and give --token-file FILE, or set ECHOSTORE_TOKEN")
 	f.DurationVar(&beat, "beat", server.DefaultBeat, "how often the archive driver and retention run")
 	f.BoolVar(&restore, "restore", false, "rebuild a data dir that holds no store (a lost disk) from the remote first, lazily (config restore: true; `echostore restore --help`)")
+	f.DurationVar(&replicateEvery, "replicate-every", echostore.DefaultReplicateEvery, "push every volume within this of its first commit not yet pushed (negative: off; config replicate_every)")
 	f.BoolVar(&dev, "dev", false, "allow a mem:// remote, which keeps nothing across a restart (demos and tests only; config dev: true)")
 	return cmd
 }

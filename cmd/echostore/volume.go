@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/client"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/names"
@@ -47,7 +48,7 @@ retained checkpoint references.`,
 					return err
 				}
 				if res.Volumes == nil {
-					res.Volumes = []graft.Info{}
+					res.Volumes = []echostore.VolumeStatus{}
 				}
 				return printJSON(g.stdout, res.Volumes)
 			},

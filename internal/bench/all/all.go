@@ -54,6 +54,13 @@ type Config struct {
 
 	RESP respbench.Config // the RESP front beside Redis (its own private redis-server)
 
+	// The object-store requests (RequestsReport): records archived, in
+	// cycles of RequestCycle; jobs of each mode; the idle window; the
+	// numbers of active streams.
+	RequestRecords, RequestCycle, RequestJobs int
+	RequestIdle                               time.Duration
+	RequestStreams                            []int
+
 	Command  string    // the command line, for the report
 	Progress io.Writer // where progress bars go; nil: none
 }
@@ -69,8 +76,10 @@ func Default() Config {
 		SyncCallers: []int{1, 2, 4, 8, 16, 32, 64}, SyncWindow: 3 * time.Second, SyncPuts: 200,
 		ArchiveDepths: []int{10_000, 100_000, 1_000_000}, ArchiveRuns: 5,
 		MemoryRounds: 100, MemoryWindow: 1000,
-		HeadSizes: []uint64{10, 1000, 100_000},
-		RESP:      respbench.Config{Records: 100_000, Runs: 9, Ops: 5000},
+		HeadSizes:      []uint64{10, 1000, 100_000},
+		RESP:           respbench.Config{Records: 100_000, Runs: 9, Ops: 5000},
+		RequestRecords: 100_000, RequestCycle: 10_000, RequestJobs: 10_000, RequestIdle: 10 * time.Second,
+		RequestStreams: []int{1, 100, 1000},
 	}
 }
 
@@ -85,6 +94,7 @@ func Quick() Config {
 	c.MemoryRounds = 30
 	c.HeadSizes = []uint64{10, 1000, 10_000}
 	c.RESP = respbench.Config{Records: 20_000, Runs: 3, Ops: 1000}
+	c.RequestRecords, c.RequestJobs, c.RequestIdle, c.RequestStreams = 30_000, 2000, 5*time.Second, []int{1, 100}
 	return c
 }
 
@@ -99,6 +109,7 @@ func Tiny() Config {
 	c.MemoryRounds, c.MemoryWindow = 3, 100
 	c.HeadSizes = []uint64{3, 30}
 	c.RESP = respbench.Config{Records: 500, Live: 50, Runs: 1, Ops: 20}
+	c.RequestRecords, c.RequestCycle, c.RequestJobs, c.RequestIdle, c.RequestStreams = 1000, 500, 200, 3*time.Second, []int{1, 3}
 	return c
 }
 
@@ -129,13 +140,14 @@ type Report struct {
 	RedisMemory *MemoryReport     `json:"redis_memory"`
 	HeadLookup  *HeadLookupReport `json:"head_lookup"`
 	RESP        *bench.Report     `json:"resp"`
+	Requests    *RequestsReport   `json:"remote_requests"`
 
 	Goals []Goal   `json:"goals"` // the figures that have a goal, checked
 	Plots []string `json:"plots"` // paths relative to Out
 }
 
 // JSON keys of Report's suites, for tests and readers.
-var SuiteKeys = []string{"graft", "accept", "sync_enqueue", "archive", "redis_memory", "head_lookup", "resp"}
+var SuiteKeys = []string{"graft", "accept", "sync_enqueue", "archive", "redis_memory", "head_lookup", "resp", "remote_requests"}
 
 // Plot files, relative to Out.
 const (
@@ -208,6 +220,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			c.Dir, c.Command, c.Progress = scratch, cfg.Command, p
 			rep, err := respbench.Run(ctx, c)
 			r.RESP = rep
+			return err
+		}},
+		{"remote requests", requestSteps(cfg), func(p *bench.Progress) error {
+			rep, err := runRequests(ctx, env, filepath.Join(scratch, "requests"), cfg, p)
+			r.Requests = rep
 			return err
 		}},
 	}

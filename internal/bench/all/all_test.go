@@ -114,6 +114,9 @@ func synthetic() *Report {
 	r.Archive = &ArchiveReport{Runs: 1, Depths: []ArchiveDepth{{Records: 10000, MergePS: 2e6, XrangePS: 5e5}, {Records: 1000000, MergePS: 1.5e6, XrangePS: 5e5}}}
 	r.RedisMemory = &MemoryReport{Window: 1000, Rounds: 2, Samples: []int64{1, 2}}
 	r.HeadLookup = &HeadLookupReport{Sizes: []HeadLookup{{LSNs: 10, FreshTotal: 4, QuietTotal: 1, ProbeFresh: 11, ProbeQuiet: 1}}}
+	r.Requests = &RequestsReport{ReplicateEveryS: 1, BeatS: 5, ArchivedRecords: 1000, CycleRecords: 500, PerMillionArchived: 2000,
+		Jobs: 100, PerMillionAsync: 10000, PerMillionSync: 50000, SyncCallers: 16, IdleCycles: 20, IdleSeconds: 3,
+		Active: []ActiveRequests{{Streams: 1, PerCycle: 1, PerHour: 720, Litestream: 3600}}}
 	r.RESP = &bench.Report{Rows: []bench.Row{{Name: "Redis XRANGE, live", Value: 5e5, Unit: "rec/s", Runs: []float64{5e5}},
 		{Name: "front XRANGE, archived", Value: 6e5, Unit: "rec/s", Runs: []float64{6e5}, Anchor: "Redis XRANGE, live", Ratio: 1.2, Goal: "≥ 1.0×", Met: &met}}}
 	return r
@@ -146,5 +149,41 @@ func TestRunTiny(t *testing.T) {
 	checkOutputs(t, out, doc)
 	if len(r.Plots) != 3 || r.HeadLookup.Sizes[0].QuietTotal != 1 || len(r.Sync.Remotes[0].Levels) == 0 {
 		t.Fatalf("plots %v, head %+v", r.Plots, r.HeadLookup)
+	}
+}
+
+// TestRequestsTiny runs the remote-requests suite alone at a tiny size: an
+// idle node asks nothing of the remote, an archived record and a job cost
+// requests, and each active stream's cycle costs at least one.
+func TestRequestsTiny(t *testing.T) {
+	if _, err := testserver.RedisBinary(); err != nil {
+		testserver.Unavailable(t, err)
+	}
+	cfg := Tiny()
+	cfg.NoMinIO = true
+	scratch := t.TempDir()
+	env, err := startEnv(t.Context(), cfg, scratch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.close()
+	r, err := runRequests(t.Context(), env, filepath.Join(scratch, "requests"), cfg, &bench.Progress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", *r)
+	if r.IdleRequests != 0 || r.PerIdleHour != 0 {
+		t.Errorf("idle: %d requests over %d cycles, want none", r.IdleRequests, r.IdleCycles)
+	}
+	if r.PerMillionArchived <= 0 || r.PerMillionAsync <= 0 || r.PerMillionSync <= 0 {
+		t.Errorf("per million: archived %v, async %v, sync %v; want each above 0", r.PerMillionArchived, r.PerMillionAsync, r.PerMillionSync)
+	}
+	if len(r.Active) != len(cfg.RequestStreams) {
+		t.Fatalf("active: %+v", r.Active)
+	}
+	for _, a := range r.Active {
+		if a.PerCycle < 1 || a.PerHour != float64(a.Streams)*a.PerCycle*720 || a.Litestream != float64(a.Streams)*LitestreamPerHour {
+			t.Errorf("active %+v: want at least one request per stream cycle, 720 cycles an hour", a)
+		}
 	}
 }

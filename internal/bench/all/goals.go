@@ -96,5 +96,8 @@ func (r *Report) goals() []Goal {
 		add("redis memory", fmt.Sprintf("used_memory growth from round 2 to the most of rounds 2–%d (history %d× the window)", m.Rounds, m.Rounds),
 			float64(m.MaxFrom2-m.Round2), "B", window, true)
 	}
+	if q := r.Requests; q != nil {
+		add("remote requests", "per idle hour", q.PerIdleHour, "requests", 0, true)
+	}
 	return gs
 }

@@ -219,6 +219,24 @@ func (r *Report) Markdown() string {
 		}
 		w("\n")
 	}
+
+	if q := r.Requests; q != nil {
+		w("### object-store requests of a node\n\n")
+		w("One node opened as serve opens it (background replication every %.0f s, `trim_after: local`), its requests counted by its own metering of the remote (`echostore_remote_requests_total`; any driver makes the same requests). ", q.ReplicateEveryS)
+		w("Records archived in cycles of %s, each cycle's commit pushed in the background; %s jobs of each mode (sync: %d callers); idle: the archived stream cycled %d times in %.1f s with nothing new. ",
+			n(q.CycleRecords), n(q.Jobs), q.SyncCallers, q.IdleCycles, q.IdleSeconds)
+		w("Active streams: a steady-state cycle of each with new records (after a first one, not counted, that creates its volume), replicated; an hour is 3600 ÷ max(beat %.0f s, replicate_every %.0f s) cycles of each. Litestream's default (1 s sync interval) uploads once a second per active database.\n\n", q.BeatS, q.ReplicateEveryS)
+		w("| figure | requests |\n|---|---:|\n")
+		w("| per million archived records | %s |\n", bench.FormatValue(q.PerMillionArchived))
+		w("| per million async jobs | %s |\n", bench.FormatValue(q.PerMillionAsync))
+		w("| per million sync jobs | %s |\n", bench.FormatValue(q.PerMillionSync))
+		w("| per idle hour (%d in the window) | %s |\n\n", q.IdleRequests, bench.FormatValue(q.PerIdleHour))
+		w("| active streams | requests per stream cycle | per hour | Litestream at 1 s, per hour |\n|---:|---:|---:|---:|\n")
+		for _, a := range q.Active {
+			w("| %s | %.2f | %s | %s |\n", n(a.Streams), a.PerCycle, bench.FormatValue(a.PerHour), bench.FormatValue(a.Litestream))
+		}
+		w("\n")
+	}
 	return b.String()
 }
 
