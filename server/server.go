@@ -119,7 +119,7 @@ type Server struct {
 // server's checkpointer (CheckpointEvery) is it, and times each
 // checkpoint. serve opens every remote driver (graft/remote/drivers).
 func (c Config) NodeConfig() echostore.Config {
-	return echostore.Config{Data: c.Data, Redis: c.Redis, Remote: c.Remote, Dev: c.Dev, Node: c.Node,
+	return echostore.Config{Data: c.Data, Redis: c.Redis, Remote: c.Remote, RemoteKeys: c.remoteKeys, Dev: c.Dev, Node: c.Node,
 		MaxQueues: c.MaxQueues, FlushInterval: -1, AllowEviction: c.AllowEviction, Logger: c.Logger,
 		Drivers: drivers.All()}
 }

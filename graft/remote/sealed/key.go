@@ -185,3 +185,33 @@ func (r Keyring) Format(f fmt.State, _ rune) { fmt.Fprint(f, r.String()) }
 
 // LogValue shows the keys' ids alone.
 func (r Keyring) LogValue() slog.Value { return slog.StringValue(r.String()) }
+
+// LoadKeyring returns the keyring of a configuration: the write key from
+// the key file writeFile or, if writeFile is "", write (a key given
+// otherwise: ECHOSTORE_REMOTE_KEY), and the read-only keys from the files
+// of old. Neither a write key nor old keys: nil, nil (no encryption). Old
+// keys without a write key, or a key file that holds no key, wrap
+// ErrBadKey; no error shows a key.
+func LoadKeyring(writeFile string, write Key, old []string) (*Keyring, error) {
+	switch {
+	case writeFile != "":
+		var err error
+		if write, err = ReadKeyFile(writeFile); err != nil {
+			return nil, err
+		}
+	case !write.IsZero():
+	case len(old) > 0:
+		return nil, fmt.Errorf("%w: old keys (remote_old_key_files) given without a key to write with (remote_key_file)", ErrBadKey)
+	default:
+		return nil, nil
+	}
+	read := make([]Key, 0, len(old))
+	for _, f := range old {
+		k, err := ReadKeyFile(f)
+		if err != nil {
+			return nil, err
+		}
+		read = append(read, k)
+	}
+	return NewKeyring(write, read...)
+}
