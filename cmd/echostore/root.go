@@ -223,6 +223,7 @@ single ordered stream.`,
 		newEnqueueCmd(g),
 		newArchiveCmd(g),
 		newVolumeCmd(g),
+		newRemoteCmd(g),
 		newServeCmd(g),
 		movedBenchCmd(),
 	)

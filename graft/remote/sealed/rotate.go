@@ -57,12 +57,17 @@ type ResealResult struct {
 	Checked int
 	// Resealed is the number of objects sealed again with the write key.
 	Resealed int
+	// Encrypted is the number of plaintext objects sealed with the write
+	// key (a remote written before encryption was turned on).
+	Encrypted int
 }
 
 // Reseal seals again with the write key of s's keyring every object under
 // prefix that another key of the keyring seals: it reads the object (Get,
 // opened with its old key) and writes the same plaintext back under the
-// same key (Put), so that readers see the same bytes before and after.
+// same key (Put), so that readers see the same bytes before and after. A
+// plaintext object (a remote written before encryption was turned on) is
+// sealed likewise, so that Reseal also encrypts an existing remote.
 // Objects already under the write key cost one ranged read of their
 // header. Reseal replaces objects in place: run it while no node writes to
 // the remote (no serve, no `volume push` or `volume gc`), since an object
@@ -85,6 +90,17 @@ func Reseal(ctx context.Context, s *Store, prefix string) (ResealResult, error) 
 		}
 		res.Checked++
 		h, err := parseHeader(o.Key, b)
+		if errors.Is(err, ErrNotSealed) {
+			plain, err := s.inner.Get(ctx, o.Key)
+			if err != nil {
+				return res, fmt.Errorf("sealed: reseal: %w", err)
+			}
+			if err := s.Put(ctx, o.Key, plain); err != nil {
+				return res, fmt.Errorf("sealed: reseal: %w", err)
+			}
+			res.Encrypted++
+			continue
+		}
 		if err != nil {
 			return res, fmt.Errorf("sealed: reseal: %w", err)
 		}
