@@ -170,6 +170,11 @@ func TestRemoteKeyRefused(t *testing.T) {
 		"empty":         write("empty", nil),
 		"a missing one": filepath.Join(dir, "nosuch"),
 	}
+	world := write("world", []byte(hex.EncodeToString(make([]byte, 32))))
+	if err := os.Chmod(world, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad["readable by every user"] = world
 	dead := "redis://" + deadAddr(t) + "/0"
 	cmds := [][]string{
 		{"serve", "--listen", "127.0.0.1:0"},
@@ -196,6 +201,10 @@ func TestRemoteKeyRefused(t *testing.T) {
 		}
 		cfg := write("serve.yaml", []byte("remote_key_file: "+f+"\n"))
 		check(what+" (config)", []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0"})
+		// An empty variable does not replace the file's key with none.
+		t.Setenv("ECHOSTORE_REMOTE_KEY_FILE", "")
+		check(what+" (config, empty ECHOSTORE_REMOTE_KEY_FILE)", []string{"serve", "--config", cfg, "--listen", "127.0.0.1:0"})
+		os.Unsetenv("ECHOSTORE_REMOTE_KEY_FILE")
 	}
 	for _, c := range cmds {
 		check("old keys without a write key", append([]string{"--remote-old-key-file", good}, c...))
@@ -239,6 +248,13 @@ func TestCLIEncryptExistingRemote(t *testing.T) {
 		t.Fatalf("hydrate with the key: %v", h)
 	}
 	commitTo(t, a, "vol.e", 5, "b")
+	// A push without the key is refused before it writes anything.
+	if _, _, err := run(t, "", "--data", a, "--remote", remoteURL, "volume", "push", "vol.e"); err == nil || !strings.Contains(err.Error(), "encrypted") {
+		t.Fatalf("push without the key: %v", err)
+	}
+	if m, n := keysOf(t, withKey...); m[keyID(t, key)] != n {
+		t.Fatalf("after a push without the key: %v of %d objects", m, n)
+	}
 	volumeJSON(t, append(append([]string{"--data", a}, withKey...), "volume", "push", "vol.e")...)
 	if _, _, err := run(t, "", "--data", t.TempDir(), "--remote", remoteURL, "volume", "pull", "vol.e"); err == nil || !strings.Contains(err.Error(), "encrypted") {
 		t.Fatalf("pull without the key: %v", err)

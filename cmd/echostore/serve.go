@@ -107,13 +107,14 @@ the data dir is closed, and serve exits 0.`,
 			if kerr != nil {
 				return kerr
 			}
+			// (An empty variable turns nothing off.)
 			switch {
-			case given("remote-key-file", "ECHOSTORE_REMOTE_KEY_FILE"):
+			case g.remoteKeyFile != "" && given("remote-key-file", "ECHOSTORE_REMOTE_KEY_FILE"):
 				cfg.RemoteKeyFile = g.remoteKeyFile
 			case !envK.IsZero():
 				cfg.RemoteKeyFile, cfg.RemoteKey = "", envK
 			}
-			if given("remote-old-key-file", "ECHOSTORE_REMOTE_OLD_KEY_FILES") {
+			if len(g.remoteOldKeyFiles) > 0 && given("remote-old-key-file", "ECHOSTORE_REMOTE_OLD_KEY_FILES") {
 				cfg.RemoteOldKeyFiles = g.remoteOldKeyFiles
 			}
 			if given("beat", "") || cfg.Beat == 0 {

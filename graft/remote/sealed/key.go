@@ -79,10 +79,17 @@ func ParseKey(b []byte) (Key, error) {
 	return Key{}, fmt.Errorf("%w: %d bytes; want 32 random bytes, or them as 64 hex digits or 44 base64 characters (openssl rand -hex 32)", ErrBadKey, len(b))
 }
 
-// ReadKeyFile reads and parses a key file (see ParseKey). Its errors name
-// the file, never its contents, and wrap ErrBadKey for a file that holds
-// no key.
+// ReadKeyFile reads and parses a key file (see ParseKey). A file readable
+// by every user of the machine is refused, as serve's token files are. Its
+// errors name the file, never its contents, and wrap ErrBadKey.
 func ReadKeyFile(path string) (Key, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return Key{}, fmt.Errorf("%w: key file: %w", ErrBadKey, err)
+	}
+	if fi.Mode().Perm()&0o004 != 0 {
+		return Key{}, fmt.Errorf("%w: key file %s is readable by every user of the machine (mode %v): chmod 600 %s", ErrBadKey, path, fi.Mode().Perm(), path)
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return Key{}, fmt.Errorf("%w: key file: %w", ErrBadKey, err)
