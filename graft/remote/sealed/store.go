@@ -148,8 +148,10 @@ func (s *Store) GetRange(ctx context.Context, key string, off, n int64) ([]byte,
 		}
 	}
 	plain, err := s.openRange(key, h, first, b, size)
-	if err != nil && cached && first > 0 && !errors.Is(err, ErrUnknownKey) {
-		// The object may have been replaced since its header was read.
+	if err != nil && first > 0 && !errors.Is(err, ErrUnknownKey) {
+		// The header and the chunks came from two reads: the object may
+		// have been replaced between them (or since the header was
+		// cached). Once more, with its header read again.
 		s.forget(key)
 		if h, err = s.readHeader(ctx, key); err != nil {
 			return nil, err
