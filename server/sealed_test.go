@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -79,7 +80,7 @@ func fillRemote(t *testing.T, m interface {
 	URL(bucket string) string
 }, kf string) *sealedRun {
 	t.Helper()
-	r := &sealedRun{q: queueName(t), bucket: fmt.Sprintf("sealed-%d-%t", os.Getpid(), kf != "")}
+	r := &sealedRun{q: queueName(t), bucket: fmt.Sprintf("sealed-%d-%08x", os.Getpid(), crc32.ChecksumIEEE([]byte(t.Name())))}
 	if err := m.CreateBucket(t.Context(), r.bucket); err != nil {
 		t.Fatal(err)
 	}
@@ -298,4 +299,85 @@ func mustLog(t *testing.T, s remote.Store, v names.Volume) *remote.Log {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// TestRemoteKeyRotation: a server writes with key A (records cycled into
+// the archive, sync jobs); restarted with key B and A kept for reading, it
+// reads everything and writes more (sealed with B); Survey counts objects
+// of both keys; Reseal moves A's to B; then A leaves the keyring, and a
+// server on a fresh data dir with B alone reads the whole stream, pulling
+// the archive from the remote, while one with A alone cannot.
+func TestRemoteKeyRotation(t *testing.T) {
+	m := servers.MinIO(t)
+	for _, kv := range m.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	kA, kB := keyFile(t), keyFile(t)
+	r := fillRemote(t, m, kA)
+	ctx := t.Context()
+	if err := r.e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	ringOf := func(write string, old ...string) *sealed.Keyring {
+		ring, err := sealed.LoadKeyring(write, sealed.Key{}, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ring
+	}
+	a, b := ringOf(kA).WriteID(), ringOf(kB).WriteID()
+
+	rotated := r.cfg
+	rotated.RemoteKeyFile, rotated.RemoteOldKeyFiles = kB, []string{kA}
+	e := start(t, rotated)
+	r.readAll(t, e)
+	more := appendN(e, r.q, "events", sealedRecords, 100)
+	e.must("POST", "/v1/streams/"+r.q+"/events/cycle?keep=10", "")
+	e.must("POST", "/v1/queues/"+r.q+"/jobs?mode=sync", `{"payload":{"after":"rotation"}}`)
+	want := e.must("GET", "/v1/streams/"+r.q+"/events", "")
+	if n := strings.Count(string(want), "\n"); n != sealedRecords+len(more) {
+		t.Fatalf("after the rotation: %d records, want %d", n, sealedRecords+len(more))
+	}
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	raw, err := remote.Open(ctx, m.URL(r.bucket), drivers.All()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	c, err := sealed.Survey(ctx, raw, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ByKey[a] == 0 || c.ByKey[b] == 0 || c.ByKey[a]+c.ByKey[b] != c.Objects || c.NotSealed != 0 {
+		t.Fatalf("survey after the rotation: %+v", c)
+	}
+	res, err := sealed.Reseal(ctx, sealed.New(raw, ringOf(kB, kA)), "")
+	if err != nil || res.Resealed != c.ByKey[a] {
+		t.Fatalf("reseal: %+v, %v; survey said %+v", res, err, c)
+	}
+	if c, err = sealed.Survey(ctx, raw, ""); err != nil || c.ByKey[a] != 0 || c.ByKey[b] != c.Objects {
+		t.Fatalf("survey after reseal: %+v, %v", c, err)
+	}
+
+	// B alone, on a data dir of its own: the merge-read pulls the archive
+	// from the remote and returns every record.
+	fresh := r.cfg
+	fresh.Data, fresh.RemoteKeyFile, fresh.RemoteOldKeyFiles = t.TempDir(), kB, nil
+	got := start(t, fresh).must("GET", "/v1/streams/"+r.q+"/events", "")
+	if !bytes.Equal(got, want) {
+		t.Fatalf("B alone on a fresh data dir: %d records, want the %d read before", strings.Count(string(got), "\n"), strings.Count(string(want), "\n"))
+	}
+	// A alone cannot read what is now sealed with B: a typed error, no data.
+	old := r.cfg
+	old.Data = t.TempDir()
+	ea := start(t, old)
+	code, body := ea.do("GET", "/v1/streams/"+r.q+"/events", "", nil)
+	ea.wantError(code, body, 500, CodeRemoteKey)
+	if bytes.Contains(body, []byte(r.fieldMarks[0])) || !bytes.Contains(body, []byte(b.String())) {
+		t.Fatalf("A alone: %d %s", code, body)
+	}
 }
