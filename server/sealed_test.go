@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -160,7 +161,7 @@ func TestRemoteGrepControl(t *testing.T) {
 		}
 		all = append(all, clearBytes(t, b)...)
 	}
-	for _, mk := range append(r.fieldMarks[:sealedRecords-sealedKeep], r.payloadMarks...) {
+	for _, mk := range slices.Concat(r.fieldMarks[:sealedRecords-sealedKeep], r.payloadMarks) {
 		if !bytes.Contains(all, []byte(mk)) {
 			t.Fatalf("without a key, %s is not found in the bucket's %d objects: the grep would prove nothing", mk, len(objs))
 		}
