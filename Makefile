@@ -12,7 +12,7 @@ SOAKTIMEOUT ?= 40m
 # tests marked //echostore:fault on the line above their func, collected and
 # checked by internal/faultlist.
 FAULTPKGS ?= ./graft/ ./graft/remote/ ./archive/ ./accept/ ./mq/
-FUZZPKGS ?= ./brand ./names ./mq ./graft ./graft/remote ./archive ./accept
+FUZZPKGS ?= ./brand ./names ./mq ./graft ./graft/remote ./graft/remote/sealed ./archive ./accept
 
 .PHONY: all build run test test-short lint bench gobench fuzz deps clean faults faults-list soak
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/sealed"
 )
 
 // Replicator pushes an accept volume to the remote for the accept tier.
@@ -34,6 +35,11 @@ type Config struct {
 	// Remote is the object-store URL the volumes replicate to (default
 	// DefaultRemote(Data), file://<Data>/remote).
 	Remote string
+	// RemoteKeys, if set, encrypts at rest every object the node writes to
+	// Remote and opens every object it reads (graft/remote/sealed; the
+	// envelope is in docs/FORMAT.md): nil, the objects are plaintext.
+	// Printing it shows key ids alone.
+	RemoteKeys *sealed.Keyring
 	// Dev allows a mem:// remote, which keeps nothing across a restart (a
 	// sync enqueue's acknowledgement means nothing after a crash): for
 	// demos and tests only. Without it a mem:// remote is ErrMemRemote.

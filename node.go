@@ -19,6 +19,7 @@ import (
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/file"
 	"github.com/echostore/echostore/graft/remote/mem"
+	"github.com/echostore/echostore/graft/remote/sealed"
 	"github.com/echostore/echostore/internal/redact"
 	"github.com/echostore/echostore/mq"
 )
@@ -156,6 +157,12 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// crosses the wire.
 	n.meter = remote.NewMeteredStore(raw)
 	n.rs = n.meter
+	if cfg.RemoteKeys != nil {
+		// Encryption at rest wraps whatever store the URL opened (and
+		// whatever wraps it), so that every byte that leaves is sealed.
+		n.rs = sealed.New(n.rs, cfg.RemoteKeys)
+		n.log.Info("remote: objects encrypted at rest", "write_key", cfg.RemoteKeys.WriteID(), "read_keys", cfg.RemoteKeys.ReadIDs())
+	}
 	var notifier graft.Notifier
 	if cfg.Redis != "" {
 		n.mq, err = mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.Node, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction})

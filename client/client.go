@@ -299,6 +299,7 @@ const (
 	CodeInsufficientStorage = "insufficient_storage"
 	CodeUnavailable         = "unavailable"
 	CodeInternal            = "internal"
+	CodeRemoteKey           = "remote_key"
 	CodeCrossSite           = "cross_site"
 	CodeUnsupportedMedia    = "unsupported_media_type"
 	CodeMisdirected         = "misdirected"
@@ -339,6 +340,10 @@ var (
 	ErrLimit error = &sentinel{"client: too many streams or queues", []string{CodeTooManyStreams, CodeTooManyQueues}, 0}
 	// ErrInsufficientStorage: the data dir or the remote is full.
 	ErrInsufficientStorage error = &sentinel{"client: insufficient storage", []string{CodeInsufficientStorage}, http.StatusInsufficientStorage}
+	// ErrRemoteKey: serve cannot open an object of its remote with its keys
+	// (sealed with a key it lacks, encrypted while it has none, or not
+	// encrypted while it has one): its remote_key_file is to be fixed.
+	ErrRemoteKey error = &sentinel{"client: the remote's key does not open its objects", []string{CodeRemoteKey}, 0}
 	// ErrUnavailable: serve is shutting down, or Redis or the remote is
 	// unreachable; Error.RetryAfter says when to try again.
 	ErrUnavailable error = &sentinel{"client: unavailable", []string{CodeUnavailable}, http.StatusServiceUnavailable}

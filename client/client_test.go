@@ -254,6 +254,7 @@ func TestCodes(t *testing.T) {
 		{client.CodeTooManyStreams, server.CodeTooManyStreams}, {client.CodeTooManyQueues, server.CodeTooManyQueues},
 		{client.CodeInsufficientStorage, server.CodeInsufficientStorage}, {client.CodeUnavailable, server.CodeUnavailable},
 		{client.CodeInternal, server.CodeInternal}, {client.CodeCrossSite, server.CodeCrossSite},
+		{client.CodeRemoteKey, server.CodeRemoteKey},
 		{client.CodeUnsupportedMedia, server.CodeUnsupportedMediaType}, {client.CodeMisdirected, server.CodeMisdirected},
 		{client.SocketName, server.SocketName}, {client.DeleteConfirm, server.DeleteConfirm},
 	} {

@@ -69,6 +69,8 @@ func EncodeIdentity(in Identity) []byte {
 func DecodeIdentity(b []byte) (Identity, error) {
 	const what = "remote identity object"
 	switch {
+	case len(b) >= 4 && string(b[:4]) == remote.SealedMagic:
+		return Identity{}, fmt.Errorf("%s: %w: %w", what, remote.ErrSealed, ErrCorrupt)
 	case len(b) != identityLen:
 		return Identity{}, corrupt(what, "%d bytes, want %d", len(b), identityLen)
 	case binary.BigEndian.Uint32(b[identityLen-4:]) != crc32.Checksum(b[:identityLen-4], crcTable):

@@ -16,6 +16,7 @@ import (
 	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/graft/remote/sealed"
 	"github.com/echostore/echostore/names"
 )
 
@@ -125,6 +126,18 @@ type Config struct {
 	Data string `yaml:"data"`
 	// Remote is the object-store URL (default file://<Data>/remote).
 	Remote string `yaml:"remote"`
+	// RemoteKeyFile, if set, encrypts at rest every object written to the
+	// remote, with the key the file holds: 32 random bytes, or them as 64
+	// hex digits or 44 base64 characters (openssl rand -hex 32;
+	// graft/remote/sealed.ParseKey). Anything else is refused at start.
+	RemoteKeyFile string `yaml:"remote_key_file"`
+	// RemoteOldKeyFiles are keys that still read objects sealed before a
+	// rotation (never write); they need RemoteKeyFile (or RemoteKey).
+	RemoteOldKeyFiles []string `yaml:"remote_old_key_files"`
+	// RemoteKey is the key in place of RemoteKeyFile (serve parses it from
+	// ECHOSTORE_REMOTE_KEY); RemoteKeyFile wins. Not in the YAML: a
+	// configuration file names a key file.
+	RemoteKey sealed.Key `yaml:"-"`
 	// Dev allows a mem:// remote (serve --dev): the remote log then lives
 	// in the process's memory, so a sync enqueue's acknowledgement means
 	// nothing after a crash. For demos and tests only.
@@ -200,6 +213,8 @@ type Config struct {
 
 	// tokens are Token and Tokens with their values, read by withDefaults.
 	tokens []authToken
+	// remoteKeys are the remote's keys, read by withDefaults.
+	remoteKeys *sealed.Keyring
 }
 
 // TokenConfig is one bearer token of Config.Tokens.
@@ -271,6 +286,13 @@ func (c Config) Checked() (Config, error) { return c.withDefaults() }
 
 // withDefaults fills the zero fields of c and checks it.
 func (c Config) withDefaults() (Config, error) {
+	if c.remoteKeys == nil {
+		ring, err := sealed.LoadKeyring(c.RemoteKeyFile, c.RemoteKey, c.RemoteOldKeyFiles)
+		if err != nil {
+			return c, fmt.Errorf("%w: remote_key_file: %w", ErrConfig, err)
+		}
+		c.remoteKeys = ring
+	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}

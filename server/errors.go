@@ -12,6 +12,7 @@ import (
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/sealed"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
@@ -37,6 +38,10 @@ const (
 	CodeTooLarge    = "too_large"   // 413: the body exceeds the server's limit
 	CodeUnavailable = "unavailable" // 503: shutting down, Redis unreachable or loading
 	CodeInternal    = "internal"    // 500
+	// CodeRemoteKey: 500, an object of the remote this server cannot open
+	// with its keys: sealed with a key it lacks, encrypted while it has no
+	// key, or not encrypted while it has one (remote_key_file, docs/SERVE.md).
+	CodeRemoteKey = "remote_key"
 )
 
 // CodeInsufficientStorage is the code of 507: the data dir or the remote
@@ -84,6 +89,8 @@ func classify(err error) (int, string) {
 		return http.StatusForbidden, CodeTooManyQueues
 	case errors.Is(err, remote.ErrUnavailable):
 		return http.StatusServiceUnavailable, CodeUnavailable
+	case errors.Is(err, sealed.ErrUnknownKey), errors.Is(err, sealed.ErrNotSealed), errors.Is(err, remote.ErrSealed):
+		return http.StatusInternalServerError, CodeRemoteKey
 	case errors.Is(err, graft.ErrVolumeNotFound), errors.Is(err, mq.ErrNoJob), errors.Is(err, archive.ErrNoStream):
 		return http.StatusNotFound, CodeNotFound
 	case errors.Is(err, graft.ErrWouldDiscard), errors.Is(err, graft.ErrRemoteMismatch):

@@ -122,7 +122,7 @@ type Server struct {
 // replicates in the background every ReplicateEvery (negative: off; c
 // checked, so 0 is the default).
 func (c Config) NodeConfig() echostore.Config {
-	nc := echostore.Config{Data: c.Data, Redis: c.Redis, Remote: c.Remote, Dev: c.Dev, Node: c.Node,
+	nc := echostore.Config{Data: c.Data, Redis: c.Redis, Remote: c.Remote, RemoteKeys: c.remoteKeys, Dev: c.Dev, Node: c.Node,
 		MaxQueues: c.MaxQueues, FlushInterval: -1, AllowEviction: c.AllowEviction, Logger: c.Logger,
 		ReplicateEvery: c.ReplicateEvery, Drivers: drivers.All()}
 	if c.Restore {

@@ -83,6 +83,11 @@ type session struct {
 // one answers on <data>/serve.sock, else a Node opened on --data with
 // Redis as need says.
 func open(ctx context.Context, g *globals, need redisNeed) (*session, error) {
+	// The remote's keys are checked before anything is contacted.
+	keys, err := g.keyring()
+	if err != nil {
+		return nil, err
+	}
 	c, ok, err := viaServe(ctx, g)
 	if err != nil {
 		return nil, err
@@ -94,7 +99,7 @@ func open(ctx context.Context, g *globals, need redisNeed) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := echostore.Config{Data: g.data, Remote: g.remote, Node: node, LockWait: lockWait, Logger: g.log, Drivers: drivers.All(),
+	cfg := echostore.Config{Data: g.data, Remote: g.remote, RemoteKeys: keys, Node: node, LockWait: lockWait, Logger: g.log, Drivers: drivers.All(),
 		DeferJobs: true} // a stream or volume command neither recovers nor pushes pending jobs
 	switch need {
 	case redisLive:

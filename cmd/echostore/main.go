@@ -19,6 +19,7 @@ import (
 	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/graft/remote/sealed"
 	"github.com/echostore/echostore/internal/redact"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
@@ -53,6 +54,9 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, env := range []string{"ECHOSTORE_REDIS", "ECHOSTORE_REMOTE"} {
 		secrets = append(secrets, redact.Secrets(os.Getenv(env))...)
 	}
+	if k := strings.TrimSpace(os.Getenv("ECHOSTORE_REMOTE_KEY")); k != "" {
+		secrets = append(secrets, k) // never shown; hidden all the same
+	}
 	// The layers' own "echostore: " prefix is not repeated.
 	msg := strings.TrimPrefix(redact.Scrub(err.Error(), secrets...), "echostore: ")
 	fmt.Fprintf(stderr, "echostore: %s\n", msg)
@@ -76,11 +80,11 @@ func exitCode(err error) int {
 	case errors.Is(err, remote.ErrBadURL), errors.Is(err, remote.ErrUnknownScheme),
 		errors.Is(err, mq.ErrBadURL), errors.Is(err, server.ErrMemRemote), errors.Is(err, echostore.ErrMemRemote),
 		errors.Is(err, names.ErrInvalid), errors.Is(err, brand.ErrMalformed), errors.Is(err, xid.ErrSyntax),
-		errors.Is(err, server.ErrConfig), errors.Is(err, server.ErrInsecure),
+		errors.Is(err, server.ErrConfig), errors.Is(err, server.ErrInsecure), errors.Is(err, sealed.ErrBadKey),
 		errors.Is(err, echostore.ErrNotEmpty), errors.Is(err, echostore.ErrRestoreRemote),
 		errors.Is(err, echostore.ErrRestorePending):
-		// A name or an id of the command line that does not parse; a
-		// restore refused (nothing was created).
+		// A name or an id of the command line that does not parse; a bad
+		// remote key; a restore refused (nothing was created).
 		return exitUsage
 	case strings.HasPrefix(err.Error(), "unknown command "),
 		strings.HasPrefix(err.Error(), "required flag(s) "),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/client"
+	"github.com/echostore/echostore/graft/remote/sealed"
 	"github.com/echostore/echostore/internal/redact"
 )
 
@@ -28,6 +29,13 @@ type globals struct {
 	redis  string // --redis, ECHOSTORE_REDIS (with the --redis-password-file password)
 	data   string // --data, ECHOSTORE_DATA
 	remote string // --remote, ECHOSTORE_REMOTE; default file://<data>/remote
+	// remoteKeyFile (--remote-key-file, ECHOSTORE_REMOTE_KEY_FILE) holds
+	// the key that encrypts the remote's objects; ECHOSTORE_REMOTE_KEY may
+	// give the key itself instead. remoteOldKeyFiles
+	// (--remote-old-key-file, ECHOSTORE_REMOTE_OLD_KEY_FILES, comma
+	// separated) hold keys that only read, during a rotation.
+	remoteKeyFile     string
+	remoteOldKeyFiles []string
 	// tokenFile (--token-file, ECHOSTORE_TOKEN_FILE) holds the bearer
 	// token: serve's admin token, the one the other commands send to it.
 	tokenFile string
@@ -68,6 +76,7 @@ func (g *globals) resolve(cmd *cobra.Command) error {
 		{"redis", "ECHOSTORE_REDIS", &g.redis},
 		{"data", "ECHOSTORE_DATA", &g.data},
 		{"remote", "ECHOSTORE_REMOTE", &g.remote},
+		{"remote-key-file", "ECHOSTORE_REMOTE_KEY_FILE", &g.remoteKeyFile},
 		{"redis-password-file", "ECHOSTORE_REDIS_PASSWORD_FILE", &g.redisPasswordFile},
 	} {
 		if fl := cmd.Flags().Lookup(f.flag); fl != nil && fl.Changed {
@@ -76,6 +85,9 @@ func (g *globals) resolve(cmd *cobra.Command) error {
 		if v, ok := os.LookupEnv(f.env); ok && v != "" {
 			*f.dst = v
 		}
+	}
+	if fl := cmd.Flags().Lookup("remote-old-key-file"); (fl == nil || !fl.Changed) && os.Getenv("ECHOSTORE_REMOTE_OLD_KEY_FILES") != "" {
+		g.remoteOldKeyFiles = strings.Split(os.Getenv("ECHOSTORE_REMOTE_OLD_KEY_FILES"), ",")
 	}
 	if g.redisPasswordFile == "" {
 		return nil
@@ -130,6 +142,35 @@ func escapeAll(s string) string {
 	return b.String()
 }
 
+// envKey returns the key of ECHOSTORE_REMOTE_KEY (the zero Key if it is
+// not set); a value that is no key is a usage error that does not show it.
+func envKey() (sealed.Key, error) {
+	v := os.Getenv("ECHOSTORE_REMOTE_KEY")
+	if v == "" {
+		return sealed.Key{}, nil
+	}
+	k, err := sealed.ParseKey([]byte(v))
+	if err != nil {
+		return sealed.Key{}, usageError("ECHOSTORE_REMOTE_KEY: %w", err)
+	}
+	return k, nil
+}
+
+// keyring returns the keys of the remote (nil: it is not encrypted):
+// --remote-key-file, else ECHOSTORE_REMOTE_KEY, with the keys of
+// --remote-old-key-file for reading. A bad key is a usage error.
+func (g *globals) keyring() (*sealed.Keyring, error) {
+	k, err := envKey()
+	if err != nil {
+		return nil, err
+	}
+	ring, err := sealed.LoadKeyring(g.remoteKeyFile, k, g.remoteOldKeyFiles)
+	if err != nil {
+		return nil, usageError("--remote-key-file: %w", err)
+	}
+	return ring, nil
+}
+
 func envOr(key, def string) string {
 	if v, ok := os.LookupEnv(key); ok && v != "" {
 		return v
@@ -168,6 +209,10 @@ single ordered stream.`,
 		"data directory [$ECHOSTORE_DATA]")
 	pf.StringVar(&g.remote, "remote", "",
 		"object-store URL: file://DIR or s3://BUCKET?endpoint=… (default file://<data>/remote; credentials come from the SDK's environment) [$ECHOSTORE_REMOTE]")
+	pf.StringVar(&g.remoteKeyFile, "remote-key-file", "",
+		"file holding the key that encrypts every object written to the remote: 32 random bytes, or 64 hex digits (openssl rand -hex 32 > FILE; chmod 600); else the key in $ECHOSTORE_REMOTE_KEY [$ECHOSTORE_REMOTE_KEY_FILE]")
+	pf.StringArrayVar(&g.remoteOldKeyFiles, "remote-old-key-file", nil,
+		"file holding an older key that still reads the objects it sealed (repeatable; during a rotation) [$ECHOSTORE_REMOTE_OLD_KEY_FILES, comma separated]")
 	pf.StringVar(&g.tokenFile, "token-file", envOr("ECHOSTORE_TOKEN_FILE", ""),
 		"file holding the bearer token (serve: an admin token; other commands: sent to the serve holding --data); else $ECHOSTORE_TOKEN [$ECHOSTORE_TOKEN_FILE]")
 
@@ -178,6 +223,7 @@ single ordered stream.`,
 		newEnqueueCmd(g),
 		newArchiveCmd(g),
 		newVolumeCmd(g),
+		newRemoteCmd(g),
 		newServeCmd(g),
 		newRestoreCmd(g),
 		movedBenchCmd(),

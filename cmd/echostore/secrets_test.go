@@ -39,6 +39,8 @@ var leafArgs = map[string]struct {
 	"queue dead":        {args: []string{"q"}},
 	"queue redrive":     {args: []string{"q", "--all"}},
 	"queue status":      {args: []string{"q"}},
+	"remote keys":       {},
+	"remote reseal":     {},
 	"restore":           {args: []string{"--force"}}, // into the shared data dir: it reaches the remote
 	"serve":             {args: []string{"--listen", "127.0.0.1:0"}},
 	"stream append":     {args: []string{"q", "s", "k=v"}},

@@ -107,6 +107,22 @@ the data dir is closed, and serve exits 0.`,
 			pick(&cfg.Redis, "redis", "ECHOSTORE_REDIS", g.redis)
 			pick(&cfg.Data, "data", "ECHOSTORE_DATA", g.data)
 			pick(&cfg.Remote, "remote", "ECHOSTORE_REMOTE", g.remote)
+			// The remote's keys: --remote-key-file (or its variable), else
+			// ECHOSTORE_REMOTE_KEY, else the file's remote_key_file.
+			envK, kerr := envKey()
+			if kerr != nil {
+				return kerr
+			}
+			// (An empty variable turns nothing off.)
+			switch {
+			case g.remoteKeyFile != "" && given("remote-key-file", "ECHOSTORE_REMOTE_KEY_FILE"):
+				cfg.RemoteKeyFile = g.remoteKeyFile
+			case !envK.IsZero():
+				cfg.RemoteKeyFile, cfg.RemoteKey = "", envK
+			}
+			if len(g.remoteOldKeyFiles) > 0 && given("remote-old-key-file", "ECHOSTORE_REMOTE_OLD_KEY_FILES") {
+				cfg.RemoteOldKeyFiles = g.remoteOldKeyFiles
+			}
 			if given("beat", "") || cfg.Beat == 0 {
 				cfg.Beat = beat
 			}

@@ -38,7 +38,17 @@ var (
 	ErrTrimmed = errors.New("remote: log trimmed")
 	// ErrNoCheckpoint: the volume has no checkpoint commit yet.
 	ErrNoCheckpoint = errors.New("remote: no checkpoint")
+	// ErrSealed: the object is an encrypted envelope (graft/remote/sealed,
+	// docs/FORMAT.md) read through a store opened without its key. It
+	// also wraps ErrCorrupt: the bytes are not an object this reader can
+	// decode.
+	ErrSealed = errors.New("remote: object is encrypted (open the remote with its key: remote_key_file)")
 )
+
+// SealedMagic opens every object graft/remote/sealed writes: the envelope
+// of an encrypted object (docs/FORMAT.md). It is here so that a reader
+// without the key can say that an object is encrypted rather than corrupt.
+const SealedMagic = "ESRE"
 
 // DivergedError says that the remote log of Volume holds, at LSN, a commit
 // other than the one expected. It wraps ErrDiverged.

@@ -224,6 +224,9 @@ func (d *dec) header(magic [4]byte, allowed uint16) uint16 {
 // checkTrailer verifies that the last 4 bytes of b are the CRC-32C of the
 // rest and returns the rest.
 func checkTrailer(what string, b []byte) ([]byte, error) {
+	if len(b) >= 4 && string(b[:4]) == SealedMagic {
+		return nil, fmt.Errorf("%s: %w: %w", what, ErrSealed, ErrCorrupt)
+	}
 	if len(b) < 12 {
 		return nil, corrupt(what, "truncated: %d bytes", len(b))
 	}

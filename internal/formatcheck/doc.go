@@ -5,5 +5,9 @@
 // prints the archived stream's records as JSON lines. The package's test
 // drives the echostore binary (append, cycle, retention, checkpoint, log
 // trimming, push) and compares the reader's output with `echostore stream
-// read --archive-only` byte for byte. The package has no Go API.
+// read --archive-only` byte for byte. sealed.py is an independent reader of
+// the sealed envelopes of encryption at rest, written from FORMAT.md's
+// "Sealed objects" alone (Python 3 and Debian's python3-cryptography):
+// TestPythonOpensSealedObjects checks it against the golden vector and a
+// sealed remote. The package has no Go API.
 package formatcheck
