@@ -99,3 +99,78 @@ func TestArchiveFloorConstants(t *testing.T) {
 			remote.ArchiveBase, remote.MetaArchiveLow, ArchiveBase, MetaArchiveLow)
 	}
 }
+
+// TestFollowerReadsWithinGrace: the grace rule. A lazy follower pulls, the
+// writer rewrites every page and a checkpoint is written; remote GC within
+// the grace deletes nothing the follower's state references, so it faults
+// every page in; once the checkpoint is older than the grace, GC deletes
+// the old segments and trims the log, and the follower, pulling again,
+// restarts from the checkpoint and reads the newest bytes.
+func TestFollowerReadsWithinGrace(t *testing.T) {
+	for name, mk := range remotes(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			rs, _ := mk(t)
+			ws := openMem(t, nil, Options{Remote: rs})
+			defer ws.Close()
+			w := mustCreate(t, ws, "grace")
+			old := bigVolume(t, w, 64, 1)
+			if _, err := w.Push(ctx); err != nil {
+				t.Fatal(err)
+			}
+			fs := openMem(t, nil, Options{Remote: rs})
+			defer fs.Close()
+			f := mustCreate(t, fs, "grace")
+			if _, err := f.Pull(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := f.Unfetched(ctx); err != nil || n == 0 {
+				t.Fatalf("follower unfetched %d, %v: want lazy pages", n, err)
+			}
+			bigVolume(t, w, 64, 2) // every page rewritten: the first segment is unreferenced from here on
+			if _, err := w.Push(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l := mustLog(t, rs, "grace")
+			if _, err := l.WriteCheckpoint(ctx); err != nil {
+				t.Fatal(err)
+			}
+			const grace = time.Hour
+			start := time.Now()
+			within := remote.GCOptions{Grace: grace, MinAge: grace, TrimLog: true, Now: func() time.Time { return start.Add(grace / 2) }}
+			res, err := l.GC(ctx, within)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Horizon != 0 || res.Objects() != 0 {
+				t.Fatalf("GC within the grace: %+v, want nothing collected", res)
+			}
+			fp, _ := readVolume(t, f, f.Head())
+			samePages(t, "follower within the grace", fp, old)
+			// A second lazy follower that pulled before the GC past the grace.
+			gs := openMem(t, nil, Options{Remote: rs})
+			defer gs.Close()
+			g := mustCreate(t, gs, "grace")
+			if _, err := g.Pull(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			after := within
+			after.Now = func() time.Time { return start.Add(2 * grace) }
+			res, err = l.GC(ctx, after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Horizon != 3 || res.SegmentsDeleted != 1 || res.LogTrimmed != 2 || res.SegmentBytes == 0 || res.LogBytes == 0 {
+				t.Fatalf("GC past the grace: %+v, want the first segment deleted and LSNs 1, 2 trimmed", res)
+			}
+			wp, _ := readVolume(t, w, w.Head())
+			gp, _ := readVolume(t, g, g.Head()) // g pulled the checkpoint: its segments are kept
+			samePages(t, "follower at the checkpoint", gp, wp)
+			if _, err := f.Pull(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			fp, _ = readVolume(t, f, f.Head())
+			samePages(t, "follower after pulling again", fp, wp)
+		})
+	}
+}
