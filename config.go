@@ -79,6 +79,16 @@ type Config struct {
 	// AllowEviction connects to a Redis whose maxmemory-policy may evict
 	// (tests only: eviction drops streams silently).
 	AllowEviction bool
+	// GCEvery enables the node's background remote GC: every GCEvery it
+	// checkpoints the remote log of each volume of the data dir whose
+	// remote moved and collects it with the grace GCGrace (see
+	// Node.RemoteGC and docs/REMOTE.md, "Remote GC"). 0: no background GC
+	// (serve sets it from gc_every; Node.RemoteGC runs a pass on demand).
+	GCEvery time.Duration
+	// GCGrace is how long a reader's pull stays good: no remote object a
+	// state pulled within GCGrace references is deleted (default
+	// DefaultGCGrace).
+	GCGrace time.Duration
 	// Logger receives the node's logs (default slog.Default()).
 	Logger *slog.Logger
 }

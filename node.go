@@ -79,6 +79,8 @@ type Node struct {
 	// (an archiver holds only its options).
 	base map[archive.TrimAfter]*archive.Archiver
 
+	gc *gcLoop // the background remote GC (gcloop.go)
+
 	mu     sync.Mutex
 	closed bool
 }
@@ -114,7 +116,11 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.Replicator == nil {
 		cfg.Replicator = graft.Replication{}
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, base: map[archive.TrimAfter]*archive.Archiver{}}
+	gc, err := newGCLoop(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, base: map[archive.TrimAfter]*archive.Archiver{}, gc: gc}
 	defer func() {
 		if err != nil {
 			n.closeAll(context.WithoutCancel(ctx))
@@ -163,6 +169,7 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("echostore: open data dir %s: %w", cfg.Data, err)
 	}
 	n.store.AttachRemote(n.rs)
+	n.startGC()
 	if n.mq == nil {
 		return n, nil
 	}
@@ -352,6 +359,7 @@ func (n *Node) closeAll(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, CloseTimeout)
 		defer cancel()
 	}
+	n.stopGC() // before the store and the remote it uses close
 	var errs []error
 	n.jobsMu.Lock()
 	n.jobsClosed = true // no job operation starts the tier after this

@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/names"
@@ -36,6 +37,9 @@ const (
 	DefaultMaxReadLimit = 10000
 	// DefaultMaxStreams bounds the streams a server cycles (Config.MaxStreams).
 	DefaultMaxStreams = 10000
+	// DefaultGCEvery is how often the background remote GC runs
+	// (Config.GCEvery).
+	DefaultGCEvery = 10 * time.Minute
 )
 
 // ErrConfig is wrapped by every error about a configuration.
@@ -155,6 +159,16 @@ type Config struct {
 	// records not yet durable (default accept.DefaultFlushInterval): with
 	// the K records of a block, the bound of what a crash can lose.
 	CheckpointEvery time.Duration `yaml:"checkpoint_every"`
+	// GCEvery is how often serve's background remote GC runs over the
+	// data dir's volumes (default DefaultGCEvery; negative, e.g. -1s:
+	// never): each pass checkpoints the remote logs that moved and deletes
+	// what no checkpoint older than GCGrace, nor any commit after it,
+	// references (echostore.Config.GCEvery; docs/REMOTE.md, "Remote GC").
+	GCEvery time.Duration `yaml:"gc_every"`
+	// GCGrace is how long a reader's pull stays good: no remote object a
+	// state pulled within it references is deleted (default
+	// echostore.DefaultGCGrace). A follower idle for longer pulls again.
+	GCGrace time.Duration `yaml:"gc_grace"`
 	// MaxStreams bounds the streams the server cycles: those the
 	// configuration declares, those met through the API and those
 	// discovered in Redis (default DefaultMaxStreams; there is no
@@ -266,6 +280,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.CheckpointEvery < 0 {
 		return c, fmt.Errorf("%w: checkpoint_every %v: want a positive duration", ErrConfig, c.CheckpointEvery)
+	}
+	if c.GCEvery == 0 {
+		c.GCEvery = DefaultGCEvery
+	}
+	if c.GCGrace == 0 {
+		c.GCGrace = echostore.DefaultGCGrace
+	}
+	if c.GCGrace < 0 {
+		return c, fmt.Errorf("%w: gc_grace %v: want a positive duration", ErrConfig, c.GCGrace)
 	}
 	if c.MaxBody <= 0 {
 		c.MaxBody = DefaultMaxBody

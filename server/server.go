@@ -117,11 +117,13 @@ type Server struct {
 // NodeConfig returns the node's part of c: the echostore.Config that
 // serve opens (Open). The outbox has no time bound of its own: the
 // server's checkpointer (CheckpointEvery) is it, and times each
-// checkpoint. serve opens every remote driver (graft/remote/drivers).
+// checkpoint. serve opens every remote driver (graft/remote/drivers) and
+// runs the background remote GC (gc_every, gc_grace; a negative gc_every
+// turns it off).
 func (c Config) NodeConfig() echostore.Config {
 	return echostore.Config{Data: c.Data, Redis: c.Redis, Remote: c.Remote, Dev: c.Dev, Node: c.Node,
 		MaxQueues: c.MaxQueues, FlushInterval: -1, AllowEviction: c.AllowEviction, Logger: c.Logger,
-		Drivers: drivers.All()}
+		Drivers: drivers.All(), GCEvery: max(c.GCEvery, 0), GCGrace: c.GCGrace}
 }
 
 // Open checks cfg, opens its node (echostore.Open with cfg.NodeConfig())
@@ -209,6 +211,7 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 	}
 	s.ret = s.mq.NewRetention(nil)
 	s.m.watchOutbox(s.out, node.OutboxK())
+	s.m.watchGC(node)
 	for _, st := range cfg.declaredStreams() { // checked by withDefaults
 		if err := s.declare(st); err != nil {
 			return nil, err

@@ -1,0 +1,184 @@
+package echostore_test
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/echostore/echostore"
+	"github.com/echostore/echostore/graft/remote/drivers"
+	"github.com/echostore/echostore/internal/testserver"
+	"github.com/echostore/echostore/names"
+)
+
+// bucketUsage lists bucket (under prefix) straight from MinIO's S3 API and
+// returns its objects and bytes.
+func bucketUsage(t *testing.T, mi *testserver.MinIO, bucket, prefix string) (objects int, bytes int64) {
+	t.Helper()
+	p := s3.NewListObjectsV2Paginator(mi.S3(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(t.Context())
+		if err != nil {
+			t.Fatalf("list bucket %s: %v", bucket, err)
+		}
+		for _, o := range page.Contents {
+			objects++
+			bytes += aws.ToInt64(o.Size)
+		}
+	}
+	return objects, bytes
+}
+
+// gcNode opens a node on a fresh data dir over the MinIO bucket remoteURL,
+// with the given remote GC grace and no background loop (the test runs the
+// passes itself, with Node.RemoteGC).
+func gcNode(t *testing.T, remoteURL string, grace time.Duration) *echostore.Node {
+	t.Helper()
+	n, err := echostore.Open(t.Context(), echostore.Config{Data: filepath.Join(t.TempDir(), "data"), Redis: redisURL,
+		Remote: remoteURL, Drivers: drivers.All(), DeferJobs: true, GCGrace: grace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	return n
+}
+
+// fields returns k records numbered from base, each with size bytes of
+// hex digits that do not compress below half.
+func fields(base, k, size int) [][]echostore.Field {
+	out := make([][]echostore.Field, k)
+	rng := rand.New(rand.NewPCG(uint64(base), 17))
+	for i := range out {
+		b := make([]byte, size/2)
+		for j := range b {
+			b[j] = byte(rng.Uint32())
+		}
+		out[i] = []echostore.Field{{Name: "n", Value: fmt.Sprint(base + i)}, {Name: "pad", Value: hex.EncodeToString(b)}}
+	}
+	return out
+}
+
+// TestRemoteGCKeepsBucketFlat is the flat-bucket soak: a stream with a fixed
+// retention count, cycled with trim after remote for 40 rounds of 200
+// records of ~600 bytes (300 random bytes as hex: each fold uploads a
+// segment), one remote GC
+// pass after each round. The bucket's bytes, listed from MinIO itself after
+// each round, stop growing once retention starts dropping: rounds 20..40
+// never exceed the largest of rounds 5..20 by more than one round's growth.
+// A second stream, cycled and then deleted, leaves no object behind; the
+// passes after that still succeed.
+func TestRemoteGCKeepsBucketFlat(t *testing.T) {
+	mi, err := testserver.StartMinIO(t.Context())
+	if err != nil {
+		testserver.Unavailable(t, err)
+	}
+	t.Cleanup(func() { _ = mi.Stop() })
+	for _, kv := range mi.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	const bucket = "gc-flat"
+	if err := mi.CreateBucket(t.Context(), bucket); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	n := gcNode(t, mi.URL(bucket), time.Nanosecond) // no grace: every pass collects all it may
+	ref, err := names.ParseStreamRef("gcq", "flat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds, perRound, size, retain = 40, 200, 600, 1000
+	opts := echostore.CycleOptions{Window: echostore.Window{Keep: 10}, TrimAfter: echostore.TrimAfterRemote,
+		Retain: echostore.Retention{Count: retain}}
+	sizes := make([]int64, rounds+1)
+	var removed int64
+	for r := 1; r <= rounds; r++ {
+		if _, err := n.Append(ctx, ref, fields(r*perRound, perRound, size)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Cycle(ctx, ref, opts); err != nil {
+			t.Fatalf("round %d: cycle: %v", r, err)
+		}
+		pass, err := n.RemoteGC(ctx)
+		if err != nil || pass.Failed > 0 {
+			t.Fatalf("round %d: remote gc: %+v, %v", r, pass, err)
+		}
+		for _, v := range pass.Volumes {
+			removed += v.BytesRemoved
+		}
+		var objs int
+		objs, sizes[r] = bucketUsage(t, mi, bucket, "")
+		t.Logf("round %2d: %3d objects, %8d bytes in the bucket (removed so far %d)", r, objs, sizes[r], removed)
+	}
+	growth := int64(0) // the largest growth of one round while the archive fills
+	for r := 2; r <= 5; r++ {
+		growth = max(growth, sizes[r]-sizes[r-1])
+	}
+	peak := int64(0)
+	for r := 5; r <= 20; r++ {
+		peak = max(peak, sizes[r])
+	}
+	for r := 20; r <= rounds; r++ {
+		if sizes[r] > peak+growth {
+			t.Errorf("round %d: %d bytes in the bucket, above the peak of rounds 5..20 (%d) plus one round's growth (%d)",
+				r, sizes[r], peak, growth)
+		}
+	}
+	if removed == 0 {
+		t.Fatal("remote gc removed nothing")
+	}
+	tot := n.GCTotals()
+	if tot.Objects[0] == 0 || tot.Bytes[0] == 0 || tot.Objects[1] == 0 {
+		t.Fatalf("gc totals %+v: want segments and commits removed", tot)
+	}
+	t.Logf("flat bucket: rounds 20..%d at most %d bytes, peak of rounds 5..20 %d, one round's growth %d; totals %+v",
+		rounds, maxOf(sizes[20:]), peak, growth, tot)
+
+	// A deleted stream leaves nothing behind.
+	del, err := names.ParseStreamRef("gcq", "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range 3 {
+		if _, err := n.Append(ctx, del, fields(r*perRound, perRound, size)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Cycle(ctx, del, opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n.RemoteGC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vol := del.Volume().String()
+	if o, _ := bucketUsage(t, mi, bucket, "volumes/"+vol+"/"); o == 0 {
+		t.Fatal("the stream to delete has no remote log")
+	}
+	if _, err := n.Delete(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	if pass, err := n.RemoteGC(ctx); err != nil || pass.Failed > 0 {
+		t.Fatalf("remote gc after the delete: %+v, %v", pass, err)
+	}
+	for _, prefix := range []string{"volumes/" + vol + "/", "segments/" + vol + "/"} {
+		if o, b := bucketUsage(t, mi, bucket, prefix); o != 0 {
+			t.Fatalf("deleted stream: %d objects (%d bytes) left under %s", o, b, prefix)
+		}
+	}
+}
+
+func maxOf(s []int64) int64 {
+	m := int64(0)
+	for _, v := range s {
+		m = max(m, v)
+	}
+	return m
+}
