@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/echostore/echostore"
+	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/names"
@@ -181,4 +182,83 @@ func maxOf(s []int64) int64 {
 		m = max(m, v)
 	}
 	return m
+}
+
+// TestRemoteGCBesideWriters: the background GC's checkpoints land between a
+// writer's pushes. The accept tier's next sync push meets the checkpoint at
+// its LSN, adopts it and pushes on top; a cycle pulls it first. Every sync
+// enqueue is acknowledged, the loop's timer runs passes of its own, and the
+// remote logs verify from their newest checkpoint.
+func TestRemoteGCBesideWriters(t *testing.T) {
+	ctx := t.Context()
+	remoteURL := "file://" + t.TempDir()
+	n, err := echostore.Open(ctx, echostore.Config{Data: t.TempDir(), Redis: redisURL, Remote: remoteURL,
+		GCEvery: 10 * time.Millisecond, GCGrace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(context.Background())
+	q, err := names.ParseQueue("gcjobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := names.ParseStreamRef("gcq", "beside")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := n.Enqueue(ctx, q, []byte(fmt.Sprintf(`{"n":%d}`, i)), echostore.EnqueueOptions{Mode: echostore.Sync}); err != nil {
+			t.Fatalf("sync enqueue %d: %v", i, err)
+		}
+		if _, err := n.Append(ctx, ref, fields(i*10, 10, 100)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Cycle(ctx, ref, echostore.CycleOptions{Window: echostore.Window{Keep: 5}, TrimAfter: echostore.TrimAfterRemote,
+			Retain: echostore.Retention{Count: 50}}); err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		if _, err := n.RemoteGC(ctx); err != nil { // a pass of its own between every two writes
+			t.Fatal(err)
+		}
+	}
+	if tot := n.GCTotals(); tot.Passes < 20 || tot.Errors != 0 {
+		t.Fatalf("gc totals %+v: want ≥ 20 passes and no error", tot)
+	}
+	vols, err := n.Volumes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vols.Volumes {
+		l, err := remote.NewLog(n.Remote(), v.Volume)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := l.LatestCheckpoint(ctx)
+		if err != nil {
+			t.Fatalf("volume %s: %v", v.Volume, err)
+		}
+		st, err := l.State(ctx)
+		if err != nil {
+			t.Fatalf("volume %s: the log from its checkpoint: %v", v.Volume, err)
+		}
+		if st.LSN < cp.LSN() || v.RemoteLSN > st.LSN {
+			t.Fatalf("volume %s: state at %d, checkpoint %d, the node at remote LSN %d", v.Volume, st.LSN, cp.LSN(), v.RemoteLSN)
+		}
+	}
+	// The archive reads whole from a fresh node (a pull from the checkpoint).
+	m, err := echostore.Open(ctx, echostore.Config{Data: t.TempDir(), Redis: redisURL, Remote: remoteURL, DeferJobs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	got := 0
+	for _, err := range m.Read(ctx, ref, echostore.ReadOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got++
+	}
+	if got != 50+5 {
+		t.Fatalf("a fresh node reads %d records, want 55 (50 retained, 5 live)", got)
+	}
 }
