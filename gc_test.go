@@ -262,3 +262,83 @@ func TestRemoteGCBesideWriters(t *testing.T) {
 		t.Fatalf("a fresh node reads %d records, want 55 (50 retained, 5 live)", got)
 	}
 }
+
+// TestRemoteGCGraceProtectsFollower: a follower node pulls an archive
+// volume lazily (pages fault on read); the writer then cycles until
+// retention has dropped every record the follower holds, running a remote
+// GC pass after each cycle, checkpoints included. With a grace of an hour
+// the follower, still at its old LSN, reads every record it pulled: GC
+// deleted nothing its state references. The same run with a grace of 1ns
+// deletes those segments, and the follower's read fails on the missing
+// object: the grace is what keeps it readable.
+func TestRemoteGCGraceProtectsFollower(t *testing.T) {
+	mi, err := testserver.StartMinIO(t.Context())
+	if err != nil {
+		testserver.Unavailable(t, err)
+	}
+	t.Cleanup(func() { _ = mi.Stop() })
+	for _, kv := range mi.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	opts := echostore.CycleOptions{Window: echostore.Window{Keep: 10}, TrimAfter: echostore.TrimAfterRemote,
+		Retain: echostore.Retention{Count: 300}}
+	run := func(bucket string, grace time.Duration) (read int, removed int64, err error) {
+		ctx := t.Context()
+		ref, err := names.ParseStreamRef("gcq", bucket) // a stream of its own in the shared Redis
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mi.CreateBucket(ctx, bucket); err != nil {
+			t.Fatal(err)
+		}
+		w := gcNode(t, mi.URL(bucket), grace)
+		f := gcNode(t, mi.URL(bucket), grace)
+		cycle := func(r int) {
+			t.Helper()
+			if _, err := w.Append(ctx, ref, fields(r*200, 200, 600)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Cycle(ctx, ref, opts); err != nil {
+				t.Fatal(err)
+			}
+			pass, err := w.RemoteGC(ctx)
+			if err != nil || pass.Failed > 0 {
+				t.Fatalf("remote gc: %+v, %v", pass, err)
+			}
+			for _, v := range pass.Volumes {
+				removed += v.BytesRemoved
+			}
+		}
+		cycle(0)
+		cycle(1)
+		pulled, err := f.Pull(ctx, ref.Volume(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := f.VolumeInfo(ctx, ref.Volume())
+		if err != nil || info.UnfetchedFrames == 0 {
+			t.Fatalf("follower after its pull (%+v): %+v, %v: want frames not fetched yet", pulled, info, err)
+		}
+		for r := 2; r < 6; r++ { // 800 more records: retention drops all the follower holds
+			cycle(r)
+		}
+		for _, err := range f.Read(ctx, ref, echostore.ReadOptions{Side: echostore.ReadArchiveOnly}) {
+			if err != nil {
+				return read, removed, err
+			}
+			read++
+		}
+		return read, removed, nil
+	}
+	read, removed, err := run("grace-hour", time.Hour)
+	if err != nil || read != 300 {
+		t.Fatalf("follower within the grace: read %d records, %v; want the 300 it pulled", read, err)
+	}
+	t.Logf("grace 1h: the follower read its %d records; GC removed %d bytes meanwhile", read, removed)
+	read, removed, err = run("grace-none", time.Nanosecond)
+	if err == nil {
+		t.Fatalf("with no grace the follower read %d records: the test does not reach a deleted object", read)
+	}
+	t.Logf("grace 1ns: GC removed %d bytes and the follower's read failed after %d records: %v", removed, read, err)
+}
