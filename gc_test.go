@@ -3,6 +3,7 @@ package echostore_test
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/echostore/echostore"
+	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/testserver"
@@ -341,4 +343,68 @@ func TestRemoteGCGraceProtectsFollower(t *testing.T) {
 		t.Fatalf("with no grace the follower read %d records: the test does not reach a deleted object", read)
 	}
 	t.Logf("grace 1ns: GC removed %d bytes and the follower's read failed after %d records: %v", removed, read, err)
+}
+
+// TestRemoteGCRefusesAnotherRemote: a data dir reopened over another
+// remote that holds a log of the same volume name: the GC pass fails that
+// volume (the identity check of a push) and writes nothing there: no
+// checkpoint, no tombstone.
+func TestRemoteGCRefusesAnotherRemote(t *testing.T) {
+	ctx := t.Context()
+	ra, rb := "file://"+t.TempDir(), "file://"+t.TempDir()
+	vol, err := names.ParseVolume("vol.gc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushed := func(data, remoteURL string, body string) *echostore.Node {
+		t.Helper()
+		n, err := echostore.Open(ctx, echostore.Config{Data: data, Remote: remoteURL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := n.Store().CreateVolume(ctx, vol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			txn := v.Begin()
+			if err := txn.Put(uint64(i), []byte(body)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := txn.Commit(ctx, graft.Synced); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := n.Push(ctx, vol); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return n
+	}
+	da := t.TempDir()
+	a := pushed(da, ra, "a")
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := pushed(t.TempDir(), rb, "b")
+	defer b.Close(context.Background())
+	a, err = echostore.Open(ctx, echostore.Config{Data: da, Remote: rb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	pass, err := a.RemoteGC(ctx)
+	if err != nil || pass.Failed != 1 || pass.Checkpoints != 0 {
+		t.Fatalf("gc pass over another remote: %+v, %v: want the volume failed, nothing written", pass, err)
+	}
+	l, err := remote.NewLog(b.Remote(), vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.LatestCheckpoint(ctx); !errors.Is(err, remote.ErrNoCheckpoint) {
+		t.Fatalf("the other remote's log: %v, want no checkpoint", err)
+	}
+	// Its own node collects it.
+	if pass, err := b.RemoteGC(ctx); err != nil || pass.Failed != 0 || pass.Checkpoints != 1 {
+		t.Fatalf("gc pass of the remote's own node: %+v, %v", pass, err)
+	}
 }

@@ -214,6 +214,16 @@ func (n *Node) RemoteGC(ctx context.Context) (GCPassResult, error) {
 // GC's result, whether it wrote a checkpoint, and when the volume is due
 // again although its remote does not move (zero: not before it moves).
 func (n *Node) gcVolume(ctx context.Context, g *gcLoop, v names.Volume, now time.Time) (GCResult, bool, time.Time, error) {
+	// Never write to, nor delete from, a remote the volume was not synced
+	// with (a data dir pointed at another bucket): the identity check of a
+	// push, once per volume and remote.
+	vol, err := n.store.Volume(ctx, v)
+	if err != nil {
+		return GCResult{}, false, time.Time{}, err
+	}
+	if err := vol.CheckRemote(ctx); err != nil {
+		return GCResult{}, false, time.Time{}, err
+	}
 	l, err := remote.NewLog(n.rs, v)
 	if err != nil {
 		return GCResult{}, false, time.Time{}, err
