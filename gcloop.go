@@ -19,7 +19,8 @@ const DefaultGCGrace = time.Hour
 // The background remote GC (Config.GCEvery). Every GCEvery, for each volume
 // of the data dir that has a remote log and whose remote moved since the
 // last pass (or whose collection was held back by the grace and is now
-// due), it
+// due), it checks the remote's identity as a push does (a data dir pointed
+// at another remote writes and deletes nothing there), then
 //
 //  1. appends a checkpoint built from the log (remote.Log.WriteCheckpoint)
 //     when the log has commits above its newest checkpoint and that
