@@ -159,16 +159,6 @@ type Config struct {
 	// records not yet durable (default accept.DefaultFlushInterval): with
 	// the K records of a block, the bound of what a crash can lose.
 	CheckpointEvery time.Duration `yaml:"checkpoint_every"`
-	// GCEvery is how often serve's background remote GC runs over the
-	// data dir's volumes (default DefaultGCEvery; negative, e.g. -1s:
-	// never): each pass checkpoints the remote logs that moved and deletes
-	// what no checkpoint older than GCGrace, nor any commit after it,
-	// references (echostore.Config.GCEvery; docs/REMOTE.md, "Remote GC").
-	GCEvery time.Duration `yaml:"gc_every"`
-	// GCGrace is how long a reader's pull stays good: no remote object a
-	// state pulled within it references is deleted (default
-	// echostore.DefaultGCGrace). A follower idle for longer pulls again.
-	GCGrace time.Duration `yaml:"gc_grace"`
 	// MaxStreams bounds the streams the server cycles: those the
 	// configuration declares, those met through the API and those
 	// discovered in Redis (default DefaultMaxStreams; there is no
@@ -186,6 +176,16 @@ type Config struct {
 	// emq:{Q}:archived) that are neither declared nor used through the API,
 	// on the first beat and then at most every DiscoverEvery (nil: true).
 	Discover *bool `yaml:"discover"`
+	// GCEvery is how often serve's background remote GC runs over the
+	// data dir's volumes (default DefaultGCEvery; negative, e.g. -1s:
+	// never): each pass checkpoints the remote logs that moved and deletes
+	// what no checkpoint older than GCGrace, nor any commit after it,
+	// references (echostore.Config.GCEvery; docs/REMOTE.md, "Remote GC").
+	GCEvery time.Duration `yaml:"gc_every"`
+	// GCGrace is how long a reader's pull stays good: no remote object a
+	// state pulled within it references is deleted (default
+	// echostore.DefaultGCGrace). A follower idle for longer pulls again.
+	GCGrace time.Duration `yaml:"gc_grace"`
 
 	// AllowEviction connects to a Redis whose maxmemory-policy may evict
 	// (tests only; eviction drops streams silently).

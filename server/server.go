@@ -206,12 +206,12 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 	if s.faulty, err = newFaultyArchiver(archive.Options{Store: s.store, Live: s.mq, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
+	s.m.watchGC(node)
 	if *cfg.Discover {
 		s.disc = newDiscoverer()
 	}
 	s.ret = s.mq.NewRetention(nil)
 	s.m.watchOutbox(s.out, node.OutboxK())
-	s.m.watchGC(node)
 	for _, st := range cfg.declaredStreams() { // checked by withDefaults
 		if err := s.declare(st); err != nil {
 			return nil, err
