@@ -82,8 +82,8 @@ func TestServeGCRemoves(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, b := e.do("GET", "/metrics", e.cfg.Token, nil)
-		com, by := metricValue(string(b), `echostore_remote_gc_objects_total{kind="commit"}`), metricValue(string(b), `echostore_remote_gc_bytes_total{kind="commit"}`)
-		if com >= 5 && by > 0 && metricValue(string(b), `echostore_remote_gc_passes_total`) > 0 {
+		com, by := gcMetricValue(string(b), `echostore_remote_gc_objects_total{kind="commit"}`), gcMetricValue(string(b), `echostore_remote_gc_bytes_total{kind="commit"}`)
+		if com >= 5 && by > 0 && gcMetricValue(string(b), `echostore_remote_gc_passes_total`) > 0 {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -93,9 +93,9 @@ func TestServeGCRemoves(t *testing.T) {
 	}
 }
 
-// metricValue returns the value of the sample named (with its labels) in a
+// gcMetricValue returns the value of the sample named (with its labels) in a
 // Prometheus text exposition, or -1.
-func metricValue(text, name string) float64 {
+func gcMetricValue(text, name string) float64 {
 	for _, l := range strings.Split(text, "\n") {
 		if v, ok := strings.CutPrefix(l, name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
