@@ -73,12 +73,6 @@ type Config struct {
 	// gs:// or azblob:// passes those drivers, e.g. drivers.All() of
 	// graft/remote/drivers, as the echostore binary does).
 	Drivers []remote.Driver
-	// LockWait is how long Open waits for another process to release the
-	// data dir (0: not at all; the error wraps ErrDataLocked).
-	LockWait time.Duration
-	// AllowEviction connects to a Redis whose maxmemory-policy may evict
-	// (tests only: eviction drops streams silently).
-	AllowEviction bool
 	// GCEvery enables the node's background remote GC: every GCEvery it
 	// checkpoints the remote log of each volume of the data dir whose
 	// remote moved and collects it with the grace GCGrace (see
@@ -89,6 +83,12 @@ type Config struct {
 	// state pulled within GCGrace references is deleted (default
 	// DefaultGCGrace).
 	GCGrace time.Duration
+	// LockWait is how long Open waits for another process to release the
+	// data dir (0: not at all; the error wraps ErrDataLocked).
+	LockWait time.Duration
+	// AllowEviction connects to a Redis whose maxmemory-policy may evict
+	// (tests only: eviction drops streams silently).
+	AllowEviction bool
 	// Logger receives the node's logs (default slog.Default()).
 	Logger *slog.Logger
 }

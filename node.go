@@ -67,6 +67,7 @@ type Node struct {
 	rs    remote.Store
 	mq    *mq.Client // nil without Redis
 	store *graft.Store
+	gc    *gcLoop // the background remote GC (gcloop.go)
 	// jobsMu guards out and tier, which are set once: at Open, or at the
 	// first job operation with Config.DeferJobs; nil without Redis.
 	jobsMu     sync.Mutex
@@ -78,8 +79,6 @@ type Node struct {
 	// retention; a cycle with a retention horizon gets one of its own
 	// (an archiver holds only its options).
 	base map[archive.TrimAfter]*archive.Archiver
-
-	gc *gcLoop // the background remote GC (gcloop.go)
 
 	mu     sync.Mutex
 	closed bool
@@ -168,8 +167,8 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("echostore: open data dir %s: %w", cfg.Data, err)
 	}
+	n.startGC() // its first pass is GCEvery away
 	n.store.AttachRemote(n.rs)
-	n.startGC()
 	if n.mq == nil {
 		return n, nil
 	}
