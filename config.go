@@ -90,6 +90,16 @@ type Config struct {
 	// gs:// or azblob:// passes those drivers, e.g. drivers.All() of
 	// graft/remote/drivers, as the echostore binary does).
 	Drivers []remote.Driver
+	// GCEvery enables the node's background remote GC: every GCEvery it
+	// checkpoints the remote log of each volume of the data dir whose
+	// remote moved and collects it with the grace GCGrace (see
+	// Node.RemoteGC and docs/REMOTE.md, "Remote GC"). 0: no background GC
+	// (serve sets it from gc_every; Node.RemoteGC runs a pass on demand).
+	GCEvery time.Duration
+	// GCGrace is how long a reader's pull stays good: no remote object a
+	// state pulled within GCGrace references is deleted (default
+	// DefaultGCGrace).
+	GCGrace time.Duration
 	// LockWait is how long Open waits for another process to release the
 	// data dir (0: not at all; the error wraps ErrDataLocked).
 	LockWait time.Duration

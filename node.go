@@ -74,6 +74,7 @@ type Node struct {
 	repl  *replicator
 	mq    *mq.Client // nil without Redis
 	store *graft.Store
+	gc    *gcLoop // the background remote GC (gcloop.go)
 	// jobsMu guards out and tier, which are set once: at Open, or at the
 	// first job operation with Config.DeferJobs; nil without Redis.
 	jobsMu     sync.Mutex
@@ -123,7 +124,11 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.Replicator == nil {
 		cfg.Replicator = graft.Replication{}
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, base: map[archive.TrimAfter]*archive.Archiver{}}
+	gc, err := newGCLoop(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, base: map[archive.TrimAfter]*archive.Archiver{}, gc: gc}
 	defer func() {
 		if err != nil {
 			n.closeAll(context.WithoutCancel(ctx))
@@ -198,6 +203,7 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("echostore: open data dir %s: %w", cfg.Data, err)
 	}
+	n.startGC() // its first pass is GCEvery away
 	n.store.AttachRemote(n.rs)
 	if plan.skip != "" {
 		n.restored = &RestoreResult{Data: cfg.Data, Remote: redact.URL(n.rurl), Node: cfg.Node, Mode: cfg.Restore.String(),
@@ -423,6 +429,7 @@ func (n *Node) closeAll(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, CloseTimeout)
 		defer cancel()
 	}
+	n.stopGC() // before the store and the remote it uses close
 	var errs []error
 	if n.repl != nil {
 		n.repl.stop() // the pushes in flight are canceled; their commits wait for the next open

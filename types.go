@@ -311,7 +311,10 @@ type CheckpointResult struct {
 
 // GCResult is the answer of a remote log's garbage collection: the
 // horizon (the oldest retained checkpoint's LSN; 0: none, nothing
-// collected) and what was kept and deleted.
+// collected) and what was kept and removed, in objects and bytes by kind:
+// segments deleted, commit objects replaced by tombstones (LogBytes: their
+// size less the tombstones'), checkpoint markers deleted; ObjectsRemoved
+// and BytesRemoved are the totals.
 type GCResult struct {
 	Volume          string `json:"volume"`
 	Horizon         uint64 `json:"horizon"`
@@ -319,4 +322,9 @@ type GCResult struct {
 	SegmentsDeleted int    `json:"segments_deleted"`
 	LogTrimmed      int    `json:"log_trimmed"`
 	MarkersDeleted  int    `json:"markers_deleted"`
+	SegmentBytes    int64  `json:"segment_bytes"`
+	LogBytes        int64  `json:"log_bytes"`
+	MarkerBytes     int64  `json:"marker_bytes"`
+	ObjectsRemoved  int    `json:"objects_removed"`
+	BytesRemoved    int64  `json:"bytes_removed"`
 }

@@ -288,6 +288,13 @@ func (n *Node) GC(ctx context.Context, v names.Volume, opts GCOptions) (GCResult
 	if err != nil {
 		return GCResult{}, fmt.Errorf("volume %s: %w", v, err)
 	}
-	return GCResult{Volume: v.String(), Horizon: res.Horizon, SegmentsKept: res.SegmentsKept, SegmentsDeleted: res.SegmentsDeleted,
-		LogTrimmed: res.LogTrimmed, MarkersDeleted: res.MarkersDeleted}, nil
+	return gcResult(v.String(), res), nil
+}
+
+// gcResult is the root package's form of a remote GC's result.
+func gcResult(volume string, res remote.GCResult) GCResult {
+	return GCResult{Volume: volume, Horizon: res.Horizon, SegmentsKept: res.SegmentsKept, SegmentsDeleted: res.SegmentsDeleted,
+		LogTrimmed: res.LogTrimmed, MarkersDeleted: res.MarkersDeleted,
+		SegmentBytes: res.SegmentBytes, LogBytes: res.LogBytes, MarkerBytes: res.MarkerBytes,
+		ObjectsRemoved: res.Objects(), BytesRemoved: res.Bytes()}
 }

@@ -371,6 +371,7 @@ func (c *Client) GC(ctx context.Context, v names.Volume, opts echostore.GCOption
 	q := url.Values{
 		"keep_checkpoints": {strconv.Itoa(opts.KeepCheckpoints)},
 		"min_age":          {opts.MinAge.String()},
+		"grace":            {opts.Grace.String()},
 		"trim_log":         {strconv.FormatBool(opts.TrimLog)},
 	}
 	var out echostore.GCResult

@@ -282,3 +282,17 @@ func (v *Volume) checkFaultRemote(ctx context.Context) error {
 	}
 	return nil
 }
+
+// CheckRemote verifies that the attached remote is the one the volume
+// synced with, as a push or pull does before it touches the remote log
+// (ErrNoRemote without one; a *RemoteMismatchError for another remote).
+// The answer is kept while the attached store stays the same, so a check
+// after the first costs no request. Remote GC calls it before it writes a
+// checkpoint or deletes anything of the volume's log.
+func (v *Volume) CheckRemote(ctx context.Context) error {
+	l := v.remoteLog()
+	if l == nil {
+		return fmt.Errorf("graft: remote gc of volume %q: %w", v.name, ErrNoRemote)
+	}
+	return v.checkRemote(ctx, l, "remote gc of", false)
+}

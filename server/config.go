@@ -38,6 +38,9 @@ const (
 	DefaultMaxReadLimit = 10000
 	// DefaultMaxStreams bounds the streams a server cycles (Config.MaxStreams).
 	DefaultMaxStreams = 10000
+	// DefaultGCEvery is how often the background remote GC runs
+	// (Config.GCEvery).
+	DefaultGCEvery = 10 * time.Minute
 )
 
 // ErrConfig is wrapped by every error about a configuration.
@@ -204,6 +207,16 @@ type Config struct {
 	// emq:{Q}:archived) that are neither declared nor used through the API,
 	// on the first beat and then at most every DiscoverEvery (nil: true).
 	Discover *bool `yaml:"discover"`
+	// GCEvery is how often serve's background remote GC runs over the
+	// data dir's volumes (default DefaultGCEvery; negative, e.g. -1s:
+	// never): each pass checkpoints the remote logs that moved and deletes
+	// what no checkpoint older than GCGrace, nor any commit after it,
+	// references (echostore.Config.GCEvery; docs/REMOTE.md, "Remote GC").
+	GCEvery time.Duration `yaml:"gc_every"`
+	// GCGrace is how long a reader's pull stays good: no remote object a
+	// state pulled within it references is deleted (default
+	// echostore.DefaultGCGrace). A follower idle for longer pulls again.
+	GCGrace time.Duration `yaml:"gc_grace"`
 
 	// AllowEviction connects to a Redis whose maxmemory-policy may evict
 	// (tests only; eviction drops streams silently).
@@ -316,6 +329,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.CheckpointEvery < 0 {
 		return c, fmt.Errorf("%w: checkpoint_every %v: want a positive duration", ErrConfig, c.CheckpointEvery)
+	}
+	if c.GCEvery == 0 {
+		c.GCEvery = DefaultGCEvery
+	}
+	if c.GCGrace == 0 {
+		c.GCGrace = echostore.DefaultGCGrace
+	}
+	if c.GCGrace < 0 {
+		return c, fmt.Errorf("%w: gc_grace %v: want a positive duration", ErrConfig, c.GCGrace)
 	}
 	if c.MaxBody <= 0 {
 		c.MaxBody = DefaultMaxBody

@@ -233,3 +233,45 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.lagSeconds, prometheus.GaugeValue, v.Lag.Seconds, name)
 	}
 }
+
+// watchGC adds the remote GC's counters, read from the node at each scrape:
+// objects and bytes removed by kind (segment, commit, marker) and the
+// passes run and the volumes whose pass failed.
+func (m *metrics) watchGC(node *echostore.Node) {
+	m.reg.MustRegister(gcCollector{node: node})
+}
+
+var (
+	gcObjectsDesc = prometheus.NewDesc("echostore_remote_gc_objects_total",
+		"Remote objects removed by GC, by kind (segment: deleted; commit: replaced by a tombstone; marker: checkpoint marker deleted).",
+		[]string{"kind"}, nil)
+	gcBytesDesc = prometheus.NewDesc("echostore_remote_gc_bytes_total",
+		"Bytes of object storage given back by remote GC, by kind (commit: the commit's size less its tombstone's).",
+		[]string{"kind"}, nil)
+	gcPassesDesc = prometheus.NewDesc("echostore_remote_gc_passes_total",
+		"Passes of the background remote GC over the data dir's volumes.", nil, nil)
+	gcErrorsDesc = prometheus.NewDesc("echostore_remote_gc_errors_total",
+		"Volumes whose remote GC pass failed (tried again on the next pass).", nil, nil)
+)
+
+// gcCollector reports the node's GC totals.
+type gcCollector struct{ node *echostore.Node }
+
+// Describe implements prometheus.Collector.
+func (gcCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- gcObjectsDesc
+	ch <- gcBytesDesc
+	ch <- gcPassesDesc
+	ch <- gcErrorsDesc
+}
+
+// Collect implements prometheus.Collector.
+func (c gcCollector) Collect(ch chan<- prometheus.Metric) {
+	t := c.node.GCTotals()
+	for k, kind := range echostore.GCKinds {
+		ch <- prometheus.MustNewConstMetric(gcObjectsDesc, prometheus.CounterValue, float64(t.Objects[k]), kind)
+		ch <- prometheus.MustNewConstMetric(gcBytesDesc, prometheus.CounterValue, float64(t.Bytes[k]), kind)
+	}
+	ch <- prometheus.MustNewConstMetric(gcPassesDesc, prometheus.CounterValue, float64(t.Passes))
+	ch <- prometheus.MustNewConstMetric(gcErrorsDesc, prometheus.CounterValue, float64(t.Errors))
+}

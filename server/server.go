@@ -120,11 +120,12 @@ type Server struct {
 // server's checkpointer (CheckpointEvery) is it, and times each
 // checkpoint. serve opens every remote driver (graft/remote/drivers) and
 // replicates in the background every ReplicateEvery (negative: off; c
-// checked, so 0 is the default).
+// checked, so 0 is the default), and runs the background remote GC
+// (gc_every, gc_grace; a negative gc_every turns it off).
 func (c Config) NodeConfig() echostore.Config {
 	nc := echostore.Config{Data: c.Data, Redis: c.Redis, Remote: c.Remote, RemoteKeys: c.remoteKeys, Dev: c.Dev, Node: c.Node,
 		MaxQueues: c.MaxQueues, FlushInterval: -1, AllowEviction: c.AllowEviction, Logger: c.Logger,
-		ReplicateEvery: c.ReplicateEvery, Drivers: drivers.All()}
+		ReplicateEvery: c.ReplicateEvery, Drivers: drivers.All(), GCEvery: max(c.GCEvery, 0), GCGrace: c.GCGrace}
 	if c.Restore {
 		nc.Restore = echostore.RestoreIfEmpty
 	}
@@ -211,6 +212,7 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 	if s.faulty, err = newFaultyArchiver(archive.Options{Store: s.store, Live: s.mq, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
+	s.m.watchGC(node)
 	if *cfg.Discover {
 		s.disc = newDiscoverer()
 	}

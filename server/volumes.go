@@ -126,7 +126,8 @@ func (s *Server) volumeRoutes(api func(string, handlerFunc)) {
 }
 
 // gcOptions parses the parameters of POST /v1/volumes/{vid}/gc:
-// keep_checkpoints (default 1), min_age (default 1h) and trim_log.
+// keep_checkpoints (default 1), min_age (default 1h), grace (default 0)
+// and trim_log.
 func gcOptions(q url.Values) (echostore.GCOptions, error) {
 	opts := echostore.GCOptions{KeepCheckpoints: 1, MinAge: time.Hour}
 	var err error
@@ -138,6 +139,11 @@ func gcOptions(q url.Values) (echostore.GCOptions, error) {
 	if v := q.Get("min_age"); v != "" {
 		if opts.MinAge, err = time.ParseDuration(v); err != nil || opts.MinAge < 0 {
 			return opts, fmt.Errorf("min_age %q: want a duration such as 1h", v)
+		}
+	}
+	if v := q.Get("grace"); v != "" {
+		if opts.Grace, err = time.ParseDuration(v); err != nil || opts.Grace < 0 {
+			return opts, fmt.Errorf("grace %q: want a duration such as 1h", v)
 		}
 	}
 	if opts.TrimLog, err = boolParam(q.Get("trim_log")); err != nil {

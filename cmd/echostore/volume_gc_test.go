@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -26,9 +27,27 @@ func TestCLIVolumeCheckpointGC(t *testing.T) {
 	if m["checkpoint_lsn"] != 3.0 {
 		t.Fatalf("checkpoint: %v", m)
 	}
+	// Within a grace longer than the checkpoint's age nothing is the horizon.
+	m = volumeJSON(t, "--data", a, "volume", "gc", "vol.gc", "--min-age", "0s", "--grace", "1h")
+	if m["horizon"] != 0.0 || m["objects_removed"] != 0.0 {
+		t.Fatalf("gc within the grace: %v", m)
+	}
 	m = volumeJSON(t, "--data", a, "volume", "gc", "vol.gc", "--min-age", "0s")
-	if m["horizon"] != 3.0 || m["segments_deleted"] != 1.0 || m["segments_kept"] != 1.0 {
+	if m["horizon"] != 3.0 || m["segments_deleted"] != 1.0 || m["segments_kept"] != 1.0 ||
+		m["segment_bytes"].(float64) <= 0 || m["objects_removed"] != 1.0 || m["bytes_removed"] != m["segment_bytes"] {
 		t.Fatalf("gc: %v", m)
+	}
+	out, _, err := run(t, "", "--data", a, "volume", "gc", "vol.gc", "--min-age", "0s", "--trim-log", "--text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"volume vol.gc: horizon LSN 3, 1 segments kept", "segments", "commits (tombstoned)", "checkpoint markers", "total"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("gc --text lacks %q:\n%s", want, out)
+		}
+	}
+	if !regexp.MustCompile(`commits \(tombstoned\)\s+2\s+[1-9]\d*`).MatchString(out) {
+		t.Fatalf("gc --text: want 2 commits tombstoned with their bytes:\n%s", out)
 	}
 
 	volumeJSON(t, "--data", b, "--remote", remoteURL, "volume", "pull", "vol.gc")

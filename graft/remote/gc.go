@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -17,6 +18,18 @@ type GCOptions struct {
 	// exceed the longest time a prepared commit waits before it is
 	// published; a writer whose pending commit is older prepares it again.
 	MinAge time.Duration
+	// Grace holds the horizon back to a checkpoint whose marker is at
+	// least Grace old: the horizon is the older of the KeepCheckpoints-th
+	// newest checkpoint and the newest checkpoint written at or before
+	// now − Grace (no such checkpoint: nothing is collected). A reader that
+	// pulled less than Grace ago holds a state at or above such a
+	// checkpoint's LSN only if it pulled after it was written; one that
+	// pulled before it may need segments only older commits reference, and
+	// those are kept until the next checkpoint after its pull is Grace old.
+	// So a follower or lazy reader faults no page on a deleted object for
+	// Grace after its last pull (docs/REMOTE.md, "Remote GC"). Zero: no
+	// age is required (the KeepCheckpoints-th newest is the horizon).
+	Grace time.Duration
 	// TrimLog also replaces the commit objects below the horizon with
 	// tombstones and deletes the checkpoint markers older than it. A
 	// tombstone keeps the LSN's key taken (the fence): were the key
@@ -35,16 +48,31 @@ type GCResult struct {
 	SegmentsDeleted int
 	LogTrimmed      int
 	MarkersDeleted  int
+	// SegmentBytes is the size of the segments deleted, LogBytes what the
+	// trimmed commits gave back (each commit's size less its tombstone's),
+	// MarkerBytes the size of the markers deleted.
+	SegmentBytes int64
+	LogBytes     int64
+	MarkerBytes  int64
 }
+
+// Objects returns the number of objects GC deleted or replaced by
+// tombstones.
+func (r GCResult) Objects() int { return r.SegmentsDeleted + r.LogTrimmed + r.MarkersDeleted }
+
+// Bytes returns the bytes GC gave back to the store.
+func (r GCResult) Bytes() int64 { return r.SegmentBytes + r.LogBytes + r.MarkerBytes }
 
 // GC deletes the volume's segments that no commit at or after the horizon
 // (the oldest retained checkpoint) references, if older than MinAge, and
-// with TrimLog the log entries below the horizon. A checkpoint references
-// every live page, so every page reachable at any LSN from the horizon on
-// stays readable. After TrimLog, a follower whose sync point is below the
-// horizon gets ErrTrimmed from Since and must start again from a
-// checkpoint; one at or above it carries on. GC is explicit: nothing calls
-// it implicitly.
+// with TrimLog the log entries below the horizon and the markers older
+// than it. With Grace, the horizon is a checkpoint at least Grace old. A
+// checkpoint references every live page, so every page reachable at any
+// LSN from the horizon on stays readable. After TrimLog, a follower whose
+// sync point is below the horizon gets ErrTrimmed from Since and must
+// start again from a checkpoint; one at or above it carries on. Nothing in
+// this package calls GC; serve's background GC (the root package's GC
+// loop) and `volume gc` do.
 func (l *Log) GC(ctx context.Context, opts GCOptions) (GCResult, error) {
 	var res GCResult
 	keep := max(opts.KeepCheckpoints, 1)
@@ -59,7 +87,16 @@ func (l *Log) GC(ctx context.Context, opts GCOptions) (GCResult, error) {
 	if len(markers) == 0 {
 		return res, nil
 	}
-	hz := markers[min(keep, len(markers))-1]
+	at := min(keep, len(markers)) - 1
+	if opts.Grace > 0 {
+		cutoff := now().Add(-opts.Grace)
+		aged := slices.IndexFunc(markers, func(m ObjectInfo) bool { return !m.ModTime.After(cutoff) })
+		if aged < 0 {
+			return res, nil // no checkpoint is old enough to be the horizon yet
+		}
+		at = max(at, aged)
+	}
+	hz := markers[at]
 	horizon, hash, err := ParseCheckpointKey(l.volume, hz.Key)
 	if err != nil {
 		return res, fmt.Errorf("volume %s: gc: %w", l.volume, err)
@@ -100,6 +137,7 @@ func (l *Log) GC(ctx context.Context, opts GCOptions) (GCResult, error) {
 			return res, fmt.Errorf("volume %s: gc: %w", l.volume, err)
 		}
 		res.SegmentsDeleted++
+		res.SegmentBytes += s.Size
 	}
 	if !opts.TrimLog {
 		return res, nil
@@ -125,12 +163,14 @@ func (l *Log) GC(ctx context.Context, opts GCOptions) (GCResult, error) {
 			return res, fmt.Errorf("volume %s: gc: %w", l.volume, err)
 		}
 		res.LogTrimmed++
+		res.LogBytes += max(logs[i].Size-tomb, 0)
 	}
-	for _, m := range markers[min(keep, len(markers)):] {
+	for _, m := range markers[at+1:] {
 		if err := l.store.Delete(ctx, m.Key); err != nil {
 			return res, fmt.Errorf("volume %s: gc: %w", l.volume, err)
 		}
 		res.MarkersDeleted++
+		res.MarkerBytes += m.Size
 	}
 	return res, nil
 }

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -70,10 +71,43 @@ func (l *Log) State(ctx context.Context) (State, error) {
 	return s, nil
 }
 
+// ArchiveBase is the first archive page index (graft.ArchiveBase): the
+// archive floor (MetaArchiveLow) counts pages from it.
+const ArchiveBase uint64 = 1 << 49
+
+// MetaArchiveLow is the metadata key of a volume's archive floor
+// (graft.MetaArchiveLow): 8 bytes, big-endian, n. The archive pages at
+// ArchiveBase+0 … ArchiveBase+n-1 are dropped.
+const MetaArchiveLow = "archive.low"
+
+// ArchiveLow returns the archive floor the state's metadata records (0: none,
+// or a value that is not 8 bytes, which drops nothing).
+func (s State) ArchiveLow() uint64 {
+	b, ok := s.Meta[MetaArchiveLow]
+	if !ok || len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}
+
+// Dropped reports whether page index idx is an archive page below the
+// state's archive floor: dropped by retention, never to be read again.
+func (s State) Dropped(idx uint64) bool {
+	low := s.ArchiveLow()
+	if low == 0 || idx < ArchiveBase {
+		return false
+	}
+	return idx-ArchiveBase < low
+}
+
 // CheckpointDraft returns the draft of a checkpoint commit on top of s: it
 // references every live page of s, reusing the frames of existing segments
 // (listing only their live pages) and carrying inline pages again, with
-// all of s's metadata. It covers no new local commit.
+// all of s's metadata. Archive pages below the state's archive floor
+// (MetaArchiveLow) are not live and are left out, so that the segments
+// holding only dropped pages are referenced by no commit from the
+// checkpoint on and remote GC can delete them. It covers no new local
+// commit.
 func CheckpointDraft(s State) Draft {
 	d := Draft{LSN: s.LSN + 1, Prev: s.Hash, LocalFrom: s.LocalTo, LocalTo: s.LocalTo,
 		Checkpoint: true, Meta: maps.Clone(s.Meta)}
@@ -83,6 +117,9 @@ func CheckpointDraft(s State) Draft {
 	}
 	frames := map[frameKey]*FrameRef{}
 	for _, idx := range slices.Sorted(maps.Keys(s.Pages)) {
+		if s.Dropped(idx) {
+			continue
+		}
 		r := s.Pages[idx]
 		if r.Inline() {
 			d.Pages = append(d.Pages, Page{Index: idx, Data: r.Data})

@@ -1,0 +1,108 @@
+package server
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/echostore/echostore"
+)
+
+// TestConfigGC: gc_every and gc_grace parse, default to DefaultGCEvery and
+// echostore.DefaultGCGrace, reach the node's config (a negative gc_every
+// turns the background GC off), and a negative gc_grace is refused.
+func TestConfigGC(t *testing.T) {
+	c, err := ParseConfig([]byte("gc_every: 30s\ngc_grace: 2h\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Data, c.Redis = "d", "r"
+	if c, err = c.withDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if nc := c.NodeConfig(); nc.GCEvery != 30*time.Second || nc.GCGrace != 2*time.Hour {
+		t.Fatalf("node config gc %v/%v, want 30s/2h", nc.GCEvery, nc.GCGrace)
+	}
+	d, err := Config{Data: "d", Redis: "r"}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc := d.NodeConfig(); nc.GCEvery != DefaultGCEvery || nc.GCGrace != echostore.DefaultGCGrace {
+		t.Fatalf("default gc %v/%v, want %v/%v", nc.GCEvery, nc.GCGrace, DefaultGCEvery, echostore.DefaultGCGrace)
+	}
+	off, err := Config{Data: "d", Redis: "r", GCEvery: -time.Second}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc := off.NodeConfig(); nc.GCEvery != 0 {
+		t.Fatalf("gc_every -1s: node GCEvery %v, want 0 (off)", nc.GCEvery)
+	}
+	c, err = ParseConfig([]byte("gc_grace: -1s\n"))
+	if err == nil {
+		c.Data, c.Redis = "d", "r"
+		_, err = c.withDefaults()
+	}
+	if !errors.Is(err, ErrConfig) {
+		t.Fatalf("gc_grace -1s: %v, want ErrConfig", err)
+	}
+}
+
+// TestMetricsGC: /metrics carries the remote GC's counters, per kind.
+func TestMetricsGC(t *testing.T) {
+	e := start(t, Config{})
+	_, b := e.do("GET", "/metrics", e.cfg.Token, nil)
+	for _, want := range []string{
+		`echostore_remote_gc_objects_total{kind="segment"} 0`,
+		`echostore_remote_gc_objects_total{kind="commit"} 0`,
+		`echostore_remote_gc_bytes_total{kind="marker"} 0`,
+		`echostore_remote_gc_passes_total 0`,
+		`echostore_remote_gc_errors_total 0`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// TestServeGCRemoves: with gc_every 10ms and a grace of 1ns, serve's
+// background GC checkpoints and collects the pushed archive volume: after
+// cycles that fold, push and drop, /metrics counts the commits tombstoned
+// below the horizon and their bytes (polled with a deadline: the loop runs
+// on its own timer). The records are small, so every fold is inline: no
+// segment to delete here (the root package's flat-bucket test has them).
+func TestServeGCRemoves(t *testing.T) {
+	q := queueName(t)
+	e := start(t, Config{GCEvery: 10 * time.Millisecond, GCGrace: time.Nanosecond})
+	for r := range 6 {
+		appendN(e, q, "s", r*300, 300)
+		e.must("POST", "/v1/streams/"+q+"/s/cycle?keep=2&retain_count=300&trim_after=remote", "")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, b := e.do("GET", "/metrics", e.cfg.Token, nil)
+		com, by := gcMetricValue(string(b), `echostore_remote_gc_objects_total{kind="commit"}`), gcMetricValue(string(b), `echostore_remote_gc_bytes_total{kind="commit"}`)
+		if com >= 5 && by > 0 && gcMetricValue(string(b), `echostore_remote_gc_passes_total`) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s, GC tombstoned %v commits (%v bytes):\n%s", com, by, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// gcMetricValue returns the value of the sample named (with its labels) in a
+// Prometheus text exposition, or -1.
+func gcMetricValue(text, name string) float64 {
+	for _, l := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
