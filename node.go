@@ -203,7 +203,6 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("echostore: open data dir %s: %w", cfg.Data, err)
 	}
-	n.startGC() // its first pass is GCEvery away
 	n.store.AttachRemote(n.rs)
 	if plan.skip != "" {
 		n.restored = &RestoreResult{Data: cfg.Data, Remote: redact.URL(n.rurl), Node: cfg.Node, Mode: cfg.Restore.String(),
@@ -231,6 +230,7 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, err
 		}
 	}
+	n.startGC() // after a restore; its first pass is GCEvery away
 	if n.mq == nil {
 		return n, nil
 	}
