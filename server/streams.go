@@ -89,12 +89,19 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.touch(ref); err != nil {
+	st, fresh, err := s.touchFresh(ref)
+	if err != nil {
 		return err
 	}
 	res, err := s.node.Append(r.Context(), ref, recs)
 	if err != nil {
 		return err
+	}
+	if fresh && st.archived {
+		// Registered now, so that the node whose share it is finds it
+		// before any cycle here registers it (it may never, being
+		// another's).
+		s.announce(r.Context(), ref)
 	}
 	writeJSON(w, http.StatusOK, res)
 	return nil
@@ -264,6 +271,12 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		return err
+	}
+	if m := s.fleet(); !known && m != nil {
+		// The cycle registered it: the group's nodes discover it now.
+		if err := m.streamMet(r.Context()); err != nil {
+			s.log.Warn("serve: a new archived stream not announced to the group; found by the next periodic discovery", ref.LogAttr(), "err", err)
+		}
 	}
 	writeJSON(w, http.StatusOK, res)
 	return nil
