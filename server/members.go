@@ -119,12 +119,9 @@ func loadNodeID(dir string) (string, error) {
 	path := filepath.Join(dir, NodeIDFile)
 	b, err := os.ReadFile(path)
 	if err == nil {
-		id := strings.TrimSuffix(string(b), "\n")
-		if len(id) != 32 || strings.ToLower(id) != id {
-			return "", fmt.Errorf("%w: %s: want 32 lower-case hex digits", ErrNodeID, path)
-		}
-		if _, err := hex.DecodeString(id); err != nil {
-			return "", fmt.Errorf("%w: %s: want 32 lower-case hex digits", ErrNodeID, path)
+		id, err := parseNodeID(b)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", path, err)
 		}
 		return id, nil
 	}
@@ -154,6 +151,19 @@ func loadNodeID(dir string) (string, error) {
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync() // the rename's durability; the id is rewritten if lost
 		d.Close()
+	}
+	return id, nil
+}
+
+// parseNodeID decodes the bytes of a NodeIDFile: 32 lower-case hex digits,
+// then a line feed or nothing. Anything else wraps ErrNodeID.
+func parseNodeID(b []byte) (string, error) {
+	id := strings.TrimSuffix(string(b), "\n")
+	if len(id) != 32 || strings.ToLower(id) != id {
+		return "", fmt.Errorf("%w: want 32 lower-case hex digits", ErrNodeID)
+	}
+	if _, err := hex.DecodeString(id); err != nil {
+		return "", fmt.Errorf("%w: want 32 lower-case hex digits", ErrNodeID)
 	}
 	return id, nil
 }
