@@ -42,6 +42,10 @@ const failBeat = 200 * time.Millisecond
 type failNodeConf struct {
 	Data, Redis, Remote string
 	Node                int
+	// Queue and Declared, if set, declare those streams of Queue in the
+	// node's configuration.
+	Queue    string
+	Declared []string
 }
 
 // TestServeNodeChild runs one serve node of the failover tests until it is
@@ -61,9 +65,17 @@ func TestServeNodeChild(t *testing.T) {
 	}
 	ctx := context.Background()
 	log := slog.New(&reportHandler{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})})
-	s, err := server.Open(ctx, server.Config{Listen: "127.0.0.1:0", Redis: c.Redis, Data: c.Data, Remote: c.Remote,
+	cfg := server.Config{Listen: "127.0.0.1:0", Redis: c.Redis, Data: c.Data, Remote: c.Remote,
 		Node: c.Node, Beat: failBeat, Logger: log,
-		Defaults: server.StreamConfig{Keep: failKeep, TrimAfter: "remote"}})
+		Defaults: server.StreamConfig{Keep: failKeep, TrimAfter: "remote"}}
+	if len(c.Declared) > 0 {
+		q := server.QueueConfig{Name: c.Queue}
+		for _, st := range c.Declared {
+			q.Streams = append(q.Streams, server.StreamConfig{Name: st})
+		}
+		cfg.Queues = []server.QueueConfig{q}
+	}
+	s, err := server.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,6 +464,9 @@ type failGroup struct {
 	dir    string
 	q      string
 	ids    map[string]string // name → node id
+	// declared are the streams every node's configuration declares (none:
+	// the streams are met through the API alone).
+	declared []string
 }
 
 func newFailGroup(t *testing.T, names ...string) *failGroup {
@@ -485,7 +500,8 @@ func newFailGroup(t *testing.T, names ...string) *failGroup {
 }
 
 func (g *failGroup) start(name string, node int) *failNode {
-	n := startFailNode(g.t, name, failNodeConf{Data: filepath.Join(g.dir, name), Redis: g.redis, Remote: g.remote, Node: node})
+	n := startFailNode(g.t, name, failNodeConf{Data: filepath.Join(g.dir, name), Redis: g.redis, Remote: g.remote, Node: node,
+		Queue: g.q, Declared: g.declared})
 	if n.id != g.ids[name] {
 		g.t.Fatalf("node %s runs as %s, its node-id file says %s", name, n.id, g.ids[name])
 	}
@@ -631,15 +647,21 @@ func (g *failGroup) audit(l *failLoad, ns ...*failNode) int {
 // acknowledged record once, in order; no cycle failed on a lease lost.
 func TestFailoverKill(t *testing.T) {
 	for _, n := range []int{2, 3} {
-		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) { failoverKill(t, n) })
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) { failoverKill(t, n, false) })
 	}
+	// The streams declared in every node's configuration: each node cycles
+	// its share of them alone, and the others take the killed node's over.
+	t.Run("2 nodes declared", func(t *testing.T) { failoverKill(t, 2, true) })
 }
 
-func failoverKill(t *testing.T, count int) {
+func failoverKill(t *testing.T, count int, declare bool) {
 	ctx := t.Context()
 	all := []string{"a", "b", "c"}[:count]
 	g := newFailGroup(t, all...)
 	streams, owner := g.pick(3, all...)
+	if declare {
+		g.declared = streams
+	}
 	var nodes []*failNode
 	for i, name := range all {
 		nodes = append(nodes, g.start(name, i+1))
@@ -686,7 +708,7 @@ func failoverKill(t *testing.T, count int) {
 		for _, n := range survivors {
 			p += n.count("pulled", s)
 		}
-		if p == 0 {
+		if p == 0 && !declare {
 			t.Errorf("stream %s of the killed node: no survivor pulled its volume from the bucket before cycling it", s)
 		}
 		pulled += p
@@ -701,8 +723,8 @@ func failoverKill(t *testing.T, count int) {
 			}
 		}
 	}
-	t.Logf("%d nodes, %d streams (%d of the killed node's); first folds after %v; the killed node's streams cycled again %v after the kill (all streams past the kill's acknowledgements: %v; %v with the settling); bound: heartbeat/lease TTL %v + beat %v + a cycle",
-		count, len(streams), len(mine), first.Round(time.Millisecond), rto.Round(time.Millisecond), rtoAll.Round(time.Millisecond),
+	t.Logf("%d nodes, %d streams (%d of the killed node's; declared %v); first folds after %v; the killed node's streams cycled again %v after the kill (all streams past the kill's acknowledgements: %v; %v with the settling); bound: heartbeat/lease TTL %v + beat %v + a cycle",
+		count, len(streams), len(mine), declare, first.Round(time.Millisecond), rto.Round(time.Millisecond), rtoAll.Round(time.Millisecond),
 		took.Round(time.Millisecond), server.HeartbeatTTL, failBeat)
 	t.Logf("acknowledged %d records (%d of unknown outcome: the batch in flight at the kill), %d read back through %d surviving nodes, none lost; longest live stream %d entries (window %d); %d volume pulls by the takers; %d waits on a lease held by another node",
 		acked, unknown, read, len(survivors), most.Load(), failKeep, pulled, held)
