@@ -215,6 +215,8 @@ type members struct {
 	group string // the remote's identity, "" until read
 	cur   *view  // nil until the first heartbeat
 	gone  bool   // left: heartbeats no more
+	// failing: the last heartbeat failed (logged once until one succeeds).
+	failing bool
 }
 
 // newMembers returns the membership of the server's node.
@@ -334,20 +336,29 @@ func (m *members) leave(ctx context.Context) {
 
 // loop heartbeats every HeartbeatEvery until ctx ends.
 func (m *members) loop(ctx context.Context) {
-	logged := false
-	every(ctx, HeartbeatEvery, func() {
-		if _, changed, err := m.refresh(ctx); err != nil {
-			if !logged && ctx.Err() == nil {
-				m.s.log.Warn("serve: heartbeat failed; retried every beat", "err", err)
-				logged = true
-			}
-		} else {
-			logged = false
-			if changed {
-				m.s.disc.force()
-			}
-		}
-	})
+	every(ctx, HeartbeatEvery, func() { m.heartbeat(ctx) })
+}
+
+// heartbeat refreshes the view (the heartbeat loop's and each beat's), and
+// makes the next discovery due at once when the view changed. A failure is
+// logged when the heartbeats start failing and when they succeed again;
+// meanwhile the last view stands (none: the node cycles every stream it
+// knows).
+func (m *members) heartbeat(ctx context.Context) {
+	_, changed, err := m.refresh(ctx)
+	m.mu.Lock()
+	was := m.failing
+	m.failing = err != nil
+	m.mu.Unlock()
+	switch {
+	case err != nil && !was && ctx.Err() == nil:
+		m.s.log.Warn("serve: heartbeat failed; the last view of the group stands, retried every second", "err", err)
+	case err == nil && was:
+		m.s.log.Info("serve: heartbeats again", "group", m.view().groupName())
+	}
+	if changed {
+		m.s.disc.force()
+	}
 }
 
 // owns reports whether this node cycles ref: with no view (the server is

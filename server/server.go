@@ -487,9 +487,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.checkpointLoop(runCtx)
 	}()
 	m := newMembers(s)
-	if _, _, err := m.refresh(runCtx); err != nil {
-		s.log.Warn("serve: first heartbeat failed; until one succeeds this node cycles every archived stream it knows", "err", err)
-	}
+	m.heartbeat(runCtx) // a failure: until one succeeds, it cycles every archived stream it knows
 	s.mu.Lock()
 	s.members = m
 	s.mu.Unlock()
@@ -607,11 +605,7 @@ func (s *Server) Beat(ctx context.Context) {
 	if m := s.fleet(); m != nil {
 		// A fresh view: a node that died or left since the last beat no
 		// longer has a share.
-		if _, changed, err := m.refresh(ctx); err != nil {
-			s.log.Warn("serve: heartbeat at the beat; the last view of the group stands", "err", err)
-		} else if changed {
-			s.disc.force()
-		}
+		m.heartbeat(ctx)
 	}
 	s.announceAgain(ctx)
 	s.discover(ctx)
