@@ -373,6 +373,25 @@ func (s *Server) owns(ref names.StreamRef) bool {
 	return v == nil || v.owner(ref) == v.self
 }
 
+// cycles reports whether the beat cycles ref here: ref is this node's
+// share (owns), or the data dir holds commits of ref's archive volume that
+// the remote lacks (trim_after: local, or a push that failed), which no
+// other node could cycle without: the node keeps cycling the stream until
+// they are pushed (a trim_after remote cycle pushes them) and leaves it to
+// its owner then. The lease keeps the two from cycling it at once; the
+// owner's cycle is refused meanwhile as behind the seam cache.
+func (s *Server) cycles(ctx context.Context, ref names.StreamRef) bool {
+	if s.owns(ref) {
+		return true
+	}
+	vol, err := s.archiveVolume(ctx, ref)
+	if err != nil || vol == nil {
+		return false
+	}
+	in := vol.Info()
+	return in.LocalLSN > in.SyncLSN
+}
+
 // fleet returns the node's membership, nil unless Run runs.
 func (s *Server) fleet() *members {
 	s.mu.Lock()

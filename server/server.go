@@ -595,7 +595,8 @@ func every(ctx context.Context, d time.Duration, f func()) {
 
 // Beat runs one cycle of the archive drivers over every declared archived
 // stream that is this node's share of its group (members.go; every one for
-// a node alone, or a server not running), and of retention over every
+// a node alone, or a server not running) or whose volume holds commits here
+// that the remote lacks (cycles), and of retention over every
 // declared stream, first heartbeating and adopting the archived streams
 // discovered in Redis, and refreshes the volume metrics. A stream
 // with an armed fault runs its cycle through the faulty archiver instead.
@@ -615,7 +616,8 @@ func (s *Server) Beat(ctx context.Context) {
 		s.forgetDrivers(st.ref, nil)
 	}
 	for _, d := range s.drivers() {
-		reps, _ := d.CycleFunc(ctx, s.owns) // each report carries its own error
+		keep := func(ref names.StreamRef) bool { return s.cycles(ctx, ref) }
+		reps, _ := d.CycleFunc(ctx, keep) // each report carries its own error
 		for _, r := range reps {
 			if r.Result.Missing {
 				continue // declared, but its key does not exist yet
