@@ -113,6 +113,21 @@ redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return n
 `)
 
+// scriptNodeInfos reads the heartbeats KEYS (NodeKey of some nodes of one
+// group): their values, "" for one expired.
+var scriptNodeInfos = mq.NewScript(`
+local out = {}
+for i, k in ipairs(KEYS) do out[i] = redis.call('GET', k) or '' end
+return out
+`)
+
+// nodeInfo is a heartbeat's value.
+type nodeInfo struct {
+	Addr    string `json:"addr"`
+	Node    int    `json:"node"`
+	Started string `json:"started"`
+}
+
 // loadNodeID returns the node id of data dir dir, writing a new one on
 // first use.
 func loadNodeID(dir string) (string, error) {
@@ -217,17 +232,48 @@ type members struct {
 	gone  bool   // left: heartbeats no more
 	// failing: the last heartbeat failed (logged once until one succeeds).
 	failing bool
+	clash   map[string]bool // nodes logged for sharing this node's number
 }
 
 // newMembers returns the membership of the server's node.
 func newMembers(s *Server) *members {
 	id := s.nodeID
-	info, _ := json.Marshal(struct {
-		Addr    string `json:"addr"`
-		Node    int    `json:"node"`
-		Started string `json:"started"`
-	}{s.Addr().String(), s.cfg.Node, time.Now().UTC().Format(time.RFC3339)})
-	return &members{s: s, id: id, info: string(info)}
+	info, _ := json.Marshal(nodeInfo{s.Addr().String(), s.cfg.Node, time.Now().UTC().Format(time.RFC3339)})
+	return &members{s: s, id: id, info: string(info), clash: map[string]bool{}}
+}
+
+// checkNodeNumbers logs, once per node, another live node of the group with
+// this node's node number: their accept volumes (accept.Q.N) have one name
+// in the remote, so the two would write one volume and fence each other's
+// pushes (sync enqueues failing).
+func (m *members) checkNodeNumbers(ctx context.Context, v *view) {
+	var keys, ids []string
+	for _, id := range v.nodes {
+		if id != v.self {
+			keys, ids = append(keys, NodeKey(v.group, id)), append(ids, id)
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	vals, err := m.s.mq.Run(ctx, scriptNodeInfos, keys, nil).Strings()
+	if err != nil || len(vals) != len(keys) {
+		return // checked again at the next change
+	}
+	for i, raw := range vals {
+		var in nodeInfo
+		if raw == "" || json.Unmarshal([]byte(raw), &in) != nil || in.Node != m.s.cfg.Node {
+			continue
+		}
+		m.mu.Lock()
+		first := !m.clash[ids[i]]
+		m.clash[ids[i]] = true
+		m.mu.Unlock()
+		if first {
+			m.s.log.Error("serve: another live node of the group has this node's node number: their accept volumes have one name in the remote and fence each other's pushes; give each node its own node number (node: in the configuration, ECHOSTORE_NODE)",
+				"node", m.s.cfg.Node, "other", ids[i], "other_addr", in.Addr)
+		}
+	}
 }
 
 // NodeID returns the node's id (NodeIDFile of its data dir).
@@ -345,7 +391,10 @@ func (m *members) loop(ctx context.Context) {
 // meanwhile the last view stands (none: the node cycles every stream it
 // knows).
 func (m *members) heartbeat(ctx context.Context) {
-	_, changed, err := m.refresh(ctx)
+	v, changed, err := m.refresh(ctx)
+	if changed && v != nil {
+		m.checkNodeNumbers(ctx, v)
+	}
 	m.mu.Lock()
 	was := m.failing
 	m.failing = err != nil

@@ -37,7 +37,7 @@ func memberOf(t *testing.T, live *mq.Client, rdir string) *members {
 	}
 	s := &Server{cfg: Config{Data: data}, mq: live, store: gs, m: newMetrics(), nodeID: id,
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	return &members{s: s, id: id, info: `{"addr":"test"}`}
+	return &members{s: s, id: id, info: `{"addr":"test","node":0}`, clash: map[string]bool{}}
 }
 
 // TestMembersOnCluster: the heartbeat, the group's list, the stream epoch
@@ -74,6 +74,11 @@ func TestMembersOnCluster(t *testing.T) {
 	}
 	if v := refresh(other); !slices.Equal(v.nodes, []string{other.id}) || v.group == a.view().group {
 		t.Fatalf("a node on another remote sees %v in group %s", v.nodes, v.group)
+	}
+	// a and b have one node number: b's check finds a.
+	b.checkNodeNumbers(ctx, v)
+	if !b.clash[a.id] || len(b.clash) != 1 {
+		t.Fatalf("b's node-number check: %v, want a (%s)", b.clash, a.id)
 	}
 	epoch := v.epoch
 	if err := a.streamMet(ctx); err != nil {
