@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
@@ -220,6 +222,31 @@ func score(id string, ref names.StreamRef) uint64 {
 	return x
 }
 
+// fleetMetrics are the gauges of the node's group.
+type fleetMetrics struct {
+	nodesLive, owned, elsewhere prometheus.Gauge
+}
+
+// newFleetMetrics returns the group's gauges, registered on reg.
+func newFleetMetrics(reg *prometheus.Registry) *fleetMetrics {
+	m := &fleetMetrics{
+		nodesLive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "echostore_nodes_live",
+			Help: "Live nodes of this node's group (the serve processes on this Redis and this remote), itself included, at its last heartbeat.",
+		}),
+		owned: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "echostore_archived_streams_owned",
+			Help: "Archived streams this node knows and cycles (its share of the group's) at its last beat.",
+		}),
+		elsewhere: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "echostore_archived_streams_elsewhere",
+			Help: "Archived streams this node knows that another live node of its group cycles, at its last beat.",
+		}),
+	}
+	reg.MustRegister(m.nodesLive, m.owned, m.elsewhere)
+	return m
+}
+
 // members is a node's heartbeat and its latest view of its group.
 type members struct {
 	s    *Server
@@ -334,7 +361,7 @@ func (m *members) refresh(ctx context.Context) (*view, bool, error) {
 			"group", g, "node", m.id, "nodes", len(v.nodes), "before", len(m.cur.nodes))
 	}
 	m.cur = v
-	m.s.m.nodesLive.Set(float64(len(v.nodes)))
+	m.s.fm.nodesLive.Set(float64(len(v.nodes)))
 	return v, changed, nil
 }
 
@@ -473,8 +500,8 @@ func (s *Server) countShare() {
 			owned++
 		}
 	}
-	s.m.owned.Set(float64(owned))
-	s.m.elsewhere.Set(float64(len(refs) - owned))
+	s.fm.owned.Set(float64(owned))
+	s.fm.elsewhere.Set(float64(len(refs) - owned))
 }
 
 // announce registers ref, an archived stream met through the API whose

@@ -35,7 +35,8 @@ func memberOf(t *testing.T, live *mq.Client, rdir string) *members {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{cfg: Config{Data: data}, mq: live, store: gs, m: newMetrics(), nodeID: id,
+	m := newMetrics()
+	s := &Server{cfg: Config{Data: data}, mq: live, store: gs, m: m, fm: newFleetMetrics(m.reg), nodeID: id,
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	return &members{s: s, id: id, info: `{"addr":"test","node":0}`, clash: map[string]bool{}}
 }

@@ -24,9 +24,6 @@ type metrics struct {
 	stalledN   *prometheus.CounterVec
 	http       *prometheus.HistogramVec
 	checkpoint prometheus.Histogram
-	nodesLive  prometheus.Gauge
-	owned      prometheus.Gauge
-	elsewhere  prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -91,20 +88,8 @@ func newMetrics() *metrics {
 			Help:    "Latency of serve's checkpoints of the accept outbox on each beat that finds records not yet durable (Flush: cut the partial block, write it, fsync).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
-		nodesLive: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "echostore_nodes_live",
-			Help: "Live nodes of this node's group (the serve processes on this Redis and this remote), itself included, at its last heartbeat.",
-		}),
-		owned: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "echostore_archived_streams_owned",
-			Help: "Archived streams this node knows and cycles (its share of the group's) at its last beat.",
-		}),
-		elsewhere: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "echostore_archived_streams_elsewhere",
-			Help: "Archived streams this node knows that another live node of its group cycles, at its last beat.",
-		}),
 	}
-	m.reg.MustRegister(m.checkpoint, m.nodesLive, m.owned, m.elsewhere, m.cycles, m.folded, m.trimmed, m.foldErrors, m.appTrims, m.live, m.depth, m.wLag,
+	m.reg.MustRegister(m.checkpoint, m.cycles, m.folded, m.trimmed, m.foldErrors, m.appTrims, m.live, m.depth, m.wLag,
 		m.localLSN, m.remoteLSN, m.stalled, m.stalledN, m.http,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -112,6 +112,7 @@ type Server struct {
 	runCtx   context.Context          // the lane watchers' context, set by Run
 	// nodeID is the node's id, kept in the data dir (NodeIDFile).
 	nodeID string
+	fm     *fleetMetrics // the group's gauges (members.go)
 	// members is the node's heartbeat and view of its group while Run
 	// runs (members.go); nil before.
 	members *members
@@ -200,6 +201,7 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 	if s.nodeID, err = loadNodeID(cfg.Data); err != nil {
 		return nil, err
 	}
+	s.fm = newFleetMetrics(s.m.reg)
 	s.health = newHealth(s, cfg.Redis, node.RemoteURL())
 	// An unavailable remote does not stop the start (a restart during an
 	// outage would loop): it is logged, reported by /healthz (503), and

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,7 +77,7 @@ func parseRecords(body []byte) ([][]mq.Field, error) {
 	return out, nil
 }
 
-func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) (err error) {
 	ref, err := streamPath(r)
 	if err != nil {
 		return err
@@ -93,15 +94,20 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if fresh && st.archived {
+		// Once its first records are in (the handler ends without an
+		// error), it is registered, so that the node whose share it is
+		// finds it before any cycle here registers it (it may never: the
+		// stream may be another's share).
+		defer func() {
+			if err == nil {
+				s.announce(context.WithoutCancel(r.Context()), ref)
+			}
+		}()
+	}
 	res, err := s.node.Append(r.Context(), ref, recs)
 	if err != nil {
 		return err
-	}
-	if fresh && st.archived {
-		// Registered now, so that the node whose share it is finds it
-		// before any cycle here registers it (it may never, being
-		// another's).
-		s.announce(r.Context(), ref)
 	}
 	writeJSON(w, http.StatusOK, res)
 	return nil
