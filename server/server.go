@@ -480,14 +480,6 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
-	for _, st := range archived {
-		s.watchVolume(runCtx, st)
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.checkpointLoop(runCtx)
-	}()
 	m := newMembers(s)
 	m.heartbeat(runCtx) // a failure: until one succeeds, it cycles every archived stream it knows
 	s.mu.Lock()
@@ -498,6 +490,14 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() {
 		defer s.wg.Done()
 		m.loop(runCtx)
+	}()
+	for _, st := range archived {
+		s.watchVolume(runCtx, st)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.checkpointLoop(runCtx)
 	}()
 
 	httpErr := make(chan error, 2)
