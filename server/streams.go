@@ -90,11 +90,11 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) (err error
 	if err != nil {
 		return err
 	}
-	st, fresh, err := s.touchFresh(ref)
+	decl, fresh, err := s.touchFresh(ref)
 	if err != nil {
 		return err
 	}
-	if fresh && st.archived {
+	if fresh && decl.archived {
 		// Once its first records are in (the handler ends without an
 		// error), it is registered, so that the node whose share it is
 		// finds it before any cycle here registers it (it may never: the
