@@ -602,11 +602,19 @@ func (d *Driver) Forget(ref names.StreamRef) { d.windows.Delete(ref) }
 
 // Cycle runs one cycle on every declared stream, in name order. One
 // stream's failure does not stop the others; the error joins theirs.
-func (d *Driver) Cycle(ctx context.Context) ([]Report, error) {
+func (d *Driver) Cycle(ctx context.Context) ([]Report, error) { return d.CycleFunc(ctx, nil) }
+
+// CycleFunc is Cycle over the declared streams for which keep reports
+// true (nil: all of them): a node that shares the streams with others
+// cycles its own share and leaves the rest declared. The reports are of
+// the streams cycled.
+func (d *Driver) CycleFunc(ctx context.Context, keep func(names.StreamRef) bool) ([]Report, error) {
 	declared := d.windows.Sorted()
-	reps := make([]Report, len(declared))
-	for i, sw := range declared {
-		reps[i] = Report{Ref: sw.Ref, Window: sw.Window}
+	reps := make([]Report, 0, len(declared))
+	for _, sw := range declared {
+		if keep == nil || keep(sw.Ref) {
+			reps = append(reps, Report{Ref: sw.Ref, Window: sw.Window})
+		}
 	}
 	var errs []error
 	for i := range reps {

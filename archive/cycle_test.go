@@ -558,6 +558,14 @@ func TestDriverCyclesDeclaredStreams(t *testing.T) {
 	e.audit(ctx, b)
 	e.s = "events"
 	e.audit(ctx, a)
+	// CycleFunc cycles the streams its filter keeps, and reports those.
+	only := func(r names.StreamRef) bool { return r.Stream().String() == "other" }
+	if reps, err := d.CycleFunc(ctx, only); err != nil || len(reps) != 1 || reps[0].Ref.Stream().String() != "other" {
+		t.Fatalf("CycleFunc keeping other: %+v %v", reps, err)
+	}
+	if reps, err := d.CycleFunc(ctx, func(names.StreamRef) bool { return false }); err != nil || len(reps) != 0 {
+		t.Fatalf("CycleFunc keeping none: %+v %v", reps, err)
+	}
 	d.Forget(mustRef(t, e.q, "other"))
 	if reps, _ := d.Cycle(ctx); len(reps) != 1 {
 		t.Fatalf("after Forget: %d reports", len(reps))

@@ -296,3 +296,16 @@ func (v *Volume) CheckRemote(ctx context.Context) error {
 	}
 	return v.checkRemote(ctx, l, "remote gc of", false)
 }
+
+// RemoteIdentity returns the identity of the remote attached to the store,
+// writing one first if the remote has none (as a first push does). Nodes
+// that share a remote share its identity, whatever URL names it: serve's
+// nodes take it as the name of the group that shares the archived streams.
+// No remote attached fails wrapping ErrNoRemote.
+func (s *Store) RemoteIdentity(ctx context.Context) (RemoteID, error) {
+	h := s.remote.Load()
+	if h == nil {
+		return RemoteID{}, fmt.Errorf("graft: remote identity: %w", ErrNoRemote)
+	}
+	return h.identity(ctx, true)
+}

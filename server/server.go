@@ -111,8 +111,17 @@ type Server struct {
 	watched  map[names.StreamRef]bool // archived streams whose lane has a watcher
 	faults   map[names.StreamRef]bool // armed one-shot faults (fault.go)
 	runCtx   context.Context          // the lane watchers' context, set by Run
-	wg       sync.WaitGroup           // lane watchers
-	closed   bool
+	// nodeID is the node's id, kept in the data dir (NodeIDFile).
+	nodeID string
+	fm     *fleetMetrics // the group's gauges (members.go)
+	// members is the node's heartbeat and view of its group while Run
+	// runs (members.go); nil before.
+	members *members
+	// unannounced are the archived streams met through the API whose
+	// registration or announcement to the group failed: the beat retries.
+	unannounced map[names.StreamRef]bool
+	wg          sync.WaitGroup // lane watchers
+	closed      bool
 }
 
 // NodeConfig returns the node's part of c: the echostore.Config that
@@ -169,24 +178,25 @@ func New(ctx context.Context, node *echostore.Node, cfg Config) (*Server, error)
 // when newServer fails).
 func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) (_ *Server, err error) {
 	s := &Server{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		node:     node,
-		ownNode:  own,
-		mq:       node.Live(),
-		store:    node.Store(),
-		rs:       node.Remote(),
-		out:      node.Outbox(),
-		hub:      newHub(),
-		m:        newMetrics(),
-		done:     make(chan struct{}),
-		streams:  map[names.StreamRef]stream{},
-		admitted: map[names.StreamRef]bool{},
-		faults:   map[names.StreamRef]bool{},
-		watched:  map[names.StreamRef]bool{},
-		arch:     map[driverKey]*archive.Archiver{},
-		drv:      map[driverKey]*archive.Driver{},
-		uid:      os.Getuid(),
+		cfg:         cfg,
+		log:         cfg.Logger,
+		node:        node,
+		ownNode:     own,
+		mq:          node.Live(),
+		store:       node.Store(),
+		rs:          node.Remote(),
+		out:         node.Outbox(),
+		hub:         newHub(),
+		m:           newMetrics(),
+		done:        make(chan struct{}),
+		streams:     map[names.StreamRef]stream{},
+		admitted:    map[names.StreamRef]bool{},
+		faults:      map[names.StreamRef]bool{},
+		watched:     map[names.StreamRef]bool{},
+		unannounced: map[names.StreamRef]bool{},
+		arch:        map[driverKey]*archive.Archiver{},
+		drv:         map[driverKey]*archive.Driver{},
+		uid:         os.Getuid(),
 	}
 	defer func() {
 		if err != nil {
@@ -196,6 +206,10 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 	if s.mq == nil {
 		return nil, fmt.Errorf("%w: the node has no Redis", ErrConfig)
 	}
+	if s.nodeID, err = loadNodeID(cfg.Data); err != nil {
+		return nil, err
+	}
+	s.fm = newFleetMetrics(s.m.reg)
 	s.health = newHealth(s, cfg.Redis, node.RemoteURL())
 	// An unavailable remote does not stop the start (a restart during an
 	// outage would loop): it is logged, reported by /healthz (503), and
@@ -394,29 +408,35 @@ func (s *Server) forget(ref names.StreamRef) (stream, bool) {
 // touch returns the stream's settings, declaring it with the defaults on
 // first use.
 func (s *Server) touch(ref names.StreamRef) (stream, error) {
+	st, _, err := s.touchFresh(ref)
+	return st, err
+}
+
+// touchFresh is touch, and reports whether this call declared the stream.
+func (s *Server) touchFresh(ref names.StreamRef) (_ stream, fresh bool, _ error) {
 	s.mu.Lock()
 	got, ok := s.streams[ref]
 	s.mu.Unlock()
 	if ok {
-		return got, nil
+		return got, false, nil
 	}
 	res, ok := s.cfg.declared(ref) // deleted, then used again
 	if !ok {
 		var err error
 		if res, err = s.cfg.resolve(ref, StreamConfig{}); err != nil {
-			return stream{}, err
+			return stream{}, false, err
 		}
 	}
 	if err := s.admit(ref); err != nil {
-		return stream{}, err
+		return stream{}, false, err
 	}
 	s.log.Info("serve: stream in use", ref.LogAttr(), "archived", res.archived,
 		"keep", res.window.Keep, "max_age", res.window.MaxAge)
 	if err := s.declare(res); err != nil {
 		s.unadmit(ref)
-		return stream{}, err
+		return stream{}, false, err
 	}
-	return res, nil
+	return res, true, nil
 }
 
 // admit counts ref against cfg.MaxStreams before anything is written for
@@ -472,6 +492,17 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
+	m := newMembers(s)
+	m.heartbeat(runCtx) // a failure: until one succeeds, it cycles every archived stream it knows
+	s.mu.Lock()
+	s.members = m
+	s.mu.Unlock()
+	s.log.Info("serve: node", "id", m.id, "group", m.view().groupName())
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		m.loop(runCtx)
+	}()
 	for _, st := range archived {
 		s.watchVolume(runCtx, st)
 	}
@@ -509,6 +540,10 @@ func (s *Server) Run(ctx context.Context) error {
 	close(s.done)
 	s.hub.closeAll()
 	<-beatDone // the cycle in flight finishes: it runs without ctx's cancellation
+	if m := s.fleet(); m != nil {
+		// Its cycles are over: the others take its streams on their next beat.
+		m.leave(context.WithoutCancel(ctx))
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
 	if herr := s.http.Shutdown(sctx); herr != nil && err == nil {
@@ -576,20 +611,31 @@ func every(ctx context.Context, d time.Duration, f func()) {
 	}
 }
 
-// Beat runs one cycle of the archive drivers and of retention over every
-// declared stream (first adopting the archived streams discovered in Redis),
-// and refreshes the volume metrics. A stream
+// Beat runs one cycle of the archive drivers over every declared archived
+// stream that is this node's share of its group (members.go; every one for
+// a node alone, or a server not running) or whose volume holds commits here
+// that the remote lacks (cycles), and of retention over every
+// declared stream, first heartbeating and adopting the archived streams
+// discovered in Redis, and refreshes the volume metrics. A stream
 // with an armed fault runs its cycle through the faulty archiver instead.
 func (s *Server) Beat(ctx context.Context) {
 	s.beatMu.Lock()
 	defer s.beatMu.Unlock()
+	if m := s.fleet(); m != nil {
+		// A fresh view: a node that died or left since the last beat no
+		// longer has a share.
+		m.heartbeat(ctx)
+	}
+	s.announceAgain(ctx)
 	s.discover(ctx)
+	s.countShare()
 	faulted := s.takeFaults()
 	for _, st := range faulted {
 		s.forgetDrivers(st.ref, nil)
 	}
 	for _, d := range s.drivers() {
-		reps, _ := d.Cycle(ctx) // each report carries its own error
+		keep := func(ref names.StreamRef) bool { return s.cycles(ctx, ref) }
+		reps, _ := d.CycleFunc(ctx, keep) // each report carries its own error
 		for _, r := range reps {
 			if r.Result.Missing {
 				continue // declared, but its key does not exist yet

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,7 +87,7 @@ func parseRecords(body []byte) ([][]mq.Field, error) {
 	return out, nil
 }
 
-func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) (err error) {
 	ref, err := streamPath(r)
 	if err != nil {
 		return err
@@ -99,8 +100,20 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.touch(ref); err != nil {
+	decl, fresh, err := s.touchFresh(ref)
+	if err != nil {
 		return err
+	}
+	if fresh && decl.archived {
+		// Once its first records are in (the handler ends without an
+		// error), it is registered, so that the node whose share it is
+		// finds it before any cycle here registers it (it may never: the
+		// stream may be another's share).
+		defer func() {
+			if err == nil {
+				s.announce(context.WithoutCancel(r.Context()), ref)
+			}
+		}()
 	}
 	res, err := s.node.Append(r.Context(), ref, recs)
 	if err != nil {
@@ -277,6 +290,12 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		return err
+	}
+	if m := s.fleet(); !known && m != nil {
+		// The cycle registered it: the group's nodes discover it now.
+		if err := m.streamMet(r.Context()); err != nil {
+			s.log.Warn("serve: a new archived stream not announced to the group; found by the next periodic discovery", ref.LogAttr(), "err", err)
+		}
 	}
 	writeJSON(w, http.StatusOK, res)
 	return nil

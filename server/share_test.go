@@ -1,0 +1,127 @@
+package server
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/echostore/echostore/names"
+)
+
+// TestShareLocalVolume: two running servers on one Redis and one remote
+// share the archived streams. A stream folded with trim_after: local on a
+// node that is not its owner (it was alone when it folded it) stays with
+// that node while its volume holds commits the remote lacks: the owner's
+// cycles are refused as behind the seam cache and trim nothing, the
+// holder's bound the stream. A stream of the owner's share that the other
+// node never folded is cycled by the owner alone.
+func TestShareLocalVolume(t *testing.T) {
+	ctx := t.Context()
+	q := queueName(t)
+	rdir := t.TempDir()
+	cfg := func(streams ...string) Config {
+		var ss []StreamConfig
+		for _, s := range streams {
+			ss = append(ss, StreamConfig{Name: s, Keep: 2, TrimAfter: "local"})
+		}
+		return Config{Remote: "file://" + filepath.Join(rdir, "remote"), Queues: []QueueConfig{{Name: q, Streams: ss}}}
+	}
+	// The node ids decide the shares: they are made before the nodes start.
+	aData, bData := t.TempDir(), t.TempDir()
+	aID, err := loadNodeID(aData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bID, err := loadNodeID(bData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := func(s string) names.StreamRef {
+		r, err := names.ParseStreamRef(q, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// Stream names of a's share once both run.
+	var held, owned string
+	for i := 0; held == "" || owned == ""; i++ {
+		n := fmt.Sprintf("s%d", i)
+		if ShareOf([]string{aID, bID}, ref(n)) == aID {
+			if held == "" {
+				held = n
+			} else {
+				owned = n
+			}
+		}
+	}
+	cb := cfg(held, owned)
+	cb.Data = bData
+	b := start(t, cb)
+	appendN := func(e *env, s string, n int) {
+		t.Helper()
+		var body strings.Builder
+		for i := range n {
+			fmt.Fprintf(&body, `{"fields":{"i":"%d"}}`+"\n", i)
+		}
+		if code, out := e.do("POST", "/v1/streams/"+q+"/"+s, "", strings.NewReader(body.String())); code != 200 {
+			t.Fatalf("append to %s: %d %s", s, code, out)
+		}
+	}
+	live := func(s string) int64 {
+		t.Helper()
+		n, err := b.srv.mq.Len(ctx, ref(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// b alone: it folds held (trim_after local: nothing pushed).
+	appendN(b, held, 10)
+	b.srv.Beat(ctx)
+	if n := live(held); n != 2 {
+		t.Fatalf("b alone: %s holds %d live entries, want 2", held, n)
+	}
+	cf := cfg(held, owned)
+	cf.Data = aData
+	a := start(t, cf)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var v *view
+		if m := a.srv.fleet(); m != nil {
+			v = m.view()
+		}
+		if v != nil && len(v.nodes) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a does not see b: %+v", v)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.srv.Beat(ctx) // b's view has a now
+	if !a.srv.owns(ref(held)) || b.srv.owns(ref(held)) || !a.srv.owns(ref(owned)) {
+		t.Fatalf("shares: a owns %s %v, %s %v; b owns %s %v", held, a.srv.owns(ref(held)), owned, a.srv.owns(ref(owned)), held, b.srv.owns(ref(held)))
+	}
+	appendN(a, held, 10)
+	appendN(a, owned, 10)
+	a.srv.Beat(ctx) // held: refused (its volume is b's, unpushed); owned: folded
+	if n := live(held); n != 12 {
+		t.Fatalf("after a's beat %s holds %d live entries, want 12 (the owner lacks its volume: nothing trimmed)", held, n)
+	}
+	if n := live(owned); n != 2 {
+		t.Fatalf("after a's beat %s holds %d live entries, want 2", owned, n)
+	}
+	b.srv.Beat(ctx) // held: b's volume has what the remote lacks; owned: a's
+	if n := live(held); n != 2 {
+		t.Fatalf("after b's beat %s holds %d live entries, want 2: the node with the volume cycles it", held, n)
+	}
+	if _, err := b.srv.archiveVolume(ctx, ref(owned)); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := b.srv.archiveVolume(ctx, ref(owned)); v != nil {
+		t.Fatalf("b cycled %s, a's share", owned)
+	}
+}
