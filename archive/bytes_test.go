@@ -2,6 +2,7 @@ package archive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -159,5 +160,52 @@ func TestCycleForeignEntriesEach(t *testing.T) {
 				t.Fatalf("live: %d records, want 2", len(live))
 			}
 		})
+	}
+}
+
+// TestCycleLargeEntries: entries larger than an archive page (3 MiB of
+// binary bytes with a repeated name, and one of exactly a page) are
+// folded, trimmed and merge-read byte for byte; an entry above
+// MaxRecordBytes is reported (CycleResult.TooLarge), not archived, and
+// trimmed with the rest, and the stream's cycles go on.
+func TestCycleLargeEntries(t *testing.T) {
+	ctx := testCtx(t)
+	e := newEnv(t, servers.Redis(t).URL, Options{Chunk: 2})
+	big := bigRecord(xid.ID{}, 3<<20)
+	kv := func(r mq.Record) []string {
+		var s []string
+		for _, f := range r.Fields {
+			s = append(s, f.Name, f.Value)
+		}
+		return s
+	}
+	e.append(ctx, 1)
+	e.xadd(ctx, "*", kv(big)...)
+	e.xadd(ctx, "*", "page", string(make([]byte, PageLimit)))
+	e.append(ctx, 1)
+	e.xadd(ctx, "*", kv(big)...)
+	want := readAllRecords(t, e.live.Read(ctx, e.ref(), xid.Min, xid.Max, 0, false))
+	res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 1})
+	if err != nil || res.Folded != 4 || res.Trimmed != 4 || res.State.W != want[3].ID || len(res.TooLarge) != 0 {
+		t.Fatalf("cycle: %+v, %v", res, err)
+	}
+	e.checkMerge(t, ctx, want)
+
+	huge := e.xadd(ctx, "*", "huge", string(make([]byte, MaxRecordBytes)))
+	after := e.append(ctx, 2)
+	live := readAllRecords(t, e.live.Read(ctx, e.ref(), xid.Min, xid.Max, 0, false))
+	if len(live) != 4 || live[1].ID != huge {
+		t.Fatalf("live: %d records", len(live))
+	}
+	want = append(want[:4], live[0], live[2], live[3])
+	res, err = e.a.Cycle(ctx, e.ref(), Window{Keep: 1})
+	if err != nil || res.Folded != 2 || res.Trimmed != 3 || res.State.W != after[0].XID() || len(res.TooLarge) != 1 ||
+		res.TooLarge[0].ID != huge || !errors.Is(res.TooLarge[0], ErrTooLarge) {
+		t.Fatalf("cycle past a too large entry: %+v, %v", res, err)
+	}
+	e.checkMerge(t, ctx, want)
+	e.append(ctx, 1)
+	if res, err = e.a.Cycle(ctx, e.ref(), Window{Keep: 1}); err != nil || res.Folded != 1 || len(res.TooLarge) != 0 {
+		t.Fatalf("the next cycle: %+v, %v", res, err)
 	}
 }
