@@ -213,7 +213,7 @@ func (n *Node) CycleWith(ctx context.Context, a *archive.Archiver, ref names.Str
 		err = archive.NoStreamError(ref)
 	}
 	out := CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Watermark: watermark(ref, res.State), Dropped: res.Dropped,
-		StalledGroups: res.Stalled, State: res.State}
+		StalledGroups: res.Stalled, State: res.State, TooLarge: res.TooLarge}
 	if t := res.AppTrimmed; t.Detected() {
 		out.AppTrimmed = &t
 	}
