@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/echostore/echostore/mq"
@@ -65,13 +66,23 @@ func (e *env) checkMerge(t *testing.T, ctx context.Context, want []mq.Record) {
 	}
 }
 
+// eachServer runs f against a plain redis-server and against the 3-master
+// Cluster, with the URL to connect to.
+func eachServer(t *testing.T, f func(t *testing.T, url string)) {
+	t.Run("redis", func(t *testing.T) { f(t, servers.Redis(t).URL) })
+	t.Run("cluster", func(t *testing.T) { f(t, "redis://"+strings.Join(servers.Cluster(t).Addrs, ",")) })
+}
+
 // TestCycleForeignEntries: entries other producers write that are not
 // branded records (bytes that are not UTF-8, duplicate names, empty values,
 // an id before the brand epoch, a sequence of 2^22 or more) are folded,
 // trimmed and merge-read like any other; the watermark may be such an id.
-func TestCycleForeignEntries(t *testing.T) {
+// On a plain server and on the Cluster.
+func TestCycleForeignEntries(t *testing.T) { eachServer(t, testCycleForeignEntries) }
+
+func testCycleForeignEntries(t *testing.T, url string) {
 	ctx := testCtx(t)
-	e := newEnv(t, servers.Redis(t).URL, Options{Chunk: 3})
+	e := newEnv(t, url, Options{Chunk: 3})
 	e.xadd(ctx, "0-1", "pre", "2024")                   // an id before the brand epoch
 	e.xadd(ctx, "5-0", "dup", "1", "dup", "2")          // duplicate names, before the epoch
 	e.append(ctx, 2)                                    // branded records
@@ -135,8 +146,11 @@ func TestCycleForeignEntries(t *testing.T) {
 }
 
 // TestCycleForeignEntriesEach: each kind of foreign entry alone, as the
-// oldest entry of its stream, no longer stops the stream's cycles.
-func TestCycleForeignEntriesEach(t *testing.T) {
+// oldest entry of its stream, no longer stops the stream's cycles; on a
+// plain server and on the Cluster.
+func TestCycleForeignEntriesEach(t *testing.T) { eachServer(t, testCycleForeignEntriesEach) }
+
+func testCycleForeignEntriesEach(t *testing.T, url string) {
 	for name, add := range map[string]func(ctx context.Context, e *env){
 		"not UTF-8":    func(ctx context.Context, e *env) { e.xadd(ctx, "*", "a", "\xff") },
 		"duplicate":    func(ctx context.Context, e *env) { e.xadd(ctx, "*", "a", "1", "a", "2") },
@@ -145,7 +159,7 @@ func TestCycleForeignEntriesEach(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx := testCtx(t)
-			e := newEnv(t, servers.Redis(t).URL, Options{Chunk: 4})
+			e := newEnv(t, url, Options{Chunk: 4})
 			add(ctx, e)
 			e.append(ctx, 5)
 			want := readAllRecords(t, e.live.Read(ctx, e.ref(), xid.Min, xid.Max, 0, false))
@@ -167,10 +181,13 @@ func TestCycleForeignEntriesEach(t *testing.T) {
 // binary bytes with a repeated name, and one of exactly a page) are
 // folded, trimmed and merge-read byte for byte; an entry above
 // MaxRecordBytes is reported (CycleResult.TooLarge), not archived, and
-// trimmed with the rest, and the stream's cycles go on.
-func TestCycleLargeEntries(t *testing.T) {
+// trimmed with the rest, and the stream's cycles go on. On a plain server
+// and on the Cluster.
+func TestCycleLargeEntries(t *testing.T) { eachServer(t, testCycleLargeEntries) }
+
+func testCycleLargeEntries(t *testing.T, url string) {
 	ctx := testCtx(t)
-	e := newEnv(t, servers.Redis(t).URL, Options{Chunk: 2})
+	e := newEnv(t, url, Options{Chunk: 2})
 	big := bigRecord(xid.ID{}, 3<<20)
 	kv := func(r mq.Record) []string {
 		var s []string
