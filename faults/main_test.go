@@ -212,8 +212,8 @@ type workerConf struct {
 	Streams []string
 	Keys    []string // streams at Redis keys, cycled after Streams
 	Keep    int      // most records a cycle leaves live (random 0..Keep)
-	Enqueue int  // enqueuing goroutines (0: none)
-	Endure  bool // errors are reported ("E …") and retried, not fatal
+	Enqueue int      // enqueuing goroutines (0: none)
+	Endure  bool     // errors are reported ("E …") and retried, not fatal
 }
 
 // runWorker is the body of a worker child: it opens a node and runs cycles
