@@ -209,7 +209,7 @@ func runKeyCycle(ctx context.Context, e *env, dir string, cfg Config, p *bench.P
 	if err != nil {
 		return nil, err
 	}
-	defer e.deleteKeys(context.WithoutCancel(ctx), "emq:{"+q+"}*") //nolint:errcheck // best effort
+	defer e.deleteKeys(context.WithoutCancel(ctx), "emq:{"+q+"}*")     //nolint:errcheck // best effort
 	defer e.deleteKeys(context.WithoutCancel(ctx), mq.StreamKey(kref)) //nolint:errcheck // best effort
 	cycle := func(ref names.StreamRef, records int, timed bool) (float64, error) {
 		if _, err := fillStream(ctx, live, ref, records); err != nil {
