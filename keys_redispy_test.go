@@ -18,6 +18,8 @@ import (
 const redisPyProducer = `
 import os, redis
 r = redis.Redis.from_url(os.environ["REDIS_URL"])
+if os.environ.get("CLUSTER"):
+    r = redis.cluster.RedisCluster.from_url(os.environ["REDIS_URL"])
 key = os.environ["KEY"]
 for i in range(int(os.environ["N"])):
     print(r.xadd(key, {"item": str(i), "src": "redis-py"}).decode(), flush=True)
@@ -28,6 +30,8 @@ for i in range(int(os.environ["N"])):
 const redisPyConsumer = `
 import os, sys, time, redis
 r = redis.Redis.from_url(os.environ["REDIS_URL"])
+if os.environ.get("CLUSTER"):
+    r = redis.cluster.RedisCluster.from_url(os.environ["REDIS_URL"])
 key, n = os.environ["KEY"], int(os.environ["N"])
 seen, deadline = 0, time.time() + 60
 while seen < n:
@@ -47,13 +51,35 @@ while seen < n:
 // every entry with the application's ids, and the live stream ends at the
 // window.
 func TestRedisPyKeyStream(t *testing.T) {
+	addr := strings.SplitN(redisURL, "/", 4)[2] // redis://host:port/…
+	redisPyKeyStream(t, redisURL, []string{addr}, "")
+}
+
+// TestRedisPyKeyStreamOnCluster is TestRedisPyKeyStream on a 3-master
+// Redis Cluster: redis-py's RedisCluster produces and consumes, echostore
+// cycles through its cluster client.
+func TestRedisPyKeyStreamOnCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := testserver.StartCluster(ctx, 3)
+	if err != nil {
+		testserver.Unavailable(t, err)
+	}
+	t.Cleanup(func() { cl.Stop() })
+	redisPyKeyStream(t, "redis://"+strings.Join(cl.Addrs, ","), cl.Addrs, "redis://"+cl.Addrs[0])
+}
+
+// redisPyKeyStream runs TestRedisPyKeyStream against url (echostore's
+// Redis URL), whose masters are at addrs; pyURL, when set, is redis-py's
+// URL of a Redis Cluster (else it uses url, a single server).
+func redisPyKeyStream(t *testing.T, url string, addrs []string, pyURL string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	py, err := testserver.RedisPy(ctx)
 	if err != nil {
 		testserver.Unavailable(t, err)
 	}
-	node, err := echostore.Open(ctx, echostore.Config{Data: t.TempDir(), Redis: redisURL})
+	node, err := echostore.Open(ctx, echostore.Config{Data: t.TempDir(), Redis: url})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,11 +93,21 @@ func TestRedisPyKeyStream(t *testing.T) {
 	if _, err := node.Cycle(ctx, ref, echostore.CycleOptions{Window: echostore.Window{Keep: keep}}); err == nil {
 		t.Fatal("cycle of a key that does not exist succeeded")
 	}
-	addr := strings.SplitN(redisURL, "/", 4)[2] // redis://host:port/…
-	if _, err := testserver.Do(ctx, addr, "XGROUP", "CREATE", key, "g", "0", "MKSTREAM"); err != nil {
-		t.Fatal(err)
+	// The group is made on the master that holds the key's slot (the
+	// others answer MOVED).
+	var gerr error
+	for _, addr := range addrs {
+		if _, gerr = testserver.Do(ctx, addr, "XGROUP", "CREATE", key, "g", "0", "MKSTREAM"); gerr == nil {
+			break
+		}
 	}
-	env := append(os.Environ(), "REDIS_URL="+redisURL, "KEY="+key, fmt.Sprint("N=", n))
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	env := append(os.Environ(), "REDIS_URL="+url, "KEY="+key, fmt.Sprint("N=", n))
+	if pyURL != "" {
+		env = append(os.Environ(), "REDIS_URL="+pyURL, "CLUSTER=1", "KEY="+key, fmt.Sprint("N=", n))
+	}
 	run := func(script string) (*exec.Cmd, *strings.Builder) {
 		cmd := exec.CommandContext(ctx, py, "-c", script)
 		cmd.Env = env

@@ -15,7 +15,9 @@ import (
 )
 
 // Append appends records to the live stream, in order, as one batch, and
-// returns their ids.
+// returns their ids. A record may hold any bytes and repeated names, as
+// Redis stores them (what a read yields appends back byte for byte); it
+// must have a field and be within mq's limits (mq.Limits.CheckSize).
 func (n *Node) Append(ctx context.Context, ref names.StreamRef, records [][]Field) (AppendResult, error) {
 	live, err := n.live()
 	if err != nil {
@@ -24,7 +26,7 @@ func (n *Node) Append(ctx context.Context, ref names.StreamRef, records [][]Fiel
 	if ref.IsZero() {
 		return AppendResult{}, fmt.Errorf("append: no stream: %w", names.ErrInvalid)
 	}
-	ids, err := live.AppendBatch(ctx, ref, records)
+	ids, err := live.AppendBytes(ctx, ref, records)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -213,7 +215,7 @@ func (n *Node) CycleWith(ctx context.Context, a *archive.Archiver, ref names.Str
 		err = archive.NoStreamError(ref)
 	}
 	out := CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Watermark: watermark(ref, res.State), Dropped: res.Dropped,
-		StalledGroups: res.Stalled, State: res.State}
+		StalledGroups: res.Stalled, State: res.State, TooLarge: res.TooLarge}
 	if t := res.AppTrimmed; t.Detected() {
 		out.AppTrimmed = &t
 	}

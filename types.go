@@ -128,6 +128,11 @@ type CycleResult struct {
 	// watermark removed by another client before they were folded
 	// (archive.AppTrim: the application trims the stream itself).
 	AppTrimmed *archive.AppTrim `json:"app_trimmed,omitempty"`
+	// TooLarge, left out when none, lists the entries the cycle did not
+	// archive because they are larger than archive.MaxRecordBytes (64
+	// MiB): the watermark moved past them and the trim removes them with
+	// the entries around them.
+	TooLarge []*archive.TooLargeError `json:"too_large,omitempty"`
 	// State is the archive after the cycle, for a caller in the same
 	// process (serve's events); it is not part of the JSON.
 	State archive.State `json:"-"`

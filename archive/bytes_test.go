@@ -2,9 +2,11 @@ package archive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/echostore/echostore/mq"
@@ -64,13 +66,23 @@ func (e *env) checkMerge(t *testing.T, ctx context.Context, want []mq.Record) {
 	}
 }
 
+// eachServer runs f against a plain redis-server and against the 3-master
+// Cluster, with the URL to connect to.
+func eachServer(t *testing.T, f func(t *testing.T, url string)) {
+	t.Run("redis", func(t *testing.T) { f(t, servers.Redis(t).URL) })
+	t.Run("cluster", func(t *testing.T) { f(t, "redis://"+strings.Join(servers.Cluster(t).Addrs, ",")) })
+}
+
 // TestCycleForeignEntries: entries other producers write that are not
 // branded records (bytes that are not UTF-8, duplicate names, empty values,
 // an id before the brand epoch, a sequence of 2^22 or more) are folded,
 // trimmed and merge-read like any other; the watermark may be such an id.
-func TestCycleForeignEntries(t *testing.T) {
+// On a plain server and on the Cluster.
+func TestCycleForeignEntries(t *testing.T) { eachServer(t, testCycleForeignEntries) }
+
+func testCycleForeignEntries(t *testing.T, url string) {
 	ctx := testCtx(t)
-	e := newEnv(t, servers.Redis(t).URL, Options{Chunk: 3})
+	e := newEnv(t, url, Options{Chunk: 3})
 	e.xadd(ctx, "0-1", "pre", "2024")                   // an id before the brand epoch
 	e.xadd(ctx, "5-0", "dup", "1", "dup", "2")          // duplicate names, before the epoch
 	e.append(ctx, 2)                                    // branded records
@@ -134,8 +146,11 @@ func TestCycleForeignEntries(t *testing.T) {
 }
 
 // TestCycleForeignEntriesEach: each kind of foreign entry alone, as the
-// oldest entry of its stream, no longer stops the stream's cycles.
-func TestCycleForeignEntriesEach(t *testing.T) {
+// oldest entry of its stream, no longer stops the stream's cycles; on a
+// plain server and on the Cluster.
+func TestCycleForeignEntriesEach(t *testing.T) { eachServer(t, testCycleForeignEntriesEach) }
+
+func testCycleForeignEntriesEach(t *testing.T, url string) {
 	for name, add := range map[string]func(ctx context.Context, e *env){
 		"not UTF-8":    func(ctx context.Context, e *env) { e.xadd(ctx, "*", "a", "\xff") },
 		"duplicate":    func(ctx context.Context, e *env) { e.xadd(ctx, "*", "a", "1", "a", "2") },
@@ -144,7 +159,7 @@ func TestCycleForeignEntriesEach(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx := testCtx(t)
-			e := newEnv(t, servers.Redis(t).URL, Options{Chunk: 4})
+			e := newEnv(t, url, Options{Chunk: 4})
 			add(ctx, e)
 			e.append(ctx, 5)
 			want := readAllRecords(t, e.live.Read(ctx, e.ref(), xid.Min, xid.Max, 0, false))
@@ -159,5 +174,55 @@ func TestCycleForeignEntriesEach(t *testing.T) {
 				t.Fatalf("live: %d records, want 2", len(live))
 			}
 		})
+	}
+}
+
+// TestCycleLargeEntries: entries larger than an archive page (3 MiB of
+// binary bytes with a repeated name, and one of exactly a page) are
+// folded, trimmed and merge-read byte for byte; an entry above
+// MaxRecordBytes is reported (CycleResult.TooLarge), not archived, and
+// trimmed with the rest, and the stream's cycles go on. On a plain server
+// and on the Cluster.
+func TestCycleLargeEntries(t *testing.T) { eachServer(t, testCycleLargeEntries) }
+
+func testCycleLargeEntries(t *testing.T, url string) {
+	ctx := testCtx(t)
+	e := newEnv(t, url, Options{Chunk: 2})
+	big := bigRecord(xid.ID{}, 3<<20)
+	kv := func(r mq.Record) []string {
+		var s []string
+		for _, f := range r.Fields {
+			s = append(s, f.Name, f.Value)
+		}
+		return s
+	}
+	e.append(ctx, 1)
+	e.xadd(ctx, "*", kv(big)...)
+	e.xadd(ctx, "*", "page", string(make([]byte, PageLimit)))
+	e.append(ctx, 1)
+	e.xadd(ctx, "*", kv(big)...)
+	want := readAllRecords(t, e.live.Read(ctx, e.ref(), xid.Min, xid.Max, 0, false))
+	res, err := e.a.Cycle(ctx, e.ref(), Window{Keep: 1})
+	if err != nil || res.Folded != 4 || res.Trimmed != 4 || res.State.W != want[3].ID || len(res.TooLarge) != 0 {
+		t.Fatalf("cycle: %+v, %v", res, err)
+	}
+	e.checkMerge(t, ctx, want)
+
+	huge := e.xadd(ctx, "*", "huge", string(make([]byte, MaxRecordBytes)))
+	after := e.append(ctx, 2)
+	live := readAllRecords(t, e.live.Read(ctx, e.ref(), xid.Min, xid.Max, 0, false))
+	if len(live) != 4 || live[1].ID != huge {
+		t.Fatalf("live: %d records", len(live))
+	}
+	want = append(want[:4], live[0], live[2], live[3])
+	res, err = e.a.Cycle(ctx, e.ref(), Window{Keep: 1})
+	if err != nil || res.Folded != 2 || res.Trimmed != 3 || res.State.W != after[0].XID() || len(res.TooLarge) != 1 ||
+		res.TooLarge[0].ID != huge || !errors.Is(res.TooLarge[0], ErrTooLarge) {
+		t.Fatalf("cycle past a too large entry: %+v, %v", res, err)
+	}
+	e.checkMerge(t, ctx, want)
+	e.append(ctx, 1)
+	if res, err = e.a.Cycle(ctx, e.ref(), Window{Keep: 1}); err != nil || res.Folded != 1 || len(res.TooLarge) != 0 {
+		t.Fatalf("the next cycle: %+v, %v", res, err)
 	}
 }

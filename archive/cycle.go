@@ -194,6 +194,11 @@ type CycleResult struct {
 	// removed (MAXLEN, XTRIM, XDEL) before this cycle could fold them
 	// (apptrim.go); the zero AppTrim when none.
 	AppTrimmed AppTrim
+	// TooLarge lists the entries this cycle did not archive because they
+	// are larger than MaxRecordBytes. The watermark moved past them, so
+	// the trim removes them from the stream like the entries around them;
+	// they are not in the archive. Folded does not count them.
+	TooLarge []*TooLargeError
 }
 
 // Cycle runs one fold-then-trim cycle on stream s of queue q: it takes the
@@ -336,17 +341,23 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 		if !hasLast || last.Less(from) {
 			break
 		}
-		slice, err := a.slice(ctx, ref, from, last)
+		slice, full, err := a.slice(ctx, ref, from, last)
 		if err != nil {
 			return res, err
 		}
 		if len(slice) == 0 {
 			break
 		}
-		if st, err = foldAs(ctx, vol, slice, &ref); err != nil {
+		prev := st
+		var big []*TooLargeError
+		if st, big, err = foldAs(ctx, vol, slice, &ref); err != nil {
 			return res, err
 		}
-		res.Folded += int64(len(slice))
+		if len(big) > 0 {
+			a.tooLarge(ref, big)
+			res.TooLarge = append(res.TooLarge, big...)
+		}
+		res.Folded += int64(len(slice) - len(big))
 		res.State = st
 		if a.afterFold != nil {
 			a.afterFold()
@@ -354,7 +365,7 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 		if err := a.publish(ctx, ref, st, a.localCache(st)); err != nil {
 			return res, err
 		}
-		if len(slice) < a.opts.Chunk {
+		if !full || st.Empty() || st.W == prev.W {
 			break
 		}
 	}
@@ -468,16 +479,35 @@ func (a *Archiver) reclaim(ctx context.Context, ref names.StreamRef, vol *graft.
 	}
 }
 
-// slice reads up to one chunk of live records in [from, to].
-func (a *Archiver) slice(ctx context.Context, ref names.StreamRef, from, to xid.ID) ([]mq.Record, error) {
-	var out []mq.Record
+// sliceBytes bounds the bytes of one slice (one fold's commit): a slice
+// ends at the record that reaches it, so a commit stages at most
+// sliceBytes plus one record (MaxRecordBytes), below graft's transaction
+// limit, however large the stream's entries.
+const sliceBytes = 64 << 20
+
+// slice reads up to one chunk of live records in [from, to]: at most
+// Options.Chunk records, ending early at the one that brings the slice to
+// sliceBytes. full reports whether a bound ended it (more may follow).
+func (a *Archiver) slice(ctx context.Context, ref names.StreamRef, from, to xid.ID) (out []mq.Record, full bool, err error) {
+	size := 0
 	for rec, err := range a.opts.Live.Read(ctx, ref, from, to, a.opts.Chunk, false) {
 		if err != nil {
-			return nil, fmt.Errorf("archive cycle %s: read the slice to fold: %w", ref, err)
+			return nil, false, fmt.Errorf("archive cycle %s: read the slice to fold: %w", ref, err)
 		}
 		out = append(out, rec)
+		if size += recordBodySize(rec); size >= sliceBytes {
+			return out, true, nil
+		}
 	}
-	return out, nil
+	return out, len(out) >= a.opts.Chunk, nil
+}
+
+// tooLarge logs the records a fold did not archive for their size.
+func (a *Archiver) tooLarge(ref names.StreamRef, big []*TooLargeError) {
+	for _, e := range big {
+		a.log.Warn("archive cycle: an entry larger than the archive holds is not archived; the trim removes it with the entries around it",
+			ref.LogAttr(), "id", e.XID, "bytes", e.Bytes, "max", e.Max)
+	}
 }
 
 // publish raises the stream's last id to top's W and rewrites the seam

@@ -168,11 +168,15 @@ func stateAt(ctx context.Context, snap *graft.Snapshot) (State, error) {
 }
 
 // checkSlice checks what can be checked of a slice without the volume:
-// records that fit a page (mq.Limits.CheckSize: any bytes, any names) with
-// strictly increasing ids.
-func checkSlice(slice []mq.Record) error {
+// records of at least one field (any bytes, any names, any number of
+// them) with strictly increasing ids, and, unless tooLarge is set, none
+// above MaxRecordBytes (a *SliceError wrapping a *TooLargeError).
+func checkSlice(slice []mq.Record, tooLarge bool) error {
 	for i, r := range slice {
-		if err := (mq.Limits{}).CheckSize(r.Fields); err != nil {
+		if len(r.Fields) == 0 {
+			return &SliceError{Index: i, ID: r.ID, Reason: "invalid record", Err: &mq.RecordError{Err: mq.ErrEmptyRecord}}
+		}
+		if err := checkRecordSize(r); err != nil && !tooLarge {
 			return &SliceError{Index: i, ID: r.ID, Reason: "invalid record", Err: err}
 		}
 		if i > 0 && !slice[i-1].ID.Less(r.ID) {
@@ -183,34 +187,45 @@ func checkSlice(slice []mq.Record) error {
 }
 
 // Fold appends slice, records in strictly increasing id order all above W,
-// to the archive in vol: one page per record at ArchiveBase+seq, and the
-// new page count and W, in ONE synced commit (one LSN). It returns the new
+// to the archive in vol: one page per record at ArchiveBase+seq (a record
+// larger than PageLimit takes a head and its continuations, span.go), and
+// the new page count and W, in ONE synced commit (one LSN). It returns the new
 // state. An empty slice is a no-op that returns the current state.
 //
 // The slice is checked before anything is written: a bad one fails with a
-// *SliceError (ErrBadSlice). A commit that fails returns graft's error
+// *SliceError (ErrBadSlice); so does one holding a record above
+// MaxRecordBytes (the error also wraps its *TooLargeError). A commit that fails returns graft's error
 // wrapped (errors.Is finds graft.ErrConflict and the others); then nothing
 // was folded, and the caller must not trim.
 //
 // Fold knows only the volume: it neither checks nor records the volume's
 // owner (MetaOwner). The Archiver's cycles fold through foldAs, which does.
 func Fold(ctx context.Context, vol *graft.Volume, slice []mq.Record) (State, error) {
-	return foldAs(ctx, vol, slice, nil)
+	if err := checkSlice(slice, false); err != nil {
+		return State{}, err
+	}
+	st, _, err := foldAs(ctx, vol, slice, nil)
+	return st, err
 }
 
 // foldAs is Fold on behalf of owner (nil: anyone). At the commit's base it
 // refuses a volume that records another owner (*OwnerError, nothing
 // written), and it records owner in the commit when the volume has none
 // yet: the first fold, or the first after an upgrade.
-func foldAs(ctx context.Context, vol *graft.Volume, slice []mq.Record, owner *names.StreamRef) (State, error) {
-	if err := checkSlice(slice); err != nil {
-		return State{}, err
+//
+// A record above MaxRecordBytes is not written: it is returned as a
+// *TooLargeError, and W still moves past it (the cycle trims it with the
+// rest). When the volume is empty and every record of the slice is too
+// large, nothing is committed (W cannot be recorded without a page).
+func foldAs(ctx context.Context, vol *graft.Volume, slice []mq.Record, owner *names.StreamRef) (State, []*TooLargeError, error) {
+	if err := checkSlice(slice, true); err != nil {
+		return State{}, nil, err
 	}
 	txn := vol.Begin()
 	defer txn.Discard()
 	snap, err := vol.SnapshotAt(ctx, txn.Base())
 	if err != nil {
-		return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
+		return State{}, nil, fmt.Errorf("fold into %s: %w", vol.Name(), err)
 	}
 	st, err := stateAt(ctx, snap)
 	adopt := false
@@ -224,41 +239,56 @@ func foldAs(ctx context.Context, vol *graft.Volume, slice []mq.Record, owner *na
 	}
 	snap.Close()
 	if err != nil {
-		return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
+		return State{}, nil, fmt.Errorf("fold into %s: %w", vol.Name(), err)
 	}
 	if len(slice) == 0 {
-		return st, nil
+		return st, nil, nil
 	}
 	if st.Covers(slice[0].ID) {
-		return State{}, &SliceError{Index: 0, ID: slice[0].ID,
+		return State{}, nil, &SliceError{Index: 0, ID: slice[0].ID,
 			Reason: fmt.Sprintf("id not above the watermark %s", formatID(st.W))}
 	}
 	if uint64(len(slice)) > graft.MaxArchiveOffset-st.Pages {
-		return State{}, &SliceError{Index: 0, ID: slice[0].ID, Reason: "the archive's page range is full"}
+		return State{}, nil, &SliceError{Index: 0, ID: slice[0].ID, Reason: "the archive's page range is full"}
 	}
 	var buf []byte
-	for i, r := range slice {
-		buf = AppendRecordPage(buf[:0], r)
-		if err := txn.PutArchive(st.Pages+uint64(i), buf); err != nil {
-			return State{}, fmt.Errorf("fold %s into %s: %w", formatID(r.ID), vol.Name(), err)
+	var big []*TooLargeError
+	pages := st.Pages
+	for _, r := range slice {
+		if err := checkRecordSize(r); err != nil {
+			big = append(big, err.(*TooLargeError))
+			continue
+		}
+		var err error
+		if buf, _, err = appendRecordPages(buf, r, PageLimit, func(page []byte) error {
+			if pages >= graft.MaxArchiveOffset {
+				return &SliceError{Index: 0, ID: slice[0].ID, Reason: "the archive's page range is full"}
+			}
+			pages++
+			return txn.PutArchive(pages-1, page)
+		}); err != nil {
+			return State{}, nil, fmt.Errorf("fold %s into %s: %w", formatID(r.ID), vol.Name(), err)
 		}
 	}
-	next := State{Pages: st.Pages + uint64(len(slice)), W: slice[len(slice)-1].ID, Low: st.Low}
+	if pages == 0 {
+		return st, big, nil
+	}
+	next := State{Pages: pages, W: slice[len(slice)-1].ID, Low: st.Low}
 	if err := txn.SetMeta(MetaSeq, binary.BigEndian.AppendUint64(nil, next.Pages)); err != nil {
-		return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
+		return State{}, nil, fmt.Errorf("fold into %s: %w", vol.Name(), err)
 	}
 	if err := txn.SetMeta(MetaW, encodeID(next.W)); err != nil {
-		return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
+		return State{}, nil, fmt.Errorf("fold into %s: %w", vol.Name(), err)
 	}
 	if adopt {
 		if err := txn.SetMeta(MetaOwner, encodeOwner(*owner)); err != nil {
-			return State{}, fmt.Errorf("fold into %s: %w", vol.Name(), err)
+			return State{}, nil, fmt.Errorf("fold into %s: %w", vol.Name(), err)
 		}
 	}
 	lsn, err := txn.Commit(ctx, graft.Synced)
 	if err != nil {
-		return State{}, fmt.Errorf("fold %d records into %s: %w", len(slice), vol.Name(), err)
+		return State{}, nil, fmt.Errorf("fold %d records into %s: %w", len(slice), vol.Name(), err)
 	}
 	next.LSN = lsn
-	return next, nil
+	return next, big, nil
 }

@@ -286,3 +286,26 @@ func TestGoldenArchiveVolumeV2(t *testing.T) {
 		t.Fatalf("reverse range read: %+v", rev)
 	}
 }
+
+// TestGoldenRecordPagesSpanning: the pages of a record spanning pages
+// (docs/ARCHIVE.md's example, written at a 60-byte page limit so that the
+// files stay small): a version-3 head and a version-4 continuation, which
+// decode to the record, and which the reader of the volume puts together.
+func TestGoldenRecordPagesSpanning(t *testing.T) {
+	r := mq.Record{ID: xid.ID{Ms: 1, Seq: 2}, Fields: []mq.Field{{Name: "k", Value: strings.Repeat("v", 40)}}}
+	pages := pagesOf(t, r, 60)
+	if len(pages) != 2 {
+		t.Fatalf("%d pages", len(pages))
+	}
+	var got [][]byte
+	for i, name := range []string{"record-page-span.v3.bin", "record-page-span.v4.bin"} {
+		b := goldenFile(t, name, pages[i])
+		if b[4] != byte(3+i) {
+			t.Fatalf("%s: version %d", name, b[4])
+		}
+		got = append(got, b)
+	}
+	if rec, err := DecodeRecordPages(got); err != nil || !reflect.DeepEqual(rec, r) {
+		t.Fatalf("golden pages decode to %+v, %v", rec, err)
+	}
+}

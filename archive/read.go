@@ -54,6 +54,13 @@ func pageID(ctx context.Context, snap *graft.Snapshot, n uint64) (xid.ID, error)
 		}
 		return xid.ID{}, fmt.Errorf("archive %s: page %d: %w (%w)", snap.Volume().Name(), n, ErrCorrupt, err)
 	}
+	if v := pageVersionOf(b); v == pageVersion3 || v == pageVersion4 {
+		p, err := decodeSpanPage(b)
+		if err != nil {
+			return xid.ID{}, fmt.Errorf("archive %s: page %d: %w", snap.Volume().Name(), n, err)
+		}
+		return p.id, nil
+	}
 	r, err := DecodeRecordPage(b)
 	if err != nil {
 		return xid.ID{}, fmt.Errorf("archive %s: page %d: %w", snap.Volume().Name(), n, err)
@@ -115,16 +122,41 @@ func readAt(ctx context.Context, snap *graft.Snapshot, st State, from, to xid.ID
 	defer it.Close()
 	name := snap.Volume().Name()
 	var prev xid.ID
-	for i := uint64(0); it.Next(); i++ {
+	span := spanAssembler{reverse: reverse}
+	// Continuations no head precedes: only at the start of the retained
+	// pages, where retention dropped their head (span.go).
+	orphans := lo == st.Low
+	for i := uint64(0); it.Next(); {
 		if it.Index() != graft.ArchiveBase+next {
 			return yield(mq.Record{}, fmt.Errorf("archive %s: page %d missing (found %d): %w",
 				name, next, it.Index()-graft.ArchiveBase, ErrCorrupt))
 		}
-		r, err := DecodeRecordPage(it.Value())
+		var r mq.Record
+		var err error
+		if v := pageVersionOf(it.Value()); v == pageVersion3 || v == pageVersion4 {
+			var p spanPage
+			var done bool
+			if p, err = decodeSpanPage(it.Value()); err == nil {
+				if !reverse && orphans && !span.active && v == pageVersion4 {
+					next += step
+					continue
+				}
+				r, done, err = span.add(p)
+			}
+			if err == nil && !done {
+				next += step
+				continue
+			}
+		} else if span.active {
+			err = fmt.Errorf("a version-%d page inside the record %s spanning pages: %w", v, formatID(span.id), ErrCorrupt)
+		} else {
+			r, err = DecodeRecordPage(it.Value())
+		}
+		orphans = false
 		if err != nil {
 			return yield(mq.Record{}, fmt.Errorf("archive %s: page %d: %w", name, next, err))
 		}
-		if i > 0 && ((!reverse && !prev.Less(r.ID)) || (reverse && !r.ID.Less(prev))) {
+		if i++; i > 1 && ((!reverse && !prev.Less(r.ID)) || (reverse && !r.ID.Less(prev))) {
 			return yield(mq.Record{}, fmt.Errorf("archive %s: page %d: id %s out of order after %s: %w",
 				name, next, formatID(r.ID), formatID(prev), ErrCorrupt))
 		}
@@ -136,6 +168,12 @@ func readAt(ctx context.Context, snap *graft.Snapshot, st State, from, to xid.ID
 	}
 	if err := it.Close(); err != nil {
 		return yield(mq.Record{}, fmt.Errorf("archive %s: scan: %w", name, err))
+	}
+	if span.active && (!reverse || lo != st.Low) {
+		// Reverse, the continuations of a head retention dropped end the
+		// scan at the first retained page; anywhere else a record is cut.
+		return yield(mq.Record{}, fmt.Errorf("archive %s: the record %s spanning pages is cut at page %d: %w",
+			name, formatID(span.id), next, ErrCorrupt))
 	}
 	if want := end - lo; (reverse && next != lo-1) || (!reverse && next != end) {
 		return yield(mq.Record{}, fmt.Errorf("archive %s: %d pages expected in [%d, %d), scan ended at %d: %w",

@@ -210,9 +210,10 @@ type workerConf struct {
 	nodeConf
 	Queue   string
 	Streams []string
-	Keep    int  // most records a cycle leaves live (random 0..Keep)
-	Enqueue int  // enqueuing goroutines (0: none)
-	Endure  bool // errors are reported ("E …") and retried, not fatal
+	Keys    []string // streams at Redis keys, cycled after Streams
+	Keep    int      // most records a cycle leaves live (random 0..Keep)
+	Enqueue int      // enqueuing goroutines (0: none)
+	Endure  bool     // errors are reported ("E …") and retried, not fatal
 }
 
 // runWorker is the body of a worker child: it opens a node and runs cycles
@@ -270,9 +271,26 @@ func runWorker(t *testing.T, arg string) {
 		}()
 	}
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
+	var refs []names.StreamRef
+	for _, s := range c.Streams {
+		refs = append(refs, mustRef(t, c.Queue, s))
+	}
+	for _, k := range c.Keys {
+		ref, err := names.ParseKeyRef(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, ref)
+	}
 	for i := 0; ; i++ {
-		s := c.Streams[i%len(c.Streams)]
-		res, err := n.arc.Cycle(ctx, mustRef(t, c.Queue, s), archive.Window{Keep: int64(rng.IntN(c.Keep + 1))})
+		ref := refs[i%len(refs)]
+		var s string // the report's name of the stream
+		if ref.IsKey() {
+			s = c.Keys[i%len(refs)-len(c.Streams)]
+		} else {
+			s = ref.Stream().String()
+		}
+		res, err := n.arc.Cycle(ctx, ref, archive.Window{Keep: int64(rng.IntN(c.Keep + 1))})
 		if err != nil {
 			fail("cycle "+s, err)
 			continue

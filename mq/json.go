@@ -211,10 +211,16 @@ func (r *Record) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// ParseInputLine parses one line of append input, {"fields":{…}}: the
-// fields of a record to append. An "id" key is rejected (ids are minted on
-// append), and so is anything Limits.Check would reject for structural
-// reasons (no fields, duplicate names, invalid UTF-8).
+// ParseInputLine parses one line of append input: the fields of a record
+// to append, {"fields":{…}} or, in the pair form that reads print for a
+// record that is not a UTF-8 object of distinct names,
+// {"fields":[["name","value"],…]} with {"b64":"…"} for bytes that are not
+// UTF-8 (AppendFieldsJSON), so that the fields a read prints append back
+// byte for byte. An "id" key is rejected (ids are minted on append). The
+// object form is refused for what Limits.Check refuses for structural
+// reasons (no fields, duplicate names, invalid UTF-8); the pair form holds
+// any bytes and repeated names, and only an empty array is refused. Sizes
+// are the caller's to check (Limits.CheckSize).
 func ParseInputLine(data []byte) ([]Field, error) {
 	rec, err := parseObject(data, false)
 	if err != nil {
@@ -223,11 +229,18 @@ func ParseInputLine(data []byte) ([]Field, error) {
 	return rec.Fields, nil
 }
 
-// ParseFieldsJSON parses a JSON object of strings into fields, in order.
+// ParseFieldsJSON parses fields as AppendFieldsJSON renders them, in
+// order: a JSON object of strings, or the pair form [[name, value],…].
 func ParseFieldsJSON(data []byte) ([]Field, error) {
 	s := scanner{b: data}
 	s.ws()
-	fields, err := s.fields()
+	var fields []Field
+	var err error
+	if s.peek() == '[' {
+		fields, err = s.pairs()
+	} else {
+		fields, err = s.fields()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -283,9 +296,6 @@ func parseObject(data []byte, wantID bool) (Record, error) {
 				}
 				haveFields = true
 				if s.peek() == '[' {
-					if !wantID {
-						return rec, s.errorf(`"fields" must be an object of strings on input`)
-					}
 					rec.Fields, err = s.pairs()
 				} else {
 					rec.Fields, err = s.fields()

@@ -38,8 +38,10 @@ type Limits struct {
 
 // Default limits. DefaultMaxBytes is 1 MiB less 16 KiB, so that the largest
 // record accepted (DefaultMaxFields fields, 8 bytes of framing each, plus a
-// 25-byte header of a version-2 page) still fits one archive page of 1 MiB: a record the
-// archive could not fold would stop its stream's archiving at it.
+// 25-byte header of a version-2 page) fits one archive page of 1 MiB. These
+// bound what is appended through mq; entries other producers XADD may be
+// larger, and the archive holds them across pages up to its own limit
+// (archive.MaxRecordBytes).
 const (
 	DefaultMaxFields = 1024
 	DefaultMaxBytes  = 1<<20 - 16<<10

@@ -3,6 +3,7 @@ package mq
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -403,9 +404,16 @@ func TestByteRecordJSON(t *testing.T) {
 	if AppendJSON(nil, Record{ID: branded.XID(), Fields: fields("a", "1")})[7] != 'E' {
 		t.Fatal("AppendJSON is not the branded form")
 	}
-	// Input lines stay objects of strings: the array form is output only.
-	if _, err := ParseInputLine([]byte(`{"fields":[["a","1"]]}`)); !errors.Is(err, ErrSyntax) {
-		t.Fatalf("array form on input: %v", err)
+	// Input lines take the array form too, so what a read prints appends
+	// back: bytes, repeated names; an id is still refused.
+	if f, err := ParseInputLine([]byte(`{"fields":[["k",{"b64":"/wA="}],["k",""]]}`)); err != nil || !reflect.DeepEqual(f, fields("k", "\xff\x00", "k", "")) {
+		t.Fatalf("array form on input: %q, %v", f, err)
+	}
+	if _, err := ParseInputLine([]byte(`{"id":"5-0","fields":[["a","1"]]}`)); !errors.Is(err, ErrSyntax) {
+		t.Fatalf("array form with an id on input: %v", err)
+	}
+	if _, err := ParseInputLine([]byte(`{"fields":[]}`)); !errors.Is(err, ErrEmptyRecord) {
+		t.Fatalf("empty array form on input: %v", err)
 	}
 	for _, bad := range []string{
 		`{"id":"5-0","fields":[]}`,
@@ -455,4 +463,37 @@ func TestParseID(t *testing.T) {
 	if got := FormatID(xid.ID{Seq: 1}, IDBranded); got != "0-1" {
 		t.Fatalf("FormatID of an id without a branded id: %s", got)
 	}
+}
+
+// FuzzInputLine: the append input decoder never panics, fails with a typed
+// error, and what it accepts (either form) is a record whose fields, as a
+// read renders them (AppendFieldsJSON), parse back as input to the same
+// fields.
+func FuzzInputLine(f *testing.F) {
+	for _, s := range []string{
+		`{"fields":{"a":"1","b":"2"}}`,
+		`{"fields":[["a","1"],["a","2"]]}`,
+		`{"fields":[["k",{"b64":"/wA="}],[{"b64":"/g=="},"\u003c"]]}`,
+		`{"fields":[]}`, `{"fields":[["a"]]}`, `{"id":"0-1","fields":[["a","1"]]}`,
+		``, `{`, `[`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fields, err := ParseInputLine(data)
+		if err != nil {
+			if !errors.Is(err, ErrSyntax) && !errors.Is(err, ErrInvalidRecord) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		if len(fields) == 0 {
+			t.Fatalf("accepted a record without fields: %q", data)
+		}
+		line := append(AppendFieldsJSON([]byte(`{"fields":`), fields), '}')
+		again, err := ParseInputLine(line)
+		if err != nil || !reflect.DeepEqual(again, fields) {
+			t.Fatalf("%q re-rendered as %q parses to %q, %v", data, line, again, err)
+		}
+	})
 }

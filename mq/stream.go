@@ -83,11 +83,25 @@ func appendError(ref names.StreamRef, appended []brand.ID, err error) error {
 // twice. If a later chunk fails, the error is an *AppendError whose
 // Appended lists what did land.
 func (c *Client) AppendBatch(ctx context.Context, ref names.StreamRef, records [][]Field) ([]brand.ID, error) {
+	return c.appendBatch(ctx, ref, records, c.opts.Limits.Check)
+}
+
+// AppendBytes is AppendBatch for records of any bytes, as Redis stores
+// them: names and values need not be UTF-8 and names may repeat (the pair
+// form of append input, ParseInputLine). Records are checked against the
+// limits only (Limits.CheckSize): at least one field, at most MaxFields
+// fields and MaxBytes bytes.
+func (c *Client) AppendBytes(ctx context.Context, ref names.StreamRef, records [][]Field) ([]brand.ID, error) {
+	return c.appendBatch(ctx, ref, records, c.opts.Limits.CheckSize)
+}
+
+// appendBatch is AppendBatch with check as the rule of a record.
+func (c *Client) appendBatch(ctx context.Context, ref names.StreamRef, records [][]Field, check func([]Field) error) ([]brand.ID, error) {
 	if err := checkRef(ref); err != nil {
 		return nil, err
 	}
 	for i, rec := range records {
-		if err := c.opts.Limits.Check(rec); err != nil {
+		if err := check(rec); err != nil {
 			var re *RecordError
 			if errors.As(err, &re) {
 				re.Index = i

@@ -45,6 +45,9 @@ type CycleEvent struct {
 	// AppTrimmed: the cycle found entries above W removed by another
 	// client before they were folded (archive.AppTrim).
 	AppTrimmed *archive.AppTrim `json:"app_trimmed,omitempty"`
+	// TooLarge lists the entries the cycle did not archive because they
+	// are larger than archive.MaxRecordBytes (trimmed with the rest).
+	TooLarge []*archive.TooLargeError `json:"too_large,omitempty"`
 }
 
 // StalledEvent is the payload of a "stalled" event: the consumer groups

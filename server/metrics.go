@@ -24,6 +24,7 @@ type metrics struct {
 	trimmed    *prometheus.CounterVec
 	foldErrors *prometheus.CounterVec
 	appTrims   *prometheus.CounterVec
+	tooLarge   *prometheus.CounterVec
 	live       *prometheus.GaugeVec
 	depth      *prometheus.GaugeVec
 	wLag       *prometheus.GaugeVec
@@ -68,6 +69,10 @@ func newMetrics() *metrics {
 			Name: "echostore_app_trim_detected_total",
 			Help: "Cycles that found entries above the watermark removed by another client (the application's MAXLEN, XTRIM or XDEL) before they were folded: history missing from the archive.",
 		}, qs),
+		tooLarge: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "echostore_archive_too_large_total",
+			Help: "Entries a cycle did not archive because they are larger than the archive holds (64 MiB of names, values and framing); the trim removes them with the entries around them.",
+		}, qs),
 		live: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "echostore_stream_live_length",
 			Help: "Entries in the live stream in Redis, read after the stream's last cycle.",
@@ -107,7 +112,7 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
 	}
-	m.reg.MustRegister(m.checkpoint, m.cycles, m.appended, m.folded, m.trimmed, m.foldErrors, m.appTrims, m.live, m.depth, m.wLag,
+	m.reg.MustRegister(m.checkpoint, m.cycles, m.appended, m.folded, m.trimmed, m.foldErrors, m.appTrims, m.tooLarge, m.live, m.depth, m.wLag,
 		m.localLSN, m.remoteLSN, m.stalled, m.stalledN, m.http,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.jobs.collectors()...)
@@ -133,6 +138,7 @@ func (m *metrics) declared(ref names.StreamRef, archived bool) {
 	m.trimmed.WithLabelValues(q, st, "archive")
 	m.foldErrors.WithLabelValues(q, st)
 	m.appTrims.WithLabelValues(q, st)
+	m.tooLarge.WithLabelValues(q, st)
 	m.stalled.WithLabelValues(q, st)
 }
 

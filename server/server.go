@@ -695,7 +695,7 @@ func (s *Server) cycle(ctx context.Context, ref names.StreamRef, st stream, w ar
 		res, err = s.node.Cycle(ctx, ref, echostore.CycleOptions{Window: w, TrimAfter: st.trimAfter, Retain: st.retain})
 	}
 	ar := archive.CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Dropped: res.Dropped, State: res.State,
-		Stalled: res.StalledGroups}
+		Stalled: res.StalledGroups, TooLarge: res.TooLarge}
 	if res.AppTrimmed != nil {
 		ar.AppTrimmed = *res.AppTrimmed
 	}
@@ -723,6 +723,12 @@ func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archi
 		ev.AppTrimmed = &t
 		s.log.Warn("serve: another client removed entries of an archived stream above its watermark before they were folded",
 			"stream", ref.String(), "kind", t.Kind, "from", t.From)
+	}
+	if len(res.TooLarge) > 0 {
+		s.m.tooLarge.WithLabelValues(q, st).Add(float64(len(res.TooLarge)))
+		ev.TooLarge = res.TooLarge
+		s.log.Warn("serve: entries larger than the archive holds were not archived; the trim removes them",
+			ref.LogAttr(), "entries", len(res.TooLarge), "first", res.TooLarge[0].XID, "bytes", res.TooLarge[0].Bytes, "max", archive.MaxRecordBytes)
 	}
 	s.m.cycles.WithLabelValues(q, st, "archive", result).Inc()
 	s.m.folded.WithLabelValues(q, st).Add(float64(res.Folded))

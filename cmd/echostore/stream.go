@@ -172,7 +172,7 @@ func readJSONL(stdin io.Reader, name string) ([][]mq.Field, error) {
 		if len(bytes.TrimSpace(text)) > 0 {
 			fields, perr := mq.ParseInputLine(text)
 			if perr == nil {
-				perr = (mq.Limits{}).Check(fields)
+				perr = (mq.Limits{}).CheckSize(fields) // the parser checked the rest
 			}
 			if perr != nil {
 				return nil, inputError(true, line-1, perr)

@@ -49,8 +49,17 @@ def frame(f):
 
 for arg in sys.argv[1:]:
     kind, path = arg.split("=", 1)
-    b = open(path, "rb").read()
     print("== " + arg)
+    if kind == "span":
+        parts = [reader.decode_record_page(open(p, "rb").read()) for p in path.split("+")]
+        head, conts = parts[0], parts[1:]
+        assert head[0] == "head" and len(conts) == head[2]
+        assert all(c[0] == "cont" and c[1] == head[1] and c[2] == i + 1 for i, c in enumerate(conts))
+        sys.stdout.flush()
+        sys.stdout.buffer.write(reader.record_json(*reader.span_record(head[1], head[3], [head[4]] + [c[4] for c in conts])))
+        sys.stdout.buffer.flush()
+        continue
+    b = open(path, "rb").read()
     if kind == "commit":
         commit(reader.decode_commit(b))
     elif kind == "tombstone":
@@ -92,15 +101,32 @@ func TestReaderDecodesGoldenObjects(t *testing.T) {
 		"segment=" + rg("segment.v1.bin"),
 		"identity=" + filepath.Join("..", "..", "graft", "testdata", "golden", "identity.v1.bin"),
 		"page=" + ag("record-page.v1.bin"), "page=" + ag("record-page-fields.v1.bin"),
+		"span=" + ag("record-page-span.v3.bin") + "+" + ag("record-page-span.v4.bin"),
 	}
 	var want bytes.Buffer
 	for _, a := range args {
 		kind, path, _ := strings.Cut(a, "=")
+		fmt.Fprintf(&want, "== %s\n", a)
+		if kind == "span" { // a record spanning pages: its page files, joined by "+"
+			var pages [][]byte
+			for _, p := range strings.Split(path, "+") {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pages = append(pages, b)
+			}
+			r, err := archive.DecodeRecordPages(pages)
+			if err != nil {
+				t.Fatalf("%s: %v", a, err)
+			}
+			want.Write(append(mq.AppendJSON(nil, r), '\n'))
+			continue
+		}
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&want, "== %s\n", a)
 		if err := goDump(&want, kind, b); err != nil {
 			t.Fatalf("%s: %v", a, err)
 		}

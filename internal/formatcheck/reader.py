@@ -607,8 +607,57 @@ def decode_record_page_v2(b):
     return (ms, seq), page_fields(body, 25, f)
 
 
-# A new page version is one more entry here.
-RECORD_PAGE_DECODERS = {1: decode_record_page_v1, 2: decode_record_page_v2}
+def decode_record_page_v3(b):
+    """Record page, version 3: the head of a record spanning pages.
+    ("head", (ms, seq), k, L, first part of the body)."""
+    if len(b) < 38:
+        raise Corrupt("record page of %d bytes" % len(b))
+    body, (stored,) = b[:-4], struct.unpack(">I", b[-4:])
+    if crc32c(body) != stored:
+        raise Corrupt("record page: CRC-32C mismatch")
+    ms, seq, k, total = struct.unpack(">QQIQ", body[5:33])
+    if k == 0:
+        raise Corrupt("record page version 3 without continuations")
+    if total > MAX_RECORD_BODY:
+        raise Corrupt("record body of %d bytes, above %d" % (total, MAX_RECORD_BODY))
+    return "head", (ms, seq), k, total, body[33:]
+
+
+def decode_record_page_v4(b):
+    """Record page, version 4: continuation i of a record spanning pages.
+    ("cont", (ms, seq), i, None, its part of the body)."""
+    if len(b) < 30:
+        raise Corrupt("record page of %d bytes" % len(b))
+    body, (stored,) = b[:-4], struct.unpack(">I", b[-4:])
+    if crc32c(body) != stored:
+        raise Corrupt("record page: CRC-32C mismatch")
+    ms, seq, i = struct.unpack(">QQI", body[5:25])
+    if i == 0:
+        raise Corrupt("continuation 0")
+    return "cont", (ms, seq), i, None, body[25:]
+
+
+MAX_RECORD_BODY = 64 << 20  # the largest body of a record spanning pages
+
+
+def span_record(rid, total, parts):
+    """The record of a head and its continuations' parts, in order: the
+    body as a version-2 page holds it (f, then the fields)."""
+    body = b"".join(parts)
+    if len(body) != total:
+        raise Corrupt("record spanning pages: %d bytes, its head says %d" % (len(body), total))
+    if len(body) < 4:
+        raise Corrupt("record spanning pages: no field count")
+    (f,) = struct.unpack(">I", body[:4])
+    if f == 0:
+        raise Corrupt("record page with no fields")
+    return rid, page_fields(body, 4, f)
+
+
+# A new page version is one more entry here. Versions 1 and 2 decode to a
+# record; 3 and 4 to a piece of one (read_archive puts them together).
+RECORD_PAGE_DECODERS = {1: decode_record_page_v1, 2: decode_record_page_v2,
+                        3: decode_record_page_v3, 4: decode_record_page_v4}
 
 
 def decode_record_page(b):
@@ -756,11 +805,35 @@ def read_archive(remote, volume, reverse=False):
     low, seq, w = archive_range(vol)
     prev = None
     recs = []
+    span = None  # (rid, k, total, parts) of a record spanning pages being read
     for n in range(low, seq):
         b = vol.page(ARCHIVE_BASE + n)
         if b is None:
             raise Corrupt("archive page %d (index %d) is missing" % (n, ARCHIVE_BASE + n))
-        rid, fields = decode_record_page(b)
+        got = decode_record_page(b)
+        if len(got) == 5:
+            kind, rid, k, total, part = got
+            if kind == "head":
+                if span is not None:
+                    raise Corrupt("archive page %d: a head inside a record spanning pages" % n)
+                span = (rid, k, total, [part])
+                continue
+            if span is None:
+                if prev is None:
+                    continue  # its head was dropped by retention: so is the record
+                raise Corrupt("archive page %d: a continuation without its head" % n)
+            srid, sk, stotal, parts = span
+            if rid != srid or k != len(parts) or k > sk:
+                raise Corrupt("archive page %d: continuation %d out of place" % (n, k))
+            parts.append(part)
+            if k < sk:
+                continue
+            span = None
+            rid, fields = span_record(rid, stotal, parts)
+        elif span is not None:
+            raise Corrupt("archive page %d: inside a record spanning pages" % n)
+        else:
+            rid, fields = got
         if prev is not None and rid <= prev:
             raise Corrupt("archive page %d: id not above the one before it" % n)
         prev = rid
@@ -769,6 +842,8 @@ def read_archive(remote, volume, reverse=False):
             recs.append(line)
         else:
             yield line
+    if span is not None:
+        raise Corrupt("the last record spanning pages is cut")
     if prev is not None and prev != w:
         raise Corrupt("the newest retained record is not W (archive.w)")
     for line in reversed(recs):

@@ -46,6 +46,9 @@ type Config struct {
 
 	ArchiveDepths []int // records of history per merge-read measurement
 	ArchiveRuns   int   // reads per depth (the median is reported)
+	// KeyCycleRecords is N of the key-stream cycle beside a queue
+	// stream's (runs: ArchiveRuns; 0: not measured).
+	KeyCycleRecords int
 
 	MemoryRounds int // rounds of append-a-window, cycle
 	MemoryWindow int // records per window
@@ -74,7 +77,7 @@ func Default() Config {
 		Accept: acceptbench.BenchOptions{N: 20_000, Ks: []int{100, 300, 1000, 3000, 10_000}, PayloadSize: 100,
 			RecoverySizes: []int{1000, 10_000, 50_000}, Runs: 3},
 		SyncCallers: []int{1, 2, 4, 8, 16, 32, 64}, SyncWindow: 3 * time.Second, SyncPuts: 200,
-		ArchiveDepths: []int{10_000, 100_000, 1_000_000}, ArchiveRuns: 5,
+		ArchiveDepths: []int{10_000, 100_000, 1_000_000}, ArchiveRuns: 5, KeyCycleRecords: 100_000,
 		MemoryRounds: 100, MemoryWindow: 1000,
 		HeadSizes:      []uint64{10, 1000, 100_000},
 		RESP:           respbench.Config{Records: 100_000, Runs: 9, Ops: 5000},
@@ -90,7 +93,7 @@ func Quick() Config {
 	c.Graft = graftbench.Config{Pages: 100_000, Runs: 2, Duration: time.Second, Committers: 16, Gets: 50_000}
 	c.Accept.Ks, c.Accept.Runs, c.Accept.RecordRuns, c.Accept.OpenRuns = []int{100, 1000, 10_000}, 1, 3, 3
 	c.SyncWindow, c.SyncPuts = 500*time.Millisecond, 50
-	c.ArchiveDepths, c.ArchiveRuns = []int{10_000, 100_000}, 3
+	c.ArchiveDepths, c.ArchiveRuns, c.KeyCycleRecords = []int{10_000, 100_000}, 3, 20_000
 	c.MemoryRounds = 30
 	c.HeadSizes = []uint64{10, 1000, 10_000}
 	c.RESP = respbench.Config{Records: 20_000, Runs: 3, Ops: 1000}
@@ -105,7 +108,7 @@ func Tiny() Config {
 	c.Graft = graftbench.Config{Pages: 2000, Runs: 1, Duration: 50 * time.Millisecond, Committers: 4, Gets: 500}
 	c.Accept = acceptbench.BenchOptions{N: 400, Ks: []int{10, 100}, PayloadSize: 100, RecoverySizes: []int{100}, Runs: 1, RecordRuns: 1, FsyncOps: 10}
 	c.SyncCallers, c.SyncWindow, c.SyncPuts = []int{1, 4}, 50*time.Millisecond, 5
-	c.ArchiveDepths, c.ArchiveRuns = []int{500, 2000}, 1
+	c.ArchiveDepths, c.ArchiveRuns, c.KeyCycleRecords = []int{500, 2000}, 1, 500
 	c.MemoryRounds, c.MemoryWindow = 3, 100
 	c.HeadSizes = []uint64{3, 30}
 	c.RESP = respbench.Config{Records: 500, Live: 50, Runs: 1, Ops: 20}
@@ -200,9 +203,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			r.Sync = rep
 			return err
 		}},
-		{"archive", len(cfg.ArchiveDepths) * (2 + cfg.ArchiveRuns), func(p *bench.Progress) error {
+		{"archive", len(cfg.ArchiveDepths)*(2+cfg.ArchiveRuns) + keyCycleSteps(cfg), func(p *bench.Progress) error {
 			rep, err := runArchive(ctx, env, filepath.Join(scratch, "archive"), cfg, p)
 			r.Archive = rep
+			if err == nil && cfg.KeyCycleRecords > 0 {
+				rep.KeyCycle, err = runKeyCycle(ctx, env, filepath.Join(scratch, "keycycle"), cfg, p)
+			}
 			return err
 		}},
 		{"redis memory", cfg.MemoryRounds + 1, func(p *bench.Progress) error {
@@ -304,4 +310,12 @@ func loadavg() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// keyCycleSteps is the progress steps of runKeyCycle.
+func keyCycleSteps(cfg Config) int {
+	if cfg.KeyCycleRecords <= 0 {
+		return 0
+	}
+	return cfg.ArchiveRuns
 }

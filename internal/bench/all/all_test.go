@@ -111,7 +111,8 @@ func synthetic() *Report {
 	r.Sync = &SyncReport{PayloadBytes: 97, WindowMs: 1000, Remotes: []SyncRemote{
 		{Name: "file", PutP50: 0.5, PutP99: 2, Levels: []SyncLevel{{Callers: 1, JobsPerSec: 500, P50: 1.5, P99: 3}, {Callers: 64, JobsPerSec: 12000, P50: 5, P99: 12}}},
 		{Name: "minio", PutP50: 2, PutP99: 8, Levels: []SyncLevel{{Callers: 1, JobsPerSec: 300, P50: 3, P99: 9}, {Callers: 64, JobsPerSec: 7000, P50: 9, P99: 20}}}}}
-	r.Archive = &ArchiveReport{Runs: 1, Depths: []ArchiveDepth{{Records: 10000, MergePS: 2e6, XrangePS: 5e5}, {Records: 1000000, MergePS: 1.5e6, XrangePS: 5e5}}}
+	r.Archive = &ArchiveReport{Runs: 1, Depths: []ArchiveDepth{{Records: 10000, MergePS: 2e6, XrangePS: 5e5}, {Records: 1000000, MergePS: 1.5e6, XrangePS: 5e5}},
+		KeyCycle: &KeyCycle{Records: 100000, Runs: 1, QueuePS: 2e5, KeyPS: 1.9e5, Ratio: 0.95, QueueRuns: []float64{2e5}, KeyRuns: []float64{1.9e5}}}
 	r.RedisMemory = &MemoryReport{Window: 1000, Rounds: 2, Samples: []int64{1, 2}}
 	r.HeadLookup = &HeadLookupReport{Sizes: []HeadLookup{{LSNs: 10, FreshTotal: 4, QuietTotal: 1, ProbeFresh: 11, ProbeQuiet: 1}}}
 	r.Requests = &RequestsReport{ReplicateEveryS: 1, BeatS: 5, ArchivedRecords: 1000, CycleRecords: 500, PerMillionArchived: 2000,
@@ -147,6 +148,17 @@ func TestRunTiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkOutputs(t, out, doc)
+	if kc := r.Archive.KeyCycle; kc == nil || len(kc.KeyRuns) != cfg.ArchiveRuns || len(kc.QueueRuns) != cfg.ArchiveRuns || kc.Ratio <= 0 {
+		t.Fatalf("key-stream cycle figure: %+v", kc)
+	}
+	var goal bool
+	for _, g := range r.Goals {
+		goal = goal || strings.HasPrefix(g.Figure, "cycle of 500 records of a key stream")
+	}
+	md, err := os.ReadFile(filepath.Join(out, DocFile))
+	if err != nil || !goal || !bytes.Contains(md, []byte("| records | queue stream rec/s | key stream rec/s | key ÷ queue |")) {
+		t.Fatalf("the key-stream cycle is not a goal (%v) or not in %s (%v)", goal, DocFile, err)
+	}
 	if len(r.Plots) != 3 || r.HeadLookup.Sizes[0].QuietTotal != 1 || len(r.Sync.Remotes[0].Levels) == 0 {
 		t.Fatalf("plots %v, head %+v", r.Plots, r.HeadLookup)
 	}

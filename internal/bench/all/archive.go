@@ -21,6 +21,22 @@ type ArchiveReport struct {
 	Fields string         `json:"fields"` // what a record holds
 	Runs   int            `json:"runs"`
 	Depths []ArchiveDepth `json:"depths"`
+	// KeyCycle is a cycle of a stream at a Redis key beside one of a
+	// stream of a queue (nil: not measured).
+	KeyCycle *KeyCycle `json:"key_cycle,omitempty"`
+}
+
+// KeyCycle is one fold-then-trim cycle of N records of a stream at a Redis
+// key (names.KeyRef) beside one of the same N records of a stream of a
+// queue, runs interleaved (the order alternating), medians.
+type KeyCycle struct {
+	Records   int       `json:"records"`
+	Runs      int       `json:"runs"`
+	QueuePS   float64   `json:"queue_records_per_s"`
+	KeyPS     float64   `json:"key_records_per_s"`
+	Ratio     float64   `json:"key_vs_queue"` // KeyPS / QueuePS
+	QueueRuns []float64 `json:"queue_runs"`
+	KeyRuns   []float64 `json:"key_runs"`
 }
 
 // ArchiveDepth is one history depth.
@@ -171,6 +187,72 @@ func runArchive(ctx context.Context, e *env, dir string, cfg Config, p *bench.Pr
 		}
 	}
 	return r, nil
+}
+
+// runKeyCycle measures KeyCycle on one stream of the queue and one stream
+// at a key: after an untimed warm-up cycle of each (the scripts load, the
+// volumes are created), each run appends n records to both and times one
+// cycle of each keeping one record live, the order alternating run to run.
+func runKeyCycle(ctx context.Context, e *env, dir string, cfg Config, p *bench.Progress) (*KeyCycle, error) {
+	live, _, a, done, err := openArchiver(ctx, e, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	kc := &KeyCycle{Records: cfg.KeyCycleRecords, Runs: cfg.ArchiveRuns}
+	q := e.queue + "-keycycle"
+	qref, err := names.ParseStreamRef(q, "s") // the queue comes from the config
+	if err != nil {
+		return nil, err
+	}
+	kref, err := names.ParseKeyRef(q + ".key")
+	if err != nil {
+		return nil, err
+	}
+	defer e.deleteKeys(context.WithoutCancel(ctx), "emq:{"+q+"}*")     //nolint:errcheck // best effort
+	defer e.deleteKeys(context.WithoutCancel(ctx), mq.StreamKey(kref)) //nolint:errcheck // best effort
+	cycle := func(ref names.StreamRef, records int, timed bool) (float64, error) {
+		if _, err := fillStream(ctx, live, ref, records); err != nil {
+			return 0, err
+		}
+		t0 := time.Now()
+		cr, err := a.Cycle(ctx, ref, archive.Window{Keep: 1})
+		if err != nil {
+			return 0, err
+		}
+		if timed && cr.Folded != int64(records) {
+			return 0, fmt.Errorf("cycle of %s folded %d records, want %d", ref, cr.Folded, records)
+		}
+		return float64(cr.Folded) / time.Since(t0).Seconds(), nil
+	}
+	for _, ref := range []names.StreamRef{qref, kref} {
+		if _, err := cycle(ref, 100, false); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	for k := 0; k < kc.Runs; k++ {
+		p.Step(fmt.Sprintf("cycle of %s records, key and queue streams, run %d", n(kc.Records), k+1))
+		refs := []names.StreamRef{qref, kref}
+		if k%2 == 1 {
+			refs[0], refs[1] = kref, qref
+		}
+		for _, ref := range refs {
+			ps, err := cycle(ref, kc.Records, true)
+			if err != nil {
+				return nil, err
+			}
+			if ref.IsKey() {
+				kc.KeyRuns = append(kc.KeyRuns, ps)
+			} else {
+				kc.QueueRuns = append(kc.QueueRuns, ps)
+			}
+		}
+	}
+	kc.QueuePS, kc.KeyPS = bench.Median(kc.QueueRuns), bench.Median(kc.KeyRuns)
+	if kc.QueuePS > 0 {
+		kc.Ratio = kc.KeyPS / kc.QueuePS
+	}
+	return kc, nil
 }
 
 func runMemory(ctx context.Context, e *env, dir string, cfg Config, p *bench.Progress) (*MemoryReport, error) {

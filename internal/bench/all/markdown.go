@@ -199,6 +199,11 @@ func (r *Report) Markdown() string {
 				bench.FormatValue(d.AppendPS), bench.FormatValue(d.FoldPS), bench.FormatValue(d.MergePS), bench.FormatValue(d.XrangePS), d.Ratio)
 		}
 		w("\n")
+		if kc := a.KeyCycle; kc != nil {
+			w("A cycle of a stream at a Redis key beside one of a stream of a queue: each run appends %s records to a new stream of each kind and times one fold-then-trim cycle keeping one live, the order alternating, medians of %s.\n\n", n(kc.Records), runs(kc.Runs))
+			w("| records | queue stream rec/s | key stream rec/s | key ÷ queue |\n|---:|---:|---:|---:|\n")
+			w("| %s | %s | %s | %.2f× |\n\n", n(kc.Records), bench.FormatValue(kc.QueuePS), bench.FormatValue(kc.KeyPS), kc.Ratio)
+		}
 	}
 
 	if m := r.RedisMemory; m != nil && len(m.Samples) > 0 {
