@@ -168,6 +168,9 @@ func DecodeRecordPage(b []byte) (mq.Record, error) {
 		return bad("%d fields cannot fit in %d bytes", n, len(rest))
 	}
 	fields := make([]mq.Field, 0, n)
+	// Names and values are substrings of one copy of the field bytes: one
+	// allocation for a record's strings rather than two for each field.
+	all := string(rest)
 	str := func() (string, bool) {
 		if len(rest) < 4 {
 			return "", false
@@ -176,7 +179,8 @@ func DecodeRecordPage(b []byte) (mq.Record, error) {
 		if uint64(l) > uint64(len(rest)-4) {
 			return "", false
 		}
-		s := string(rest[4 : 4+l])
+		at := len(all) - len(rest) + 4
+		s := all[at : at+int(l)]
 		rest = rest[4+l:]
 		return s, true
 	}
@@ -195,13 +199,32 @@ func DecodeRecordPage(b []byte) (mq.Record, error) {
 		return bad("%d bytes after the last field", len(rest))
 	}
 	if version == pageVersion && len(fields) > 1 {
-		seen := make(map[string]struct{}, len(fields))
-		for _, f := range fields {
-			if _, dup := seen[f.Name]; dup {
-				return bad("duplicate field %q", f.Name)
-			}
-			seen[f.Name] = struct{}{}
+		if dup, ok := duplicateName(fields); ok {
+			return bad("duplicate field %q", dup)
 		}
 	}
 	return mq.Record{ID: id, Fields: fields}, nil
+}
+
+// duplicateName returns a name that occurs twice in fields, if one does. A
+// few fields are compared pairwise, which costs less than hashing them.
+func duplicateName(fields []mq.Field) (string, bool) {
+	if len(fields) <= 16 {
+		for i := 1; i < len(fields); i++ {
+			for j := range i {
+				if fields[i].Name == fields[j].Name {
+					return fields[i].Name, true
+				}
+			}
+		}
+		return "", false
+	}
+	seen := make(map[string]struct{}, len(fields))
+	for _, f := range fields {
+		if _, dup := seen[f.Name]; dup {
+			return f.Name, true
+		}
+		seen[f.Name] = struct{}{}
+	}
+	return "", false
 }
