@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/echostore/echostore/brand"
@@ -167,41 +168,84 @@ func DecodeRecordPage(b []byte) (mq.Record, error) {
 	if uint64(n) > uint64(len(rest))/8 {
 		return bad("%d fields cannot fit in %d bytes", n, len(rest))
 	}
-	fields := make([]mq.Field, 0, n)
-	str := func() (string, bool) {
-		if len(rest) < 4 {
-			return "", false
-		}
-		l := binary.BigEndian.Uint32(rest)
-		if uint64(l) > uint64(len(rest)-4) {
-			return "", false
-		}
-		s := string(rest[4 : 4+l])
-		rest = rest[4+l:]
-		return s, true
-	}
+	// Names and values are substrings of one string that holds them all,
+	// end to end: one allocation for a record's strings, not one for each
+	// name and value. The first pass checks the page and sums the lengths.
+	total := 0
+	walk := rest
 	for i := range n {
-		name, ok1 := str()
-		value, ok2 := str()
+		name, w, ok1 := cutField(walk)
+		value, w, ok2 := cutField(w)
 		if !ok1 || !ok2 {
 			return bad("field %d runs past the end", i)
 		}
-		if version == pageVersion && (!utf8.ValidString(name) || !utf8.ValidString(value)) {
+		if version == pageVersion && (!utf8.Valid(name) || !utf8.Valid(value)) {
 			return bad("field %d is not valid UTF-8", i)
 		}
-		fields = append(fields, mq.Field{Name: name, Value: value})
+		total += len(name) + len(value)
+		walk = w
 	}
-	if len(rest) != 0 {
-		return bad("%d bytes after the last field", len(rest))
+	if len(walk) != 0 {
+		return bad("%d bytes after the last field", len(walk))
+	}
+	var sb strings.Builder
+	sb.Grow(total)
+	for walk = rest; len(walk) > 0; {
+		f, w, _ := cutField(walk)
+		sb.Write(f)
+		walk = w
+	}
+	all := sb.String()
+	fields := make([]mq.Field, n)
+	at := 0
+	for i := range fields {
+		nl := int(binary.BigEndian.Uint32(rest))
+		rest = rest[4+nl:]
+		vl := int(binary.BigEndian.Uint32(rest))
+		rest = rest[4+vl:]
+		fields[i] = mq.Field{Name: all[at : at+nl], Value: all[at+nl : at+nl+vl]}
+		at += nl + vl
 	}
 	if version == pageVersion && len(fields) > 1 {
-		seen := make(map[string]struct{}, len(fields))
-		for _, f := range fields {
-			if _, dup := seen[f.Name]; dup {
-				return bad("duplicate field %q", f.Name)
-			}
-			seen[f.Name] = struct{}{}
+		if dup, ok := duplicateName(fields); ok {
+			return bad("duplicate field %q", dup)
 		}
 	}
 	return mq.Record{ID: id, Fields: fields}, nil
+}
+
+// cutField returns the length-prefixed field at the front of b and the rest
+// of b, or false if b is too short for it.
+func cutField(b []byte) (field, rest []byte, ok bool) {
+	if len(b) < 4 {
+		return nil, nil, false
+	}
+	l := binary.BigEndian.Uint32(b)
+	if uint64(l) > uint64(len(b)-4) {
+		return nil, nil, false
+	}
+	return b[4 : 4+l], b[4+l:], true
+}
+
+// duplicateName returns a name that occurs twice in fields, if one does. A
+// few fields are compared pairwise, which costs less than hashing them.
+func duplicateName(fields []mq.Field) (string, bool) {
+	if len(fields) <= 16 {
+		for i := 1; i < len(fields); i++ {
+			for j := range i {
+				if fields[i].Name == fields[j].Name {
+					return fields[i].Name, true
+				}
+			}
+		}
+		return "", false
+	}
+	seen := make(map[string]struct{}, len(fields))
+	for _, f := range fields {
+		if _, dup := seen[f.Name]; dup {
+			return f.Name, true
+		}
+		seen[f.Name] = struct{}{}
+	}
+	return "", false
 }

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
 
 // env is a front over a node over the package's redis-server.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	node  *echostore.Node
 	redis string // redis-server's address
 	front string // the front's address
@@ -36,7 +36,7 @@ const (
 )
 
 // newEnv starts a front; with tokens, AUTH takes the three tokens above.
-func newEnv(t *testing.T, tokens bool) *env {
+func newEnv(t testing.TB, tokens bool) *env {
 	t.Helper()
 	r := servers.Redis(t)
 	ctx := context.Background()
@@ -102,12 +102,12 @@ func (e *env) cycle(ref names.StreamRef, keep int64) {
 
 // client is a raw RESP connection: commands in, replies as bytes out.
 type client struct {
-	t *testing.T
+	t testing.TB
 	c net.Conn
 	r *bufio.Reader
 }
 
-func dial(t *testing.T, addr string) *client {
+func dial(t testing.TB, addr string) *client {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 
 	echostore "github.com/echostore/echostore"
@@ -192,13 +193,17 @@ func (c *conn) entries(ctx context.Context, ref names.StreamRef, sp span, count 
 
 // appendEntry appends one stream entry: [id, [name, value, …]].
 func appendEntry(b []byte, rec echostore.Record) []byte {
-	b = append(b, '*', '2', '\r', '\n', '$')
 	var idb [48]byte
 	id := appendID(idb[:0], rec.ID)
-	b = strconv.AppendInt(b, int64(len(id)), 10)
-	b = append(b, '\r', '\n')
-	b = append(b, id...)
-	b = append(b, '\r', '\n')
+	// One growth for the whole entry: 16 bytes cover a header's type,
+	// length digits and CRLFs, and a bulk string's two CRLFs.
+	need := 4 + 16 + len(id) + 16
+	for _, f := range rec.Fields {
+		need += 32 + len(f.Name) + len(f.Value)
+	}
+	b = slices.Grow(b, need)
+	b = append(b, '*', '2', '\r', '\n')
+	b = appendBulk(b, id)
 	b = appendArray(b, 2*len(rec.Fields))
 	for _, f := range rec.Fields {
 		b = appendBulkString(b, f.Name)

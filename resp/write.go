@@ -32,6 +32,12 @@ func appendInt(b []byte, n int64) []byte {
 }
 
 func appendHeader(b []byte, kind byte, n int) []byte {
+	switch {
+	case n >= 0 && n < 10:
+		return append(b, kind, byte('0'+n), '\r', '\n')
+	case n >= 10 && n < 100:
+		return append(b, kind, byte('0'+n/10), byte('0'+n%10), '\r', '\n')
+	}
 	b = append(b, kind)
 	b = strconv.AppendInt(b, int64(n), 10)
 	return append(b, '\r', '\n')

@@ -85,7 +85,8 @@ type Guard struct {
 	off     atomic.Bool   // the filesystem reports no free space: unguarded
 	full    atomic.Bool   // writes are refused
 	noSpace atomic.Bool   // an ENOSPC was met since the last recovery
-	probed  atomic.Int64  // when the free space was last measured (UnixNano)
+	epoch   time.Time     // when New ran: probes are timed from it on the monotonic clock, which costs Check half of time.Now
+	probed  atomic.Int64  // when the free space was last measured (nanoseconds since epoch)
 	avail   atomic.Uint64 // the free space then
 
 	mu         sync.Mutex // one probe at a time
@@ -102,7 +103,7 @@ func New(opts Options) *Guard {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Guard{fs: opts.FS, dir: opts.Dir, what: opts.What, log: opts.Logger}
+	g := &Guard{fs: opts.FS, dir: opts.Dir, what: opts.What, log: opts.Logger, epoch: time.Now()}
 	u, err := g.fs.GetDiskUsage(g.dir)
 	if err != nil {
 		if !errors.Is(err, vfs.ErrUnsupported) {
@@ -129,7 +130,7 @@ func New(opts Options) *Guard {
 			g.hasBallast = true
 		}
 	}
-	g.probeLocked(time.Now().UnixNano())
+	g.probeLocked(int64(time.Since(g.epoch)))
 	g.mu.Unlock()
 	return g
 }
@@ -143,7 +144,7 @@ func (g *Guard) Check() error {
 	if g == nil || g.off.Load() {
 		return nil
 	}
-	if now := time.Now().UnixNano(); now-g.probed.Load() >= int64(ProbeInterval) && g.mu.TryLock() {
+	if now := int64(time.Since(g.epoch)); now-g.probed.Load() >= int64(ProbeInterval) && g.mu.TryLock() {
 		g.probeLocked(now)
 		g.mu.Unlock()
 	}
