@@ -65,7 +65,8 @@ type Node struct {
 	log   *slog.Logger
 	rurl  string // the remote's URL (secrets in it: never shown unredacted)
 	rs    remote.Store
-	mq    *mq.Client // nil without Redis
+	mq    *mq.Client     // nil without Redis
+	lsn   *lane.Notifier // the store's notifier: nil without Redis
 	store *graft.Store
 	// jobsMu guards out and tier, which are set once: at Open, or at the
 	// first job operation with Config.DeferJobs; nil without Redis.
@@ -146,7 +147,8 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("echostore: redis: %w", err)
 		}
 		// Every local commit and push is announced on its volume's lane.
-		notifier = lane.New(n.mq)
+		n.lsn = lane.New(n.mq)
+		notifier = n.lsn
 	}
 	// The data dir holds every record and job payload: its owner only
 	// (an existing dir keeps its mode; docs/SECURITY.md).
@@ -311,6 +313,18 @@ func (n *Node) Live() *mq.Client { return n.mq }
 
 // Store returns the node's graft store, the remote attached.
 func (n *Node) Store() *graft.Store { return n.store }
+
+// OnLSN calls f with every LSN event (a commit or a push of a volume of
+// the data dir) that the node announces on the volumes' lanes, from now on
+// until stop is called, in this process and without reading Redis (see
+// lane.Notifier.Local: f must not block). Without Redis nothing is
+// announced and f is never called.
+func (n *Node) OnLSN(f func(graft.Event)) (stop func()) {
+	if n.lsn == nil {
+		return func() {}
+	}
+	return n.lsn.Local(f)
+}
 
 // Remote returns the node's remote store.
 func (n *Node) Remote() remote.Store { return n.rs }

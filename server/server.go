@@ -107,11 +107,18 @@ type Server struct {
 	// admitted holds the streams counted against cfg.MaxStreams: those
 	// declared, and those cycled through the API undeclared (admit).
 	admitted map[names.StreamRef]bool
-	watched  map[names.StreamRef]bool // archived streams whose lane has a watcher
+	watched  map[names.StreamRef]bool // archived streams whose volume is watched (watchVolume)
 	faults   map[names.StreamRef]bool // armed one-shot faults (fault.go)
-	runCtx   context.Context          // the lane watchers' context, set by Run
-	wg       sync.WaitGroup           // lane watchers
+	runCtx   context.Context          // the volume watcher's context, set by Run
+	wg       sync.WaitGroup           // the volume watcher and the checkpointer
 	closed   bool
+	// lsnVols are the volumes whose LSN events become "lsn" events (by
+	// name); lsnPending the events not yet published, one per volume (the
+	// newest kind), and lsnWake wakes the one goroutine that publishes
+	// them (lsnLoop). mu guards lsnVols and lsnPending.
+	lsnVols    map[string]names.Volume
+	lsnPending map[string]string
+	lsnWake    chan struct{}
 }
 
 // NodeConfig returns the node's part of c: the echostore.Config that
@@ -161,24 +168,27 @@ func New(ctx context.Context, node *echostore.Node, cfg Config) (*Server, error)
 // when newServer fails).
 func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) (_ *Server, err error) {
 	s := &Server{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		node:     node,
-		ownNode:  own,
-		mq:       node.Live(),
-		store:    node.Store(),
-		rs:       node.Remote(),
-		out:      node.Outbox(),
-		hub:      newHub(),
-		m:        newMetrics(),
-		done:     make(chan struct{}),
-		streams:  map[names.StreamRef]stream{},
-		admitted: map[names.StreamRef]bool{},
-		faults:   map[names.StreamRef]bool{},
-		watched:  map[names.StreamRef]bool{},
-		arch:     map[driverKey]*archive.Archiver{},
-		drv:      map[driverKey]*archive.Driver{},
-		uid:      os.Getuid(),
+		cfg:        cfg,
+		log:        cfg.Logger,
+		node:       node,
+		ownNode:    own,
+		mq:         node.Live(),
+		store:      node.Store(),
+		rs:         node.Remote(),
+		out:        node.Outbox(),
+		hub:        newHub(),
+		m:          newMetrics(),
+		done:       make(chan struct{}),
+		streams:    map[names.StreamRef]stream{},
+		admitted:   map[names.StreamRef]bool{},
+		faults:     map[names.StreamRef]bool{},
+		watched:    map[names.StreamRef]bool{},
+		lsnVols:    map[string]names.Volume{},
+		lsnPending: map[string]string{},
+		lsnWake:    make(chan struct{}, 1),
+		arch:       map[driverKey]*archive.Archiver{},
+		drv:        map[driverKey]*archive.Driver{},
+		uid:        os.Getuid(),
 	}
 	defer func() {
 		if err != nil {
@@ -353,15 +363,11 @@ func (s *Server) declare(st stream) error {
 	s.mu.Lock()
 	s.streams[k] = st
 	s.admitted[k] = true
-	ctx := s.runCtx
-	watch := ctx != nil && st.archived && !s.watched[k] // two first appends racing: one watcher
-	if watch {
+	if s.runCtx != nil && st.archived && !s.watched[k] {
 		s.watched[k] = true
+		s.watchVolume(st)
 	}
 	s.mu.Unlock()
-	if watch {
-		s.watchVolume(ctx, st)
-	}
 	return nil
 }
 
@@ -452,17 +458,19 @@ func (s *Server) Run(ctx context.Context) error {
 	runCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	s.mu.Lock()
 	s.runCtx = runCtx
-	var archived []stream
 	for k, st := range s.streams {
 		if st.archived {
-			archived = append(archived, st)
 			s.watched[k] = true
+			s.watchVolume(st)
 		}
 	}
 	s.mu.Unlock()
-	for _, st := range archived {
-		s.watchVolume(runCtx, st)
-	}
+	stopLSN := s.node.OnLSN(s.onLSN)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.lsnLoop(runCtx)
+	}()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -499,6 +507,7 @@ func (s *Server) Run(ctx context.Context) error {
 		err = fmt.Errorf("serve: http shutdown: %w", herr)
 	}
 	s.stopRESP()
+	stopLSN()
 	stopWatch()
 	s.wg.Wait()
 	if cerr := s.closeAll(); cerr != nil && err == nil {
@@ -794,36 +803,57 @@ func (s *Server) publishVolume(ctx context.Context, vol names.Volume, kind strin
 	s.hub.publish("lsn/"+name, "lsn", LSNEvent{Volume: name, LocalLSN: in.LocalLSN, RemoteLSN: in.RemoteLSN, Kind: kind})
 }
 
-// watchVolume follows the archive volume's LSN lane (mq.VolumeLane): each
-// announced commit or push becomes an "lsn" event. The lane blocks (XREAD
-// BLOCK); nothing polls.
-func (s *Server) watchVolume(ctx context.Context, st stream) {
-	name := st.ref.Volume().String()
-	lane, err := mq.VolumeLane(st.ref.Volume())
-	if err != nil {
-		return
+// watchVolume makes the archive volume's LSN events "lsn" events: each
+// commit or push of it that the node announces on its lane (mq.VolumeLane)
+// is handed to the server in process (echostore.Node.OnLSN) and published
+// by lsnLoop. The data dir is this process's alone, so every commit and
+// push of its volumes is announced here; a watched volume costs a map
+// entry, and no goroutine, Redis connection or command. s.mu is held.
+func (s *Server) watchVolume(st stream) {
+	v := st.ref.Volume()
+	s.lsnVols[v.String()] = v
+}
+
+// onLSN takes one LSN event of the node (on the goroutine that committed or
+// pushed: it does not block): an event of a watched volume is left for
+// lsnLoop, replacing one of the same volume not yet published.
+func (s *Server) onLSN(e graft.Event) {
+	s.mu.Lock()
+	_, ok := s.lsnVols[e.Volume]
+	if ok {
+		s.lsnPending[e.Volume] = e.Kind
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for e, err := range s.mq.Subscribe(ctx, lane) {
-			if ctx.Err() != nil {
-				return
-			}
-			if err != nil {
-				var ge *mq.GapError
-				if errors.As(err, &ge) {
-					continue
-				}
-				s.log.Warn("serve: volume lane", "volume", name, "err", err)
-				return
-			}
-			// The event carries the data dir's own reading of the volume,
-			// which is at least the announced LSN.
-			kind, _ := mq.Record{Fields: e.Fields}.Get("kind")
-			s.publishVolume(ctx, st.ref.Volume(), kind)
+	s.mu.Unlock()
+	if ok {
+		select {
+		case s.lsnWake <- struct{}{}:
+		default: // already woken
 		}
-	}()
+	}
+}
+
+// lsnLoop publishes the pending LSN events (onLSN) until ctx ends, each as
+// an "lsn" event with the data dir's own reading of the volume, which is at
+// least the announced LSN.
+func (s *Server) lsnLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.lsnWake:
+		}
+		s.mu.Lock()
+		pending := s.lsnPending
+		s.lsnPending = make(map[string]string, len(pending))
+		vols := make(map[string]names.Volume, len(pending))
+		for name := range pending {
+			vols[name] = s.lsnVols[name]
+		}
+		s.mu.Unlock()
+		for name, kind := range pending {
+			s.publishVolume(ctx, vols[name], kind)
+		}
+	}
 }
 
 // deleteStream deletes the archived stream ref (archive.Archiver.Delete
