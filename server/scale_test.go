@@ -60,6 +60,7 @@ func TestScaleServeChild(t *testing.T) {
 type scaleFigures struct {
 	rssKB, goroutines, clients int
 	commands                   int64
+	cycles                     float64 // archive cycles run, of every stream
 }
 
 func measureScale(t *testing.T, base string, pid int, addr string) scaleFigures {
@@ -82,8 +83,15 @@ func measureScale(t *testing.T, base string, pid int, addr string) scaleFigures 
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+		l := sc.Text()
+		if v, ok := strings.CutPrefix(l, "go_goroutines "); ok {
 			f.goroutines, _ = strconv.Atoi(v)
+		}
+		if strings.HasPrefix(l, "echostore_cycles_total{") && strings.Contains(l, `kind="archive"`) {
+			if i := strings.LastIndexByte(l, ' '); i > 0 {
+				c, _ := strconv.ParseFloat(l[i+1:], 64)
+				f.cycles += c
+			}
 		}
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
@@ -170,12 +178,14 @@ func TestScaleArchivedStreams(t *testing.T) {
 		wg.Wait()
 	}
 	post("/v1/streams/scale/s0", `{"fields":{"n":"0"}}`)
+	var idleCycles float64 // archive cycles in the last quiet window
 	idle := func() (scaleFigures, float64) {
 		// A quiet window of two beats: what the server does with no input.
 		a := measureScale(t, base, pid, r.Addr)
 		window := 2 * DefaultBeat
 		time.Sleep(window)
 		b := measureScale(t, base, pid, r.Addr)
+		idleCycles = b.cycles - a.cycles
 		// measureScale's own INFO is one command.
 		return b, float64(b.commands-a.commands-1) / window.Seconds()
 	}
@@ -202,9 +212,14 @@ func TestScaleArchivedStreams(t *testing.T) {
 		start.rssKB/1024, start.goroutines, start.clients, startOps)
 	t.Logf("serve with %d archived streams (made in %s, then %d appends at random): %d MB resident, %d goroutines, %d Redis clients, idle %.0f Redis commands/s",
 		n, madeIn.Round(time.Millisecond), len(picks), at.rssKB/1024, at.goroutines, at.clients, atOps)
-	t.Logf("per stream: %.1f KB resident, %.3f goroutines, %.4f Redis clients, %.3f idle Redis commands/s (%.2f per beat of %s)",
+	t.Logf("per stream: %.1f KB resident, %.3f goroutines, %.4f Redis clients, %.3f idle Redis commands/s",
 		float64(at.rssKB-start.rssKB)/float64(n), float64(at.goroutines-start.goroutines)/float64(n),
-		float64(at.clients-start.clients)/float64(n), (atOps-startOps)/float64(n), (atOps-startOps)/float64(n)*DefaultBeat.Seconds(), DefaultBeat)
+		float64(at.clients-start.clients)/float64(n), (atOps-startOps)/float64(n))
+	if idleCycles > 0 {
+		t.Logf("idle beat: %.0f archive cycles in the quiet window of %s (%.0f cycles/s; each stream cycled every %.1fs), %.1f Redis commands per idle cycle",
+			idleCycles, 2*DefaultBeat, idleCycles/(2*DefaultBeat).Seconds(), float64(n+1)/(idleCycles/(2*DefaultBeat).Seconds()),
+			atOps*(2*DefaultBeat).Seconds()/idleCycles)
+	}
 	if at.goroutines > scaleMaxGoroutines {
 		t.Errorf("serve has %d goroutines with %d archived streams, want at most %d", at.goroutines, n, scaleMaxGoroutines)
 	}
