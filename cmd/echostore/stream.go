@@ -177,10 +177,7 @@ func appendJSONL(ctx context.Context, g *globals, ref names.StreamRef, stdin io.
 		if len(ch.records) > 0 {
 			n, err := appendPrint(ctx, b, ref, ch.records, out)
 			if err != nil {
-				if n > 0 {
-					return done.failed(fmt.Errorf("%w (%d records from line %d on were appended, their ids printed)", err, n, ch.first))
-				}
-				return done.failed(err)
+				return done.appendFailed(err, n, ch.first)
 			}
 			done.add(ch)
 		}
@@ -216,6 +213,19 @@ func (p *jsonlProgress) failed(err error) error {
 	}
 	return fmt.Errorf("%w; lines 1-%d (%d records in %d %s) were appended before it and their ids printed; nothing from line %d on was appended",
 		err, p.lastLine, p.records, p.chunks, chunks, p.lastLine+1)
+}
+
+// appendFailed says, after the append of the chunk starting at line first
+// failed with err, having appended its first n records, what was appended.
+func (p *jsonlProgress) appendFailed(err error, n, first int) error {
+	switch {
+	case p.chunks == 0 && n == 0:
+		return err
+	case p.chunks == 0:
+		return fmt.Errorf("%w; the first %d records of the input were appended before it and their ids printed", err, n)
+	}
+	return fmt.Errorf("%w; %d records were appended before it (lines 1-%d, and %d records of the chunk from line %d) and their ids printed",
+		err, p.records+n, p.lastLine, n, first)
 }
 
 // appendPrint appends records as one batch and prints the id of each

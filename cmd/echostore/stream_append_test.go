@@ -53,6 +53,7 @@ type gatedReader struct {
 	rest       io.Reader
 	deadline   time.Time
 	opened     bool
+	then       func() // called once the gate opens, before rest is read
 	waitFailed error
 }
 
@@ -70,6 +71,9 @@ func (g *gatedReader) Read(p []byte) (int, error) {
 		}
 		if n, _ := strconv.Atoi(v); n >= g.want {
 			g.opened = true
+			if g.then != nil {
+				g.then()
+			}
 			break
 		}
 		if time.Now().After(g.deadline) {
@@ -221,4 +225,41 @@ func FuzzReadJSONL(f *testing.F) {
 			t.Fatal("the chunks stopped before the end of the input")
 		}
 	})
+}
+
+// TestAppendJSONLRedisLostAfterAChunk: when Redis goes away after the first
+// chunk is in the stream, the command fails (exit status 1), the ids of the
+// first chunk are printed, and the error says how many records were
+// appended before the failure.
+func TestAppendJSONLRedisLostAfterAChunk(t *testing.T) {
+	r := startRedis(t)
+	in := jsonlLines(jsonlChunkRecords*2, 0)
+	cut := bytes.Index(in, []byte(fmt.Sprintf("{\"fields\":{\"n\":\"%d\",", jsonlChunkRecords+1)))
+	g := &gatedReader{addr: r.Addr, key: "emq:{q}:stream:s", want: jsonlChunkRecords,
+		first: bytes.NewReader(in[:cut]), rest: bytes.NewReader(in[cut:]), deadline: time.Now().Add(30 * time.Second),
+		then: func() { r.Stop() }}
+	var stdout, stderr bytes.Buffer
+	root := newRootCmd(&stdout, &stderr)
+	root.SetIn(g)
+	root.SetArgs([]string{"--redis", r.URL, "--data", t.TempDir(), "stream", "append", "q", "s", "--jsonl", "-"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	if g.waitFailed != nil {
+		t.Fatalf("the gate: %v", g.waitFailed)
+	}
+	if err == nil {
+		t.Fatal("stream append succeeded with Redis gone")
+	}
+	if code := exitCode(err); code != exitFailure {
+		t.Errorf("exit status %d, want %d", code, exitFailure)
+	}
+	want := fmt.Sprintf("%d records were appended before it (lines 1-%d, and 0 records of the chunk from line %d) and their ids printed",
+		jsonlChunkRecords, jsonlChunkRecords, jsonlChunkRecords+1)
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say %q", err, want)
+	}
+	if ids := strings.Fields(stdout.String()); len(ids) != jsonlChunkRecords {
+		t.Errorf("printed %d ids, want the first chunk's %d", len(ids), jsonlChunkRecords)
+	}
 }
