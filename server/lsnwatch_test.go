@@ -53,7 +53,7 @@ func TestLSNEventsWithoutLaneWatchers(t *testing.T) {
 		appendN(e, q, fmt.Sprintf("s%d", i), 0, 3)
 	}
 	e.srv.mu.Lock()
-	watched := len(e.srv.lsnVols)
+	watched := len(e.srv.lsn.vols)
 	e.srv.mu.Unlock()
 	if watched != streams+1 {
 		t.Fatalf("%d volumes watched, want %d (the streams appended to are archived)", watched, streams+1)

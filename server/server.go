@@ -112,13 +112,18 @@ type Server struct {
 	runCtx   context.Context          // the volume watcher's context, set by Run
 	wg       sync.WaitGroup           // the volume watcher and the checkpointer
 	closed   bool
-	// lsnVols are the volumes whose LSN events become "lsn" events (by
-	// name); lsnPending the events not yet published, one per volume (the
-	// newest kind), and lsnWake wakes the one goroutine that publishes
-	// them (lsnLoop). mu guards lsnVols and lsnPending.
-	lsnVols    map[string]names.Volume
-	lsnPending map[string]string
-	lsnWake    chan struct{}
+	lsn      lsnWatch // the watched volumes' LSN events (watchVolume)
+}
+
+// lsnWatch is what serve keeps of the LSN events of its archived streams'
+// volumes: vols are the volumes watched (by name), pending the events not
+// yet published, one per volume (the newest kind), and wake wakes the one
+// goroutine that publishes them (lsnLoop). Server.mu guards vols and
+// pending.
+type lsnWatch struct {
+	vols    map[string]names.Volume
+	pending map[string]string
+	wake    chan struct{}
 }
 
 // NodeConfig returns the node's part of c: the echostore.Config that
@@ -168,27 +173,25 @@ func New(ctx context.Context, node *echostore.Node, cfg Config) (*Server, error)
 // when newServer fails).
 func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) (_ *Server, err error) {
 	s := &Server{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		node:       node,
-		ownNode:    own,
-		mq:         node.Live(),
-		store:      node.Store(),
-		rs:         node.Remote(),
-		out:        node.Outbox(),
-		hub:        newHub(),
-		m:          newMetrics(),
-		done:       make(chan struct{}),
-		streams:    map[names.StreamRef]stream{},
-		admitted:   map[names.StreamRef]bool{},
-		faults:     map[names.StreamRef]bool{},
-		watched:    map[names.StreamRef]bool{},
-		lsnVols:    map[string]names.Volume{},
-		lsnPending: map[string]string{},
-		lsnWake:    make(chan struct{}, 1),
-		arch:       map[driverKey]*archive.Archiver{},
-		drv:        map[driverKey]*archive.Driver{},
-		uid:        os.Getuid(),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		node:     node,
+		ownNode:  own,
+		mq:       node.Live(),
+		store:    node.Store(),
+		rs:       node.Remote(),
+		out:      node.Outbox(),
+		hub:      newHub(),
+		m:        newMetrics(),
+		done:     make(chan struct{}),
+		streams:  map[names.StreamRef]stream{},
+		admitted: map[names.StreamRef]bool{},
+		faults:   map[names.StreamRef]bool{},
+		watched:  map[names.StreamRef]bool{},
+		lsn:      lsnWatch{vols: map[string]names.Volume{}, pending: map[string]string{}, wake: make(chan struct{}, 1)},
+		arch:     map[driverKey]*archive.Archiver{},
+		drv:      map[driverKey]*archive.Driver{},
+		uid:      os.Getuid(),
 	}
 	defer func() {
 		if err != nil {
@@ -363,11 +366,15 @@ func (s *Server) declare(st stream) error {
 	s.mu.Lock()
 	s.streams[k] = st
 	s.admitted[k] = true
-	if s.runCtx != nil && st.archived && !s.watched[k] {
+	ctx := s.runCtx
+	watch := ctx != nil && st.archived && !s.watched[k] // two first appends racing: one watcher
+	if watch {
 		s.watched[k] = true
-		s.watchVolume(st)
 	}
 	s.mu.Unlock()
+	if watch {
+		s.watchVolume(ctx, st)
+	}
 	return nil
 }
 
@@ -456,21 +463,27 @@ func (s *Server) lookup(ref names.StreamRef) (stream, bool) {
 // shutdown.
 func (s *Server) Run(ctx context.Context) error {
 	runCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
-	s.mu.Lock()
-	s.runCtx = runCtx
-	for k, st := range s.streams {
-		if st.archived {
-			s.watched[k] = true
-			s.watchVolume(st)
-		}
-	}
-	s.mu.Unlock()
+	// One goroutine publishes the LSN events of every watched volume.
 	stopLSN := s.node.OnLSN(s.onLSN)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		s.lsnLoop(runCtx)
 	}()
+
+	s.mu.Lock()
+	s.runCtx = runCtx
+	var archived []stream
+	for k, st := range s.streams {
+		if st.archived {
+			archived = append(archived, st)
+			s.watched[k] = true
+		}
+	}
+	s.mu.Unlock()
+	for _, st := range archived {
+		s.watchVolume(runCtx, st)
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -808,10 +821,13 @@ func (s *Server) publishVolume(ctx context.Context, vol names.Volume, kind strin
 // is handed to the server in process (echostore.Node.OnLSN) and published
 // by lsnLoop. The data dir is this process's alone, so every commit and
 // push of its volumes is announced here; a watched volume costs a map
-// entry, and no goroutine, Redis connection or command. s.mu is held.
-func (s *Server) watchVolume(st stream) {
+// entry, and no goroutine, Redis connection or command. (ctx is lsnLoop's,
+// given to Run.)
+func (s *Server) watchVolume(_ context.Context, st stream) {
 	v := st.ref.Volume()
-	s.lsnVols[v.String()] = v
+	s.mu.Lock()
+	s.lsn.vols[v.String()] = v
+	s.mu.Unlock()
 }
 
 // onLSN takes one LSN event of the node (on the goroutine that committed or
@@ -819,14 +835,14 @@ func (s *Server) watchVolume(st stream) {
 // lsnLoop, replacing one of the same volume not yet published.
 func (s *Server) onLSN(e graft.Event) {
 	s.mu.Lock()
-	_, ok := s.lsnVols[e.Volume]
+	_, ok := s.lsn.vols[e.Volume]
 	if ok {
-		s.lsnPending[e.Volume] = e.Kind
+		s.lsn.pending[e.Volume] = e.Kind
 	}
 	s.mu.Unlock()
 	if ok {
 		select {
-		case s.lsnWake <- struct{}{}:
+		case s.lsn.wake <- struct{}{}:
 		default: // already woken
 		}
 	}
@@ -840,14 +856,14 @@ func (s *Server) lsnLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.lsnWake:
+		case <-s.lsn.wake:
 		}
 		s.mu.Lock()
-		pending := s.lsnPending
-		s.lsnPending = make(map[string]string, len(pending))
+		pending := s.lsn.pending
+		s.lsn.pending = make(map[string]string, len(pending))
 		vols := make(map[string]names.Volume, len(pending))
 		for name := range pending {
-			vols[name] = s.lsnVols[name]
+			vols[name] = s.lsn.vols[name]
 		}
 		s.mu.Unlock()
 		for name, kind := range pending {
