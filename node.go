@@ -72,7 +72,8 @@ type Node struct {
 	// repl is the background replication (Config.ReplicateEvery), nil
 	// when off.
 	repl  *replicator
-	mq    *mq.Client // nil without Redis
+	mq    *mq.Client     // nil without Redis
+	lsn   *lane.Notifier // the store's notifier: nil without Redis
 	store *graft.Store
 	gc    *gcLoop // the background remote GC (gcloop.go)
 	// jobsMu guards out and tier, which are set once: at Open, or at the
@@ -175,7 +176,8 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("echostore: redis: %w", err)
 		}
 		// Every local commit and push is announced on its volume's lane.
-		notifier = lane.New(n.mq)
+		n.lsn = lane.New(n.mq)
+		notifier = n.lsn
 	}
 	if plan.marker {
 		// The marker first: a restore cut short leaves a data dir that says so.
@@ -379,6 +381,18 @@ func (n *Node) Live() *mq.Client { return n.mq }
 
 // Store returns the node's graft store, the remote attached.
 func (n *Node) Store() *graft.Store { return n.store }
+
+// OnLSN calls f with every LSN event (a commit or a push of a volume of
+// the data dir) that the node announces on the volumes' lanes, from now on
+// until stop is called, in this process and without reading Redis (see
+// lane.Notifier.Local: f must not block). Without Redis nothing is
+// announced and f is never called.
+func (n *Node) OnLSN(f func(graft.Event)) (stop func()) {
+	if n.lsn == nil {
+		return func() {}
+	}
+	return n.lsn.Local(f)
+}
 
 // Remote returns the node's remote store.
 func (n *Node) Remote() remote.Store { return n.rs }

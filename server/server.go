@@ -108,9 +108,9 @@ type Server struct {
 	// admitted holds the streams counted against cfg.MaxStreams: those
 	// declared, and those cycled through the API undeclared (admit).
 	admitted map[names.StreamRef]bool
-	watched  map[names.StreamRef]bool // archived streams whose lane has a watcher
+	watched  map[names.StreamRef]bool // archived streams whose volume is watched (watchVolume)
 	faults   map[names.StreamRef]bool // armed one-shot faults (fault.go)
-	runCtx   context.Context          // the lane watchers' context, set by Run
+	runCtx   context.Context          // the volume watcher's context, set by Run
 	// nodeID is the node's id, kept in the data dir (NodeIDFile).
 	nodeID string
 	fm     *fleetMetrics // the group's gauges (members.go)
@@ -120,8 +120,20 @@ type Server struct {
 	// unannounced are the archived streams met through the API whose
 	// registration or announcement to the group failed: the beat retries.
 	unannounced map[names.StreamRef]bool
-	wg          sync.WaitGroup // lane watchers
+	wg          sync.WaitGroup // the volume watcher and the checkpointer
 	closed      bool
+	lsn         lsnWatch // the watched volumes' LSN events (watchVolume)
+}
+
+// lsnWatch is what serve keeps of the LSN events of its archived streams'
+// volumes: vols are the volumes watched (by name), pending the events not
+// yet published, one per volume (the newest kind), and wake wakes the one
+// goroutine that publishes them (lsnLoop). Server.mu guards vols and
+// pending.
+type lsnWatch struct {
+	vols    map[string]names.Volume
+	pending map[string]string
+	wake    chan struct{}
 }
 
 // NodeConfig returns the node's part of c: the echostore.Config that
@@ -197,6 +209,7 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 		arch:        map[driverKey]*archive.Archiver{},
 		drv:         map[driverKey]*archive.Driver{},
 		uid:         os.Getuid(),
+		lsn:         lsnWatch{vols: map[string]names.Volume{}, pending: map[string]string{}, wake: make(chan struct{}, 1)},
 	}
 	defer func() {
 		if err != nil {
@@ -482,6 +495,14 @@ func (s *Server) lookup(ref names.StreamRef) (stream, bool) {
 // shutdown.
 func (s *Server) Run(ctx context.Context) error {
 	runCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	// One goroutine publishes the LSN events of every watched volume.
+	stopLSN := s.node.OnLSN(s.onLSN)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.lsnLoop(runCtx)
+	}()
+
 	s.mu.Lock()
 	s.runCtx = runCtx
 	var archived []stream
@@ -550,6 +571,7 @@ func (s *Server) Run(ctx context.Context) error {
 		err = fmt.Errorf("serve: http shutdown: %w", herr)
 	}
 	s.stopRESP()
+	stopLSN()
 	stopWatch()
 	s.wg.Wait()
 	if cerr := s.closeAll(); cerr != nil && err == nil {
@@ -865,36 +887,60 @@ func (s *Server) publishVolume(ctx context.Context, vol names.Volume, kind strin
 	s.hub.publish("lsn/"+name, "lsn", LSNEvent{Volume: name, LocalLSN: in.LocalLSN, RemoteLSN: in.RemoteLSN, Lag: lag, Kind: kind})
 }
 
-// watchVolume follows the archive volume's LSN lane (mq.VolumeLane): each
-// announced commit or push becomes an "lsn" event. The lane blocks (XREAD
-// BLOCK); nothing polls.
-func (s *Server) watchVolume(ctx context.Context, st stream) {
-	name := st.ref.Volume().String()
-	lane, err := mq.VolumeLane(st.ref.Volume())
-	if err != nil {
-		return
+// watchVolume makes the archive volume's LSN events "lsn" events: each
+// commit or push of it that the node announces on its lane (mq.VolumeLane)
+// is handed to the server in process (echostore.Node.OnLSN) and published
+// by lsnLoop. The data dir is this process's alone, so every commit and
+// push of its volumes is announced here; a watched volume costs a map
+// entry, and no goroutine, Redis connection or command. (ctx is lsnLoop's,
+// given to Run.)
+func (s *Server) watchVolume(_ context.Context, st stream) {
+	v := st.ref.Volume()
+	s.mu.Lock()
+	s.lsn.vols[v.String()] = v
+	s.mu.Unlock()
+}
+
+// onLSN takes one LSN event of the node (on the goroutine that committed or
+// pushed: it does not block): an event of a watched volume is left for
+// lsnLoop, replacing one of the same volume not yet published.
+func (s *Server) onLSN(e graft.Event) {
+	s.mu.Lock()
+	_, ok := s.lsn.vols[e.Volume]
+	if ok {
+		s.lsn.pending[e.Volume] = e.Kind
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for e, err := range s.mq.Subscribe(ctx, lane) {
-			if ctx.Err() != nil {
-				return
-			}
-			if err != nil {
-				var ge *mq.GapError
-				if errors.As(err, &ge) {
-					continue
-				}
-				s.log.Warn("serve: volume lane", "volume", name, "err", err)
-				return
-			}
-			// The event carries the data dir's own reading of the volume,
-			// which is at least the announced LSN.
-			kind, _ := mq.Record{Fields: e.Fields}.Get("kind")
-			s.publishVolume(ctx, st.ref.Volume(), kind)
+	s.mu.Unlock()
+	if ok {
+		select {
+		case s.lsn.wake <- struct{}{}:
+		default: // already woken
 		}
-	}()
+	}
+}
+
+// lsnLoop publishes the pending LSN events (onLSN) until ctx ends, each as
+// an "lsn" event with the data dir's own reading of the volume, which is at
+// least the announced LSN.
+func (s *Server) lsnLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.lsn.wake:
+		}
+		s.mu.Lock()
+		pending := s.lsn.pending
+		s.lsn.pending = make(map[string]string, len(pending))
+		vols := make(map[string]names.Volume, len(pending))
+		for name := range pending {
+			vols[name] = s.lsn.vols[name]
+		}
+		s.mu.Unlock()
+		for name, kind := range pending {
+			s.publishVolume(ctx, vols[name], kind)
+		}
+	}
 }
 
 // deleteStream deletes the archived stream ref (archive.Archiver.Delete

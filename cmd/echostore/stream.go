@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -60,6 +61,16 @@ func newStreamCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// Chunks of --jsonl input: the input is read, checked and appended one
+// chunk at a time, so that memory stays bounded whatever its length. A
+// chunk ends after jsonlChunkRecords records or once it holds
+// jsonlChunkBytes bytes of input, whichever comes first (a longer line goes
+// alone). While one chunk is appended the next one is read and checked.
+const (
+	jsonlChunkRecords = 4096
+	jsonlChunkBytes   = 1 << 20
+)
+
 func newStreamAppendCmd(g *globals) *cobra.Command {
 	var jsonl, key string
 	cmd := &cobra.Command{
@@ -67,47 +78,43 @@ func newStreamAppendCmd(g *globals) *cobra.Command {
 		Short: "Append one record, or JSON lines from a file or stdin; print one branded id per line",
 		Long: `Append one record made of NAME=VALUE arguments (in that order), or, with
 --jsonl FILE (- for stdin), one record per line, each {"fields":{"name":"value",…}}.
-The whole input is checked before anything is appended: a bad line fails the
-command, names its line number, and nothing is appended. Prints the id of each
-appended record, one per line, in input order: EVT_… ids for QUEUE STREAM,
-Redis ids (<ms>-<seq>) for --key K.`,
+Prints the id of each appended record, one per line, in input order: EVT_… ids
+for QUEUE STREAM, Redis ids (<ms>-<seq>) for --key K.
+
+JSON lines are read, checked and appended in chunks of up to 4,096 records
+or 1 MiB of input (whichever comes first), so that any length of input takes
+bounded memory. A chunk is checked whole before any of it is appended: a bad
+line fails the command (exit status 1) and names its line number. Input that
+fits one chunk is therefore all or nothing: a bad line appends nothing. When a
+later chunk has a bad line, the chunks before it are in the stream (their ids
+are printed) and nothing of the bad chunk or after it is; the error says which
+lines were appended.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ref, args, err := streamArgs(key, cmd.Flags().Changed("key"), args)
 			if err != nil {
 				return err
 			}
-			var batch [][]mq.Field
 			switch {
 			case jsonl != "" && len(args) > 0:
 				return usageError("give the fields either as NAME=VALUE arguments or with --jsonl, not both")
 			case jsonl != "":
-				var err error
-				if batch, err = readJSONL(cmd.InOrStdin(), jsonl); err != nil {
-					return err
-				}
-				if len(batch) == 0 {
-					return fmt.Errorf("--jsonl %s: no records in the input", jsonl)
-				}
+				return appendJSONL(cmd.Context(), g, ref, cmd.InOrStdin(), jsonl)
 			case len(args) == 0:
 				return usageError("no fields: give NAME=VALUE arguments, or --jsonl - to read JSON lines from stdin")
-			default:
-				rec := make([]mq.Field, 0, len(args))
-				for _, a := range args {
-					name, value, ok := strings.Cut(a, "=")
-					if !ok {
-						return usageError("argument %q: want NAME=VALUE", a)
-					}
-					rec = append(rec, mq.Field{Name: name, Value: value})
-				}
-				batch = [][]mq.Field{rec}
 			}
-			// Every record is checked (readJSONL checks each line) before
-			// connecting, so that bad input fails fast and names its line.
-			if jsonl == "" {
-				if err := (mq.Limits{}).Check(batch[0]); err != nil {
-					return inputError(false, 0, err)
+			rec := make([]mq.Field, 0, len(args))
+			for _, a := range args {
+				name, value, ok := strings.Cut(a, "=")
+				if !ok {
+					return usageError("argument %q: want NAME=VALUE", a)
 				}
+				rec = append(rec, mq.Field{Name: name, Value: value})
+			}
+			// The record is checked before connecting, so that bad input
+			// fails fast.
+			if err := (mq.Limits{}).Check(rec); err != nil {
+				return inputError(false, 0, err)
 			}
 			ctx := cmd.Context()
 			b, err := open(ctx, g, redisLive)
@@ -115,15 +122,8 @@ Redis ids (<ms>-<seq>) for --key K.`,
 				return err
 			}
 			defer b.close()
-			res, err := b.Append(ctx, ref, batch)
 			out := bufio.NewWriter(g.stdout)
-			for _, id := range res.IDs {
-				out.WriteString(id)
-				out.WriteByte('\n')
-			}
-			if ferr := out.Flush(); err == nil {
-				err = ferr
-			}
+			_, err = appendPrint(ctx, b, ref, [][]mq.Field{rec}, out)
 			return err
 		},
 	}
@@ -132,10 +132,130 @@ Redis ids (<ms>-<seq>) for --key K.`,
 	return cmd
 }
 
+// appendJSONL appends the JSON lines of the file name (or stdin for "-")
+// chunk by chunk (see jsonlChunkRecords) and prints their ids. The first
+// chunk is read and checked before connecting, so that input that fits one
+// chunk and has a bad line fails before anything else is done.
+func appendJSONL(ctx context.Context, g *globals, ref names.StreamRef, stdin io.Reader, name string) error {
+	var r io.Reader = stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return fmt.Errorf("--jsonl: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	chunks := make(chan jsonlChunk)
+	go readJSONL(ctx, r, name, chunks)
+
+	first, ok := <-chunks
+	switch {
+	case !ok:
+		return fmt.Errorf("--jsonl %s: reading stopped: %w; nothing was appended", name, context.Cause(ctx))
+	case first.err != nil:
+		return fmt.Errorf("%w; nothing was appended", first.err)
+	case len(first.records) == 0:
+		return fmt.Errorf("--jsonl %s: no records in the input", name)
+	}
+	b, err := open(ctx, g, redisLive)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	out := bufio.NewWriterSize(g.stdout, 64<<10)
+	var done jsonlProgress
+	for ch := first; ; {
+		if ch.err != nil && done.chunks == 0 {
+			return fmt.Errorf("%w; nothing was appended", ch.err)
+		}
+		if ch.err != nil {
+			return done.failed(ch.err)
+		}
+		if len(ch.records) > 0 {
+			n, err := appendPrint(ctx, b, ref, ch.records, out)
+			if err != nil {
+				return done.appendFailed(err, n, ch.first)
+			}
+			done.add(ch)
+		}
+		if ch.eof {
+			return nil
+		}
+		var ok bool
+		if ch, ok = <-chunks; !ok {
+			return done.failed(fmt.Errorf("--jsonl %s: reading stopped: %w", name, context.Cause(ctx)))
+		}
+	}
+}
+
+// jsonlProgress is what an --jsonl append has appended: whole chunks.
+type jsonlProgress struct {
+	chunks, records, lastLine int
+}
+
+func (p *jsonlProgress) add(ch jsonlChunk) {
+	p.chunks++
+	p.records += len(ch.records)
+	p.lastLine = ch.last
+}
+
+// failed says, after err, which lines were appended before it.
+func (p *jsonlProgress) failed(err error) error {
+	if p.chunks == 0 {
+		return err
+	}
+	chunks := "chunks"
+	if p.chunks == 1 {
+		chunks = "chunk"
+	}
+	return fmt.Errorf("%w; lines 1-%d (%d records in %d %s) were appended before it and their ids printed; nothing from line %d on was appended",
+		err, p.lastLine, p.records, p.chunks, chunks, p.lastLine+1)
+}
+
+// appendFailed says, after the append of the chunk starting at line first
+// failed with err, having appended its first n records, what was appended.
+func (p *jsonlProgress) appendFailed(err error, n, first int) error {
+	switch {
+	case p.chunks == 0 && n == 0:
+		return err
+	case p.chunks == 0:
+		return fmt.Errorf("%w; the first %d records of the input were appended before it and their ids printed", err, n)
+	}
+	return fmt.Errorf("%w; %d records were appended before it (lines 1-%d, and %d records of the chunk from line %d) and their ids printed",
+		err, p.records+n, p.lastLine, n, first)
+}
+
+// appendPrint appends records as one batch and prints the id of each
+// record that landed, also when the append failed part way; it returns how
+// many it printed.
+func appendPrint(ctx context.Context, b backend, ref names.StreamRef, records [][]mq.Field, out *bufio.Writer) (int, error) {
+	res, err := b.Append(ctx, ref, records)
+	ids := res.IDs
+	var ae *mq.AppendError
+	if err != nil && len(ids) == 0 && errors.As(err, &ae) {
+		// Node.Append returns no ids with an error; the ids that landed are
+		// the AppendError's.
+		for _, id := range ae.Appended {
+			ids = append(ids, echostore.FormatID(ref, id.XID()))
+		}
+	}
+	for _, id := range ids {
+		out.WriteString(id)
+		out.WriteByte('\n')
+	}
+	if ferr := out.Flush(); err == nil {
+		err = ferr
+	}
+	return len(ids), err
+}
+
 // inputError describes a bad record of the input: its line with --jsonl.
 func inputError(lines bool, i int, err error) error {
 	if lines {
-		return fmt.Errorf("line %d: %s; nothing was appended", i+1, recordDetail(err))
+		return fmt.Errorf("line %d: %s", i+1, recordDetail(err))
 	}
 	return fmt.Errorf("%s; nothing was appended", recordDetail(err))
 }
@@ -153,20 +273,34 @@ func recordDetail(err error) string {
 	return re.Err.Error()
 }
 
-// readJSONL reads and checks one record per non-blank line. A bad line
-// fails the whole input with its line number.
-func readJSONL(stdin io.Reader, name string) ([][]mq.Field, error) {
-	var r io.Reader = stdin
-	if name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, fmt.Errorf("--jsonl: %w", err)
+// jsonlChunk is one chunk of --jsonl input: its records, checked, and the
+// numbers of its first and last line (blank lines included); or, with err, the bad line or the
+// read error that ends the input (the records of this chunk before it are
+// not appended).
+type jsonlChunk struct {
+	records     [][]mq.Field
+	first, last int
+	eof         bool // the last chunk of the input
+	err         error
+}
+
+// readJSONL reads r one chunk at a time (see jsonlChunkRecords), parses
+// and checks each non-blank line as a record, and sends the chunks on out,
+// which it closes at the end of the input, after a chunk with an error, or
+// when ctx ends.
+func readJSONL(ctx context.Context, r io.Reader, name string, out chan<- jsonlChunk) {
+	defer close(out)
+	send := func(ch jsonlChunk) bool {
+		select {
+		case out <- ch:
+			return true
+		case <-ctx.Done():
+			return false
 		}
-		defer f.Close()
-		r = f
 	}
-	br := bufio.NewReader(r)
-	var batch [][]mq.Field
+	br := bufio.NewReaderSize(r, 64<<10)
+	ch := jsonlChunk{first: 1}
+	size := 0
 	for line := 1; ; line++ {
 		text, err := br.ReadBytes('\n')
 		if len(bytes.TrimSpace(text)) > 0 {
@@ -175,15 +309,30 @@ func readJSONL(stdin io.Reader, name string) ([][]mq.Field, error) {
 				perr = (mq.Limits{}).CheckSize(fields) // the parser checked the rest
 			}
 			if perr != nil {
-				return nil, inputError(true, line-1, perr)
+				ch.err = inputError(true, line-1, perr)
+				send(ch)
+				return
 			}
-			batch = append(batch, fields)
+			ch.records = append(ch.records, fields)
+			size += len(text)
 		}
+		ch.last = line
 		if err == io.EOF {
-			return batch, nil
+			ch.eof = true
+			send(ch)
+			return
 		}
 		if err != nil {
-			return nil, fmt.Errorf("--jsonl %s: line %d: %w", name, line, err)
+			ch.err = fmt.Errorf("--jsonl %s: line %d: %w", name, line, err)
+			send(ch)
+			return
+		}
+		if len(ch.records) >= jsonlChunkRecords || size >= jsonlChunkBytes {
+			if !send(ch) {
+				return
+			}
+			ch = jsonlChunk{first: line + 1, records: make([][]mq.Field, 0, jsonlChunkRecords)}
+			size = 0
 		}
 	}
 }

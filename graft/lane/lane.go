@@ -6,6 +6,12 @@
 //
 // Each lane entry has the fields kind ("commit" or "push") and lsn
 // (decimal).
+//
+// A process that wants the events of its own commits and pushes (serve's
+// "lsn" events) registers with Local instead of following each volume's
+// lane: every event is handed to the local listeners as it is published,
+// so that watching any number of volumes costs no Redis connection, no
+// goroutine and no command per volume.
 package lane
 
 import (
@@ -15,6 +21,7 @@ import (
 	"iter"
 	"math"
 	"strconv"
+	"sync"
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
@@ -25,24 +32,59 @@ import (
 // Notifier is a graft.Notifier over an mq client's volume lanes.
 type Notifier struct {
 	c *mq.Client
+
+	mu    sync.Mutex
+	local map[uint64]func(graft.Event) // Local's listeners, by registration
+	next  uint64
 }
 
 var _ graft.Notifier = (*Notifier)(nil)
 
 // New returns a Notifier publishing and following on c.
-func New(c *mq.Client) *Notifier { return &Notifier{c: c} }
+func New(c *mq.Client) *Notifier { return &Notifier{c: c, local: map[uint64]func(graft.Event){}} }
 
-// Notify implements graft.Notifier: one XADD to the volume's lane.
+// Notify implements graft.Notifier: one XADD to the volume's lane; then
+// the event goes to every Local listener (also when the XADD failed: the
+// commit or push it announces happened).
 func (n *Notifier) Notify(ctx context.Context, e graft.Event) error {
 	l, err := lane(e.Volume)
 	if err != nil {
 		return err
 	}
 	_, err = n.c.Publish(ctx, l, mq.Field{Name: "kind", Value: e.Kind}, mq.Field{Name: "lsn", Value: strconv.FormatUint(e.LSN, 10)})
+	n.deliver(e)
 	if err != nil {
 		return fmt.Errorf("lane: volume %s: publish %s %d: %w", e.Volume, e.Kind, e.LSN, err)
 	}
 	return nil
+}
+
+// Local calls f with every event Notify publishes from now on, until stop
+// is called: the commits and pushes of this process, of every volume,
+// without reading Redis. f runs in Notify, on the goroutine that committed
+// or pushed, so it must not block (hand the event on, coalesced, to a
+// goroutine of its own). After stop returns, f is not called again.
+func (n *Notifier) Local(f func(graft.Event)) (stop func()) {
+	n.mu.Lock()
+	id := n.next
+	n.next++
+	n.local[id] = f
+	n.mu.Unlock()
+	return func() {
+		n.mu.Lock()
+		delete(n.local, id)
+		n.mu.Unlock()
+	}
+}
+
+// deliver hands e to the Local listeners. The lock is held while they
+// run (they do not block), so that none runs after its stop returned.
+func (n *Notifier) deliver(e graft.Event) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, f := range n.local {
+		f(e)
+	}
 }
 
 // Watch implements graft.Notifier: it follows the lane from its current

@@ -150,3 +150,70 @@ func volName(s string) names.Volume {
 	}
 	return v
 }
+
+// TestLocalListeners: every commit and push of a store is handed to the
+// Local listeners of its notifier, with its volume, kind and LSN, in
+// order, and is still published on the lane; after stop a listener gets
+// nothing more.
+func TestLocalListeners(t *testing.T) {
+	ctx := context.Background()
+	r := servers.Redis(t)
+	c, err := mq.Connect(ctx, mq.Options{URL: r.URL, AllowEviction: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	rs, err := remote.Open(ctx, "file://"+t.TempDir(), drivers.All()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	n := New(c)
+	st, err := graft.Open(ctx, t.TempDir(), graft.Options{Remote: rs, Notifier: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var got, after []graft.Event
+	stop := n.Local(func(e graft.Event) { got = append(got, e) }) // Notify runs on the committing goroutine
+	n.Local(func(e graft.Event) { after = append(after, e) })
+	vols := []string{"local.a", "local.b"}
+	for _, name := range vols {
+		v, err := st.CreateVolume(ctx, volName(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		commit(t, v, 1, []byte(name))
+		if _, err := v.Push(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []graft.Event{
+		{Volume: "local.a", LSN: 1, Kind: graft.EventCommit}, {Volume: "local.a", LSN: 1, Kind: graft.EventPush},
+		{Volume: "local.b", LSN: 1, Kind: graft.EventCommit}, {Volume: "local.b", LSN: 1, Kind: graft.EventPush},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("local events %+v, want %+v", got, want)
+	}
+	for _, name := range vols {
+		l, err := lane(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if top, err := c.LaneTop(ctx, l); err != nil || top == 0 {
+			t.Fatalf("lane of %s: top %v, %v: the events were not published on it", name, top, err)
+		}
+	}
+	stop()
+	v, err := st.Volume(ctx, volName("local.a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, v, 2, []byte("after stop"))
+	if len(got) != len(want) {
+		t.Fatalf("a stopped listener got %+v", got[len(want):])
+	}
+	if len(after) != len(want)+1 || after[len(want)] != (graft.Event{Volume: "local.a", LSN: 2, Kind: graft.EventCommit}) {
+		t.Fatalf("the listener still registered got %+v", after)
+	}
+}
