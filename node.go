@@ -410,6 +410,20 @@ func (n *Node) RemoteMeter() remote.Meter {
 // without redact.URL.
 func (n *Node) RemoteURL() string { return n.rurl }
 
+// AcceptQueues returns what the accept tier holds of each queue it has
+// met (pending jobs, the latest commits' batch sizes), by name: none
+// without Redis, and with Config.DeferJobs until the first job operation.
+// It does no I/O.
+func (n *Node) AcceptQueues() []accept.QueueStats {
+	n.jobsMu.Lock()
+	tier := n.tier
+	n.jobsMu.Unlock()
+	if tier == nil {
+		return nil
+	}
+	return tier.Stats()
+}
+
 // Outbox returns the accept outbox (nil without Redis, and with
 // Config.DeferJobs until the first job operation).
 func (n *Node) Outbox() *accept.Outbox {

@@ -237,6 +237,7 @@ func (t *Tier) commit(q *tierQueue, batch []item) error {
 	waiting := q.intake.nsync
 	carry := q.intake.carry
 	q.intake.carry = nil
+	q.intake.recent.add(len(batch), q.cs.lastPush)
 	q.intake.mu.Unlock()
 	woken := wake(batch, commitResult{lsn: lsn})
 	q.cs.siblings = min(woken+waiting, t.opts.CommitBatch)

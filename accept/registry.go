@@ -65,6 +65,7 @@ type intake struct {
 	drains  []chan error
 	stopped bool   // the committer has stopped: no more waiters; never unset
 	carry   []item // found on the volume by recovery, not pushed yet: dispatched after the next push
+	recent  recent // the latest commits (Tier.Stats)
 }
 
 // committerState belongs to the queue's committer goroutine. Recovery

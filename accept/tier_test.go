@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -263,6 +264,12 @@ func TestGroupCommit(t *testing.T) {
 	}
 	if q.vol.Head() != 2 {
 		t.Fatalf("local head %d, want 2 commits", q.vol.Head())
+	}
+	// The tier's own account: two commits, of 1 and 63 jobs (recorded
+	// before their callers are woken), nothing pending.
+	st := r.tier.Stats()
+	if len(st) != 1 || st[0].Queue != qn("grp") || st[0].Commits != 2 || !slices.Equal(st[0].Batches, []int{1, n}) || st[0].Pending != 0 || st[0].Sync != 0 {
+		t.Fatalf("Stats() = %+v, want grp with 2 commits of [1 %d], none pending", st, n)
 	}
 }
 

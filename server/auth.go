@@ -189,7 +189,7 @@ func routeScope(r *http.Request) Scope {
 		pattern = "POST /v1/streams/{q}/{s}/replay"
 	}
 	switch pattern {
-	case "GET /v1/streams/{q}/{s}", "GET /v1/streams/{q}/{s}/archive", "GET /v1/keys/{k}", "GET /v1/keys/{k}/archive", "GET /v1/streams/{q}/{s}/groups", "GET /v1/keys/{k}/groups", "GET /v1/queues", "GET /v1/series", "GET /v1/queues/{q}", "GET /v1/queues/{q}/jobs",
+	case "GET /v1/streams/{q}/{s}", "GET /v1/streams/{q}/{s}/archive", "GET /v1/keys/{k}", "GET /v1/keys/{k}/archive", "GET /v1/streams/{q}/{s}/groups", "GET /v1/keys/{k}/groups", "GET /v1/queues", "GET /v1/series", "GET /v1/nodes", "GET /v1/queues/{q}", "GET /v1/queues/{q}/jobs",
 		"GET /v1/queues/{q}/dead", "GET /v1/volumes", "GET /v1/volumes/{vid}", "GET /v1/events",
 		"POST /v1/session", "GET /metrics",
 		"": // no route: the 404 or 405 of a caller with any token

@@ -54,6 +54,7 @@ var routeSamples = map[string]sample{
 	"GET /v1/queues/{q}/dead":           {"/v1/queues/{q}/dead", ""},
 	"GET /v1/queues":                    {"/v1/queues", ""},
 	"GET /v1/series":                    {"/v1/series", ""},
+	"GET /v1/nodes":                     {"/v1/nodes", ""},
 	"GET /v1/streams/{q}/{s}/groups":    {"/v1/streams/{q}/{s}/groups", ""},
 	"GET /v1/keys/{k}/groups":           {"/v1/keys/key%3A{q}/groups", ""},
 	"GET /v1/queues/{q}/jobs":           {"/v1/queues/{q}/jobs?state=pending", ""},

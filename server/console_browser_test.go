@@ -87,6 +87,12 @@ func TestBrowserConsole(t *testing.T) {
 	e.must("POST", "/v1/queues/"+q+"/claim?consumer=worker-1", "")
 	waitJS(t, ctx, "the claim moves it to in flight", row+`?.cells[1].textContent === "0" && `+row+`.cells[2].textContent === "1"`)
 
+	// A sync enqueue: the row gains the accept tier's side (the commit's
+	// batch size, the sync latency).
+	e.must("POST", "/v1/queues/"+q+"/jobs?mode=sync", `{"payload":{"task":"sync"}}`)
+	waitJS(t, ctx, "the row shows the tier's commits and sync latency",
+		row+`?.cells[7].textContent === "0" && /^[0-9]+( · [0-9]+)*$/.test(`+row+`.cells[8].textContent) && / ms$/.test(`+row+`.cells[9].textContent)`)
+
 	// The job browser, from the keyboard: the pending job with its
 	// consumer and its payload, truncated and expandable.
 	press(t, ctx, `#queues tr[data-queue="`+q+`"] button.jobs`)
@@ -128,6 +134,13 @@ func TestBrowserConsole(t *testing.T) {
 		`document.querySelector('#chart-records polyline[data-key="appends"]').getAttribute("points").split(" ").length >= 2 && `+
 			`[...document.querySelectorAll("#chart-records .legend span")].every(s => !s.textContent.endsWith("—"))`)
 	waitJS(t, ctx, "the memory chart shows Redis's used memory", `/used: [0-9.]+$/.test(document.querySelector('#chart-memory .legend span[data-key="redis_used_memory"]').textContent)`)
+	waitJS(t, ctx, "the object store chart shows its requests", `/^requests: [0-9.]+$/.test(document.querySelector('#chart-remote .legend span[data-key="remote_requests"]').textContent)`)
+
+	// Nodes: this node, its heartbeat in its group, and the stream it
+	// cycles (alone, all of them).
+	waitJS(t, ctx, "the nodes table shows this node with its heartbeat and its streams",
+		`(() => { const tr = [...document.querySelectorAll("#nodes tr")].find(tr => tr.cells[0].textContent.endsWith("(this node)"));
+		return !!tr && / s left$/.test(tr.cells[4].textContent) && tr.cells[5].textContent.includes(`+strconv.Quote("/v1/streams/"+q+"/s")+`); })()`)
 
 	// Light and dark follow the system's scheme.
 	bg := `getComputedStyle(document.body).backgroundColor`

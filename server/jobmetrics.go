@@ -40,13 +40,44 @@ type jobMetrics struct {
 
 	mu     sync.Mutex
 	queues map[names.Queue]bool
+	// syncLat are each queue's latest sync enqueue latencies (a ring of
+	// syncRing), for the console's per-queue quantiles.
+	syncLat map[names.Queue]*latRing
+}
+
+// syncRing is how many of a queue's latest sync enqueues its quantiles
+// cover.
+const syncRing = 256
+
+// latRing is a queue's latest sync enqueue latencies.
+type latRing struct {
+	d [syncRing]time.Duration
+	n uint64
+}
+
+// syncQuantiles returns the p50 and p99, in milliseconds, of q's latest
+// sync enqueues, and how many they are (at most syncRing).
+func (m *jobMetrics) syncQuantiles(q names.Queue) (p50, p99 float64, n int) {
+	m.mu.Lock()
+	r := m.syncLat[q]
+	var ds []time.Duration
+	if r != nil {
+		ds = append(ds, r.d[:min(r.n, syncRing)]...)
+	}
+	m.mu.Unlock()
+	if len(ds) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(ds)
+	return quantile(ds, 0.50), quantile(ds, 0.99), len(ds)
 }
 
 func newJobMetrics(t *tally) *jobMetrics {
 	q := []string{"queue"}
 	return &jobMetrics{
-		tally:  t,
-		queues: map[names.Queue]bool{},
+		tally:   t,
+		queues:  map[names.Queue]bool{},
+		syncLat: map[names.Queue]*latRing{},
 		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "echostore_jobs_enqueued_total",
 			Help: "Jobs acknowledged to an enqueue, by durability mode (async: in the outbox; sync: replicated).",
@@ -119,6 +150,15 @@ func (m *jobMetrics) enqueuedOne(q names.Queue, mode string, d time.Duration) {
 	m.tally.enqueued.Add(1)
 	if mode == "sync" {
 		m.tally.syncEnqueued(d)
+		m.mu.Lock()
+		r := m.syncLat[q]
+		if r == nil {
+			r = &latRing{}
+			m.syncLat[q] = r
+		}
+		r.d[r.n%syncRing] = d
+		r.n++
+		m.mu.Unlock()
 	}
 }
 

@@ -170,6 +170,31 @@ func TestQueueRoutes(t *testing.T) {
 	if !found || list.Accept.K != 1000 {
 		t.Fatalf("queues: %+v", list)
 	}
+	// Sync enqueues through the accept tier: the queue's row gains the
+	// tier's side (its commits, nothing left pending, the sync latency).
+	tq := queueName(t) + "-tier"
+	for i := range 3 {
+		if code, body := e.do("POST", "/v1/queues/"+tq+"/jobs?mode=sync", "", strings.NewReader(fmt.Sprintf(`{"payload":%d}`, i))); code != 200 {
+			t.Fatalf("sync enqueue: %d %s", code, body)
+		}
+	}
+	list = QueueList{}
+	if err := json.Unmarshal(e.must("GET", "/v1/queues", ""), &list); err != nil {
+		t.Fatal(err)
+	}
+	var row *QueueRow
+	for i := range list.Queues {
+		if list.Queues[i].Queue == tq {
+			row = &list.Queues[i]
+		}
+	}
+	if row == nil || row.Accept == nil {
+		t.Fatalf("queue %s after 3 sync enqueues: no accept row in %+v", tq, list)
+	}
+	if row.Accept.Commits < 1 || row.Accept.Pending != 0 || row.Accept.SyncN != 3 ||
+		row.Accept.SyncP50Ms <= 0 || row.Accept.SyncP99Ms < row.Accept.SyncP50Ms || sum(row.Accept.Batches) != 3 {
+		t.Fatalf("queue %s after 3 sync enqueues: %+v", tq, row)
+	}
 	var pending struct {
 		Jobs []struct {
 			State, Entry, Consumer string
@@ -196,4 +221,13 @@ func TestQueueRoutes(t *testing.T) {
 	if b := e.must("DELETE", "/v1/queues/"+q+"/dead?confirm="+DeleteDeadConfirm, `{"entries":["0-1"]}`); string(b) != `{"deleted":0}`+"\n" {
 		t.Fatalf("delete of no dead letter: %s", b)
 	}
+}
+
+// sum adds up ns.
+func sum(ns []int) int {
+	t := 0
+	for _, n := range ns {
+		t += n
+	}
+	return t
 }

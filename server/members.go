@@ -191,6 +191,9 @@ type view struct {
 	self  string
 	nodes []string // the live nodes' ids, sorted; self among them
 	epoch string   // the streams epoch
+	// left is, per live node, the milliseconds its heartbeat had left
+	// when this view was read (GET /v1/nodes).
+	left map[string]int64
 }
 
 // owner returns the live node that cycles ref: the highest rendezvous
@@ -342,12 +345,14 @@ func (m *members) refresh(ctx context.Context) (*view, bool, error) {
 	if len(reply)%2 != 1 {
 		return nil, false, fmt.Errorf("serve: heartbeat: unexpected reply %q", reply)
 	}
-	v := &view{group: g, self: m.id, epoch: reply[0]}
+	v := &view{group: g, self: m.id, epoch: reply[0], left: map[string]int64{}}
 	for i := 1; i < len(reply); i += 2 {
 		v.nodes = append(v.nodes, reply[i])
+		v.left[reply[i]], _ = strconv.ParseInt(reply[i+1], 10, 64)
 	}
 	if !slices.Contains(v.nodes, m.id) {
 		v.nodes = append(v.nodes, m.id) // it has just heartbeated
+		v.left[m.id] = HeartbeatTTL.Milliseconds()
 	}
 	slices.Sort(v.nodes)
 	m.mu.Lock()

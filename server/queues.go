@@ -8,6 +8,7 @@ import (
 	"time"
 
 	echostore "github.com/echostore/echostore"
+	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
@@ -25,8 +26,39 @@ const maxListedQueues = 1000
 // in Redis or handled by this serve (at most 1000, by name), each with its
 // status, and the accept tier's outbox.
 type QueueList struct {
-	Queues []echostore.QueueStatus `json:"queues"`
-	Accept AcceptStatus            `json:"accept"`
+	Queues []QueueRow   `json:"queues"`
+	Accept AcceptStatus `json:"accept"`
+}
+
+// QueueRow is one queue of GET /v1/queues: its job stream's state and,
+// for a queue whose jobs this serve's accept tier has taken, the tier's
+// side of it.
+type QueueRow struct {
+	echostore.QueueStatus
+	// Accept is nil for a queue the tier has not met since serve started.
+	Accept *QueueAccept `json:"accept,omitempty"`
+}
+
+// QueueAccept is the accept tier's side of one queue: the jobs accepted
+// and not yet committed (against the outbox's K, in QueueList.Accept), the
+// sizes of its latest group commits, and the latency of its latest sync
+// enqueues.
+type QueueAccept struct {
+	// Pending are the jobs accepted and not yet taken by the queue's
+	// committer; Sync of them have a sync caller waiting.
+	Pending int `json:"pending"`
+	Sync    int `json:"sync"`
+	// Batches are the job counts of the latest commits (at most 16), oldest
+	// first; Commits counts every commit since serve started.
+	Batches []int  `json:"batches"`
+	Commits uint64 `json:"commits"`
+	// LastPushMs is how long the last commit's push took, in milliseconds.
+	LastPushMs float64 `json:"last_push_ms"`
+	// SyncP50Ms and SyncP99Ms are the quantiles of the latest SyncN sync
+	// enqueues' latency (at most 256; 0 when there were none).
+	SyncP50Ms float64 `json:"sync_p50_ms"`
+	SyncP99Ms float64 `json:"sync_p99_ms"`
+	SyncN     int     `json:"sync_n"`
 }
 
 // AcceptStatus is the accept tier's outbox as a console shows it.
@@ -92,13 +124,23 @@ func (s *Server) queueList(ctx context.Context) (QueueList, error) {
 	if len(qs) > maxListedQueues {
 		qs = qs[:maxListedQueues]
 	}
-	out := QueueList{Queues: make([]echostore.QueueStatus, 0, len(qs))}
+	tier := map[names.Queue]accept.QueueStats{}
+	for _, st := range s.node.AcceptQueues() {
+		tier[st.Queue] = st
+	}
+	out := QueueList{Queues: make([]QueueRow, 0, len(qs))}
 	for _, q := range qs {
 		st, err := s.node.QueueStatus(ctx, q)
 		if err != nil {
 			return QueueList{}, err
 		}
-		out.Queues = append(out.Queues, st)
+		row := QueueRow{QueueStatus: st}
+		if ts, ok := tier[q]; ok {
+			p50, p99, n := s.m.jobs.syncQuantiles(q)
+			row.Accept = &QueueAccept{Pending: ts.Pending, Sync: ts.Sync, Batches: ts.Batches, Commits: ts.Commits,
+				LastPushMs: float64(ts.LastPush.Microseconds()) / 1000, SyncP50Ms: p50, SyncP99Ms: p99, SyncN: n}
+		}
+		out.Queues = append(out.Queues, row)
 	}
 	if s.out != nil {
 		st := s.out.Stats()

@@ -65,6 +65,7 @@ func (s *Server) routes() []route {
 	api("POST /v1/keys/{k}/replay", s.handleReplay)
 	api("GET /v1/queues", s.handleQueues)
 	api("GET /v1/series", s.handleSeries)
+	api("GET /v1/nodes", s.handleNodes)
 	api("GET /v1/queues/{q}", s.handleQueueStatus)
 	api("GET /v1/queues/{q}/jobs", s.handleJobs)
 	api("DELETE /v1/queues/{q}/dead", s.handleDeleteDead)

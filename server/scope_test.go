@@ -44,6 +44,7 @@ var wantScope = map[string]Scope{
 	"GET /v1/queues/{q}/dead":                ScopeRead,
 	"GET /v1/queues":                         ScopeRead,
 	"GET /v1/series":                         ScopeRead,
+	"GET /v1/nodes":                          ScopeRead,
 	"GET /v1/streams/{q}/{s}/groups":         ScopeRead,
 	"GET /v1/keys/{k}/groups":                ScopeRead,
 	"GET /v1/queues/{q}/jobs":                ScopeRead,

@@ -45,6 +45,11 @@ type Sample struct {
 	// ReplicationLag is the commits of the data dir's volumes not yet on
 	// the remote (local LSN − remote LSN, summed).
 	ReplicationLag uint64 `json:"replication_lag_commits"`
+	// RemoteRequests is requests per second to the object store, and
+	// RemoteBytes body bytes per second each way (both 0 for a node
+	// without a remote), as the node's metering counts them.
+	RemoteRequests float64 `json:"remote_requests"`
+	RemoteBytes    float64 `json:"remote_bytes"`
 }
 
 // tally counts what the live charts show, beside the Prometheus metrics
@@ -92,7 +97,7 @@ func (t *tally) forget(key string) {
 type series struct {
 	mu     sync.Mutex
 	points []Sample
-	prev   [6]int64
+	prev   [8]int64 // the tally's counters, then the remote's requests and bytes
 	prevT  time.Time
 }
 
@@ -108,7 +113,9 @@ func quantile(ds []time.Duration, q float64) float64 {
 // sample takes one sample at now, keeps it, and returns it.
 func (s *Server) sample(ctx context.Context, now time.Time) Sample {
 	t := s.m.tally
-	cur := [6]int64{t.appended.Load(), t.folded.Load(), t.trimmed.Load(), t.enqueued.Load(), t.claimed.Load(), t.acked.Load()}
+	rm := s.node.RemoteMeter()
+	cur := [8]int64{t.appended.Load(), t.folded.Load(), t.trimmed.Load(), t.enqueued.Load(), t.claimed.Load(), t.acked.Load(),
+		rm.Total(), rm.BytesIn + rm.BytesOut}
 	t.mu.Lock()
 	lat := t.syncLat
 	t.syncLat = nil
@@ -141,6 +148,7 @@ func (s *Server) sample(ctx context.Context, now time.Time) Sample {
 			rate := func(i int) float64 { return float64(cur[i]-sr.prev[i]) / dt }
 			p.Appends, p.Folded, p.Trimmed = rate(0), rate(1), rate(2)
 			p.Enqueued, p.Claimed, p.Acked = rate(3), rate(4), rate(5)
+			p.RemoteRequests, p.RemoteBytes = rate(6), rate(7)
 		}
 	}
 	sr.prev, sr.prevT = cur, now

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,6 +106,25 @@ func TestShareLocalVolume(t *testing.T) {
 	b.srv.Beat(ctx) // b's view has a now
 	if !a.srv.owns(ref(held)) || b.srv.owns(ref(held)) || !a.srv.owns(ref(owned)) {
 		t.Fatalf("shares: a owns %s %v, %s %v; b owns %s %v", held, a.srv.owns(ref(held)), owned, a.srv.owns(ref(owned)), held, b.srv.owns(ref(held)))
+	}
+	// The console's view of the group, from a: both nodes live, with their
+	// heartbeats and addresses, and both streams a's share.
+	var nodes NodeList
+	if err := json.Unmarshal(a.must("GET", "/v1/nodes", ""), &nodes); err != nil {
+		t.Fatal(err)
+	}
+	if nodes.Group == "" || nodes.Self != aID || len(nodes.Nodes) != 2 {
+		t.Fatalf("GET /v1/nodes from a: %+v, want a group of a and b", nodes)
+	}
+	for _, n := range nodes.Nodes {
+		want, addr := []string{}, b.srv.Addr().String()
+		if n.ID == aID {
+			want, addr = []string{apiPath(ref(held)), apiPath(ref(owned))}, a.srv.Addr().String()
+			slices.Sort(want)
+		}
+		if n.Self != (n.ID == aID) || n.Addr != addr || n.HeartbeatLeftMs <= 0 || n.Started == "" || !slices.Equal(n.Streams, want) || n.StreamsN != len(want) {
+			t.Fatalf("GET /v1/nodes from a, node %s: %+v, want address %s and the streams %v", n.ID, n, addr, want)
+		}
 	}
 	appendN(a, held, 10)
 	appendN(a, owned, 10)
