@@ -91,7 +91,7 @@ func TestBrowserConsole(t *testing.T) {
 	// batch size, the sync latency).
 	e.must("POST", "/v1/queues/"+q+"/jobs?mode=sync", `{"payload":{"task":"sync"}}`)
 	waitJS(t, ctx, "the row shows the tier's commits and sync latency",
-		row+`?.cells[7].textContent === "0" && /^[0-9]+( · [0-9]+)*$/.test(`+row+`.cells[8].textContent) && / ms$/.test(`+row+`.cells[9].textContent)`)
+		row+`?.cells[8].textContent === "0" && /^[0-9]+( · [0-9]+)*$/.test(`+row+`.cells[9].textContent) && / ms$/.test(`+row+`.cells[10].textContent)`)
 
 	// The job browser, from the keyboard: the pending job with its
 	// consumer and its payload, truncated and expandable.
@@ -108,11 +108,12 @@ func TestBrowserConsole(t *testing.T) {
 	if err := json.Unmarshal(e.must("GET", "/v1/queues/"+q, ""), &st); err != nil || st.Dead < 2 {
 		t.Fatalf("queue status: %+v %v, want at least 2 dead letters", st, err)
 	}
-	dead := func(n int64) string { return row + `?.cells[4].textContent === "` + strconv.FormatInt(n, 10) + `"` }
+	dead := func(n int64) string { return row + `?.cells[5].textContent === "` + strconv.FormatInt(n, 10) + `"` }
 	listed := func(n int64) string {
 		return `document.querySelectorAll("#job-rows tr").length === ` + strconv.FormatInt(n, 10)
 	}
 	waitJS(t, ctx, "the row counts the dead letters", dead(st.Dead))
+	waitJS(t, ctx, "the row counts the retried deliveries", row+`?.cells[4].textContent !== "0"`)
 	press(t, ctx, `#job-tabs button.tab-dead`)
 	waitJS(t, ctx, "the dead tab lists them", listed(st.Dead))
 	press(t, ctx, `#job-rows tr:first-child button.redrive`)

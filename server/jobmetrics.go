@@ -43,6 +43,16 @@ type jobMetrics struct {
 	// syncLat are each queue's latest sync enqueue latencies (a ring of
 	// syncRing), for the console's per-queue quantiles.
 	syncLat map[names.Queue]*latRing
+	// retriedN counts each queue's deliveries after the first since serve
+	// started (the console's retried column; the counter's value).
+	retriedN map[names.Queue]int64
+}
+
+// retriedJobs returns q's deliveries after the first since serve started.
+func (m *jobMetrics) retriedJobs(q names.Queue) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.retriedN[q]
 }
 
 // syncRing is how many of a queue's latest sync enqueues its quantiles
@@ -75,9 +85,10 @@ func (m *jobMetrics) syncQuantiles(q names.Queue) (p50, p99 float64, n int) {
 func newJobMetrics(t *tally) *jobMetrics {
 	q := []string{"queue"}
 	return &jobMetrics{
-		tally:   t,
-		queues:  map[names.Queue]bool{},
-		syncLat: map[names.Queue]*latRing{},
+		tally:    t,
+		queues:   map[names.Queue]bool{},
+		syncLat:  map[names.Queue]*latRing{},
+		retriedN: map[names.Queue]int64{},
 		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "echostore_jobs_enqueued_total",
 			Help: "Jobs acknowledged to an enqueue, by durability mode (async: in the outbox; sync: replicated).",
@@ -176,6 +187,9 @@ func (m *jobMetrics) claimedJobs(q names.Queue, res echostore.ClaimResult) {
 		}
 	}
 	m.retried.WithLabelValues(l).Add(float64(retried))
+	m.mu.Lock()
+	m.retriedN[q] += int64(retried)
+	m.mu.Unlock()
 	m.dead.WithLabelValues(l).Add(float64(res.Dead))
 }
 

@@ -35,6 +35,10 @@ type QueueList struct {
 // side of it.
 type QueueRow struct {
 	echostore.QueueStatus
+	// Retried counts the queue's deliveries after the first (claims of a
+	// job whose earlier claim was not acknowledged in time) that this
+	// serve handed out since it started.
+	Retried int64 `json:"retried"`
 	// Accept is nil for a queue the tier has not met since serve started.
 	Accept *QueueAccept `json:"accept,omitempty"`
 }
@@ -134,7 +138,7 @@ func (s *Server) queueList(ctx context.Context) (QueueList, error) {
 		if err != nil {
 			return QueueList{}, err
 		}
-		row := QueueRow{QueueStatus: st}
+		row := QueueRow{QueueStatus: st, Retried: s.m.jobs.retriedJobs(q)}
 		if ts, ok := tier[q]; ok {
 			p50, p99, n := s.m.jobs.syncQuantiles(q)
 			row.Accept = &QueueAccept{Pending: ts.Pending, Sync: ts.Sync, Batches: ts.Batches, Commits: ts.Commits,
