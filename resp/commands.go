@@ -59,11 +59,15 @@ var readCommands = set(
 	"subscribe", "psubscribe", "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe", "pubsub",
 )
 
-// adminCommands administer the server.
+// adminCommands administer the server, or run scripts: a script can run
+// any command on any key, whatever keys its arguments name (an archived
+// stream's XTRIM, FLUSHALL), so EVAL, EVALSHA and FCALL are admin's; their
+// read-only forms (EVAL_RO, FCALL_RO), which Redis refuses to let write,
+// are read's.
 var adminCommands = set(
 	"config", "flushall", "flushdb", "debug", "shutdown", "save", "bgsave", "bgrewriteaof", "replicaof", "slaveof",
 	"failover", "module", "swapdb", "migrate", "sync", "psync", "slowlog", "latency", "monitor", "acl", "cluster",
-	"client", "script", "function",
+	"client", "script", "function", "eval", "evalsha", "fcall",
 )
 
 // readSubcommands are the read-scope subcommands of admin commands.

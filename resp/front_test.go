@@ -309,8 +309,16 @@ func TestAuth(t *testing.T) {
 		{[]string{"CONFIG", "GET", "maxmemory"}, "-NOPERM"},
 		{[]string{"CLIENT", "KILL", "ID", "1"}, "-NOPERM"},
 		{[]string{"CLIENT", "ID"}, ":"},
+		// A script can run any command on any key, an archived stream's
+		// XTRIM included, whatever its arguments say: admin's.
+		{[]string{"EVAL", "return redis.call('XTRIM', KEYS[1], 'MAXLEN', 0)", "1", key}, "-NOPERM"},
+		{[]string{"EVALSHA", "0000000000000000000000000000000000000000", "0"}, "-NOPERM"},
+		{[]string{"FCALL", "f", "0"}, "-NOPERM"},
+		{[]string{"EVAL_RO", "return 1", "0"}, ":1"},
+		{[]string{"XLEN", key}, ":1"},
 		{[]string{"AUTH", adminToken}, "+OK"},
 		{[]string{"CONFIG", "GET", "maxmemory"}, "*2"},
+		{[]string{"EVAL", "return 1", "0"}, ":1"},
 		{[]string{"MONITOR"}, "-ERR echostore"},
 		{[]string{"CLIENT", "REPLY", "OFF"}, "-ERR echostore"},
 	} {
