@@ -271,6 +271,16 @@ func LoadConfig(path string) (Config, error) {
 
 // ParseConfig parses a YAML configuration. Unknown keys are errors.
 func ParseConfig(b []byte) (Config, error) {
+	// Every number of the configuration is a whole number (counts, a node
+	// number) or a duration: a fraction would be truncated silently by the
+	// decoder (keep: 1.9 would keep 1), so it is refused first.
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if n := findFloat(&doc); n != nil {
+		return Config{}, fmt.Errorf("%w: line %d: %s is not a whole number (every number of the configuration is a count or a node number; durations take units, e.g. 1.5s)", ErrConfig, n.Line, n.Value)
+	}
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
@@ -278,6 +288,24 @@ func ParseConfig(b []byte) (Config, error) {
 		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return c, nil
+}
+
+// findFloat returns the first scalar of n tagged as a float, nil if none,
+// except the values of name: and key: (a queue, stream or key may be named
+// 1.5 without quotes).
+func findFloat(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" {
+		return n
+	}
+	for i, c := range n.Content {
+		if n.Kind == yaml.MappingNode && i%2 == 1 && (n.Content[i-1].Value == "name" || n.Content[i-1].Value == "key") {
+			continue
+		}
+		if f := findFloat(c); f != nil {
+			return f
+		}
+	}
+	return nil
 }
 
 // stream is a resolved StreamConfig.

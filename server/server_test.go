@@ -689,6 +689,10 @@ queues:
 		ev.window != (archive.Window{Keep: 100, MaxAge: 24 * time.Hour}) || au.archived || au.window.Keep != 50 {
 		t.Fatalf("resolved: %+v %+v %+v", c, ev, au)
 	}
+	// A name that reads as a number is still a name.
+	if c, err := ParseConfig([]byte("queues: [{name: 1.5, streams: [{name: 2.5}]}]")); err != nil || c.Queues[0].Name != "1.5" || c.Queues[0].Streams[0].Name != "2.5" {
+		t.Fatalf("numeric names: %+v %v", c.Queues, err)
+	}
 	d, _ := Config{Data: "d", Redis: "r"}.withDefaults()
 	if def, _ := d.resolve(mustRef(t, "q", "s"), StreamConfig{}); !def.archived || def.window.Keep != DefaultKeep || def.trimAfter != archive.TrimAfterLocal {
 		t.Fatalf("defaults: %+v", def)
@@ -705,6 +709,11 @@ queues:
 		"max_streams: -1",
 		"max_queues: -1",
 		"max_streams: 1\nqueues: [{name: a, streams: [{name: s}, {name: t}]}]",
+		// A fraction is refused, not truncated (keep: 1.9 would keep 1).
+		"queues: [{name: a, streams: [{name: s, keep: 1.9}]}]",
+		"max_streams: 2.5",
+		"node: 1.5",
+		"defaults: {retain_count: 1e3}",
 	} {
 		c, err := ParseConfig([]byte(bad))
 		if err == nil {
