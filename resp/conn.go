@@ -56,11 +56,12 @@ type post struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, proto: 2, db: s.cfg.Upstream.DB}
-	c.cr = &clientReader{c: nc}
+	c.cr = &clientReader{c: nc, budget: MaxUnauthenticatedInput}
 	c.rd = redcon.NewReader(c.cr)
 	c.w = bufio.NewWriterSize(nc, 64<<10)
 	if s.cfg.Authenticate == nil {
 		c.id, c.authed = Identity{Name: "anyone", Scope: ScopeAdmin}, true
+		c.cr.budget = -1
 	}
 	return c
 }
@@ -345,6 +346,7 @@ func (c *conn) auth(args [][]byte) []byte {
 		return appendError(nil, "WRONGPASS invalid username-password pair or user is disabled.")
 	}
 	c.id, c.authed = id, true
+	c.cr.unbound()
 	return appendSimple(nil, "OK")
 }
 
@@ -422,6 +424,7 @@ func (c *conn) reset(ctx context.Context) bool {
 	c.proto, c.db, c.multi = 2, c.s.cfg.Upstream.DB, false
 	if c.s.cfg.Authenticate != nil {
 		c.id, c.authed = Identity{}, false
+		c.cr.bound()
 	}
 	c.writeLocal(appendSimple(nil, "RESET"))
 	return true
@@ -614,14 +617,32 @@ func intBody(rep []byte) (int64, bool) {
 	return n, err == nil
 }
 
+// MaxUnauthenticatedInput bounds the bytes a client may send before its
+// AUTH (or HELLO … AUTH) succeeds, when the front has tokens: the command
+// reader buffers a command whole, so without a bound a client that never
+// authenticates could make the front hold any amount of memory. A client
+// past it gets an error and is disconnected.
+const MaxUnauthenticatedInput = 1 << 20
+
+// errUnauthenticatedInput ends a connection that sent more than
+// MaxUnauthenticatedInput before authenticating.
+var errUnauthenticatedInput = errors.New("more than 1 MiB of input before AUTH")
+
 // clientReader is the client connection as redcon reads it: bytes a
-// blocking wait's watcher read come first.
+// blocking wait's watcher read come first. While budget is not negative
+// (the client has not authenticated) it reads at most budget more bytes.
 type clientReader struct {
-	c    net.Conn
-	mu   sync.Mutex
-	head []byte
-	err  error
+	c      net.Conn
+	mu     sync.Mutex
+	head   []byte
+	err    error
+	budget int64
 }
+
+// unbound lifts the budget (the client authenticated); bound sets it again
+// (RESET).
+func (r *clientReader) unbound() { r.mu.Lock(); r.budget = -1; r.mu.Unlock() }
+func (r *clientReader) bound()   { r.mu.Lock(); r.budget = MaxUnauthenticatedInput; r.mu.Unlock() }
 
 func (r *clientReader) push(b []byte) {
 	r.mu.Lock()
@@ -643,12 +664,27 @@ func (r *clientReader) Read(p []byte) (int, error) {
 		r.mu.Unlock()
 		return n, nil
 	}
-	err := r.err
+	err, budget := r.err, r.budget
 	r.mu.Unlock()
 	if err != nil {
 		return 0, err
 	}
-	return r.c.Read(p)
+	if budget < 0 {
+		return r.c.Read(p)
+	}
+	if budget == 0 {
+		return 0, errUnauthenticatedInput
+	}
+	if int64(len(p)) > budget {
+		p = p[:budget]
+	}
+	n, err := r.c.Read(p)
+	r.mu.Lock()
+	if r.budget >= 0 {
+		r.budget = max(0, r.budget-int64(n))
+	}
+	r.mu.Unlock()
+	return n, err
 }
 
 // guardArchived returns the error reply of a write to an archived stream

@@ -1,10 +1,13 @@
 package resp_test
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/echostore/echostore/resp"
 )
 
 // values are the field values of the records the tests XADD directly:
@@ -393,5 +396,35 @@ func TestRelayModeAuthAndReset(t *testing.T) {
 	direct.must("PUBLISH", "relay-ch", "after-reset")
 	if got := front.do("PING"); got != "+PONG\r\n" {
 		t.Fatalf("PING after RESET: %q, want +PONG (no subscription left, no message)", got)
+	}
+}
+
+// TestUnauthenticatedInputBounded: with tokens, a client that sends more
+// than MaxUnauthenticatedInput before AUTH (one huge bulk string the
+// reader would buffer whole) gets an error and is disconnected; after
+// AUTH the same value is written.
+func TestUnauthenticatedInputBounded(t *testing.T) {
+	e := newEnv(t, true)
+	big := strings.Repeat("x", 2*resp.MaxUnauthenticatedInput)
+	c := dial(t, e.front)
+	// The write may fail part way once the front hangs up: the reply (or
+	// the connection's end) is what counts.
+	go func() {
+		fmt.Fprintf(c.c, "*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$%d\r\n%s\r\n", len(big), big)
+	}()
+	rep, err := resp.ReadReply(c.r, nil)
+	if err != nil || !strings.Contains(string(rep), "before AUTH") {
+		t.Fatalf("2 MiB before AUTH: %q %v, want the error", rep, err)
+	}
+	if _, err := resp.ReadReply(c.r, nil); err == nil {
+		t.Fatal("the connection stayed open")
+	}
+	a := dial(t, e.front)
+	a.must("AUTH", writeToken)
+	if got := a.do("SET", "big", big); got != "+OK\r\n" {
+		t.Fatalf("2 MiB after AUTH: %q", got)
+	}
+	if got := a.do("STRLEN", "big"); got != ":"+strconv.Itoa(len(big))+"\r\n" {
+		t.Fatalf("STRLEN: %q", got)
 	}
 }
