@@ -94,7 +94,12 @@ func TestServeReplicatesByDefault(t *testing.T) {
 	// deadline only bounds the wait.
 	start := time.Now()
 	var vols []echostore.VolumeStatus
-	waitDeadline(t, 30*time.Second, "every volume pushed in the background", func() bool {
+	defer func() {
+		if t.Failed() {
+			t.Logf("the volumes last seen: %+v\nthe child's stderr:\n%s", vols, p.Stderr())
+		}
+	}()
+	waitDeadline(t, 90*time.Second, "every volume pushed in the background", func() bool {
 		vols = volumes(c)
 		found := false
 		for _, v := range vols {

@@ -148,7 +148,12 @@ func setupScript(e *testscript.Env, mode, transcripts string) error {
 	srv, err := server.Open(ctx, server.Config{
 		Redis: r.URL, Data: data, Remote: remoteURL,
 		Listen: "127.0.0.1:0", Beat: time.Hour, AllowEviction: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// No background replication: a script prints what its commands
+		// did, and a push in the background would make a volume's remote
+		// LSN (and a delete's remote objects) depend on timing. Serve's
+		// own replication is tested in faults and server.
+		ReplicateEvery: -1,
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		cancel()

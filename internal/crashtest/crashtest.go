@@ -111,6 +111,9 @@ func (p *Process) Next() (string, error) {
 		p.name, err, werr, p.stderr.String())
 }
 
+// Stderr returns what the child has written to stderr so far.
+func (p *Process) Stderr() string { return p.stderr.String() }
+
 // Kill sends SIGKILL to the child and waits for it to be gone. Reports the
 // child made before it died but the parent had not read yet are kept: Rest
 // returns them. Killing a child that has exited is a no-op.
