@@ -1,0 +1,4 @@
+package remote
+
+// EachStore is eachStore for the package's external tests.
+var EachStore = eachStore
