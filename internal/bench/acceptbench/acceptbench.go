@@ -9,7 +9,9 @@ package acceptbench
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -533,3 +535,66 @@ func jobsQueue() names.Queue {
 	}
 	return q
 }
+
+// AppendOnlyRate is the outbox's floor at loss window k, the append-only
+// reference: n records (ids 1..n, queue "jobs", the given payload) encoded
+// as the outbox's log blocks (docs/ACCEPT.md's format: one frame of a
+// length, a CRC-32C and the body per block) in the calling goroutine, and
+// every k records (and at the end) the block written to a log segment
+// with one write and one fsync. No map, no second goroutine, no payload
+// copy: what the outbox does beyond this is its own cost. It returns
+// records per second; as in RecordRate, earlier garbage is collected
+// before the timed part, and dir is removed afterwards.
+func AppendOnlyRate(ctx context.Context, dir string, k, n int, payload []byte) (float64, error) {
+	defer os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	f, err := os.Create(filepath.Join(dir, "log"))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	queue := jobsQueue().String()
+	recLen := 1 + 8 + 1 + len(queue) + 4 + len(payload)
+	buf := make([]byte, 0, 8+12+min(k, n)*recLen)
+	var seq uint64
+	write := func(count int) error {
+		seq++
+		body := buf[8:]
+		binary.LittleEndian.PutUint32(buf[0:], uint32(len(body)))
+		binary.LittleEndian.PutUint64(body[0:], seq)
+		binary.LittleEndian.PutUint32(body[8:], uint32(count))
+		crc := crc32.Update(crc32.Checksum(buf[:4], castagnoli), castagnoli, body)
+		binary.LittleEndian.PutUint32(buf[4:], crc)
+		if _, err := f.Write(buf); err != nil {
+			return err
+		}
+		return f.Sync()
+	}
+	runtime.GC()
+	start := time.Now()
+	count := 0
+	buf = buf[:8+12]
+	for i := 1; i <= n; i++ {
+		buf = append(buf, 1)
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(i))
+		buf = append(buf, byte(len(queue)))
+		buf = append(buf, queue...)
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(payload)))
+		buf = append(buf, payload...)
+		count++
+		if count == k || i == n {
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+			if err := write(count); err != nil {
+				return 0, fmt.Errorf("acceptbench: append-only reference: %w", err)
+			}
+			count, buf = 0, buf[:8+12]
+		}
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -1,0 +1,55 @@
+package acceptbench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/echostore/echostore/accept"
+)
+
+// TestAppendOnlyReport prints the outbox's rate at K = 1,000 beside the
+// append-only reference, interleaved, and their ratio per pair:
+//
+//	ACCEPT_MARGIN=31 go test -run='^TestAppendOnlyReport$' -v ./internal/bench/acceptbench/
+func TestAppendOnlyReport(t *testing.T) {
+	runs, _ := strconv.Atoi(os.Getenv("ACCEPT_MARGIN"))
+	if runs < 1 {
+		t.Skip("set ACCEPT_MARGIN to the number of pairs to run")
+	}
+	ctx := context.Background()
+	payload := make([]byte, 100)
+	var ours, ref, ratio, oursCPU, refCPU []float64
+	for i := range runs {
+		dir := filepath.Join(t.TempDir(), strconv.Itoa(i))
+		c0 := processCPU()
+		a, err := AppendOnlyRate(ctx, dir+"a", 1000, 20000, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c1 := processCPU()
+		o, _, err := RecordRate(ctx, dir+"o", accept.Options{K: 1000}, 20000, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c2 := processCPU()
+		ours, ref, ratio = append(ours, o), append(ref, a), append(ratio, o/a)
+		refCPU, oursCPU = append(refCPU, float64(c1-c0)/20000), append(oursCPU, float64(c2-c1)/20000)
+	}
+	t.Logf("K=1000, process CPU (user+system, every thread, setup and removal included) per record: outbox %.0f ns, append-only %.0f ns", median(oursCPU), median(refCPU))
+	t.Logf("K=1000, %d pairs: outbox %.0f rec/s, append-only %.0f rec/s, ratio of medians %.2f, median of the pairs' ratios %.2f",
+		runs, median(ours), median(ref), median(ours)/median(ref), median(ratio))
+}
+
+// processCPU is the user and system time of the process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
