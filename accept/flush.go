@@ -108,11 +108,15 @@ func (o *Outbox) writeCut(b *block) {
 }
 
 // doneWriting, o.mu held, ends a block's write: the segment is free for
-// the next one. It wakes the waiters and the flusher.
+// the next one. It wakes the waiters, and the flusher if it may have
+// something to do (while the open block is empty, its first record wakes
+// the flusher anyway).
 func (o *Outbox) doneWriting() {
 	o.writing = false
 	o.broadcast()
-	o.signal()
+	if len(o.pending) > 0 || o.compactReq || o.closing || o.err != nil {
+		o.signal()
+	}
 }
 
 // nextBlock, o.mu held, cuts the open block if it is due. Otherwise it
