@@ -47,7 +47,7 @@ func (o *Outbox) runFlusher() {
 			}
 			continue
 		}
-		o.writeCut(b)
+		o.writeCut(b, false)
 	}
 }
 
@@ -57,11 +57,31 @@ func (o *Outbox) runFlusher() {
 // outbox, then, if b triggers a compaction, starts the next log segment
 // and the compaction. It clears o.writing at the end and wakes the
 // flusher, which may find the next block due.
-func (o *Outbox) writeCut(b *block) {
+//
+// A caller's write (inline) that fails for want of space is not retried on
+// the caller's goroutine, which would then wait for free space whatever
+// its context: a goroutine of its own waits for room and retries
+// (finishCut), and the caller waits for the block like any other.
+func (o *Outbox) writeCut(b *block, inline bool) {
 	if o.opts.testHookWrite != nil {
 		o.opts.testHookWrite(b.seq)
 	}
 	err := o.writeBlock(b)
+	if inline && errors.Is(err, errUndone) {
+		o.wg.Add(1)
+		go func() {
+			defer o.wg.Done()
+			o.finishCut(b, err)
+		}()
+		return
+	}
+	o.finishCut(b, err)
+}
+
+// finishCut is the rest of writeCut once block b's first write returned
+// err: the retries after a write undone for want of space, then the
+// bookkeeping.
+func (o *Outbox) finishCut(b *block, err error) {
 	for errors.Is(err, errUndone) && o.waitForRoom() {
 		err = o.writeBlock(b)
 	}

@@ -555,7 +555,7 @@ func (o *Outbox) waitRoom(ctx context.Context) error {
 			b := o.cutBlock()
 			o.wg.Add(1)
 			o.mu.Unlock()
-			o.writeCut(b)
+			o.writeCut(b, true)
 			o.wg.Done()
 			o.mu.Lock()
 			continue
