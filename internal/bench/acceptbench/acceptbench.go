@@ -111,6 +111,11 @@ type ThroughputResult struct {
 	FsyncsPerRecord   float64 `json:"fsyncs_per_record"`          // outbox blocks per intent
 	BlocksPerRun      float64 `json:"blocks_per_run"`             // outbox blocks (one fsync each) per run
 	WholeSnapMBPerRun float64 `json:"whole_snapshot_mb_per_run"`  // bytes the baseline wrote per run
+	// AppendOnlyPerSec is the append-only reference at this K
+	// (AppendOnlyRate), one run before each of the outbox's; VsAppendOnly
+	// is RecPerSec / AppendOnlyPerSec.
+	AppendOnlyPerSec float64 `json:"append_only_rec_per_sec"`
+	VsAppendOnly     float64 `json:"vs_append_only"`
 }
 
 // RecoveryResult is the time accept.Open takes for a directory holding Intents
@@ -204,11 +209,16 @@ func Bench(ctx context.Context, dir string, opts BenchOptions) (Results, error) 
 
 	for _, k := range opts.Ks {
 		tr := ThroughputResult{K: k, SeedRecPerSec: seedRecPerSec(k)}
-		var ours, half, whole, blocks, mb []float64
+		var ours, half, whole, blocks, mb, ref []float64
 		// The outbox's runs and the baseline's are interleaved.
 		for i := range max(opts.RecordRuns, opts.Runs) {
 			if i < opts.RecordRuns {
 				opts.Progress(fmt.Sprintf("record %d intents, K=%d", opts.N, k))
+				a, err := AppendOnlyRate(ctx, fresh(), k, opts.N, payload)
+				if err != nil {
+					return res, err
+				}
+				ref = append(ref, a)
 				r, st, err := RecordRate(ctx, fresh(), accept.Options{K: k}, opts.N, payload)
 				if err != nil {
 					return res, err
@@ -238,6 +248,8 @@ func Bench(ctx context.Context, dir string, opts BenchOptions) (Results, error) 
 			tr.VsSeed = tr.RecPerSec / tr.SeedRecPerSec
 		}
 		tr.VsWholeSnapshot = tr.RecPerSec / tr.WholeSnapPerSec
+		tr.AppendOnlyPerSec = median(ref)
+		tr.VsAppendOnly = tr.RecPerSec / tr.AppendOnlyPerSec
 		res.Throughput = append(res.Throughput, tr)
 	}
 
