@@ -47,47 +47,95 @@ func (o *Outbox) runFlusher() {
 			}
 			continue
 		}
-		if o.opts.testHookWrite != nil {
-			o.opts.testHookWrite(b.seq)
-		}
-		err := o.writeBlock(b)
-		for errors.Is(err, errUndone) && o.waitForRoom() {
-			err = o.writeBlock(b)
-		}
-		o.mu.Lock()
-		if err != nil {
-			o.err = fmt.Errorf("accept: writing block %d: %w: %w", b.seq, ErrFailed, err)
-			o.log.Error("accept: log write failed; the outbox takes no more records", "dir", o.dir, "err", err)
-		} else {
-			o.durable += uint64(len(b.recs))
-			o.blocks++
-		}
-		o.inflight = 0
-		clear(b.recs)
-		o.spare = b.recs[:0]
-		o.broadcast()
+		o.writeCut(b, false)
+	}
+}
+
+// writeCut writes block b, which nextBlock cut (o.writing set), o.mu not
+// held: the flusher's work, or a Record's that found no room and nothing
+// being written (waitRoom). It makes b's records durable, or fails the
+// outbox, then, if b triggers a compaction, starts the next log segment
+// and the compaction. It clears o.writing at the end and wakes the
+// flusher, which may find the next block due.
+//
+// A caller's write (inline) that fails for want of space is not retried on
+// the caller's goroutine, which would then wait for free space whatever
+// its context: a goroutine of its own waits for room and retries
+// (finishCut), and the caller waits for the block like any other.
+func (o *Outbox) writeCut(b *block, inline bool) {
+	if o.opts.testHookWrite != nil {
+		o.opts.testHookWrite(b.seq)
+	}
+	err := o.writeBlock(b)
+	if inline && errors.Is(err, errUndone) {
+		o.wg.Add(1)
+		go func() {
+			defer o.wg.Done()
+			o.finishCut(b, err)
+		}()
+		return
+	}
+	o.finishCut(b, err)
+}
+
+// finishCut is the rest of writeCut once block b's first write returned
+// err: the retries after a write undone for want of space, then the
+// bookkeeping.
+func (o *Outbox) finishCut(b *block, err error) {
+	for errors.Is(err, errUndone) && o.waitForRoom() {
+		err = o.writeBlock(b)
+	}
+	o.mu.Lock()
+	if err != nil {
+		o.err = fmt.Errorf("accept: writing block %d: %w: %w", b.seq, ErrFailed, err)
+		o.log.Error("accept: log write failed; the outbox takes no more records", "dir", o.dir, "err", err)
+	} else {
+		o.durable += uint64(len(b.recs))
+		o.blocks++
+	}
+	o.inflight = 0
+	clear(b.recs)
+	o.spare = b.recs[:0]
+	if err != nil || b.snap == nil {
+		o.doneWriting()
 		o.mu.Unlock()
-		if err == nil && b.snap != nil {
-			if err := o.rotate(b.seq + 1); errors.Is(err, errUndone) {
-				// No room for a new segment: the log goes on in this one,
-				// and a later compaction tries again.
-				o.log.Warn("accept: no room to start a log segment; compaction put off", "dir", o.dir, "err", err)
-				o.mu.Lock()
-				o.compacting = false
-				o.broadcast()
-				o.mu.Unlock()
-				continue
-			} else if err != nil {
-				o.mu.Lock()
-				o.err = fmt.Errorf("accept: starting log segment %d: %w: %w", b.seq+1, ErrFailed, err)
-				o.compacting = false
-				o.broadcast()
-				o.mu.Unlock()
-				continue
-			}
-			o.wg.Add(1)
-			go o.runCompaction(b.seq, *b.snap)
-		}
+		return
+	}
+	o.broadcast()
+	o.mu.Unlock()
+	if err := o.rotate(b.seq + 1); errors.Is(err, errUndone) {
+		// No room for a new segment: the log goes on in this one,
+		// and a later compaction tries again.
+		o.log.Warn("accept: no room to start a log segment; compaction put off", "dir", o.dir, "err", err)
+		o.mu.Lock()
+		o.compacting = false
+		o.doneWriting()
+		o.mu.Unlock()
+		return
+	} else if err != nil {
+		o.mu.Lock()
+		o.err = fmt.Errorf("accept: starting log segment %d: %w: %w", b.seq+1, ErrFailed, err)
+		o.compacting = false
+		o.doneWriting()
+		o.mu.Unlock()
+		return
+	}
+	o.wg.Add(1)
+	go o.runCompaction(b.seq, *b.snap)
+	o.mu.Lock()
+	o.doneWriting()
+	o.mu.Unlock()
+}
+
+// doneWriting, o.mu held, ends a block's write: the segment is free for
+// the next one. It wakes the waiters, and the flusher if it may have
+// something to do (while the open block is empty, its first record wakes
+// the flusher anyway).
+func (o *Outbox) doneWriting() {
+	o.writing = false
+	o.broadcast()
+	if len(o.pending) > 0 || o.compactReq || o.closing || o.err != nil {
+		o.signal()
 	}
 }
 
@@ -95,6 +143,11 @@ func (o *Outbox) runFlusher() {
 // returns how long until the time bound makes it due (0: no bound), or
 // done when the flusher should exit.
 func (o *Outbox) nextBlock(now time.Time) (b *block, wait time.Duration, done bool) {
+	if o.writing {
+		// Someone else's block is being written (a Record's, see
+		// waitRoom): its end wakes the flusher.
+		return nil, 0, false
+	}
 	if o.err != nil {
 		return nil, 0, true
 	}
@@ -113,7 +166,15 @@ func (o *Outbox) nextBlock(now time.Time) (b *block, wait time.Duration, done bo
 	if !due {
 		return nil, wait, false
 	}
-	b = &block{seq: o.nextSeq, recs: o.pending, size: blockHeaderLen + blockFixedLen + o.pendingBytes}
+	return o.cutBlock(), 0, false
+}
+
+// cutBlock, o.mu held and no block being written, cuts the open block (and
+// seals the map for a compaction if one is due) and marks it being
+// written: the caller must hand it to writeCut.
+func (o *Outbox) cutBlock() *block {
+	n := len(o.pending)
+	b := &block{seq: o.nextSeq, recs: o.pending, size: blockHeaderLen + blockFixedLen + o.pendingBytes}
 	o.nextSeq++
 	o.pending = o.spare
 	if o.pending == nil {
@@ -132,7 +193,8 @@ func (o *Outbox) nextBlock(now time.Time) (b *block, wait time.Duration, done bo
 		o.compactReq = false
 		o.sinceSnap = 0
 	}
-	return b, 0, false
+	o.writing = true
+	return b
 }
 
 // errUndone marks a write that failed for want of space and was undone:

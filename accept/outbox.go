@@ -152,6 +152,7 @@ type Outbox struct {
 	spare        []rec // the buffer of the block last written, for reuse; allocated by Open for the first
 	pendingSince time.Time
 	inflight     int    // records in the block being written
+	writing      bool   // a block is being written (writeCut), by the flusher or a Record; its writer owns seg and buf
 	appended     uint64 // records appended to pending, ever
 	cut          uint64 // records handed to the flusher, ever
 	durable      uint64 // records durable, ever
@@ -174,8 +175,8 @@ type Outbox struct {
 	intents  []Intent // the chunk Record allocates intents from
 	payloads []byte   // the chunk Record copies small payloads into
 
-	seg *os.File // the segment being appended to; owned by the flusher
-	buf []byte   // the flusher's encoding buffer
+	seg *os.File // the segment being appended to; owned by the block's writer (o.writing)
+	buf []byte   // the block writer's encoding buffer
 }
 
 // Open opens (creating it if needed) the outbox in dir and recovers it:
@@ -530,6 +531,15 @@ func (o *Outbox) waitUntil(ctx context.Context, done func() bool) error {
 
 // waitRoom waits, o.mu held, until one more record keeps the non-durable
 // records within K and the open block within blockBytes.
+//
+// When there is no room and no block is being written, the open block is
+// full, and the caller writes it itself (cutBlock, writeCut: one write and one
+// fsync, o.mu released meanwhile) instead of waking the flusher and
+// sleeping until the flusher wakes it: it would wait for that write
+// anyway, and the two wake-ups, on a machine whose cores are busy, cost
+// as much as the fsync (docs/BENCHMARKS.md, "Margins"). Not while a test
+// hook stops writes (testHookWrite), whose tests expect the flusher to
+// write.
 func (o *Outbox) waitRoom(ctx context.Context) error {
 	for {
 		if err := o.usable(); err != nil {
@@ -537,6 +547,18 @@ func (o *Outbox) waitRoom(ctx context.Context) error {
 		}
 		if o.inflight+len(o.pending) < o.opts.K && o.pendingBytes < blockBytes {
 			return nil
+		}
+		if !o.writing && len(o.pending) > 0 && o.opts.testHookWrite == nil {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("waiting for the log to make room: %w", err)
+			}
+			b := o.cutBlock()
+			o.wg.Add(1)
+			o.mu.Unlock()
+			o.writeCut(b, true)
+			o.wg.Done()
+			o.mu.Lock()
+			continue
 		}
 		if err := o.await(ctx); err != nil {
 			return fmt.Errorf("waiting for the log to make room: %w", err)

@@ -370,7 +370,20 @@ func mergeTwo[K comparable, V any](o *owner, e1 entry[K, V], h1 uint64, e2 entry
 	if b1 > b2 {
 		e1, e2 = e2, e1
 	}
-	return &node[K, V]{dataMap: b1 | b2, entries: []entry[K, V]{e1, e2}, owner: o}
+	p := &pairNode[K, V]{e: [2]entry[K, V]{e1, e2}}
+	p.n = node[K, V]{dataMap: b1 | b2, entries: p.e[:], owner: o}
+	return &p.n
+}
+
+// pairNode is a node made by mergeTwo together with the array of its two
+// entries: one allocation instead of two, for the node that every insert
+// into an occupied slot makes (a Transient's most frequent allocation).
+// The entries' capacity is 2, so the first insert into the node moves them
+// to a slice of their own; the array then stays, unused, as long as the
+// node does.
+type pairNode[K comparable, V any] struct {
+	n node[K, V]
+	e [2]entry[K, V]
 }
 
 // The editors below return n changed in place if o owns it, or else a copy.
@@ -467,9 +480,14 @@ func (n *node[K, V]) childToEntry(o *owner, bit uint32, ci int, e entry[K, V]) *
 	return n
 }
 
-// insertAt inserts x at i in place (growing s if needed).
+// insertAt inserts x at i in place (growing s if needed, to a capacity
+// of at least 4: a node a Transient grows in place gains entries and
+// children one at a time, and append alone would reallocate at 1 and 2).
 func insertAt[T any](s []T, i int, x T) []T {
 	var zero T
+	if len(s) == cap(s) && len(s) < 4 {
+		s = append(make([]T, 0, 4), s...)
+	}
 	s = append(s, zero)
 	copy(s[i+1:], s[i:])
 	s[i] = x

@@ -228,3 +228,88 @@ func serveRemoteFull(t *testing.T, rurl, fillDir string) {
 	}
 	waitDispatched(t, connect(t, redis), q, acked)
 }
+
+// TestOutboxDiskFullAtK fills the tmpfs under an outbox at K = 1,000 just
+// before its Kth record, so that the block of K meets ENOSPC, written by
+// the flusher or by the next Record itself (which writes a full block when
+// it finds no room). That Record answers on its context, whatever writes:
+// it never waits for free space beyond it. Once there is room the block is
+// written, and reopened every record taken is there.
+func TestOutboxDiskFullAtK(t *testing.T) {
+	dir := t.TempDir()
+	mountTmpfs(t, dir, 8)
+	ctx := t.Context()
+	obDir := filepath.Join(dir, "outbox")
+	opts := accept.Options{K: 1000, FlushInterval: -1, DiskReserve: 1 << 20}
+	o, err := accept.Open(ctx, obDir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := 0
+	next := brand.ID(1)
+	record := func(ctx context.Context) error {
+		err := o.Record(ctx, accept.Intent{ID: next, Queue: mustQueue(t, "q"), Payload: []byte(strings.Repeat("j", 512))})
+		if err == nil {
+			taken++
+			next++
+		}
+		return err
+	}
+	for range 999 {
+		if err := record(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	filler := filepath.Join(dir, "filler")
+	fill(t, filler)
+	if err := record(ctx); err != nil {
+		t.Fatal(err) // the guard measures every 64th record only
+	}
+	// The K+1th: no room in the window, and the block of K cannot be written.
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err = record(cctx)
+	cancel()
+	if err == nil {
+		t.Fatal("a record beyond K with the block of K unwritable was taken")
+	}
+	if !errors.Is(err, accept.ErrDiskFull) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("record beyond K on a full disk: %v, want ErrDiskFull or its context's end", err)
+	}
+	t.Logf("refused: %v", err)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := o.Flush(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, accept.ErrDiskFull) || time.Now().After(deadline) {
+			t.Fatalf("flush once the disk has room: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		err := record(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, accept.ErrDiskFull) || time.Now().After(deadline) {
+			t.Fatalf("record once the disk has room: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := o.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o, err = accept.Open(ctx, obDir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close(context.Background())
+	if o.Len() != taken {
+		t.Fatalf("reopened: %d intents, want %d", o.Len(), taken)
+	}
+}

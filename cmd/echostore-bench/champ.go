@@ -12,14 +12,21 @@ import (
 	"github.com/echostore/echostore/internal/bench/acceptbench"
 )
 
+// champResult is one K of champJSON: the outbox's rate, its fsyncs per
+// run, and the append-only reference measured beside it
+// (acceptbench.AppendOnlyRate) with the ratio.
+type champResult struct {
+	K                 int     `json:"k"`
+	RecPerS           float64 `json:"rec_per_s"`
+	Fsyncs            float64 `json:"fsyncs"`
+	AppendOnlyRecPerS float64 `json:"append_only_rec_per_s"`
+	VsAppendOnly      float64 `json:"vs_append_only"`
+}
+
 // champJSON is the --json shape of `echostore-bench champ`.
 type champJSON struct {
-	N       int `json:"n"`
-	Results []struct {
-		K       int     `json:"k"`
-		RecPerS float64 `json:"rec_per_s"`
-		Fsyncs  float64 `json:"fsyncs"`
-	} `json:"results"`
+	N                 int                `json:"n"`
+	Results           []champResult      `json:"results"`
 	RecoveryMs        map[string]float64 `json:"recovery_ms"`
 	ReplayIntentsPerS float64            `json:"replay_intents_per_s"`
 	// The same, timed before the garbage of the preparation is collected
@@ -75,11 +82,7 @@ replay.`,
 			out := champJSON{N: r.N, RecoveryMs: map[string]float64{}, ReplayIntentsPerS: r.ReplayPerSec,
 				RecoveryAfterWorkMs: map[string]float64{}, ReplayAfterWorkIntentsPerS: r.ReplayAfterWorkPerSec}
 			for _, t := range r.Throughput {
-				out.Results = append(out.Results, struct {
-					K       int     `json:"k"`
-					RecPerS float64 `json:"rec_per_s"`
-					Fsyncs  float64 `json:"fsyncs"`
-				}{t.K, t.RecPerSec, t.BlocksPerRun})
+				out.Results = append(out.Results, champResult{t.K, t.RecPerSec, t.BlocksPerRun, t.AppendOnlyPerSec, t.VsAppendOnly})
 			}
 			for _, rr := range r.Recovery {
 				out.RecoveryMs[strconv.Itoa(rr.Intents)] = rr.SnapshotMs
@@ -91,7 +94,7 @@ replay.`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&asJSON, "json", false, `print {"n":…,"results":[{"k":…,"rec_per_s":…,"fsyncs":…},…],"recovery_ms":{…},"replay_intents_per_s":…}`)
+	f.BoolVar(&asJSON, "json", false, `print {"n":…,"results":[{"k":…,"rec_per_s":…,"fsyncs":…,"append_only_rec_per_s":…,"vs_append_only":…},…],"recovery_ms":{…},"replay_intents_per_s":…}`)
 	f.IntVar(&opts.N, "n", opts.N, "records per throughput run")
 	f.IntVar(&opts.Runs, "runs", opts.Runs, "repeats of the seed's algorithm and the fsync rate (the median is reported)")
 	f.IntVar(&opts.RecordRuns, "record-runs", opts.RecordRuns, "repeats of the outbox's record rate at each K (the median is reported)")

@@ -123,7 +123,7 @@ func TestBench(t *testing.T) {
 		t.Fatalf("incomplete results: %+v", res)
 	}
 	for _, tr := range res.Throughput {
-		if tr.RecPerSec <= 0 || tr.WholeSnapPerSec <= 0 || tr.HalfBlockPerSec <= 0 {
+		if tr.RecPerSec <= 0 || tr.WholeSnapPerSec <= 0 || tr.HalfBlockPerSec <= 0 || tr.AppendOnlyPerSec <= 0 {
 			t.Fatalf("incomplete throughput: %+v", tr)
 		}
 	}

@@ -62,6 +62,9 @@ func (r *Report) goals() []Goal {
 			if w, ok := want[t.K]; ok {
 				add("accept", fmt.Sprintf("outbox, K = %s", n(t.K)), t.RecPerSec, "rec/s", w, false)
 			}
+			if t.K == 1000 && t.AppendOnlyPerSec > 0 {
+				add("accept", "outbox, K = 1,000, ÷ the append-only reference (one block and one fsync per K, no map)", t.VsAppendOnly, "×", 0.8, false)
+			}
 		}
 		for _, rr := range a.Results.Recovery {
 			if rr.Intents == 50_000 {
