@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,13 +98,20 @@ func TestCLIBenchPeers(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, stdout)
 	}
-	goals := map[string]string{
-		"echostore async enqueue, 4 callers: jobs/s": "asynq Client.Enqueue, 4 callers: jobs/s",
-		"echostore claim + ack consumer: processing": "asynq Server, no-op handler: processing",
+	// The processing goal's anchor is the faster of one asynq Server and
+	// two.
+	goals := map[string][]string{
+		"echostore async enqueue, 4 callers: jobs/s": {"asynq Client.Enqueue, 4 callers: jobs/s"},
+		"echostore claim + ack consumer: processing": {"asynq Server, no-op handler: processing", "asynq, 2 Servers, no-op handler: processing"},
 	}
-	for name, anchor := range goals {
+	for name, anchors := range goals {
 		row := rep.Row(name)
-		if row == nil || row.Anchor != anchor || row.Met == nil || len(row.Runs) != 1 || row.Value <= 0 || row.AnchorValue <= 0 {
+		if row == nil || !slices.Contains(anchors, row.Anchor) || row.Met == nil || len(row.Runs) != 1 || row.Value <= 0 || row.AnchorValue <= 0 {
+			t.Errorf("row %q: %+v", name, row)
+		}
+	}
+	for _, name := range goals["echostore claim + ack consumer: processing"] {
+		if row := rep.Row(name); row == nil || row.Value <= 0 {
 			t.Errorf("row %q: %+v", name, row)
 		}
 	}

@@ -86,7 +86,7 @@ func Default() Config {
 		RESP:           respbench.Config{Records: 100_000, Runs: 9, Ops: 5000},
 		RequestRecords: 100_000, RequestCycle: 10_000, RequestJobs: 10_000, RequestIdle: 10 * time.Second,
 		RequestStreams: []int{1, 100, 1000},
-		Peers: PeersOptions{Runs: 3, Callers: []int{1, 64}, Window: time.Second, Jobs: 20_000,
+		Peers: PeersOptions{Runs: 3, Callers: []int{1, 64}, Window: time.Second, LevelJobs: 20_000, Jobs: 10_000,
 			AsynqConcurrency: 64, Consumers: 4, ClaimBatch: 100},
 	}
 }
@@ -103,7 +103,7 @@ func Quick() Config {
 	c.HeadSizes = []uint64{10, 1000, 10_000}
 	c.RESP = respbench.Config{Records: 20_000, Runs: 3, Ops: 1000}
 	c.RequestRecords, c.RequestJobs, c.RequestIdle, c.RequestStreams = 30_000, 2000, 5*time.Second, []int{1, 100}
-	c.Peers.Window, c.Peers.Jobs = 500*time.Millisecond, 5000
+	c.Peers.Window, c.Peers.LevelJobs, c.Peers.Jobs = 500*time.Millisecond, 10_000, 5000
 	return c
 }
 
@@ -119,7 +119,7 @@ func Tiny() Config {
 	c.HeadSizes = []uint64{3, 30}
 	c.RESP = respbench.Config{Records: 500, Live: 50, Runs: 1, Ops: 20}
 	c.RequestRecords, c.RequestCycle, c.RequestJobs, c.RequestIdle, c.RequestStreams = 1000, 500, 200, 3*time.Second, []int{1, 3}
-	c.Peers = PeersOptions{Runs: 1, Callers: []int{1, 4}, Window: 50 * time.Millisecond, Jobs: 200,
+	c.Peers = PeersOptions{Runs: 1, Callers: []int{1, 4}, Window: 50 * time.Millisecond, LevelJobs: 1000, Jobs: 200,
 		AsynqConcurrency: 4, Consumers: 2, ClaimBatch: 50}
 	return c
 }

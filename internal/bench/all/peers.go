@@ -27,11 +27,18 @@ import (
 type PeersOptions struct {
 	Runs    int           // repetitions; each figure is the median of its runs
 	Callers []int         // concurrent enqueue callers, one level each
-	Window  time.Duration // length of each enqueue level
-	Jobs    int           // jobs processed per processing run, by each side
+	Window  time.Duration // length of each enqueue level, at most
+	// LevelJobs ends an enqueue level early once its callers made that
+	// many calls: it bounds the jobs a level leaves to dispatch (and the
+	// suite's run time) alike for every system.
+	LevelJobs int
+	Jobs      int // jobs processed per processing run, by each side
 
 	// AsynqConcurrency is the asynq server's Config.Concurrency (its
-	// handler goroutines) and the size of its Redis pool.
+	// handler goroutines). The suite measures one Server, and Consumers
+	// Servers sharing the jobs (AsynqConcurrency/Consumers each, at least
+	// one), as many as echostore's consumers: a Server dequeues one task at
+	// a time, so asynq scales its processing out by more Servers.
 	AsynqConcurrency int
 	// Consumers and ClaimBatch shape echostore's consumer: Consumers
 	// goroutines, each claiming up to ClaimBatch jobs and acknowledging
@@ -50,6 +57,7 @@ const (
 	peerSyncFile      = "echostore sync enqueue, file://"
 	peerSyncMinIO     = "echostore sync enqueue, MinIO"
 	peerAsynqServer   = "asynq Server, no-op handler: processing"
+	peerAsynqServers  = "asynq, %d Servers, no-op handler: processing"
 	peerClaimAck      = "echostore claim + ack consumer: processing"
 )
 
@@ -136,7 +144,7 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 	jps := map[lvKey][]float64{}
 	p50 := map[lvKey][]float64{}
 	p99 := map[lvKey][]float64{}
-	var dispatched, procAsynq, procEcho []float64
+	var dispatched, procAsynq, procAsynqN, procEcho []float64
 	add := func(k lvKey, lv peerLevel) {
 		jps[k] = append(jps[k], lv.jobsPerSec)
 		p50[k] = append(p50[k], ms(lv.p50))
@@ -152,7 +160,7 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 			systems = append(systems[rot:], systems[:rot]...)
 			for _, sys := range systems {
 				p.Step(fmt.Sprintf("run %d: %s, %d callers", run+1, sys, c))
-				lv, extra, err := pe.enqueueLevel(ctx, sys, run, c, o.Window)
+				lv, extra, err := pe.enqueueLevel(ctx, sys, run, c, o.Window, o.LevelJobs)
 				if err != nil {
 					return nil, fmt.Errorf("peers: %s, %d callers: %w", sys, c, err)
 				}
@@ -173,8 +181,13 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 		order := []func() error{
 			func() error {
 				p.Step(fmt.Sprintf("run %d: asynq server", run+1))
-				v, err := pe.asynqProcess(ctx, run, o)
+				v, err := pe.asynqProcess(ctx, run, 1, o)
 				procAsynq = append(procAsynq, v)
+				if err != nil {
+					return err
+				}
+				v, err = pe.asynqProcess(ctx, run, o.Consumers, o)
+				procAsynqN = append(procAsynqN, v)
 				return err
 			},
 			func() error {
@@ -218,8 +231,15 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 	r.Compare(peerRow(peerAsync, most, "jobs/s"), peerRow(peerAsynqEnqueue, most, "jobs/s"), 5)
 	r.Compare(peerRow(peerSyncMinIO, most, "jobs/s"), peerRow(peerAsynqEnqueue, most, "jobs/s"), 1)
 	r.Add(peerAsynqServer, "jobs/s", procAsynq, fmt.Sprintf("%s jobs queued before the server starts; Concurrency %d; timed from Start to the last handler call", n(o.Jobs), o.AsynqConcurrency))
+	servers := r.Add(fmt.Sprintf(peerAsynqServers, o.Consumers), "jobs/s", procAsynqN,
+		fmt.Sprintf("the same jobs shared by %d Servers in the process, Concurrency %d each (a Server dequeues one task at a time)", o.Consumers, max(1, o.AsynqConcurrency/o.Consumers)))
 	r.Add(peerClaimAck, "jobs/s", procEcho, fmt.Sprintf("%s jobs in the job stream before the consumers start; %d consumers, each claiming %d at a time and acknowledging them in one call", n(o.Jobs), o.Consumers, o.ClaimBatch))
-	r.Compare(peerClaimAck, peerAsynqServer, 1)
+	// The goal's anchor is the faster asynq of the two in this run.
+	anchor := peerAsynqServer
+	if bench.Median(procAsynqN) > bench.Median(procAsynq) {
+		anchor = servers
+	}
+	r.Compare(peerClaimAck, anchor, 1)
 	r.Finish()
 	return r, nil
 }
@@ -235,7 +255,7 @@ type peerLevel struct {
 // enqueueLevel runs callers goroutines enqueueing through system sys for
 // window. For echostore's async enqueue, extra is the jobs/s until the
 // level's jobs are all in the job stream.
-func (pe *peerEnv) enqueueLevel(ctx context.Context, sys string, run, callers int, window time.Duration) (peerLevel, float64, error) {
+func (pe *peerEnv) enqueueLevel(ctx context.Context, sys string, run, callers int, window time.Duration, most int) (peerLevel, float64, error) {
 	var call func(ctx context.Context) error
 	var node *echostore.Node
 	var q names.Queue
@@ -273,7 +293,7 @@ func (pe *peerEnv) enqueueLevel(ctx context.Context, sys string, run, callers in
 			return peerLevel{}, 0, err
 		}
 	}
-	lv, err := timedCallers(ctx, callers, window, call)
+	lv, err := timedCallers(ctx, callers, window, most, call)
 	if err != nil || node == nil {
 		return lv, 0, err
 	}
@@ -289,18 +309,19 @@ func (pe *peerEnv) enqueueLevel(ctx context.Context, sys string, run, callers in
 }
 
 // timedCallers runs callers goroutines calling call in a loop for window
-// and returns their figures.
-func timedCallers(ctx context.Context, callers int, window time.Duration, call func(context.Context) error) (peerLevel, error) {
+// or until they made most calls, and returns their figures.
+func timedCallers(ctx context.Context, callers int, window time.Duration, most int, call func(context.Context) error) (peerLevel, error) {
 	lats := make([][]time.Duration, callers)
 	errs := make([]error, callers)
 	var wg sync.WaitGroup
 	start := time.Now()
 	deadline := start.Add(window)
+	var calls atomic.Int64
 	for k := range callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
+			for time.Now().Before(deadline) && calls.Add(1) <= int64(most) && ctx.Err() == nil {
 				t0 := time.Now()
 				if err := call(ctx); err != nil {
 					errs[k] = err
@@ -345,8 +366,8 @@ func settle(ctx context.Context, node *echostore.Node, q names.Queue, want int64
 
 // asynqProcess queues o.Jobs tasks, then times an asynq Server with a
 // no-op handler from Start until its handler has run for every one.
-func (pe *peerEnv) asynqProcess(ctx context.Context, run int, o PeersOptions) (float64, error) {
-	queue := fmt.Sprintf("peers-%s-process-%d", pe.asynqQ, run)
+func (pe *peerEnv) asynqProcess(ctx context.Context, run, servers int, o PeersOptions) (float64, error) {
+	queue := fmt.Sprintf("peers-%s-process-%d-%d", pe.asynqQ, run, servers)
 	task := asynq.NewTask("peers", syncPayload, asynq.Queue(queue))
 	var next atomic.Int64
 	if _, err := timedJobs(ctx, slices.Max(o.Callers), o.Jobs, &next, func(ctx context.Context) error {
@@ -357,22 +378,28 @@ func (pe *peerEnv) asynqProcess(ctx context.Context, run int, o PeersOptions) (f
 	}
 	var done atomic.Int64
 	all := make(chan struct{})
-	srv := asynq.NewServer(pe.asynqOpt, asynq.Config{
-		Concurrency: o.AsynqConcurrency,
-		Queues:      map[string]int{queue: 1},
-		Logger:      asynqLogger{},
-		LogLevel:    asynq.ErrorLevel,
-	})
-	start := time.Now()
-	if err := srv.Start(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+	handler := asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		if done.Add(1) == int64(o.Jobs) {
 			close(all)
 		}
 		return nil
-	})); err != nil {
-		return 0, fmt.Errorf("asynq: start the server: %w", err)
+	})
+	srvs := make([]*asynq.Server, servers)
+	for k := range srvs {
+		srvs[k] = asynq.NewServer(pe.asynqOpt, asynq.Config{
+			Concurrency: max(1, o.AsynqConcurrency/servers),
+			Queues:      map[string]int{queue: 1},
+			Logger:      asynqLogger{},
+			LogLevel:    asynq.ErrorLevel,
+		})
 	}
-	defer srv.Shutdown()
+	start := time.Now()
+	for _, srv := range srvs {
+		if err := srv.Start(handler); err != nil {
+			return 0, fmt.Errorf("asynq: start a server: %w", err)
+		}
+		defer srv.Shutdown()
+	}
 	select {
 	case <-all:
 	case <-ctx.Done():
