@@ -20,6 +20,7 @@ func newPeersCmd(g *globals) *cobra.Command {
 		dir     string
 		s3      string
 		noMinIO bool
+		plot    string
 	)
 	cmd := &cobra.Command{
 		Use:   "peers",
@@ -37,7 +38,7 @@ same Redis, in one process, interleaved, medians of three runs:
 The goals (issue 19) stand beside their anchors: async enqueue ÷ asynq ≥ 5×
 and sync enqueue to MinIO ÷ asynq ≥ 1× at 64 callers, claim + ack ÷ asynq's
 server ≥ 1×. Redis: the one at --redis if it answers, else a private
-redis-server. It writes no file; the all suite includes it.`,
+redis-server. It writes no file but --plot's; the all suite includes it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := all.Default()
@@ -60,6 +61,11 @@ redis-server. It writes no file; the all suite includes it.`,
 			if err != nil {
 				return err
 			}
+			if plot != "" {
+				if err := all.WritePeersPlot(r, plot); err != nil {
+					return fmt.Errorf("bench peers: --plot: %w", err)
+				}
+			}
 			if asJSON {
 				return r.WriteJSON(g.stdout)
 			}
@@ -75,5 +81,6 @@ redis-server. It writes no file; the all suite includes it.`,
 	f.StringVar(&dir, "dir", os.TempDir(), "parent of the scratch directory")
 	f.StringVar(&s3, "s3", "", "an s3:// remote for sync enqueue instead of a private MinIO")
 	f.BoolVar(&noMinIO, "no-minio", false, "measure sync enqueue on file:// only")
+	f.StringVar(&plot, "plot", "", "also draw the jobs/s plot into this SVG file")
 	return cmd
 }

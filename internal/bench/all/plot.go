@@ -57,14 +57,18 @@ func (r *Report) writePlots(out string) ([]string, error) {
 // processing, asynq's bars beside echostore's.
 func (r *Report) peersPlot() (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = "echostore beside asynq on the same Redis (jobs/s, medians)\n" + r.subtitle()
+	sub := r.subtitle()
+	if strings.HasPrefix(r.Command, "echostore-bench peers") {
+		sub = strings.Replace(sub, "echostore-bench all", "echostore-bench peers", 1)
+	}
+	p.Title.Text = "echostore beside asynq on the same Redis (jobs/s, medians)\n" + sub
 	p.Y.Label.Text = "jobs/s"
 	p.Y.Tick.Marker = humanTicks{linear: true}
 	p.Add(plotter.NewGrid())
 	callers := peersCallers(r.Peers)
 	var cats []string
 	for _, c := range callers {
-		cats = append(cats, fmt.Sprintf("enqueue, %d callers", c))
+		cats = append(cats, strings.TrimSuffix(peerRow("enqueue", c, ""), ": "))
 	}
 	cats = append(cats, "processing")
 	val := func(name string) float64 {
@@ -105,7 +109,7 @@ func (r *Report) peersPlot() (*plot.Plot, error) {
 	p.NominalX(cats...)
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Y.Min = 0
-	p.Y.Max *= 1.4
+	p.Y.Max *= 1.7
 	return p, nil
 }
 
@@ -269,4 +273,15 @@ func peersCallers(pr *bench.Report) []int {
 		}
 	}
 	return cs
+}
+
+// WritePeersPlot draws the peers suite's plot of rep (a run of
+// `echostore-bench peers`) into the SVG file path.
+func WritePeersPlot(rep *bench.Report, path string) error {
+	r := &Report{Command: rep.Command, Started: rep.Started.UTC(), Machine: machine(), Peers: rep}
+	p, err := r.peersPlot()
+	if err != nil {
+		return err
+	}
+	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
 }
