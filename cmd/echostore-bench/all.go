@@ -56,8 +56,8 @@ section), --out/bench/report.json and four SVG plots in --out/bench.
 
 Redis: the one at --redis if it answers, else a private redis-server started
 for the run. The documented run is the default (about three minutes on a
-loaded 2-core machine); --quick is a smoke run of under a minute. Progress shows
-on a terminal only.`,
+loaded 2-core machine, and a minute more for peers); --quick is a smoke run.
+Progress shows on a terminal only.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := all.Default()
