@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,8 +105,17 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 	defer pe.asynq.Close()
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		_ = e.deleteKeys(cctx, "asynq:*")
+		// This run's keys alone: --redis may hold others' asynq queues.
+		_ = e.deleteKeys(cctx, "asynq:{"+pe.asynqQ+"*")
+		if qs, err := e.raw.Do(cctx, e.raw.B().Smembers().Key("asynq:queues").Build()).AsStrSlice(); err == nil {
+			for _, q := range qs {
+				if strings.HasPrefix(q, pe.asynqQ) {
+					_ = e.raw.Do(cctx, e.raw.B().Srem().Key("asynq:queues").Member(q).Build()).Error()
+				}
+			}
+		}
 		_ = e.deleteKeys(cctx, "emq:{peers-"+pe.run+"*")
+		_ = e.deleteKeys(cctx, "emq:{vol.accept.peers-"+pe.run+"*")
 		cancel()
 	}()
 
@@ -367,7 +377,7 @@ func settle(ctx context.Context, node *echostore.Node, q names.Queue, want int64
 // asynqProcess queues o.Jobs tasks, then times an asynq Server with a
 // no-op handler from Start until its handler has run for every one.
 func (pe *peerEnv) asynqProcess(ctx context.Context, run, servers int, o PeersOptions) (float64, error) {
-	queue := fmt.Sprintf("peers-%s-process-%d-%d", pe.asynqQ, run, servers)
+	queue := fmt.Sprintf("%s-process-%d-%d", pe.asynqQ, run, servers)
 	task := asynq.NewTask("peers", syncPayload, asynq.Queue(queue))
 	var next atomic.Int64
 	if _, err := timedJobs(ctx, slices.Max(o.Callers), o.Jobs, &next, func(ctx context.Context) error {
