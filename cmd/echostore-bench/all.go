@@ -45,16 +45,19 @@ measured in the same run:
                 beside the same history kept live
   head lookup   object-store requests to find a remote head, beside GET
                 probing, for logs of growing length
+  peers         enqueue (1 and 64 callers: async, sync on file:// and MinIO)
+                and claim + ack processing beside asynq on the same Redis
+                (as echostore-bench peers)
 
 It writes --out/BENCHMARKS.md (only the block between the markers
 "<!-- bench all: begin -->" and "<!-- bench all: end -->"; the rest of the file
 is kept byte for byte, and a file without them gets them before its first
-section), --out/bench/report.json and three SVG plots in --out/bench.
+section), --out/bench/report.json and four SVG plots in --out/bench.
 
 Redis: the one at --redis if it answers, else a private redis-server started
 for the run. The documented run is the default (about three minutes on a
-loaded 2-core machine); --quick is a smoke run of under a minute. Progress shows
-on a terminal only.`,
+loaded 2-core machine, and a minute more for peers); --quick is a smoke run.
+Progress shows on a terminal only.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := all.Default()

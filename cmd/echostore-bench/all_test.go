@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/echostore/echostore/internal/bench"
 	"github.com/echostore/echostore/internal/bench/all"
 	"github.com/echostore/echostore/internal/testserver"
 )
@@ -75,4 +78,44 @@ func runLong(t *testing.T, args ...string) (string, string, error) {
 	defer cancel()
 	err := root.ExecuteContext(ctx)
 	return stdout.String(), stderr.String(), err
+}
+
+// TestCLIBenchPeers runs `echostore-bench peers --tiny --json` against a
+// private redis-server and checks that every goal of issue 19 stands
+// beside its anchor, each from runs of its own.
+func TestCLIBenchPeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a benchmark suite")
+	}
+	if _, err := testserver.RedisBinary(); err != nil {
+		testserver.Unavailable(t, err)
+	}
+	stdout, stderr, err := runLong(t, "--redis", "redis://127.0.0.1:1/0", "peers", "--tiny", "--json", "--no-minio", "--dir", t.TempDir())
+	if err != nil {
+		t.Fatalf("bench peers: %v\n%s", err, stderr)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	// The processing goal's anchor is the faster of one asynq Server and
+	// two.
+	goals := map[string][]string{
+		"echostore async enqueue, 4 callers: jobs/s": {"asynq Client.Enqueue, 4 callers: jobs/s"},
+		"echostore claim + ack consumer: processing": {"asynq Server, no-op handler: processing", "asynq, 2 Servers, no-op handler: processing"},
+	}
+	for name, anchors := range goals {
+		row := rep.Row(name)
+		if row == nil || !slices.Contains(anchors, row.Anchor) || row.Met == nil || len(row.Runs) != 1 || row.Value <= 0 || row.AnchorValue <= 0 {
+			t.Errorf("row %q: %+v", name, row)
+		}
+	}
+	for _, name := range goals["echostore claim + ack consumer: processing"] {
+		if row := rep.Row(name); row == nil || row.Value <= 0 {
+			t.Errorf("row %q: %+v", name, row)
+		}
+	}
+	if rep.Row("echostore sync enqueue, MinIO, 4 callers: jobs/s") != nil {
+		t.Error("a MinIO row with --no-minio")
+	}
 }

@@ -1,10 +1,11 @@
 // Command echostore-bench runs echostore's benchmark suites and prints
 // their figures: graft (the local page store), champ (the accept tier's
-// outbox) and all (every suite, written into docs/BENCHMARKS.md's generated
-// block, a JSON report and plots). It is a binary of its own so that the
-// echostore binary links none of what the suites need: the plotting, the
-// launcher of private redis-server and MinIO processes, the seed's
-// algorithms.
+// outbox), resp (the RESP front beside Redis), peers (the job tier beside
+// asynq on the same Redis) and all (every suite, written into
+// docs/BENCHMARKS.md's generated block, a JSON report and plots). It is a
+// binary of its own so that the echostore binary links none of what the
+// suites need: the plotting, the launcher of private redis-server and MinIO
+// processes, the seed's algorithms, the peers (asynq).
 //
 // Each suite writes its work into a temporary directory (never a data dir
 // in use) and removes it. Figures are medians of repeated runs; where a
@@ -130,6 +131,6 @@ with the ratio. Progress shows on a terminal only.`,
 		"Redis/Valkey URL of the all suite (a private redis-server is started if none answers there) [$ECHOSTORE_REDIS]")
 	pf.StringVar(&g.data, "data", defaultData,
 		"folder under which champ makes (and removes) its temporary folder [$ECHOSTORE_DATA]")
-	root.AddCommand(newGraftCmd(g), newChampCmd(g), newAllCmd(g), newRESPCmd(g), newHTTPCmd(g))
+	root.AddCommand(newGraftCmd(g), newChampCmd(g), newAllCmd(g), newRESPCmd(g), newPeersCmd(g), newHTTPCmd(g))
 	return root
 }

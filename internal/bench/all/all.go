@@ -64,12 +64,16 @@ type Config struct {
 	RequestIdle                               time.Duration
 	RequestStreams                            []int
 
+	// Peers is echostore's accept tier beside asynq on the same Redis.
+	Peers PeersOptions
+
 	Command  string    // the command line, for the report
 	Progress io.Writer // where progress bars go; nil: none
 }
 
 // Default is the documented run: about three minutes on the reference
-// machine under a load average of 12 (other work sharing its 2 cores).
+// machine under a load average of 12 (other work sharing its 2 cores), and
+// 50–80 s more for the peers suite.
 func Default() Config {
 	return Config{
 		Dir: os.TempDir(), Out: "docs",
@@ -83,6 +87,8 @@ func Default() Config {
 		RESP:           respbench.Config{Records: 100_000, Runs: 9, Ops: 5000},
 		RequestRecords: 100_000, RequestCycle: 10_000, RequestJobs: 10_000, RequestIdle: 10 * time.Second,
 		RequestStreams: []int{1, 100, 1000},
+		Peers: PeersOptions{Runs: 3, Callers: []int{1, 64}, Window: time.Second, LevelJobs: 20_000, Jobs: 10_000,
+			AsynqConcurrency: 64, Consumers: 4, ClaimBatch: 100},
 	}
 }
 
@@ -98,6 +104,7 @@ func Quick() Config {
 	c.HeadSizes = []uint64{10, 1000, 10_000}
 	c.RESP = respbench.Config{Records: 20_000, Runs: 3, Ops: 1000}
 	c.RequestRecords, c.RequestJobs, c.RequestIdle, c.RequestStreams = 30_000, 2000, 5*time.Second, []int{1, 100}
+	c.Peers.Runs, c.Peers.Window, c.Peers.LevelJobs, c.Peers.Jobs = 1, 500*time.Millisecond, 10_000, 5000
 	return c
 }
 
@@ -113,6 +120,8 @@ func Tiny() Config {
 	c.HeadSizes = []uint64{3, 30}
 	c.RESP = respbench.Config{Records: 500, Live: 50, Runs: 1, Ops: 20}
 	c.RequestRecords, c.RequestCycle, c.RequestJobs, c.RequestIdle, c.RequestStreams = 1000, 500, 200, 3*time.Second, []int{1, 3}
+	c.Peers = PeersOptions{Runs: 1, Callers: []int{1, 4}, Window: 50 * time.Millisecond, LevelJobs: 1000, Jobs: 200,
+		AsynqConcurrency: 4, Consumers: 2, ClaimBatch: 50}
 	return c
 }
 
@@ -144,19 +153,21 @@ type Report struct {
 	HeadLookup  *HeadLookupReport `json:"head_lookup"`
 	RESP        *bench.Report     `json:"resp"`
 	Requests    *RequestsReport   `json:"remote_requests"`
+	Peers       *bench.Report     `json:"peers"`
 
 	Goals []Goal   `json:"goals"` // the figures that have a goal, checked
 	Plots []string `json:"plots"` // paths relative to Out
 }
 
 // JSON keys of Report's suites, for tests and readers.
-var SuiteKeys = []string{"graft", "accept", "sync_enqueue", "archive", "redis_memory", "head_lookup", "resp", "remote_requests"}
+var SuiteKeys = []string{"graft", "accept", "sync_enqueue", "archive", "redis_memory", "head_lookup", "resp", "remote_requests", "peers"}
 
 // Plot files, relative to Out.
 const (
 	PlotAccept = "bench/accept-vs-k.svg"
 	PlotMerge  = "bench/merge-read-vs-depth.svg"
 	PlotSync   = "bench/sync-latency-vs-callers.svg"
+	PlotPeers  = "bench/peers.svg"
 	JSONFile   = "bench/report.json"
 	DocFile    = "BENCHMARKS.md"
 )
@@ -231,6 +242,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"remote requests", requestSteps(cfg), func(p *bench.Progress) error {
 			rep, err := runRequests(ctx, env, filepath.Join(scratch, "requests"), cfg, p)
 			r.Requests = rep
+			return err
+		}},
+		{"peers", peersSteps(cfg.Peers), func(p *bench.Progress) error {
+			rep, err := runPeers(ctx, env, filepath.Join(scratch, "peers"), cfg.Peers, p)
+			if rep != nil {
+				rep.Command = cfg.Command
+			}
+			r.Peers = rep
 			return err
 		}},
 	}
@@ -318,4 +337,32 @@ func keyCycleSteps(cfg Config) int {
 		return 0
 	}
 	return cfg.ArchiveRuns
+}
+
+// RunPeers is the peers suite alone (`echostore-bench peers`): the
+// accept tier beside asynq on the same Redis (cfg's, or a private
+// redis-server), sync enqueue on file:// and on MinIO (a private one, or
+// --s3). It writes nothing under cfg.Out.
+func RunPeers(ctx context.Context, cfg Config) (*bench.Report, error) {
+	scratch, err := os.MkdirTemp(cfg.Dir, "echostore-bench-peers-")
+	if err != nil {
+		return nil, fmt.Errorf("bench peers: --dir: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+	env, err := startEnv(ctx, cfg, scratch)
+	if err != nil {
+		return nil, err
+	}
+	defer env.close()
+	p := &bench.Progress{}
+	if cfg.Progress != nil {
+		p = bench.NewProgressOn(cfg.Progress, peersSteps(cfg.Peers), "[peers] ")
+	}
+	rep, err := runPeers(ctx, env, scratch, cfg.Peers, p)
+	p.Done()
+	if err != nil {
+		return nil, fmt.Errorf("bench peers: %w", err)
+	}
+	rep.Command = cfg.Command
+	return rep, nil
 }

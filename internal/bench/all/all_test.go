@@ -120,6 +120,11 @@ func synthetic() *Report {
 		Active: []ActiveRequests{{Streams: 1, PerCycle: 1, PerHour: 720, Litestream: 3600}}}
 	r.RESP = &bench.Report{Rows: []bench.Row{{Name: "Redis XRANGE, live", Value: 5e5, Unit: "rec/s", Runs: []float64{5e5}},
 		{Name: "front XRANGE, archived", Value: 6e5, Unit: "rec/s", Runs: []float64{6e5}, Anchor: "Redis XRANGE, live", Ratio: 1.2, Goal: "≥ 1.0×", Met: &met}}}
+	asynqRow := peerRow(peerAsynqEnqueue, 64, "jobs/s")
+	r.Peers = &bench.Report{Suite: "peers", Rows: []bench.Row{{Name: asynqRow, Value: 3e4, Unit: "jobs/s", Runs: []float64{3e4}},
+		{Name: peerRow(peerAsync, 64, "jobs/s"), Value: 2e5, Unit: "jobs/s", Runs: []float64{2e5}, Anchor: asynqRow, Ratio: 6.7, Goal: "≥ 5×", Met: &met},
+		{Name: peerAsynqServer, Value: 1e4, Unit: "jobs/s", Runs: []float64{1e4}},
+		{Name: peerClaimAck, Value: 8e4, Unit: "jobs/s", Runs: []float64{8e4}, Anchor: peerAsynqServer, Ratio: 8, Goal: "≥ 1×", Met: &met}}}
 	return r
 }
 
@@ -159,7 +164,7 @@ func TestRunTiny(t *testing.T) {
 	if err != nil || !goal || !bytes.Contains(md, []byte("| records | queue stream rec/s | key stream rec/s | key ÷ queue |")) {
 		t.Fatalf("the key-stream cycle is not a goal (%v) or not in %s (%v)", goal, DocFile, err)
 	}
-	if len(r.Plots) != 3 || r.HeadLookup.Sizes[0].QuietTotal != 1 || len(r.Sync.Remotes[0].Levels) == 0 {
+	if len(r.Plots) != 4 || r.Peers == nil || r.HeadLookup.Sizes[0].QuietTotal != 1 || len(r.Sync.Remotes[0].Levels) == 0 {
 		t.Fatalf("plots %v, head %+v", r.Plots, r.HeadLookup)
 	}
 }

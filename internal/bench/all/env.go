@@ -124,6 +124,12 @@ func (e *env) closeMinIO() {
 	if e.stopMinIO != nil {
 		e.stopMinIO()
 		e.stopMinIO = nil
+		// A later suite starts a MinIO of its own.
+		for k := range e.remotes {
+			if e.remotes[k].Name == "minio" {
+				e.remotes[k].URL = ""
+			}
+		}
 	}
 }
 

@@ -17,10 +17,10 @@ type Goal struct {
 	Met    bool    `json:"met"`
 }
 
-// goals checks the figures that have a goal (issues 4, 6 and 7): the
+// goals checks the figures that have a goal (issues 4, 6, 7 and 19): the
 // graft rows that carry one, the outbox's rates by K, recovery and replay,
 // sync enqueue's lone caller and 64 callers, merge-read against XRANGE,
-// Redis memory held flat.
+// Redis memory held flat, the accept tier against asynq.
 func (r *Report) goals() []Goal {
 	var gs []Goal
 	add := func(suite, figure string, v float64, unit string, limit float64, atMost bool) {
@@ -44,8 +44,14 @@ func (r *Report) goals() []Goal {
 			gs = append(gs, Goal{Suite: "graft", Figure: row.Name, Value: v, Unit: unit, Goal: row.Goal, Met: *row.Met})
 		}
 	}
-	if rp := r.RESP; rp != nil {
-		for _, row := range rp.Rows {
+	for _, sr := range []struct {
+		suite string
+		rep   *bench.Report
+	}{{"resp", r.RESP}, {"peers", r.Peers}} {
+		if sr.rep == nil {
+			continue
+		}
+		for _, row := range sr.rep.Rows {
 			if row.Met == nil {
 				continue
 			}
@@ -53,7 +59,7 @@ func (r *Report) goals() []Goal {
 			if row.Anchor != "" {
 				v, unit = row.Ratio, "× "+row.Anchor
 			}
-			gs = append(gs, Goal{Suite: "resp", Figure: row.Name, Value: v, Unit: unit, Goal: row.Goal, Met: *row.Met})
+			gs = append(gs, Goal{Suite: sr.suite, Figure: row.Name, Value: v, Unit: unit, Goal: row.Goal, Met: *row.Met})
 		}
 	}
 	if a := r.Accept; a != nil {

@@ -88,8 +88,8 @@ func (r *Report) Markdown() string {
 	w("Machine: %d CPUs (%s), %s, %s, %s; load average (1, 5, 15 min) %s at the start, %s at the end.\n",
 		m.CPUs, orNA(m.CPU), orNA(m.Kernel), m.OS, m.Go, orNA(m.LoadStart), orNA(m.LoadEnd))
 	w("Every figure is a median of its runs; each anchor was measured in the same run. ")
-	w("JSON: [`%s`](%s). Plots: [accept vs K](%s), [merge-read vs depth](%s), [sync latency vs callers](%s).\n\n",
-		JSONFile, JSONFile, PlotAccept, PlotMerge, PlotSync)
+	w("JSON: [`%s`](%s). Plots: [accept vs K](%s), [merge-read vs depth](%s), [sync latency vs callers](%s), [peers](%s).\n\n",
+		JSONFile, JSONFile, PlotAccept, PlotMerge, PlotSync, PlotPeers)
 
 	if len(r.Goals) > 0 {
 		met := 0
@@ -242,7 +242,44 @@ func (r *Report) Markdown() string {
 		}
 		w("\n")
 	}
+	if pr := r.Peers; pr != nil {
+		w("### peers: the accept tier beside asynq on the same Redis\n\n")
+		w("%s\n\n", PeersSettings(r.Peers))
+		writePeersTable(&b, pr)
+		w("\n")
+	}
 	return b.String()
+}
+
+// PeersSettings says what the peers suite ran and with which settings.
+func PeersSettings(pr *bench.Report) string {
+	v := orNA(AsynqVersion())
+	return fmt.Sprintf("asynq (github.com/hibiken/asynq %s) and echostore on the same Redis, in the same process, interleaved: each run measures every system at each level, the systems' order turning with the run; each figure is the median of its runs (every run shown). "+
+		"asynq: one Client shared by every caller, its go-redis pool larger than the callers; the Server with Concurrency as noted, a no-op handler, its default queue settings. "+
+		"echostore: Node.Enqueue (async: acknowledged once in the outbox on local disk, the default loss window; sync: once its group commit is pushed to the remote), and consumers that claim a batch and acknowledge it in one call (Node.Claim, Node.Ack). "+
+		"Enqueue payloads of %d bytes; the goals are issue 19's (async ≥ 5×, sync to MinIO ≥ 1×, claim + ack ≥ 1× asynq's figure at the same level).",
+		v, len(syncPayload))
+}
+
+// writePeersTable writes the peers rows: median, every run, anchor, ratio
+// and goal.
+func writePeersTable(b *strings.Builder, pr *bench.Report) {
+	fmt.Fprintf(b, "| figure | median | unit | runs | anchor (same run) | ratio | goal |\n|---|---:|---|---|---|---:|---|\n")
+	var notes []string
+	for _, row := range pr.Rows {
+		rs := make([]string, len(row.Runs))
+		for k, v := range row.Runs {
+			rs[k] = bench.FormatValue(v)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", row.Name, bench.FormatValue(row.Value), row.Unit,
+			strings.Join(rs, " / "), row.Anchor, row.RatioText(), row.GoalText("**✗ missed**"))
+		if row.Note != "" {
+			notes = append(notes, fmt.Sprintf("- %s: %s.", row.Name, row.Note))
+		}
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(b, "\n%s\n", strings.Join(notes, "\n"))
+	}
 }
 
 func countsText(c remote.Counts) string {

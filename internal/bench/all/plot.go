@@ -5,11 +5,14 @@ import (
 	"math"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/echostore/echostore/internal/bench"
 )
 
 // writePlots draws the report's SVG plots under out and returns their paths
@@ -38,7 +41,76 @@ func (r *Report) writePlots(out string) ([]string, error) {
 			return done, err
 		}
 	}
+	if r.Peers != nil && len(r.Peers.Rows) > 0 {
+		pp, err := r.peersPlot()
+		if err != nil {
+			return done, err
+		}
+		if err := save(pp, PlotPeers); err != nil {
+			return done, err
+		}
+	}
 	return done, nil
+}
+
+// peersPlot draws the peers suite's jobs/s: enqueue at each level and
+// processing, asynq's bars beside echostore's.
+func (r *Report) peersPlot() (*plot.Plot, error) {
+	p := plot.New()
+	sub := r.subtitle()
+	if strings.HasPrefix(r.Command, "echostore-bench peers") {
+		sub = strings.Replace(sub, "echostore-bench all", "echostore-bench peers", 1)
+	}
+	p.Title.Text = "echostore beside asynq on the same Redis (jobs/s, medians)\n" + sub
+	p.Y.Label.Text = "jobs/s"
+	p.Y.Tick.Marker = humanTicks{linear: true}
+	p.Add(plotter.NewGrid())
+	callers := peersCallers(r.Peers)
+	var cats []string
+	for _, c := range callers {
+		cats = append(cats, strings.TrimSuffix(peerRow("enqueue", c, ""), ": "))
+	}
+	cats = append(cats, "processing")
+	val := func(name string) float64 {
+		if row := r.Peers.Row(name); row != nil {
+			return row.Value
+		}
+		return 0
+	}
+	series := []struct {
+		label, sys, proc string
+	}{
+		{"asynq (Client.Enqueue; Server, no-op handler)", peerAsynqEnqueue, peerAsynqServer},
+		{"echostore async enqueue; claim + ack", peerAsync, peerClaimAck},
+		{"echostore sync enqueue, file://", peerSyncFile, ""},
+		{"echostore sync enqueue, MinIO", peerSyncMinIO, ""},
+	}
+	w := vg.Points(14)
+	for k, s := range series {
+		var vs plotter.Values
+		for _, c := range callers {
+			vs = append(vs, val(peerRow(s.sys, c, "jobs/s")))
+		}
+		if s.proc != "" {
+			vs = append(vs, val(s.proc))
+		} else {
+			vs = append(vs, 0)
+		}
+		bars, err := plotter.NewBarChart(vs, w)
+		if err != nil {
+			return nil, err
+		}
+		bars.LineStyle.Width = 0
+		bars.Color = plotutil.Color(k)
+		bars.Offset = w * vg.Length(float64(k)-float64(len(series)-1)/2)
+		p.Add(bars)
+		p.Legend.Add(s.label, bars)
+	}
+	p.NominalX(cats...)
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Y.Min = 0
+	p.Y.Max *= 1.7
+	return p, nil
 }
 
 func logAxes(p *plot.Plot, x, y bool) {
@@ -187,4 +259,29 @@ func positive(xys plotter.XYs) plotter.XYs {
 		}
 	}
 	return out
+}
+
+// peersCallers returns the enqueue levels of a peers report, from its
+// asynq rows.
+func peersCallers(pr *bench.Report) []int {
+	var cs []int
+	for _, row := range pr.Rows {
+		var c int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(row.Name, peerAsynqEnqueue+", "), "%d", &c); err == nil &&
+			strings.HasPrefix(row.Name, peerAsynqEnqueue+", ") && strings.HasSuffix(row.Name, ": jobs/s") {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+// WritePeersPlot draws the peers suite's plot of rep (a run of
+// `echostore-bench peers`) into the SVG file path.
+func WritePeersPlot(rep *bench.Report, path string) error {
+	r := &Report{Command: rep.Command, Started: rep.Started.UTC(), Machine: machine(), Peers: rep}
+	p, err := r.peersPlot()
+	if err != nil {
+		return err
+	}
+	return p.Save(7*vg.Inch, 4.5*vg.Inch, path)
 }

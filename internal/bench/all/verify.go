@@ -59,7 +59,7 @@ func Verify(out string, before []byte) error {
 			return fmt.Errorf("%s: machine has no %q", JSONFile, k)
 		}
 	}
-	for _, p := range []string{PlotAccept, PlotMerge, PlotSync} {
+	for _, p := range []string{PlotAccept, PlotMerge, PlotSync, PlotPeers} {
 		if err := verifySVG(filepath.Join(out, p)); err != nil {
 			return err
 		}
