@@ -51,6 +51,11 @@ type Config struct {
 	// stream's (runs: ArchiveRuns; 0: not measured).
 	KeyCycleRecords int
 
+	// ArchiveCacheSize is the Pebble block cache of the archive, redis
+	// memory and key-cycle suites' graft stores; 0 is graft's default
+	// (128 MiB).
+	ArchiveCacheSize int64
+
 	MemoryRounds int // rounds of append-a-window, cycle
 	MemoryWindow int // records per window
 
@@ -110,10 +115,15 @@ func Quick() Config {
 // archive suite's merge-read beside XRANGE at one depth of records (10M:
 // goal ≥ 3×), and the Redis memory suite over the same history (100
 // rounds of records/100) held flat; the other suites do not run. At 10M it
-// takes several minutes and about 3 GB of --dir.
+// takes several minutes and about 1 GB of --dir. The archive's block
+// cache is 1 GiB: an archive of 10M records (365 MB) far above the default
+// 128 MiB is read from the OS's page cache block by block, decompressed
+// again on every read (1.87× XRANGE instead of 4.45× in the same
+// conditions), while the anchor's Redis holds its copy in RAM.
 func History(records int) Config {
 	c := Default()
 	c.ArchiveDepths, c.ArchiveRuns, c.KeyCycleRecords = []int{records}, 3, 0
+	c.ArchiveCacheSize = 1 << 30
 	c.MemoryRounds, c.MemoryWindow = 100, max(records/100, 1)
 	c.Only = []string{"archive", "redis_memory"}
 	return c
