@@ -128,7 +128,71 @@ func appendRecordPage(dst []byte, r mq.Record, version byte) []byte {
 // wrapping ErrCorrupt (bad magic, unknown version, bad CRC, lengths past
 // the end, trailing bytes, no fields; in version 1 also a duplicate field
 // name or invalid UTF-8, which version 2 holds).
-func DecodeRecordPage(b []byte) (mq.Record, error) {
+func DecodeRecordPage(b []byte) (mq.Record, error) { return decodeRecordPage(b, nil) }
+
+// pageDecoder decodes the record pages of one read: the names and values of
+// many records share blocks of text it allocates, and their fields share
+// blocks of mq.Field, so a record costs no allocation of its own (a
+// record the caller keeps keeps its blocks, at most decoderText bytes of
+// text and decoderFields fields).
+type pageDecoder struct {
+	text   strings.Builder
+	fields []mq.Field
+}
+
+const (
+	decoderText   = 64 << 10 // bytes of names and values per block
+	decoderFields = 512      // fields per block
+)
+
+// textOf returns the names and values of rest (a page's checked fields,
+// total bytes of them), end to end, in a block shared with other records.
+func (d *pageDecoder) textOf(rest []byte, total int) string {
+	if total > decoderText/4 { // a large record: a string of its own
+		return joinFields(rest, total)
+	}
+	if d.text.Cap()-d.text.Len() < total {
+		d.text = strings.Builder{}
+		d.text.Grow(decoderText)
+	}
+	start := d.text.Len()
+	for walk := rest; len(walk) > 0; {
+		f, w, _ := cutField(walk)
+		d.text.Write(f)
+		walk = w
+	}
+	// Earlier substrings stay valid: the builder appends past them.
+	return d.text.String()[start:]
+}
+
+// fieldsOf returns n fields in a block shared with other records.
+func (d *pageDecoder) fieldsOf(n int) []mq.Field {
+	if n > decoderFields/4 {
+		return make([]mq.Field, n)
+	}
+	if cap(d.fields)-len(d.fields) < n {
+		d.fields = make([]mq.Field, 0, decoderFields)
+	}
+	at := len(d.fields)
+	d.fields = d.fields[:at+n]
+	return d.fields[at : at+n : at+n]
+}
+
+// joinFields returns the names and values of rest end to end, total bytes.
+func joinFields(rest []byte, total int) string {
+	var sb strings.Builder
+	sb.Grow(total)
+	for walk := rest; len(walk) > 0; {
+		f, w, _ := cutField(walk)
+		sb.Write(f)
+		walk = w
+	}
+	return sb.String()
+}
+
+// decodeRecordPage is DecodeRecordPage; with d, the record's strings and
+// fields are in d's blocks.
+func decodeRecordPage(b []byte, d *pageDecoder) (mq.Record, error) {
 	bad := func(format string, args ...any) (mq.Record, error) {
 		return mq.Record{}, fmt.Errorf("record page: %s: %w", fmt.Sprintf(format, args...), ErrCorrupt)
 	}
@@ -188,15 +252,13 @@ func DecodeRecordPage(b []byte) (mq.Record, error) {
 	if len(walk) != 0 {
 		return bad("%d bytes after the last field", len(walk))
 	}
-	var sb strings.Builder
-	sb.Grow(total)
-	for walk = rest; len(walk) > 0; {
-		f, w, _ := cutField(walk)
-		sb.Write(f)
-		walk = w
+	var all string
+	var fields []mq.Field
+	if d != nil {
+		all, fields = d.textOf(rest, total), d.fieldsOf(int(n))
+	} else {
+		all, fields = joinFields(rest, total), make([]mq.Field, n)
 	}
-	all := sb.String()
-	fields := make([]mq.Field, n)
 	at := 0
 	for i := range fields {
 		nl := int(binary.BigEndian.Uint32(rest))

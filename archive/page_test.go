@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/echostore/echostore/brand"
@@ -190,6 +191,48 @@ func TestPageVersionChoice(t *testing.T) {
 		}
 		if got, err := DecodeRecordPage(b); err != nil || !reflect.DeepEqual(got, c.r) {
 			t.Fatalf("%s: decodes to %+v, %v", c.name, got, err)
+		}
+	}
+}
+
+// TestPageDecoderBlocks: records decoded by one pageDecoder share blocks of
+// text and fields, and every record kept stays what DecodeRecordPage
+// decodes, across block boundaries and beside records too large to share.
+func TestPageDecoderBlocks(t *testing.T) {
+	var d pageDecoder
+	var pages [][]byte
+	var got []mq.Record
+	for i := range 3000 {
+		r := mq.Record{ID: xid.ID{Ms: uint64(1000 + i), Seq: uint64(i % 3)}}
+		for k := range 1 + i%5 {
+			r.Fields = append(r.Fields, mq.Field{Name: fmt.Sprintf("f%d", k), Value: strings.Repeat(string(rune('a'+k)), i%97)})
+		}
+		if i%500 == 7 { // larger than a quarter block: a string of its own
+			r.Fields = append(r.Fields, mq.Field{Name: "big", Value: strings.Repeat("z", decoderText)})
+		}
+		if i%700 == 3 { // more fields than a quarter block
+			for k := range decoderFields {
+				r.Fields = append(r.Fields, mq.Field{Name: fmt.Sprintf("g%d", k), Value: "v"})
+			}
+		}
+		p := AppendRecordPage(nil, r)
+		pages = append(pages, p)
+		rec, err := decodeRecordPage(p, &d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, rec)
+	}
+	for i, p := range pages {
+		want, err := DecodeRecordPage(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got[i], want) {
+			t.Fatalf("record %d: %v, want %v", i, got[i].ID, want.ID)
+		}
+		if cap(got[i].Fields) != len(got[i].Fields) {
+			t.Fatalf("record %d: fields of capacity %d for %d: an append would write into the next record's", i, cap(got[i].Fields), len(got[i].Fields))
 		}
 	}
 }

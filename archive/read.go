@@ -123,6 +123,7 @@ func readAt(ctx context.Context, snap *graft.Snapshot, st State, from, to xid.ID
 	name := snap.Volume().Name()
 	var prev xid.ID
 	span := spanAssembler{reverse: reverse}
+	var dec pageDecoder
 	// Continuations no head precedes: only at the start of the retained
 	// pages, where retention dropped their head (span.go).
 	orphans := lo == st.Low
@@ -150,7 +151,7 @@ func readAt(ctx context.Context, snap *graft.Snapshot, st State, from, to xid.ID
 		} else if span.active {
 			err = fmt.Errorf("a version-%d page inside the record %s spanning pages: %w", v, formatID(span.id), ErrCorrupt)
 		} else {
-			r, err = DecodeRecordPage(it.Value())
+			r, err = decodeRecordPage(it.Value(), &dec)
 		}
 		orphans = false
 		if err != nil {

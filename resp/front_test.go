@@ -62,6 +62,8 @@ func TestArchivedReadsByteIdentical(t *testing.T) {
 	cmds := [][]string{
 		{"XRANGE", key, "-", "+"},
 		{"XRANGE", key, "-", "+", "COUNT", "7"},
+		{"XRANGE", key, "-", "+", "COUNT", "2000"}, // read ahead (aheadMin)
+		{"XREVRANGE", key, "+", "-", "COUNT", "1500"},
 		{"XREVRANGE", key, "+", "-", "COUNT", "9"},
 		{"XREVRANGE", key, "+", "-"},
 		{"XRANGE", key, "(" + ids[10], ids[250]},

@@ -171,7 +171,11 @@ func (c *conn) entries(ctx context.Context, ref names.StreamRef, sp span, count 
 		// alone, the first record if it is that.
 		opts.Limit, opts.Reverse = 1, false
 	}
-	for rec, err := range c.s.cfg.Archive.Read(ctx, ref, opts) {
+	recs := c.s.cfg.Archive.Read(ctx, ref, opts)
+	if opts.Limit == 0 || opts.Limit >= aheadMin {
+		recs = ahead(recs)
+	}
+	for rec, err := range recs {
 		if err != nil {
 			var ee *mq.EntryError
 			if errors.As(err, &ee) {

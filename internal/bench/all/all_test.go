@@ -204,3 +204,32 @@ func TestRequestsTiny(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryTiny runs the deep-history configuration at a tiny depth: only
+// the archive and Redis memory suites run, their goals are checked, and
+// nothing is written under Out.
+func TestHistoryTiny(t *testing.T) {
+	if _, err := testserver.RedisBinary(); err != nil {
+		testserver.Unavailable(t, err)
+	}
+	cfg := History(3000)
+	cfg.Dir, cfg.Out, cfg.NoMinIO = t.TempDir(), filepath.Join(t.TempDir(), "out"), true
+	r, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Archive == nil || len(r.Archive.Depths) != 1 || r.Archive.Depths[0].Records != 3000 || r.RedisMemory == nil ||
+		r.RedisMemory.Archived < 2900 || r.Graft != nil || r.RESP != nil || r.Accept != nil {
+		t.Fatalf("suites run: archive %+v, memory %+v, graft %v, resp %v", r.Archive, r.RedisMemory, r.Graft != nil, r.RESP != nil)
+	}
+	if len(r.Goals) != 2 {
+		t.Fatalf("goals %+v, want the merge-read's and the memory's", r.Goals)
+	}
+	if _, err := os.Stat(cfg.Out); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a partial run wrote under Out: %v", err)
+	}
+	cfg.Only = []string{"nope"}
+	if _, err := Run(t.Context(), cfg); err == nil {
+		t.Fatal("an unknown suite ran")
+	}
+}

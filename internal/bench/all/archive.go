@@ -110,7 +110,7 @@ func openArchiver(ctx context.Context, e *env, dir string) (live *mq.Client, st 
 	if live, err = e.connect(ctx); err != nil {
 		return nil, nil, nil, nil, err
 	}
-	if st, err = graft.Open(ctx, dir, graft.Options{}); err != nil {
+	if st, err = graft.Open(ctx, dir, graft.Options{CacheSize: e.archiveCache}); err != nil {
 		live.Close()
 		return nil, nil, nil, nil, err
 	}

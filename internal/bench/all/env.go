@@ -30,6 +30,9 @@ type env struct {
 	// stopMinIO stops the private MinIO once the sync suite is done (nil
 	// while none runs).
 	stopMinIO func()
+	// archiveCache is the block cache of the archive suites' graft
+	// stores (Config.ArchiveCacheSize).
+	archiveCache int64
 }
 
 // remoteSpec is one remote of the sync suite.
@@ -40,7 +43,7 @@ type remoteSpec struct {
 }
 
 func startEnv(ctx context.Context, cfg Config, scratch string) (*env, error) {
-	e := &env{queue: fmt.Sprintf("bench-%08x", rand.Uint32())}
+	e := &env{queue: fmt.Sprintf("bench-%08x", rand.Uint32()), archiveCache: cfg.ArchiveCacheSize}
 	if cfg.RedisURL != "" {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		c, err := mq.Connect(cctx, mq.Options{URL: cfg.RedisURL})
