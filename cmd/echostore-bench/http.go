@@ -21,8 +21,8 @@ func newHTTPCmd(g *globals) *cobra.Command {
 		Use:   "http",
 		Short: "Benchmark serve's HTTP append of JSON lines beside pipelined raw XADD, in the same run",
 		Long: `Benchmark serve's HTTP append against a private redis-server: --records
-records appended as JSON lines through POST /v1/streams/{q}/{s} on serve's unix
-socket, --batch per request, one client; beside the same records XADDed raw to
+records appended as JSON lines through POST /v1/streams/{q}/{s} on serve's
+loopback TCP listener, --batch per request, one client; beside the same records XADDed raw to
 Redis, --batch per pipelined round trip on one connection. Interleaved, --runs
 times, medians (goal: HTTP ÷ XADD ≥ 0.5×).`,
 		Args: cobra.NoArgs,

@@ -23,6 +23,7 @@ import (
 	"github.com/echostore/echostore/internal/bench"
 	"github.com/echostore/echostore/internal/bench/acceptbench"
 	"github.com/echostore/echostore/internal/bench/graftbench"
+	"github.com/echostore/echostore/internal/bench/httpbench"
 	"github.com/echostore/echostore/internal/bench/respbench"
 )
 
@@ -72,6 +73,8 @@ type Config struct {
 
 	// Peers is echostore's accept tier beside asynq on the same Redis.
 	Peers PeersOptions
+
+	HTTP httpbench.Config // serve's HTTP append beside pipelined raw XADD
 	// Only, if not empty, runs just these suites (keys of SuiteKeys) and
 	// writes nothing under Out: a partial run is no generated block.
 	Only []string
@@ -94,6 +97,7 @@ func Default() Config {
 		MemoryRounds: 100, MemoryWindow: 1000,
 		HeadSizes:      []uint64{10, 1000, 100_000},
 		RESP:           respbench.Config{Records: 100_000, Runs: 9, Ops: 5000},
+		HTTP:           httpbench.Config{Records: 100_000, Batch: 1000, Runs: 5},
 		RequestRecords: 100_000, RequestCycle: 10_000, RequestJobs: 10_000, RequestIdle: 10 * time.Second,
 		RequestStreams: []int{1, 100, 1000},
 		Peers: PeersOptions{Runs: 3, Callers: []int{1, 64}, Window: time.Second, LevelJobs: 20_000, Jobs: 10_000,
@@ -112,6 +116,7 @@ func Quick() Config {
 	c.MemoryRounds = 30
 	c.HeadSizes = []uint64{10, 1000, 10_000}
 	c.RESP = respbench.Config{Records: 20_000, Runs: 3, Ops: 1000}
+	c.HTTP = httpbench.Config{Records: 20_000, Batch: 1000, Runs: 3}
 	c.RequestRecords, c.RequestJobs, c.RequestIdle, c.RequestStreams = 30_000, 2000, 5*time.Second, []int{1, 100}
 	c.Peers.Runs, c.Peers.Window, c.Peers.LevelJobs, c.Peers.Jobs = 1, 500*time.Millisecond, 10_000, 5000
 	return c
@@ -146,6 +151,7 @@ func Tiny() Config {
 	c.MemoryRounds, c.MemoryWindow = 3, 100
 	c.HeadSizes = []uint64{3, 30}
 	c.RESP = respbench.Config{Records: 500, Live: 50, Runs: 1, Ops: 20}
+	c.HTTP = httpbench.Config{Records: 200, Batch: 100, Runs: 1}
 	c.RequestRecords, c.RequestCycle, c.RequestJobs, c.RequestIdle, c.RequestStreams = 1000, 500, 200, 3*time.Second, []int{1, 3}
 	c.Peers = PeersOptions{Runs: 1, Callers: []int{1, 4}, Window: 50 * time.Millisecond, LevelJobs: 1000, Jobs: 200,
 		AsynqConcurrency: 4, Consumers: 2, ClaimBatch: 50}
@@ -181,13 +187,14 @@ type Report struct {
 	RESP        *bench.Report     `json:"resp"`
 	Requests    *RequestsReport   `json:"remote_requests"`
 	Peers       *bench.Report     `json:"peers"`
+	HTTP        *bench.Report     `json:"http_append"`
 
 	Goals []Goal   `json:"goals"` // the figures that have a goal, checked
 	Plots []string `json:"plots"` // paths relative to Out
 }
 
 // JSON keys of Report's suites, for tests and readers.
-var SuiteKeys = []string{"graft", "accept", "sync_enqueue", "archive", "redis_memory", "head_lookup", "resp", "remote_requests", "peers"}
+var SuiteKeys = []string{"graft", "accept", "sync_enqueue", "archive", "redis_memory", "head_lookup", "resp", "remote_requests", "peers", "http_append"}
 
 // Plot files, relative to Out.
 const (
@@ -278,6 +285,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		{"remote_requests", "remote requests", requestSteps(cfg), func(p *bench.Progress) error {
 			rep, err := runRequests(ctx, env, filepath.Join(scratch, "requests"), cfg, p)
 			r.Requests = rep
+			return err
+		}},
+		{"http_append", "http append", httpbench.Steps(cfg.HTTP), func(p *bench.Progress) error {
+			c := cfg.HTTP
+			c.Dir, c.Command, c.Progress = scratch, cfg.Command, p
+			rep, err := httpbench.Run(ctx, c)
+			r.HTTP = rep
 			return err
 		}},
 		{"peers", "peers", peersSteps(cfg.Peers), func(p *bench.Progress) error {

@@ -120,6 +120,8 @@ func synthetic() *Report {
 		Active: []ActiveRequests{{Streams: 1, PerCycle: 1, PerHour: 720, Litestream: 3600}}}
 	r.RESP = &bench.Report{Rows: []bench.Row{{Name: "Redis XRANGE, live", Value: 5e5, Unit: "rec/s", Runs: []float64{5e5}},
 		{Name: "front XRANGE, archived", Value: 6e5, Unit: "rec/s", Runs: []float64{6e5}, Anchor: "Redis XRANGE, live", Ratio: 1.2, Goal: "≥ 1.0×", Met: &met}}}
+	r.HTTP = &bench.Report{Suite: "http", Rows: []bench.Row{{Name: "pipelined raw XADD to Redis", Value: 4e5, Unit: "rec/s", Runs: []float64{4e5}},
+		{Name: "HTTP append of JSON lines through serve", Value: 2.4e5, Unit: "rec/s", Runs: []float64{2.4e5}, Anchor: "pipelined raw XADD to Redis", Ratio: 0.6, Goal: "≥ 0.5×", Met: &met}}}
 	asynqRow := peerRow(peerAsynqEnqueue, 64, "jobs/s")
 	r.Peers = &bench.Report{Suite: "peers", Rows: []bench.Row{{Name: asynqRow, Value: 3e4, Unit: "jobs/s", Runs: []float64{3e4}},
 		{Name: peerRow(peerAsync, 64, "jobs/s"), Value: 2e5, Unit: "jobs/s", Runs: []float64{2e5}, Anchor: asynqRow, Ratio: 6.7, Goal: "≥ 5×", Met: &met},

@@ -47,7 +47,7 @@ func (r *Report) goals() []Goal {
 	for _, sr := range []struct {
 		suite string
 		rep   *bench.Report
-	}{{"resp", r.RESP}, {"peers", r.Peers}} {
+	}{{"resp", r.RESP}, {"http append", r.HTTP}, {"peers", r.Peers}} {
 		if sr.rep == nil {
 			continue
 		}

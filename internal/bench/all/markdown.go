@@ -128,6 +128,16 @@ func (r *Report) Markdown() string {
 		w("\n")
 	}
 
+	if g := r.HTTP; g != nil {
+		w("### http append: serve's HTTP append beside pipelined XADD\n\n")
+		w("A private redis-server; serve on loopback TCP (no beat, no background replication); the same records appended as JSON lines, one request per batch, and XADDed raw, one pipelined round trip per batch, interleaved, medians of the runs.\n\n")
+		w("| figure | median | unit | runs | anchor (same run) | ratio | goal |\n|---|---:|---|---:|---|---:|---|\n")
+		for _, row := range g.Rows {
+			w("| %s | %s | %s | %d | %s | %s | %s |\n", row.Name, bench.FormatValue(row.Value), row.Unit, len(row.Runs), row.Anchor, row.RatioText(), row.GoalText("**✗ missed**"))
+		}
+		w("\n")
+	}
+
 	if a := r.Accept; a != nil {
 		res := a.Results
 		w("### accept: the outbox against the seed\n\n")
