@@ -19,9 +19,9 @@ import (
 // is cycled by a beat when it is due:
 //
 //   - the node has no memo of a successful cycle of it under the current
-//     membership (new to the node, its last cycle failed, or the group's
-//     live nodes changed since: a takeover cycles every stream of the new
-//     share once, idle or not);
+//     membership (new to the node, its last cycle failed, its key does not
+//     exist yet, or the group's live nodes changed since: a takeover
+//     cycles every stream of the new share once, idle or not);
 //   - its window or its archive retention counts by age (max_age,
 //     retain_age): time alone moves its cut, so it is cycled every beat;
 //   - its last cycle left consumer groups holding the trim back (capped or
@@ -209,8 +209,11 @@ func (s *Server) cycled(ref names.StreamRef, before top, res archive.CycleResult
 	b := s.idle
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err != nil || !before.read {
-		delete(b.memos, ref) // failed, or not probed (a Redis error): due again
+	if err != nil || !before.read || res.Missing {
+		// Failed, or not probed (a Redis error), or declared but not in
+		// Redis yet (its first append, not registered as archived, names
+		// it in no feed): due again, at one script a beat.
+		delete(b.memos, ref)
 		return
 	}
 	after := before
