@@ -35,7 +35,9 @@ import (
 //     last-generated-id, many streams of a slot in one script) and found
 //     it moved since the memo: entries appended by others (plain XADD, key
 //     streams) or removed by others (app trims). The sweep reads every
-//     other stream of the share at least once per Config.Sweep.
+//     other stream of the share at least once per Config.Sweep, or per
+//     one second for each SweepProbes of them if that is longer
+//     (sweepEvery).
 //
 // Any other stream is left alone by the beat: no lease, no seam, no script
 // and no XINFO. Its archive, its trim and its metrics are those of its last
@@ -43,6 +45,19 @@ import (
 
 // probeChunk bounds the streams whose top one probe script reads.
 const probeChunk = 200
+
+// SweepProbes bounds the sweep's reads of idle streams' tops per second
+// (each an XINFO STREAM inside a probe script): with more idle archived
+// streams in a node's share than Config.Sweep × SweepProbes, the sweep
+// takes longer than Config.Sweep, one second per SweepProbes streams
+// (10,000 streams: 200 s).
+const SweepProbes = 50
+
+// sweepEvery is the time within which the sweep reads the top of each of
+// n idle streams: sweep, or longer for more than sweep × SweepProbes.
+func sweepEvery(sweep time.Duration, n int) time.Duration {
+	return max(sweep, time.Duration(n)*time.Second/SweepProbes, time.Nanosecond)
+}
 
 // top is what a probe reads of a stream: enough to tell that it has
 // changed since (an XADD moves last, a trim or XDEL changes length).
@@ -147,10 +162,11 @@ func (s *Server) dueStreams(ctx context.Context, cands []candidate, now time.Tim
 		}
 	}
 	slices.SortStableFunc(idle, func(x, y candidate) int { return b.memos[x.ref].probed.Compare(b.memos[y.ref].probed) })
-	share := (len(idle)*int(s.cfg.Beat) + int(s.cfg.Sweep) - 1) / int(max(s.cfg.Sweep, 1))
+	every := sweepEvery(s.cfg.Sweep, len(idle))
+	share := int((int64(len(idle))*int64(s.cfg.Beat) + int64(every) - 1) / int64(every))
 	var sweep []candidate
 	for i, c := range idle {
-		if i < share || now.Sub(b.memos[c.ref].probed) >= s.cfg.Sweep {
+		if i < share || now.Sub(b.memos[c.ref].probed) >= every {
 			sweep = append(sweep, c)
 		}
 	}

@@ -25,6 +25,9 @@ const (
 	// scaleMaxGoroutines bounds serve's goroutines whatever the number of
 	// streams (they were one per archived stream).
 	scaleMaxGoroutines = 400
+	// scaleMaxIdleOps bounds the Redis commands per second (scripts' own
+	// calls included) of serve's beat with every stream idle.
+	scaleMaxIdleOps = 100
 )
 
 // TestScaleServeChild runs serve (server.Open and Run, the default beat)
@@ -114,8 +117,9 @@ func measureScale(t *testing.T, base string, pid int, addr string) scaleFigures 
 // TestScaleArchivedStreams: N archived streams (ECHOSTORE_SCALE_STREAMS,
 // 300 by default; docs/BENCHMARKS.md has 10,000) with a window of 10 on one
 // serve process, made by one append each and then appended to at random
-// across several beats: serve's goroutines stay under scaleMaxGoroutines
-// and Redis's connections under scaleMaxClients, whatever N. It logs serve's
+// across several beats: serve's goroutines stay under scaleMaxGoroutines,
+// Redis's connections under scaleMaxClients and the idle beat's Redis
+// commands under scaleMaxIdleOps a second, whatever N. It logs serve's
 // resident memory, goroutines, Redis connections and the idle Redis
 // commands per second (total_commands_processed over a quiet window of two
 // beats), at the start and at N, and per stream.
@@ -222,6 +226,9 @@ func TestScaleArchivedStreams(t *testing.T) {
 	}
 	if at.goroutines > scaleMaxGoroutines {
 		t.Errorf("serve has %d goroutines with %d archived streams, want at most %d", at.goroutines, n, scaleMaxGoroutines)
+	}
+	if atOps > scaleMaxIdleOps {
+		t.Errorf("Redis ran %.0f commands/s for an idle serve with %d archived streams, want at most %d", atOps, n, scaleMaxIdleOps)
 	}
 	if at.clients > scaleMaxClients {
 		t.Errorf("Redis has %d clients with %d archived streams on one serve, want at most %d", at.clients, n, scaleMaxClients)
