@@ -209,8 +209,25 @@ func TestScaleArchivedStreams(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	// Two beats pass with the appends cycled, then the quiet window.
+	// Two beats pass with the appends cycled, and then beats until one
+	// beat's time passes without a cycle (a beat with every stream due
+	// takes longer than the beat; at most three minutes), then the quiet
+	// window.
 	time.Sleep(2 * DefaultBeat)
+	settled := time.Now()
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		a := measureScale(t, base, pid, r.Addr)
+		time.Sleep(DefaultBeat)
+		b := measureScale(t, base, pid, r.Addr)
+		if b.cycles == a.cycles {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Logf("the beat still cycles after three minutes (%.0f cycles in the last beat)", b.cycles-a.cycles)
+			break
+		}
+	}
+	t.Logf("the beat settled %s after the appends' two beats", time.Since(settled).Round(time.Second))
 	at, atOps := idle()
 	t.Logf("serve at start (1 stream): %d MB resident, %d goroutines, %d Redis clients, idle %.0f Redis commands/s",
 		start.rssKB/1024, start.goroutines, start.clients, startOps)
