@@ -27,6 +27,9 @@ import (
 //   - its last cycle left consumer groups holding the trim back (capped or
 //     stalled): acks move its cut, and the stall alarms count by time, so
 //     it is cycled every beat until no group holds it back;
+//   - its last cycle left more entries live than its window keeps (a trim
+//     that waits for a push with trim_after remote, one held back): it is
+//     cycled every beat until the window holds;
 //   - the node cycles it without owning it (commits the remote lacks,
 //     Server.cycles);
 //   - an append through echostore named it in its slot's change feed
@@ -113,6 +116,7 @@ type candidate struct {
 	key   string // mq.StreamKey
 	feed  string // mq.DirtyOf: its slot's change feed, and its probe group
 	aged  bool   // its window or retention counts by age
+	keep  int64  // its window's Keep
 	owned bool
 }
 
@@ -155,7 +159,7 @@ func (s *Server) dueStreams(ctx context.Context, cands []candidate, now time.Tim
 	for _, c := range cands {
 		m, ok := b.memos[c.ref]
 		switch {
-		case !ok, m.view != view, m.held, c.aged, !c.owned, dirty[c.key]:
+		case !ok, m.view != view, m.held, c.aged, !c.owned, dirty[c.key], m.top.length > c.keep:
 			due[c.ref] = true
 		default:
 			idle = append(idle, c)

@@ -673,7 +673,7 @@ func (s *Server) Beat(ctx context.Context) {
 		for _, sw := range d.Declared() {
 			if s.cycles(ctx, sw.Ref) {
 				cands = append(cands, candidate{ref: sw.Ref, key: mq.StreamKey(sw.Ref), feed: mq.DirtyOf(sw.Ref),
-					aged: aged || sw.Window.MaxAge > 0, owned: s.owns(sw.Ref)})
+					aged: aged || sw.Window.MaxAge > 0, keep: int64(sw.Window.Keep), owned: s.owns(sw.Ref)})
 			}
 		}
 	}
