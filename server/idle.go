@@ -96,7 +96,9 @@ func (b *idleBeat) forget(ref names.StreamRef) {
 }
 
 // viewKey names the membership a memo was made under: the live nodes of
-// the node's view ("" alone, or without a view).
+// the node's view and how often they changed since the node started (a
+// node that joined and left between two beats changes it too), "" without
+// a view.
 func (s *Server) viewKey() string {
 	m := s.fleet()
 	if m == nil {
@@ -106,7 +108,7 @@ func (s *Server) viewKey() string {
 	if v == nil {
 		return ""
 	}
-	return strings.Join(v.nodes, ",")
+	return strconv.FormatUint(v.gen, 10) + ":" + strings.Join(v.nodes, ",")
 }
 
 // candidate is a declared archived stream the beat cycles here (cycles),
@@ -156,6 +158,17 @@ func (s *Server) dueStreams(ctx context.Context, cands []candidate, now time.Tim
 	// beat, and every one not probed for a sweep.
 	var idle []candidate
 	b.mu.Lock()
+	// A stream not cycled here this beat (another node's share now) loses
+	// its memo: if it comes back, its first beat here cycles it.
+	here := make(map[names.StreamRef]bool, len(cands))
+	for _, c := range cands {
+		here[c.ref] = true
+	}
+	for ref := range b.memos {
+		if !here[ref] {
+			delete(b.memos, ref)
+		}
+	}
 	for _, c := range cands {
 		m, ok := b.memos[c.ref]
 		switch {

@@ -270,7 +270,17 @@ func TestBeatTwoNodesShareTheFeed(t *testing.T) {
 		return Config{Redis: r.URL, Remote: "file://" + filepath.Join(rdir, "remote"), Sweep: 1000 * time.Hour,
 			Queues: []QueueConfig{{Name: q, Streams: ss}}}
 	}
-	a, b := start(t, cfg()), start(t, cfg())
+	a := start(t, cfg())
+	// a alone first: it cycles every stream (its memos of b's share-to-be
+	// are of a membership that comes back once b leaves).
+	for i := range n {
+		if code, out := a.do("POST", "/v1/streams/"+q+"/"+refs[i].Stream().String(), "", strings.NewReader(`{"fields":{"j":"0"}}`)); code != 200 {
+			t.Fatalf("append: %d %s", code, out)
+		}
+	}
+	a.srv.Beat(ctx)
+	a.srv.Beat(ctx)
+	b := start(t, cfg())
 	// Both see both (each beat heartbeats; the second reads the other).
 	for _, e := range []*env{a, b, a, b} {
 		e.srv.Beat(ctx)
