@@ -220,15 +220,21 @@ func (s *Server) dueStreams(ctx context.Context, cands []candidate, now time.Tim
 	out := make(map[names.StreamRef]top, len(due))
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	swept := 0
 	for _, c := range sweep {
 		m := b.memos[c.ref]
 		if t := tops[c.ref]; t != m.top {
 			due[c.ref] = true
+			swept++
 			continue
 		}
 		m.probed = now
 		b.memos[c.ref] = m
 	}
+	s.m.beatStreams.WithLabelValues("due").Set(float64(len(due)))
+	s.m.beatStreams.WithLabelValues("swept").Set(float64(swept))
+	s.m.beatStreams.WithLabelValues("probed").Set(float64(len(sweep)))
+	s.m.beatStreams.WithLabelValues("idle").Set(float64(len(cands) - len(due)))
 	for ref := range due {
 		out[ref] = tops[ref]
 	}

@@ -67,7 +67,8 @@ func TestScaleServeChild(t *testing.T) {
 type scaleFigures struct {
 	rssKB, goroutines, clients int
 	commands                   int64
-	cycles                     float64 // archive cycles run, of every stream
+	cycles                     float64  // archive cycles run, of every stream
+	beat                       []string // the echostore_beat_streams lines
 }
 
 func measureScale(t *testing.T, base string, pid int, addr string) scaleFigures {
@@ -93,6 +94,9 @@ func measureScale(t *testing.T, base string, pid int, addr string) scaleFigures 
 		l := sc.Text()
 		if v, ok := strings.CutPrefix(l, "go_goroutines "); ok {
 			f.goroutines, _ = strconv.Atoi(v)
+		}
+		if strings.HasPrefix(l, "echostore_beat_streams{") {
+			f.beat = append(f.beat, l)
 		}
 		if strings.HasPrefix(l, "echostore_cycles_total{") && strings.Contains(l, `kind="archive"`) {
 			if i := strings.LastIndexByte(l, ' '); i > 0 {
@@ -241,6 +245,7 @@ func TestScaleArchivedStreams(t *testing.T) {
 	t.Logf("per stream: %.1f KB resident, %.3f goroutines, %.4f Redis clients, %.3f idle Redis commands/s",
 		float64(at.rssKB-start.rssKB)/float64(n), float64(at.goroutines-start.goroutines)/float64(n),
 		float64(at.clients-start.clients)/float64(n), (atOps-startOps)/float64(n))
+	t.Logf("the last beat: %s", strings.Join(at.beat, "; "))
 	if idleCycles > 0 {
 		t.Logf("idle beat: %.0f archive cycles in the quiet window of %s (%.0f cycles/s; each stream cycled every %.1fs), %.1f Redis commands per idle cycle",
 			idleCycles, 2*DefaultBeat, idleCycles/(2*DefaultBeat).Seconds(), float64(n+1)/(idleCycles/(2*DefaultBeat).Seconds()),
