@@ -53,8 +53,8 @@ const probeChunk = 200
 // (each an XINFO STREAM inside a probe script): with more idle archived
 // streams in a node's share than Config.Sweep × SweepProbes, the sweep
 // takes longer than Config.Sweep, one second per SweepProbes streams
-// (10,000 streams: 200 s).
-const SweepProbes = 50
+// (10,000 streams: 250 s).
+const SweepProbes = 40
 
 // sweepEvery is the time within which the sweep reads the top of each of
 // n idle streams: sweep, or longer for more than sweep × SweepProbes.

@@ -237,7 +237,19 @@ func TestScaleArchivedStreams(t *testing.T) {
 		}
 	}
 	t.Logf("the beat settled %s after the appends' two beats", time.Since(settled).Round(time.Second))
+	if _, err := testserver.Do(context.Background(), r.Addr, "CONFIG", "RESETSTAT"); err != nil {
+		t.Fatal(err)
+	}
 	at, atOps := idle()
+	if stats, err := testserver.Do(context.Background(), r.Addr, "INFO", "commandstats"); err == nil {
+		var calls []string
+		for _, l := range strings.Split(stats, "\n") {
+			if name, rest, ok := strings.Cut(strings.TrimSpace(l), ":calls="); ok {
+				calls = append(calls, strings.TrimPrefix(name, "cmdstat_")+" "+strings.SplitN(rest, ",", 2)[0])
+			}
+		}
+		t.Logf("Redis commands of the quiet window (and the measures' own): %s", strings.Join(calls, ", "))
+	}
 	t.Logf("serve at start (1 stream): %d MB resident, %d goroutines, %d Redis clients, idle %.0f Redis commands/s",
 		start.rssKB/1024, start.goroutines, start.clients, startOps)
 	t.Logf("serve with %d archived streams (made in %s, then %d appends at random): %d MB resident, %d goroutines, %d Redis clients, idle %.0f Redis commands/s",
