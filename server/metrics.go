@@ -37,8 +37,8 @@ type metrics struct {
 	// beatStreams: the archived streams of the last beat, by what it did
 	// with them (idle.go).
 	beatStreams *prometheus.GaugeVec
-	jobs       *jobMetrics
-	tally      *tally // what the console's live charts show (series.go)
+	jobs        *jobMetrics
+	tally       *tally // what the console's live charts show (series.go)
 }
 
 func newMetrics() *metrics {
