@@ -627,6 +627,9 @@ func (d *Driver) Declare(ref names.StreamRef, w Window) error {
 	return nil
 }
 
+// Declared returns the declared streams and their windows, in name order.
+func (d *Driver) Declared() []mq.StreamWindow { return d.windows.Sorted() }
+
 // Forget stops driving stream s of queue q.
 func (d *Driver) Forget(ref names.StreamRef) { d.windows.Delete(ref) }
 

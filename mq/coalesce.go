@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/names"
 )
 
 // A Client sends at most one append chunk per stream at a time: each stream
@@ -54,12 +55,12 @@ func (s *streamSlot) acquire(ctx context.Context) error {
 
 func (s *streamSlot) release() { <-s.sem }
 
-// appendOne appends one checked record through the queue of key.
-func (c *Client) appendOne(ctx context.Context, key string, fields []Field) (brand.ID, error) {
+// appendOne appends one checked record through the queue of ref's key.
+func (c *Client) appendOne(ctx context.Context, ref names.StreamRef, fields []Field) (brand.ID, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	s := c.slot(key)
+	s := c.slot(StreamKey(ref))
 	req := &appendReq{fields: fields, done: make(chan struct{})}
 	s.mu.Lock()
 	s.queue = append(s.queue, req)
@@ -88,7 +89,7 @@ func (c *Client) appendOne(ctx context.Context, key string, fields []Field) (bra
 				s.release()
 				return cancelled()
 			}
-			c.sendQueued(ctx, key, s)
+			c.sendQueued(ctx, ref, s)
 			s.release()
 		case <-ctx.Done():
 			return cancelled()
@@ -96,10 +97,10 @@ func (c *Client) appendOne(ctx context.Context, key string, fields []Field) (bra
 	}
 }
 
-// sendQueued sends up to one chunk of the queue of key; the caller holds the
+// sendQueued sends up to one chunk of the queue of ref's key; the caller holds the
 // slot. The chunk carries other callers' records, so one caller's
 // cancellation does not cancel it.
-func (c *Client) sendQueued(ctx context.Context, key string, s *streamSlot) {
+func (c *Client) sendQueued(ctx context.Context, ref names.StreamRef, s *streamSlot) {
 	s.mu.Lock()
 	n, bytes := 0, 0
 	for n < len(s.queue) && n < c.opts.ChunkRecords {
@@ -120,7 +121,7 @@ func (c *Client) sendQueued(ctx context.Context, key string, s *streamSlot) {
 	for i, r := range take {
 		recs[i] = r.fields
 	}
-	ids, err := c.appendChunk(context.WithoutCancel(ctx), key, recs)
+	ids, err := c.appendChunk(context.WithoutCancel(ctx), ref, recs)
 	for i, r := range take {
 		if err != nil {
 			r.err = err

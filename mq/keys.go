@@ -81,6 +81,22 @@ func ArchivedRegistry(ref names.StreamRef) (set, member string) {
 	return ArchivedSetKey(ref.Queue()), ref.Stream().String()
 }
 
+// DirtySetKey returns the key of the change feed of the archived streams
+// whose slot tag is tag (a queue's name, or KeyTag of a key stream):
+// emq:{tag}:dirty, a set of stream keys. Appends through mq add an archived
+// stream's key to it in the append's script (scriptAppend); the beat of
+// serve takes the keys of its streams out of it before it cycles them.
+func DirtySetKey(tag string) string { return "emq:{" + tag + "}:dirty" }
+
+// DirtyOf returns the change feed of ref's slot (DirtySetKey): the queue's,
+// or the key's slot tag's.
+func DirtyOf(ref names.StreamRef) string {
+	if k, ok := ref.Key(); ok {
+		return DirtySetKey(KeyTag(k))
+	}
+	return DirtySetKey(ref.Queue().String())
+}
+
 // KeyMetaKey returns the metadata key of kind what ("key-archived",
 // "key-lease", "key-lease-seq") of the stream at key k:
 // emq:{T}:what:K, in K's Cluster slot.

@@ -80,9 +80,17 @@ end
 // id, or none of them.
 //
 //	KEYS[1]  the stream
+//	KEYS[2]  (optional) the stream's archived registry (mq.ArchivedRegistry)
+//	KEYS[3]  (with KEYS[2]) the change feed of its slot (DirtySetKey)
 //	ARGV[1]  "1" if this is a retry of a chunk whose reply was lost, else "0"
-//	ARGV[2]  n, the number of records
+//	ARGV[2]  (with KEYS[2] only) the stream's member of the registry
+//	ARGV[2]  n, the number of records (ARGV[3] with KEYS[2])
 //	then per record: its Redis id, its number of fields f, and f name/value pairs
+//
+// With KEYS[2] and KEYS[3], a chunk appended (or landed) to a stream that is
+// a member of its archived registry adds the stream's key to the change
+// feed KEYS[3], in the same script: the beat cycles the streams the feed
+// names (server, docs/SERVE.md "The beat").
 //
 // Replies {"OK"} when the chunk was appended; {"LANDED"} on a retry that
 // finds any record of the chunk (same id, same fields) in the stream: the
@@ -96,7 +104,14 @@ end
 // the outcome stays unknown. Ids within a chunk must increase.
 const scriptAppend = "#!lua\n" + luaLib + `
 local key = KEYS[1]
-local recs, bad = records(2)
+local at = 2
+if KEYS[2] then at = 3 end
+local function changed()
+  if KEYS[3] and redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 then
+    redis.call('SADD', KEYS[3], key)
+  end
+end
+local recs, bad = records(at)
 if bad == 'malformed' then
   return redis.error_reply('ERR emq append: malformed arguments')
 elseif bad then
@@ -120,7 +135,7 @@ if retry then
     end
     if not landed then break end
   end
-  if landed then return {'LANDED'} end
+  if landed then changed() return {'LANDED'} end
   if #got > 0 then
     -- Another producer's entries where this chunk would be: it never
     -- landed (its XADD would have failed).
@@ -151,6 +166,7 @@ if type(first) == 'table' and first.err then
   return {'TOP', top}
 end
 for i = 2, n do xadd(recs[i], redis.call) end
+changed()
 return {'OK'}
 `
 

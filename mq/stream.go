@@ -52,7 +52,7 @@ func (c *Client) Append(ctx context.Context, ref names.StreamRef, fields ...Fiel
 	if err := c.opts.Limits.Check(fields); err != nil {
 		return 0, fmt.Errorf("append to %s: %w", where(ref), err)
 	}
-	id, err := c.appendOne(ctx, StreamKey(ref), fields)
+	id, err := c.appendOne(ctx, ref, fields)
 	if err != nil {
 		return 0, appendError(ref, nil, err)
 	}
@@ -117,7 +117,7 @@ func (c *Client) appendBatch(ctx context.Context, ref names.StreamRef, records [
 		if err := slot.acquire(ctx); err != nil {
 			return ids, appendError(ref, ids, err)
 		}
-		got, err := c.appendChunk(ctx, key, records[start:end])
+		got, err := c.appendChunk(ctx, ref, records[start:end])
 		slot.release()
 		if err != nil {
 			return ids, appendError(ref, ids, err)
@@ -168,7 +168,12 @@ var errTrimmedSince = errors.New("the chunk is not in the stream, and the stream
 const maxRemints = 1000
 
 // appendChunk appends one chunk through scriptAppend (see its protocol).
-func (c *Client) appendChunk(ctx context.Context, key string, recs [][]Field) ([]brand.ID, error) {
+// The chunk adds an archived stream to its slot's change feed
+// (DirtySetKey) in the same script.
+func (c *Client) appendChunk(ctx context.Context, ref names.StreamRef, recs [][]Field) ([]brand.ID, error) {
+	key := StreamKey(ref)
+	set, member := ArchivedRegistry(ref)
+	keys := []string{key, set, DirtyOf(ref)}
 	ids := make([]brand.ID, len(recs))
 	if err := c.mint(ids, 0); err != nil {
 		return nil, err
@@ -176,7 +181,9 @@ func (c *Client) appendChunk(ctx context.Context, key string, recs [][]Field) ([
 	remints := 0
 	for {
 		reply, err := c.execChunk(ctx, "append", key, ids, func(retry bool) rueidis.RedisResult {
-			return c.lua.append.Exec(ctx, c.rdb, []string{key}, appendArgs(retry, ids, recs))
+			args := appendArgs(retry, ids, recs)
+			args = append(args[:1], append([]string{member}, args[1:]...)...)
+			return c.lua.append.Exec(ctx, c.rdb, keys, args)
 		})
 		if err != nil {
 			return nil, err

@@ -26,6 +26,9 @@ const (
 	DefaultListen = "127.0.0.1:7070"
 	// DefaultBeat is how often the drivers run a cycle.
 	DefaultBeat = 5 * time.Second
+	// DefaultSweep is how often the beat reads the top of an idle archived
+	// stream to find entries that others appended (Config.Sweep).
+	DefaultSweep = 60 * time.Second
 	// DefaultKeep is the window of a stream that comes into being on first
 	// use: the newest DefaultKeep records stay live, the rest are archived.
 	DefaultKeep = 10000
@@ -157,6 +160,13 @@ type Config struct {
 	// Beat is how often the archive driver and retention run (default
 	// DefaultBeat).
 	Beat time.Duration `yaml:"beat"`
+	// Sweep bounds how long an archived stream that others append to
+	// (plain XADD, key streams) waits for its cycle: the beat cycles an
+	// archived stream only when something may have changed (appends
+	// through echostore name it in the change feed, emq:{Q}:dirty), and
+	// reads the top of every other stream of its share once per Sweep
+	// (default DefaultSweep; docs/SERVE.md, "The beat").
+	Sweep time.Duration `yaml:"sweep"`
 	// ReplicateEvery is the background replication's bound: every archive
 	// and accept volume is pushed within ReplicateEvery of its first commit
 	// not yet pushed, whatever trim_after says; a quiet volume makes no
@@ -342,6 +352,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Beat < 0 {
 		return c, fmt.Errorf("%w: beat %v: want a positive duration", ErrConfig, c.Beat)
+	}
+	if c.Sweep == 0 {
+		c.Sweep = DefaultSweep
+	}
+	if c.Sweep < 0 {
+		return c, fmt.Errorf("%w: sweep %v: want a positive duration", ErrConfig, c.Sweep)
 	}
 	if c.ReplicateEvery == 0 {
 		c.ReplicateEvery = echostore.DefaultReplicateEvery

@@ -191,6 +191,10 @@ type view struct {
 	self  string
 	nodes []string // the live nodes' ids, sorted; self among them
 	epoch string   // the streams epoch
+	// gen counts the changes of nodes this node saw since it started (a
+	// node that joined and left again makes two): the beat's memos hold
+	// under one gen only (idle.go).
+	gen uint64
 	// left is, per live node, the milliseconds its heartbeat had left
 	// when this view was read (GET /v1/nodes).
 	left map[string]int64
@@ -259,6 +263,7 @@ type members struct {
 	mu    sync.Mutex
 	group string // the remote's identity, "" until read
 	cur   *view  // nil until the first heartbeat
+	gen   uint64 // how often the live nodes changed (view.gen)
 	gone  bool   // left: heartbeats no more
 	// failing: the last heartbeat failed (logged once until one succeeds).
 	failing bool
@@ -362,9 +367,11 @@ func (m *members) refresh(ctx context.Context) (*view, bool, error) {
 	}
 	changed := m.cur == nil || m.cur.epoch != v.epoch || !slices.Equal(m.cur.nodes, v.nodes)
 	if m.cur != nil && !slices.Equal(m.cur.nodes, v.nodes) {
+		m.gen++
 		m.s.log.Info("serve: the group's nodes changed; the archived streams are shared again",
 			"group", g, "node", m.id, "nodes", len(v.nodes), "before", len(m.cur.nodes))
 	}
+	v.gen = m.gen
 	m.cur = v
 	m.s.fm.nodesLive.Set(float64(len(v.nodes)))
 	return v, changed, nil

@@ -25,6 +25,13 @@ const (
 	// scaleMaxGoroutines bounds serve's goroutines whatever the number of
 	// streams (they were one per archived stream).
 	scaleMaxGoroutines = 400
+	// scaleMaxIdleOps bounds the Redis commands per second (scripts' own
+	// calls included) of serve's beat with every stream idle.
+	scaleMaxIdleOps = 100
+	// settledOps: below this many Redis commands a second, no beat is
+	// cycling streams (a cycle is 10–18 commands, a beat cycles 1,000 or
+	// more a second).
+	settledOps = 200
 )
 
 // TestScaleServeChild runs serve (server.Open and Run, the default beat)
@@ -60,7 +67,8 @@ func TestScaleServeChild(t *testing.T) {
 type scaleFigures struct {
 	rssKB, goroutines, clients int
 	commands                   int64
-	cycles                     float64 // archive cycles run, of every stream
+	cycles                     float64  // archive cycles run, of every stream
+	beat                       []string // the echostore_beat_streams lines
 }
 
 func measureScale(t *testing.T, base string, pid int, addr string) scaleFigures {
@@ -86,6 +94,9 @@ func measureScale(t *testing.T, base string, pid int, addr string) scaleFigures 
 		l := sc.Text()
 		if v, ok := strings.CutPrefix(l, "go_goroutines "); ok {
 			f.goroutines, _ = strconv.Atoi(v)
+		}
+		if strings.HasPrefix(l, "echostore_beat_streams{") {
+			f.beat = append(f.beat, l)
 		}
 		if strings.HasPrefix(l, "echostore_cycles_total{") && strings.Contains(l, `kind="archive"`) {
 			if i := strings.LastIndexByte(l, ' '); i > 0 {
@@ -114,8 +125,9 @@ func measureScale(t *testing.T, base string, pid int, addr string) scaleFigures 
 // TestScaleArchivedStreams: N archived streams (ECHOSTORE_SCALE_STREAMS,
 // 300 by default; docs/BENCHMARKS.md has 10,000) with a window of 10 on one
 // serve process, made by one append each and then appended to at random
-// across several beats: serve's goroutines stay under scaleMaxGoroutines
-// and Redis's connections under scaleMaxClients, whatever N. It logs serve's
+// across several beats: serve's goroutines stay under scaleMaxGoroutines,
+// Redis's connections under scaleMaxClients and the idle beat's Redis
+// commands under scaleMaxIdleOps a second, whatever N. It logs serve's
 // resident memory, goroutines, Redis connections and the idle Redis
 // commands per second (total_commands_processed over a quiet window of two
 // beats), at the start and at N, and per stream.
@@ -205,9 +217,39 @@ func TestScaleArchivedStreams(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	// Two beats pass with the appends cycled, then the quiet window.
+	// Two beats pass with the appends cycled, and then beats until Redis
+	// runs fewer than settledOps commands a second over a beat's time (a
+	// beat with every stream due takes longer than the beat, and its
+	// cycles are counted at its end: Redis's commands are what shows it
+	// running; at most three minutes), then the quiet window.
 	time.Sleep(2 * DefaultBeat)
+	settled := time.Now()
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		a := measureScale(t, base, pid, r.Addr)
+		time.Sleep(DefaultBeat)
+		b := measureScale(t, base, pid, r.Addr)
+		if float64(b.commands-a.commands) < settledOps*DefaultBeat.Seconds() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Logf("the beat still cycles after three minutes (%d Redis commands in the last beat)", b.commands-a.commands)
+			break
+		}
+	}
+	t.Logf("the beat settled %s after the appends' two beats", time.Since(settled).Round(time.Second))
+	if _, err := testserver.Do(context.Background(), r.Addr, "CONFIG", "RESETSTAT"); err != nil {
+		t.Fatal(err)
+	}
 	at, atOps := idle()
+	if stats, err := testserver.Do(context.Background(), r.Addr, "INFO", "commandstats"); err == nil {
+		var calls []string
+		for _, l := range strings.Split(stats, "\n") {
+			if name, rest, ok := strings.Cut(strings.TrimSpace(l), ":calls="); ok {
+				calls = append(calls, strings.TrimPrefix(name, "cmdstat_")+" "+strings.SplitN(rest, ",", 2)[0])
+			}
+		}
+		t.Logf("Redis commands of the quiet window (and the measures' own): %s", strings.Join(calls, ", "))
+	}
 	t.Logf("serve at start (1 stream): %d MB resident, %d goroutines, %d Redis clients, idle %.0f Redis commands/s",
 		start.rssKB/1024, start.goroutines, start.clients, startOps)
 	t.Logf("serve with %d archived streams (made in %s, then %d appends at random): %d MB resident, %d goroutines, %d Redis clients, idle %.0f Redis commands/s",
@@ -215,6 +257,7 @@ func TestScaleArchivedStreams(t *testing.T) {
 	t.Logf("per stream: %.1f KB resident, %.3f goroutines, %.4f Redis clients, %.3f idle Redis commands/s",
 		float64(at.rssKB-start.rssKB)/float64(n), float64(at.goroutines-start.goroutines)/float64(n),
 		float64(at.clients-start.clients)/float64(n), (atOps-startOps)/float64(n))
+	t.Logf("the last beat: %s", strings.Join(at.beat, "; "))
 	if idleCycles > 0 {
 		t.Logf("idle beat: %.0f archive cycles in the quiet window of %s (%.0f cycles/s; each stream cycled every %.1fs), %.1f Redis commands per idle cycle",
 			idleCycles, 2*DefaultBeat, idleCycles/(2*DefaultBeat).Seconds(), float64(n+1)/(idleCycles/(2*DefaultBeat).Seconds()),
@@ -222,6 +265,9 @@ func TestScaleArchivedStreams(t *testing.T) {
 	}
 	if at.goroutines > scaleMaxGoroutines {
 		t.Errorf("serve has %d goroutines with %d archived streams, want at most %d", at.goroutines, n, scaleMaxGoroutines)
+	}
+	if atOps > scaleMaxIdleOps {
+		t.Errorf("Redis ran %.0f commands/s for an idle serve with %d archived streams, want at most %d", atOps, n, scaleMaxIdleOps)
 	}
 	if at.clients > scaleMaxClients {
 		t.Errorf("Redis has %d clients with %d archived streams on one serve, want at most %d", at.clients, n, scaleMaxClients)

@@ -82,6 +82,7 @@ type Server struct {
 	// faulty runs the next cycle of a stream with an armed fault (fault.go).
 	faulty *archive.Archiver
 	disc   *discoverer // archived streams registered in Redis; nil if off
+	idle   *idleBeat   // what the beat knows of idle archived streams (idle.go)
 	ret    *mq.Retention
 	out    *accept.Outbox // node's accept outbox, <data>/accept/outbox
 	hub    *hub
@@ -202,6 +203,7 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 		m:           newMetrics(),
 		done:        make(chan struct{}),
 		streams:     map[names.StreamRef]stream{},
+		idle:        newIdleBeat(),
 		admitted:    map[names.StreamRef]bool{},
 		faults:      map[names.StreamRef]bool{},
 		watched:     map[names.StreamRef]bool{},
@@ -346,6 +348,12 @@ func (s *Server) archiver(k driverKey) (*archive.Archiver, *archive.Driver, erro
 // drivers returns every driver, in a fixed order (trim_after, then
 // retention).
 func (s *Server) drivers() []*archive.Driver {
+	_, out := s.driverKeys()
+	return out
+}
+
+// driverKeys returns every driver and its key, in drivers' order.
+func (s *Server) driverKeys() ([]driverKey, []*archive.Driver) {
 	s.amu.Lock()
 	defer s.amu.Unlock()
 	keys := make([]driverKey, 0, len(s.drv))
@@ -359,7 +367,7 @@ func (s *Server) drivers() []*archive.Driver {
 	for i, k := range keys {
 		out[i] = s.drv[k]
 	}
-	return out
+	return keys, out
 }
 
 // forgetDrivers stops every driver but keep (nil: all) cycling ref.
@@ -388,6 +396,7 @@ func (s *Server) declare(st stream) error {
 		return fmt.Errorf("serve: declare %s: %w", st.ref, err)
 	}
 	s.m.declared(st.ref, st.archived)
+	s.idle.forget(st.ref) // declared again: cycled on the next beat
 	k := st.ref
 	s.mu.Lock()
 	s.streams[k] = st
@@ -415,6 +424,7 @@ func (s *Server) forget(ref names.StreamRef) (stream, bool) {
 	s.mu.Unlock()
 	s.forgetDrivers(ref, nil)
 	s.ret.Forget(ref)
+	s.idle.forget(ref)
 	return prev, ok
 }
 
@@ -655,10 +665,25 @@ func (s *Server) Beat(ctx context.Context) {
 	for _, st := range faulted {
 		s.forgetDrivers(st.ref, nil)
 	}
-	for _, d := range s.drivers() {
-		keep := func(ref names.StreamRef) bool { return s.cycles(ctx, ref) }
+	// The streams this node cycles, and of those the ones due (idle.go).
+	keys, drivers := s.driverKeys()
+	var cands []candidate
+	for i, d := range drivers {
+		aged := keys[i].retain.MaxAge > 0
+		for _, sw := range d.Declared() {
+			if s.cycles(ctx, sw.Ref) {
+				cands = append(cands, candidate{ref: sw.Ref, key: mq.StreamKey(sw.Ref), feed: mq.DirtyOf(sw.Ref),
+					aged: aged || sw.Window.MaxAge > 0, keep: int64(sw.Window.Keep), owned: s.owns(sw.Ref)})
+			}
+		}
+	}
+	view := s.viewKey()
+	due := s.dueStreams(ctx, cands, time.Now())
+	for _, d := range drivers {
+		keep := func(ref names.StreamRef) bool { _, ok := due[ref]; return ok }
 		reps, _ := d.CycleFunc(ctx, keep) // each report carries its own error
 		for _, r := range reps {
+			s.cycled(r.Ref, due[r.Ref], r.Result, r.Err, view, time.Now())
 			if r.Result.Missing {
 				continue // declared, but its key does not exist yet
 			}
@@ -667,6 +692,7 @@ func (s *Server) Beat(ctx context.Context) {
 	}
 	for _, st := range faulted {
 		res, err := s.faulty.Cycle(ctx, st.ref, st.window)
+		s.idle.forget(st.ref) // cycled again on the next beat
 		s.reportCycle(ctx, st.ref, res, err)
 		_, d, derr := s.archiver(st.key())
 		if derr == nil {
@@ -961,6 +987,11 @@ func (s *Server) deleteStream(ctx context.Context, ref names.StreamRef) (echosto
 			}
 		}
 		return res, err
+	}
+	// Its key leaves the change feed (no append adds it again: it is no
+	// longer registered as archived).
+	if ferr := s.mq.TakeFromFeed(ctx, mq.DirtyOf(ref), mq.StreamKey(ref)); ferr != nil {
+		s.log.Warn("serve: a deleted stream left in the change feed", ref.LogAttr(), "err", ferr)
 	}
 	// The stream's gauges and newest cycle event go with it.
 	s.hub.forget("cycle/" + ref.String())

@@ -131,6 +131,6 @@ with the ratio. Progress shows on a terminal only.`,
 		"Redis/Valkey URL of the all suite (a private redis-server is started if none answers there) [$ECHOSTORE_REDIS]")
 	pf.StringVar(&g.data, "data", defaultData,
 		"folder under which champ makes (and removes) its temporary folder [$ECHOSTORE_DATA]")
-	root.AddCommand(newGraftCmd(g), newChampCmd(g), newAllCmd(g), newRESPCmd(g), newPeersCmd(g), newHTTPCmd(g))
+	root.AddCommand(newGraftCmd(g), newChampCmd(g), newAllCmd(g), newRESPCmd(g), newPeersCmd(g), newHTTPCmd(g), newScaleCmd(g), newScaleServeCmd(g))
 	return root
 }

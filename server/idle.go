@@ -1,0 +1,322 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
+)
+
+// The beat's cost is proportional to the archived streams with something
+// new, not to all of them (docs/SERVE.md, "The beat"). An archived stream
+// is cycled by a beat when it is due:
+//
+//   - the node has no memo of a successful cycle of it under the current
+//     membership (new to the node, its last cycle failed, its key does not
+//     exist yet, or the group's live nodes changed since: a takeover
+//     cycles every stream of the new share once, idle or not);
+//   - its window or its archive retention counts by age (max_age,
+//     retain_age): time alone moves its cut, so it is cycled every beat;
+//   - its last cycle left consumer groups holding the trim back (capped or
+//     stalled): acks move its cut, and the stall alarms count by time, so
+//     it is cycled every beat until no group holds it back;
+//   - its last cycle left more entries live than its window keeps (a trim
+//     that waits for a push with trim_after remote, one held back): it is
+//     cycled every beat until the window holds;
+//   - the node cycles it without owning it (commits the remote lacks,
+//     Server.cycles);
+//   - an append through echostore named it in its slot's change feed
+//     (mq.DirtySetKey), which the beat reads once per slot;
+//   - or the sweep read its top (XINFO STREAM's length and
+//     last-generated-id, many streams of a slot in one script) and found
+//     it moved since the memo: entries appended by others (plain XADD, key
+//     streams) or removed by others (app trims). The sweep reads every
+//     other stream of the share at least once per Config.Sweep, or per
+//     one second for each SweepProbes of them if that is longer
+//     (sweepEvery).
+//
+// Any other stream is left alone by the beat: no lease, no seam, no script
+// and no XINFO. Its archive, its trim and its metrics are those of its last
+// cycle, which nothing since has made stale.
+
+// probeChunk bounds the streams whose top one probe script reads.
+const probeChunk = 200
+
+// SweepProbes bounds the sweep's reads of idle streams' tops per second
+// (each an XINFO STREAM inside a probe script): with more idle archived
+// streams in a node's share than Config.Sweep × SweepProbes, the sweep
+// takes longer than Config.Sweep, one second per SweepProbes streams
+// (10,000 streams: 250 s).
+const SweepProbes = 40
+
+// sweepEvery is the time within which the sweep reads the top of each of
+// n idle streams: sweep, or longer for more than sweep × SweepProbes.
+func sweepEvery(sweep time.Duration, n int) time.Duration {
+	return max(sweep, time.Duration(n)*time.Second/SweepProbes, time.Nanosecond)
+}
+
+// top is what a probe reads of a stream: enough to tell that it has
+// changed since (an XADD moves last, a trim or XDEL changes length).
+type top struct {
+	read   bool // probed (false: Redis failed, the beat cycles everything)
+	exists bool
+	length int64
+	last   string // last-generated-id
+}
+
+// memo is what the beat knows of an archived stream since its last
+// successful cycle.
+type memo struct {
+	top    top       // the stream's top after that cycle (as read before it, less its trim)
+	view   string    // the membership it was cycled under (viewKey)
+	held   bool      // consumer groups held its trim back (capped or stalled)
+	probed time.Time // the last cycle or probe
+}
+
+// idleBeat keeps the beat's memos; its own mutex guards them.
+type idleBeat struct {
+	mu    sync.Mutex
+	memos map[names.StreamRef]memo
+}
+
+func newIdleBeat() *idleBeat { return &idleBeat{memos: map[names.StreamRef]memo{}} }
+
+// forget drops ref's memo: its next beat cycles it.
+func (b *idleBeat) forget(ref names.StreamRef) {
+	b.mu.Lock()
+	delete(b.memos, ref)
+	b.mu.Unlock()
+}
+
+// viewKey names the membership a memo was made under: the live nodes of
+// the node's view and how often they changed since the node started (a
+// node that joined and left between two beats changes it too), "" without
+// a view.
+func (s *Server) viewKey() string {
+	m := s.fleet()
+	if m == nil {
+		return ""
+	}
+	v := m.view()
+	if v == nil {
+		return ""
+	}
+	return strconv.FormatUint(v.gen, 10) + ":" + strings.Join(v.nodes, ",")
+}
+
+// candidate is a declared archived stream the beat cycles here (cycles),
+// with what decides whether it is due.
+type candidate struct {
+	ref   names.StreamRef
+	key   string // mq.StreamKey
+	feed  string // mq.DirtyOf: its slot's change feed, and its probe group
+	aged  bool   // its window or retention counts by age
+	keep  int64  // its window's Keep
+	owned bool
+}
+
+// dueStreams returns the streams of cands that this beat cycles, each with
+// the top read before its cycle, having taken them out of the change feeds
+// first (so that an append after that names them again). An error of
+// Redis makes every candidate due: the beat then cycles them all, as it
+// did before it skipped idle streams.
+func (s *Server) dueStreams(ctx context.Context, cands []candidate, now time.Time) map[names.StreamRef]top {
+	view := s.viewKey()
+	b := s.idle
+	due := make(map[names.StreamRef]bool, len(cands))
+	all := func() map[names.StreamRef]top {
+		out := make(map[names.StreamRef]top, len(cands))
+		for _, c := range cands {
+			out[c.ref] = top{}
+		}
+		return out
+	}
+	// The change feeds, one read per slot.
+	feeds := map[string][]candidate{}
+	for _, c := range cands {
+		feeds[c.feed] = append(feeds[c.feed], c)
+	}
+	dirty := map[string]bool{}
+	for feed := range feeds {
+		keys, err := s.mq.FeedKeys(ctx, feed)
+		if err != nil {
+			s.log.Warn("serve: read the change feed; cycling every stream", "feed", feed, "err", err)
+			return all()
+		}
+		for _, k := range keys {
+			dirty[k] = true
+		}
+	}
+	// The sweep: the streams probed longest ago, about len × beat/sweep a
+	// beat, and every one not probed for a sweep.
+	var idle []candidate
+	b.mu.Lock()
+	// A stream not cycled here this beat (another node's share now) loses
+	// its memo: if it comes back, its first beat here cycles it.
+	here := make(map[names.StreamRef]bool, len(cands))
+	for _, c := range cands {
+		here[c.ref] = true
+	}
+	for ref := range b.memos {
+		if !here[ref] {
+			delete(b.memos, ref)
+		}
+	}
+	for _, c := range cands {
+		m, ok := b.memos[c.ref]
+		switch {
+		case !ok, m.view != view, m.held, c.aged, !c.owned, dirty[c.key], m.top.length > c.keep:
+			due[c.ref] = true
+		default:
+			idle = append(idle, c)
+		}
+	}
+	slices.SortStableFunc(idle, func(x, y candidate) int { return b.memos[x.ref].probed.Compare(b.memos[y.ref].probed) })
+	every := sweepEvery(s.cfg.Sweep, len(idle))
+	share := int((int64(len(idle))*int64(s.cfg.Beat) + int64(every) - 1) / int64(every))
+	var sweep []candidate
+	for i, c := range idle {
+		if i < share || now.Sub(b.memos[c.ref].probed) >= every {
+			sweep = append(sweep, c)
+		}
+	}
+	b.mu.Unlock()
+	// Out of the feeds before the cycles.
+	for feed, cs := range feeds {
+		var taken []string
+		for _, c := range cs {
+			if due[c.ref] && dirty[c.key] {
+				taken = append(taken, c.key)
+			}
+		}
+		if len(taken) > 0 {
+			if err := s.mq.TakeFromFeed(ctx, feed, taken...); err != nil {
+				s.log.Warn("serve: take streams out of the change feed; cycling every stream", "feed", feed, "err", err)
+				return all()
+			}
+		}
+	}
+	// One probe of the due streams (their top before the cycle) and of the
+	// sweep.
+	var probe []candidate
+	for _, c := range cands {
+		if due[c.ref] {
+			probe = append(probe, c)
+		}
+	}
+	probe = append(probe, sweep...)
+	tops, err := s.probe(ctx, probe)
+	if err != nil {
+		s.log.Warn("serve: read the streams' tops; cycling every stream", "err", err)
+		return all()
+	}
+	out := make(map[names.StreamRef]top, len(due))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	swept := 0
+	for _, c := range sweep {
+		m := b.memos[c.ref]
+		if t := tops[c.ref]; t != m.top {
+			due[c.ref] = true
+			swept++
+			continue
+		}
+		m.probed = now
+		b.memos[c.ref] = m
+	}
+	s.m.beatStreams.WithLabelValues("due").Set(float64(len(due)))
+	s.m.beatStreams.WithLabelValues("swept").Set(float64(swept))
+	s.m.beatStreams.WithLabelValues("probed").Set(float64(len(sweep)))
+	s.m.beatStreams.WithLabelValues("idle").Set(float64(len(cands) - len(due)))
+	for ref := range due {
+		out[ref] = tops[ref]
+	}
+	return out
+}
+
+// cycled records the outcome of a beat's cycle of ref, whose top before
+// the cycle was before: a success is a memo, a failure none (the next
+// beat cycles it again).
+func (s *Server) cycled(ref names.StreamRef, before top, res archive.CycleResult, err error, view string, now time.Time) {
+	b := s.idle
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil || !before.read || res.Missing {
+		// Failed, or not probed (a Redis error), or declared but not in
+		// Redis yet (its first append, not registered as archived, names
+		// it in no feed): due again, at one script a beat.
+		delete(b.memos, ref)
+		return
+	}
+	after := before
+	after.length = max(before.length-res.Trimmed, 0)
+	b.memos[ref] = memo{top: after, view: view, probed: now,
+		held: res.CappedBy != "" || len(res.Stalled) > 0}
+}
+
+// probe reads the top of each stream of cands, one script per slot and
+// probeChunk streams.
+func (s *Server) probe(ctx context.Context, cands []candidate) (map[names.StreamRef]top, error) {
+	groups := map[string][]candidate{}
+	var order []string
+	for _, c := range cands {
+		if _, ok := groups[c.feed]; !ok {
+			order = append(order, c.feed)
+		}
+		groups[c.feed] = append(groups[c.feed], c)
+	}
+	out := make(map[names.StreamRef]top, len(cands))
+	for _, feed := range order {
+		g := groups[feed]
+		for len(g) > 0 {
+			n := min(len(g), probeChunk)
+			keys := make([]string, n)
+			for i, c := range g[:n] {
+				keys[i] = c.key
+			}
+			reply, err := s.mq.Run(ctx, scriptProbe, keys, nil).Strings()
+			if err != nil {
+				return nil, fmt.Errorf("probe the tops of %d streams: %w", n, err)
+			}
+			if len(reply) != 2*n {
+				return nil, fmt.Errorf("probe the tops of %d streams: %d values in the reply", n, len(reply))
+			}
+			for i, c := range g[:n] {
+				t := top{read: true, last: reply[2*i+1]}
+				if l, err := strconv.ParseInt(reply[2*i], 10, 64); err == nil && l >= 0 {
+					t.exists, t.length = true, l
+				}
+				out[c.ref] = t
+			}
+			g = g[n:]
+		}
+	}
+	return out, nil
+}
+
+// scriptProbe replies, for each stream KEYS[i], its length and
+// last-generated-id (XINFO STREAM), or "-1" and "" when it does not exist
+// (or is not a stream), as a flat list of strings.
+var scriptProbe = mq.NewScript(`
+local out = {}
+for _, k in ipairs(KEYS) do
+  local info = redis.pcall('XINFO', 'STREAM', k)
+  local len, last = '-1', ''
+  if type(info) == 'table' and not info.err then
+    for j = 1, #info, 2 do
+      if info[j] == 'length' then len = tostring(info[j + 1])
+      elseif info[j] == 'last-generated-id' then last = info[j + 1] end
+    end
+  end
+  out[#out + 1] = len
+  out[#out + 1] = last
+end
+return out
+`)
