@@ -155,15 +155,14 @@ func TestServeReplicatesByDefault(t *testing.T) {
 		}
 	}
 
-	// Quiet: the stream is cycled on every beat (200ms) and nothing new
-	// comes in. Over 25 beats (5 replicate intervals) the remote sees no
-	// request.
+	// Quiet: a beat every 200ms and nothing new comes in. Over 25 beats
+	// (5 replicate intervals) the remote sees no request.
 	before := scrape(c)
-	cycles := func(m map[string]float64) float64 { return sumOf(m, "echostore_cycles_total{") }
-	waitDeadline(t, time.Minute, "25 beats", func() bool { return cycles(scrape(c)) >= cycles(before)+25 })
+	beats := func(m map[string]float64) float64 { return m["echostore_beats_total"] }
+	waitDeadline(t, time.Minute, "25 beats", func() bool { return beats(scrape(c)) >= beats(before)+25 })
 	after := scrape(c)
 	if r0, r1 := sumOf(before, "echostore_remote_requests_total{"), sumOf(after, "echostore_remote_requests_total{"); r1 != r0 {
-		t.Errorf("a quiet node made %v remote requests over %v beats (%v before, %v after)", r1-r0, cycles(after)-cycles(before), r0, r1)
+		t.Errorf("a quiet node made %v remote requests over %v beats (%v before, %v after)", r1-r0, beats(after)-beats(before), r0, r1)
 	}
 	if p0, p1 := before[`echostore_replication_pushes_total{result="ok"}`], after[`echostore_replication_pushes_total{result="ok"}`]; p1 != p0 {
 		t.Errorf("a quiet node pushed %v times", p1-p0)

@@ -37,6 +37,8 @@ type metrics struct {
 	// beatStreams: the archived streams of the last beat, by what it did
 	// with them (idle.go).
 	beatStreams *prometheus.GaugeVec
+	// beats counts the beats run.
+	beats prometheus.Counter
 	jobs        *jobMetrics
 	tally       *tally // what the console's live charts show (series.go)
 }
@@ -113,13 +115,17 @@ func newMetrics() *metrics {
 			Name: "echostore_beat_streams",
 			Help: "Archived streams of this node's last beat, by what it did (due: cycled; swept: due because the sweep found its top moved; probed: idle streams whose top the sweep read; idle: left alone).",
 		}, []string{"state"}),
+		beats: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "echostore_beats_total",
+			Help: "Beats run (each one: discovery, the due archived streams cycled, retention); a rate below 1/beat means beats run late.",
+		}),
 		checkpoint: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "echostore_accept_checkpoint_seconds",
 			Help:    "Latency of serve's checkpoints of the accept outbox on each beat that finds records not yet durable (Flush: cut the partial block, write it, fsync).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
 	}
-	m.reg.MustRegister(m.beatStreams, m.checkpoint, m.cycles, m.appended, m.folded, m.trimmed, m.foldErrors, m.appTrims, m.tooLarge, m.live, m.depth, m.wLag,
+	m.reg.MustRegister(m.beatStreams, m.beats, m.checkpoint, m.cycles, m.appended, m.folded, m.trimmed, m.foldErrors, m.appTrims, m.tooLarge, m.live, m.depth, m.wLag,
 		m.localLSN, m.remoteLSN, m.stalled, m.stalledN, m.http,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.jobs.collectors()...)

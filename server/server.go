@@ -653,6 +653,7 @@ func every(ctx context.Context, d time.Duration, f func()) {
 func (s *Server) Beat(ctx context.Context) {
 	s.beatMu.Lock()
 	defer s.beatMu.Unlock()
+	defer s.m.beats.Inc()
 	if m := s.fleet(); m != nil {
 		// A fresh view: a node that died or left since the last beat no
 		// longer has a share.
