@@ -39,8 +39,8 @@ type metrics struct {
 	beatStreams *prometheus.GaugeVec
 	// beats counts the beats run.
 	beats prometheus.Counter
-	jobs        *jobMetrics
-	tally       *tally // what the console's live charts show (series.go)
+	jobs  *jobMetrics
+	tally *tally // what the console's live charts show (series.go)
 }
 
 func newMetrics() *metrics {
