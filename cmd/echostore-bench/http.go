@@ -32,17 +32,7 @@ times, medians (goal: HTTP ÷ XADD ≥ 0.5×).`,
 			}
 			cfg.Command = commandLine(cmd)
 			cfg.Progress = bench.NewProgress(g.stdout, g.stderr, httpbench.Steps(cfg))
-			r, err := httpbench.Run(cmd.Context(), cfg)
-			if cfg.Progress != nil {
-				cfg.Progress.Done()
-			}
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return r.WriteJSON(g.stdout)
-			}
-			return r.WriteTable(g.stdout)
+			return g.printReport(asJSON, cfg.Progress, func() (*bench.Report, error) { return httpbench.Run(cmd.Context(), cfg) })
 		},
 	}
 	f := cmd.Flags()

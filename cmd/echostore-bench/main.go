@@ -25,6 +25,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/echostore/echostore/internal/bench"
 	"github.com/echostore/echostore/internal/redact"
 )
 
@@ -133,4 +134,20 @@ with the ratio. Progress shows on a terminal only.`,
 		"folder under which champ makes (and removes) its temporary folder [$ECHOSTORE_DATA]")
 	root.AddCommand(newGraftCmd(g), newChampCmd(g), newAllCmd(g), newRESPCmd(g), newPeersCmd(g), newHTTPCmd(g), newScaleCmd(g), newScaleServeCmd(g))
 	return root
+}
+
+// printReport runs a suite, ends its progress bar (p may be nil) and prints
+// its report as a table, or as JSON.
+func (g *globals) printReport(asJSON bool, p *bench.Progress, run func() (*bench.Report, error)) error {
+	r, err := run()
+	if p != nil {
+		p.Done()
+	}
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return r.WriteJSON(g.stdout)
+	}
+	return r.WriteTable(g.stdout)
 }

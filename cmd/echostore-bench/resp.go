@@ -31,17 +31,7 @@ XADD through the front beside Redis direct (goal: p50 overhead ≤ 100 µs).`,
 			}
 			cfg.Command = commandLine(cmd)
 			cfg.Progress = bench.NewProgress(g.stdout, g.stderr, respbench.Steps(cfg))
-			r, err := respbench.Run(cmd.Context(), cfg)
-			if cfg.Progress != nil {
-				cfg.Progress.Done()
-			}
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return r.WriteJSON(g.stdout)
-			}
-			return r.WriteTable(g.stdout)
+			return g.printReport(asJSON, cfg.Progress, func() (*bench.Report, error) { return respbench.Run(cmd.Context(), cfg) })
 		},
 	}
 	f := cmd.Flags()
