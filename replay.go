@@ -185,10 +185,14 @@ func (n *Node) Replay(ctx context.Context, ref names.StreamRef, opts ReplayOptio
 	return out, nil
 }
 
-// replayStopped says how far a replay got before err.
+// replayStopped says how far a replay got before err, and that running it
+// again goes on from there. With nothing confirmed copied the first batch
+// may still have landed (its write was in flight): a run again resumes
+// after the target's last id, so it is just as safe.
 func replayStopped(ref names.StreamRef, into string, res ReplayResult, err error) error {
 	if res.Copied == 0 {
-		return err
+		return fmt.Errorf("replay of %s into %s stopped before any batch was confirmed (run it again to go on): %w",
+			ref, into, err)
 	}
 	return fmt.Errorf("replay of %s into %s stopped after %d records (the last %s; run it again to go on): %w",
 		ref, into, res.Copied, *res.Last, err)

@@ -175,6 +175,9 @@ type countingLimiter struct {
 	calls       []int
 	cancelAfter int
 	cancel      context.CancelFunc
+	// cancelInFlight cancels at the first wait and lets the write go on,
+	// as a shutdown landing while the first batch is in flight does.
+	cancelInFlight bool
 }
 
 func (l *countingLimiter) WaitN(ctx context.Context, n int) error {
@@ -186,6 +189,11 @@ func (l *countingLimiter) WaitN(ctx context.Context, n int) error {
 	total := n
 	for _, c := range l.calls {
 		total += c
+	}
+	if l.cancelInFlight {
+		l.cancel()
+		l.calls = append(l.calls, n)
+		return nil
 	}
 	if l.cancelAfter > 0 && total > l.cancelAfter {
 		l.cancel() // as an interrupt would, between two batches
@@ -254,6 +262,23 @@ func TestReplayResume(t *testing.T) {
 	}
 	if res.Copied != 60-stopped || !res.Done || res.ResumedAfter == nil || *res.ResumedAfter != f.ids[10+stopped-1].String() {
 		t.Fatalf("resumed replay: %+v; want %d copied after %s", res, 60-stopped, f.ids[10+stopped-1].String())
+	}
+	f.checkTarget(t, key, 10, 69)
+
+	// Cancelled while its first batch is in flight: nothing is confirmed
+	// copied, and the error still says the replay can be run again (the
+	// batch may have landed; a run again goes on after it).
+	key = "orders-replay-rpresume-inflight"
+	cctx, cancel = context.WithCancel(testCtx(t))
+	defer cancel()
+	res, err = f.replay(cctx, 10, 69, key, func(o *echostore.ReplayOptions) {
+		o.Rate, o.Limiter = 100, &countingLimiter{cancelInFlight: true, cancel: cancel}
+	})
+	if !errors.Is(err, context.Canceled) || res.Done || res.Copied != 0 || !strings.Contains(err.Error(), "run it again") {
+		t.Fatalf("replay cancelled in flight: %+v, %v; want context.Canceled, 0 confirmed and the advice to run it again", res, err)
+	}
+	if res, err = f.replay(testCtx(t), 10, 69, key, nil); err != nil || !res.Done {
+		t.Fatalf("run again: %+v, %v", res, err)
 	}
 	f.checkTarget(t, key, 10, 69)
 
