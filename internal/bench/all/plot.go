@@ -116,7 +116,7 @@ func (r *Report) peersPlot() (*plot.Plot, error) {
 	p.NominalX(cats...)
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Y.Min = 0
-	p.Y.Max *= 1.7
+	p.Y.Max *= 1.3 + 0.1*float64(len(series)) // room for the legend's lines
 	return p, nil
 }
 
