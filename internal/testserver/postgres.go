@@ -43,8 +43,8 @@ type Postgres struct {
 
 // PostgresBins are the server programs StartPostgres runs.
 type PostgresBins struct {
-	InitDB   string
-	Postgres string
+	InitDB   string // the initdb program, which makes the cluster
+	Postgres string // the postgres server program
 }
 
 // PostgresBinaries finds initdb and postgres: in $ECHOSTORE_POSTGRES_BIN (a
