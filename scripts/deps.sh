@@ -4,9 +4,14 @@
 #   minio         the pinned build, installed with `go install` into
 #                 ${XDG_CACHE_HOME:-$HOME/.cache}/echostore/bin (outside the repo)
 #   chromium      Debian's headless browser, for the dashboard's browser test
-# Usage: scripts/deps.sh [redis] [minio] [chromium]   (redis and minio when no
-# argument is given)
-# Prints the exact command to run and exits non-zero when it cannot install.
+#   postgres      Debian's postgresql (initdb and postgres), for the peers
+#                 benchmark's River rows and internal/testserver's launcher
+#                 test; optional: when it cannot be installed this says so and
+#                 goes on (the River rows are left out, the test skips)
+# Usage: scripts/deps.sh [redis] [minio] [chromium] [postgres]   (redis and
+# minio when no argument is given)
+# Prints the exact command to run and exits non-zero when it cannot install
+# a required one.
 set -euo pipefail
 
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
@@ -61,11 +66,32 @@ need_chromium() {
 	exit 1
 }
 
+have_postgres() {
+	[[ -n ${ECHOSTORE_POSTGRES_BIN:-} && -x ${ECHOSTORE_POSTGRES_BIN}/initdb ]] && return 0
+	command -v initdb >/dev/null 2>&1 && return 0
+	compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null
+}
+
+want_postgres() {
+	have_postgres && return 0
+	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+		say "installing postgresql from Debian's packages (for the River benchmark rows)"
+		export DEBIAN_FRONTEND=noninteractive
+		if apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; then
+			have_postgres && return 0
+		fi
+	fi
+	say "postgresql is missing (optional: River's benchmark rows are left out, its test skips)."
+	say "    to have it: sudo apt-get update && sudo apt-get install -y postgresql"
+	return 0
+}
+
 for w in "${want[@]}"; do
 	case $w in
 	redis) need_redis ;;
 	minio) need_minio ;;
 	chromium) need_chromium ;;
-	*) say "unknown dependency $w (want redis, minio or chromium)"; exit 2 ;;
+	postgres) want_postgres ;;
+	*) say "unknown dependency $w (want redis, minio, chromium or postgres)"; exit 2 ;;
 	esac
 done

@@ -49,8 +49,9 @@ measured in the same run:
   head lookup   object-store requests to find a remote head, beside GET
                 probing, for logs of growing length
   peers         enqueue (1 and 64 callers: async, sync on file:// and MinIO)
-                and claim + ack processing beside asynq on the same Redis
-                (as echostore-bench peers)
+                and claim + ack processing beside asynq on the same Redis,
+                and River on a private Postgres when one is found (as
+                echostore-bench peers)
 
 It writes --out/BENCHMARKS.md (only the block between the markers
 "<!-- bench all: begin -->" and "<!-- bench all: end -->"; the rest of the file

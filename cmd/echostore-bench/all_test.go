@@ -118,4 +118,19 @@ func TestCLIBenchPeers(t *testing.T) {
 	if rep.Row("echostore sync enqueue, MinIO, 4 callers: jobs/s") != nil {
 		t.Error("a MinIO row with --no-minio")
 	}
+	// River's rows, informational (no goal), or one row that says why
+	// they are left out when there is no Postgres.
+	if _, err := testserver.PostgresBinaries(); err != nil {
+		if row := rep.Row("River: left out"); row == nil || !strings.Contains(row.Note, "not found") {
+			t.Errorf("no Postgres, and no left-out row that says so: %+v", row)
+		}
+	} else {
+		for _, name := range []string{"River Client.Insert, 1 caller: jobs/s", "River Client.Insert, 4 callers: jobs/s",
+			"River Client, no-op Worker: processing"} {
+			row := rep.Row(name)
+			if row == nil || row.Value <= 0 || len(row.Runs) != 1 || row.Anchor == "" || row.Met != nil {
+				t.Errorf("row %q: %+v", name, row)
+			}
+		}
+	}
 }

@@ -44,8 +44,9 @@ func TestErrorsRedacted(t *testing.T) {
 }
 
 // TestEchostoreLinksNoBench: the echostore binary links none of what the
-// suites need (plotting, the private server launcher, the suites), which
-// is why they are a binary of their own.
+// suites need (plotting, the private server launcher, the suites, the
+// peers asynq and River with its Postgres driver), which is why they are a
+// binary of their own.
 func TestEchostoreLinksNoBench(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
@@ -60,7 +61,7 @@ func TestEchostoreLinksNoBench(t *testing.T) {
 	}
 	for _, p := range strings.Fields(string(out)) {
 		for _, bad := range []string{"gonum.org/", "github.com/chromedp/", "github.com/echostore/echostore/internal/testserver",
-			"github.com/echostore/echostore/internal/bench"} {
+			"github.com/echostore/echostore/internal/bench", "github.com/hibiken/asynq", "github.com/riverqueue/", "github.com/jackc/"} {
 			if strings.HasPrefix(p, bad) {
 				t.Errorf("cmd/echostore links %s", p)
 			}

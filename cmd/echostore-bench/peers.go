@@ -24,7 +24,7 @@ func newPeersCmd(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "peers",
-		Short: "Benchmark the accept tier beside asynq on the same Redis, in the same run",
+		Short: "Benchmark the accept tier beside asynq on the same Redis (and River on Postgres), in the same run",
 		Long: `Benchmark echostore's job tier beside asynq (github.com/hibiken/asynq) on the
 same Redis, in one process, interleaved, medians of three runs:
 
@@ -34,6 +34,11 @@ same Redis, in one process, interleaved, medians of three runs:
               binary is found, or --s3)
   processing  jobs/s of asynq's Server with a no-op handler beside echostore
               consumers that claim a batch and acknowledge it in one call
+  River       (github.com/riverqueue/river with riverpgxv5) on a private
+              Postgres (fsync on), when initdb and postgres are found:
+              Client.Insert with 1 and 64 callers, and a Client with a
+              no-op Worker (MaxWorkers 1,000); informational, no goal.
+              Without Postgres one row says why River is left out.
 
 The goals (issue 19) stand beside their anchors: async enqueue ÷ asynq ≥ 5×
 and sync enqueue to MinIO ÷ asynq ≥ 1× at 64 callers, claim + ack ÷ asynq's

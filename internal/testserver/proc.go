@@ -45,6 +45,12 @@ type proc struct {
 }
 
 func startProc(bin string, args []string, dir, logName string, env []string) (*proc, error) {
+	return startProcAs(bin, args, dir, logName, env, nil)
+}
+
+// startProcAs is startProc with the child running as cred's user (nil: as
+// this process's).
+func startProcAs(bin string, args []string, dir, logName string, env []string, cred *syscall.Credential) (*proc, error) {
 	logPath := filepath.Join(dir, logName)
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -56,7 +62,7 @@ func startProc(bin string, args []string, dir, logName string, env []string) (*p
 	cmd.Stderr = logf
 	cmd.Env = append(os.Environ(), env...)
 	// Own process group, and die with the test process where the OS allows.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", bin, err)

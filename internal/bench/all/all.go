@@ -85,7 +85,7 @@ type Config struct {
 
 // Default is the documented run: about three minutes on the reference
 // machine under a load average of 12 (other work sharing its 2 cores), and
-// 50–80 s more for the peers suite.
+// 70–90 s more for the peers suite (with River on Postgres).
 func Default() Config {
 	return Config{
 		Dir: os.TempDir(), Out: "docs",

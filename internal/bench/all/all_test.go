@@ -2,6 +2,7 @@ package all
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -168,6 +169,27 @@ func TestRunTiny(t *testing.T) {
 	}
 	if len(r.Plots) != 4 || r.Peers == nil || r.HeadLookup.Sizes[0].QuietTotal != 1 || len(r.Sync.Remotes[0].Levels) == 0 {
 		t.Fatalf("plots %v, head %+v", r.Plots, r.HeadLookup)
+	}
+	// The JSON's peers key carries River's rows, or the one row that says
+	// why River is left out.
+	raw, err := os.ReadFile(filepath.Join(out, JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var js struct {
+		Peers bench.Report `json:"peers"`
+	}
+	if err := json.Unmarshal(raw, &js); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{peerRow(peerRiverInsert, 1, "jobs/s"), peerRow(peerRiverInsert, 4, "p99"), peerRiverProcess}
+	if _, err := testserver.PostgresBinaries(); err != nil {
+		want = []string{peerRiverLeftOut}
+	}
+	for _, name := range want {
+		if js.Peers.Row(name) == nil {
+			t.Errorf("%s: no row %q under peers", JSONFile, name)
+		}
 	}
 }
 

@@ -253,7 +253,7 @@ func (r *Report) Markdown() string {
 		w("\n")
 	}
 	if pr := r.Peers; pr != nil {
-		w("### peers: the accept tier beside asynq on the same Redis\n\n")
+		w("### peers: the accept tier beside asynq on the same Redis, and River on Postgres\n\n")
 		w("%s\n\n", PeersSettings(r.Peers))
 		writePeersTable(&b, pr)
 		w("\n")
@@ -267,8 +267,9 @@ func PeersSettings(pr *bench.Report) string {
 	return fmt.Sprintf("asynq (github.com/hibiken/asynq %s) and echostore on the same Redis, in the same process, interleaved: each run measures every system at each level, the systems' order turning with the run; each figure is the median of its runs (every run shown). "+
 		"asynq: one Client shared by every caller, its go-redis pool larger than the callers; the Server with Concurrency as noted, a no-op handler, its default queue settings. "+
 		"echostore: Node.Enqueue (async: acknowledged once in the outbox on local disk, the default loss window; sync: once its group commit is pushed to the remote), and consumers that claim a batch and acknowledge it in one call (Node.Claim, Node.Ack). "+
+		"River (github.com/riverqueue/river %s, riverpgxv5, pgx) on a private Postgres (initdb in a temporary directory; fsync, synchronous_commit and full_page_writes on, Postgres's defaults: a commit waits for its WAL fsync, as echostore's sync enqueue waits for its commit's fsync and push), its migrations run by rivermigrate: one insert-only Client shared by every caller, its pgx pool larger than the callers, Client.Insert of one job a call; and a Client with a no-op Worker on one queue (MaxWorkers %d), timed until its subscription reports every job completed. River's rows are informational (issue 19 sets no goal on River); without Postgres they are one row that says why they are left out. "+
 		"Enqueue payloads of %d bytes; the goals are issue 19's (async ≥ 5×, sync to MinIO ≥ 1×, claim + ack ≥ 1× asynq's figure at the same level).",
-		v, len(syncPayload))
+		v, orNA(RiverVersion()), riverMaxWorkers, len(syncPayload))
 }
 
 // writePeersTable writes the peers rows: median, every run, anchor, ratio

@@ -24,7 +24,8 @@ import (
 )
 
 // PeersOptions size the peers suite: echostore's accept tier beside asynq
-// (github.com/hibiken/asynq) on the same Redis, in the same run.
+// (github.com/hibiken/asynq) on the same Redis, and River
+// (github.com/riverqueue/river) on a private Postgres, in the same run.
 type PeersOptions struct {
 	Runs    int           // repetitions; each figure is the median of its runs
 	Callers []int         // concurrent enqueue callers, one level each
@@ -71,7 +72,7 @@ func peerRow(system string, callers int, what string) string {
 }
 
 // peersSteps is the progress steps of runPeers.
-func peersSteps(o PeersOptions) int { return o.Runs * (len(o.Callers)*4 + 2) }
+func peersSteps(o PeersOptions) int { return o.Runs * (len(o.Callers)*5 + 3) }
 
 // peerEnv is what each measurement of the suite talks to.
 type peerEnv struct {
@@ -80,11 +81,13 @@ type peerEnv struct {
 	asynqQ    string // the enqueue levels' queue
 	fileNode  *echostore.Node
 	minioNode *echostore.Node // nil: no MinIO in this run
+	river     *riverPeer      // nil: River left out
 	run       string          // a tag of the run, in queue names
 }
 
-// runPeers measures the peers suite. MinIO, if the run has one, is started
-// for it and stopped after.
+// runPeers measures the peers suite. MinIO, if the run has one, and
+// Postgres for River are started for it and stopped after; without
+// Postgres, River's rows are one "left out" row that says why.
 func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.Progress) (*bench.Report, error) {
 	r := bench.NewReport("peers", "")
 	ropt, err := asynq.ParseRedisURI(e.redisURL)
@@ -147,6 +150,15 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 		}
 	}
 
+	riverLeftOut := ""
+	pe.river, riverLeftOut, err = startRiver(ctx, slices.Max(o.Callers)+8)
+	if err != nil {
+		return nil, fmt.Errorf("peers: %w", err)
+	}
+	if pe.river != nil {
+		defer pe.river.close()
+	}
+
 	type lvKey struct {
 		sys     string
 		callers int
@@ -154,7 +166,7 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 	jps := map[lvKey][]float64{}
 	p50 := map[lvKey][]float64{}
 	p99 := map[lvKey][]float64{}
-	var dispatched, procAsynq, procAsynqN, procEcho []float64
+	var dispatched, procAsynq, procAsynqN, procEcho, procRiver []float64
 	add := func(k lvKey, lv peerLevel) {
 		jps[k] = append(jps[k], lv.jobsPerSec)
 		p50[k] = append(p50[k], ms(lv.p50))
@@ -165,7 +177,7 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 		// level, the order of the systems turning with the run, so that a
 		// drift of the shared machine's load falls on all of them.
 		for _, c := range o.Callers {
-			systems := []string{peerAsynqEnqueue, peerAsync, peerSyncFile, peerSyncMinIO}
+			systems := []string{peerAsynqEnqueue, peerAsync, peerSyncFile, peerSyncMinIO, peerRiverInsert}
 			rot := run % len(systems)
 			systems = append(systems[rot:], systems[:rot]...)
 			for _, sys := range systems {
@@ -187,6 +199,11 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 			if err := e.deleteKeys(ctx, "asynq:{"+pe.asynqQ+"}:*"); err != nil {
 				return nil, err
 			}
+			if pe.river != nil {
+				if err := pe.river.reset(ctx); err != nil {
+					return nil, err
+				}
+			}
 		}
 		order := []func() error{
 			func() error {
@@ -206,10 +223,21 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 				procEcho = append(procEcho, v)
 				return err
 			},
+			func() error {
+				p.Step(fmt.Sprintf("run %d: River client", run+1))
+				if pe.river == nil {
+					return nil
+				}
+				v, err := pe.river.process(ctx, fmt.Sprintf("peers_%s_%d", pe.run, run), o)
+				procRiver = append(procRiver, v)
+				if err != nil {
+					return err
+				}
+				return pe.river.reset(ctx)
+			},
 		}
-		if run%2 == 1 {
-			order[0], order[1] = order[1], order[0]
-		}
+		rot := run % len(order)
+		order = append(order[rot:], order[:rot]...)
 		for _, f := range order {
 			if err := f(); err != nil {
 				return nil, fmt.Errorf("peers: processing: %w", err)
@@ -218,7 +246,7 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 	}
 
 	for _, c := range o.Callers {
-		for _, sys := range []string{peerAsynqEnqueue, peerAsync, peerSyncFile, peerSyncMinIO} {
+		for _, sys := range []string{peerAsynqEnqueue, peerAsync, peerSyncFile, peerSyncMinIO, peerRiverInsert} {
 			k := lvKey{sys, c}
 			if len(jps[k]) == 0 {
 				continue
@@ -250,6 +278,15 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 		anchor = servers
 	}
 	r.Compare(peerClaimAck, anchor, 1)
+	if len(procRiver) > 0 {
+		// Informational: issue 19 sets no goal on River.
+		r.Add(peerRiverProcess, "jobs/s", procRiver, fmt.Sprintf("%s jobs inserted before the client starts; one queue, MaxWorkers %d, FetchCooldown %s, FetchPollInterval %s (the fetch settings of River's own benchmark, `river bench`; its defaults, 100 ms and 1 s, would cap the queue at MaxWorkers jobs per 100 ms); timed from Start to the last completion its subscription reports",
+			n(o.Jobs), riverMaxWorkers, riverFetchCooldown, riverFetchPollInterval))
+		r.Compare(peerRiverProcess, anchor, 0)
+	}
+	if riverLeftOut != "" {
+		r.Rows = append(r.Rows, bench.Row{Name: peerRiverLeftOut, Unit: "left out", Note: riverLeftOut})
+	}
 	r.Finish()
 	return r, nil
 }
@@ -276,6 +313,11 @@ func (pe *peerEnv) enqueueLevel(ctx context.Context, sys string, run, callers in
 			_, err := pe.asynq.EnqueueContext(ctx, task)
 			return err
 		}
+	case peerRiverInsert:
+		if pe.river == nil {
+			return peerLevel{}, 0, nil
+		}
+		call = pe.river.insertCall
 	default:
 		mode, tag := echostore.Sync, "sync"
 		node = pe.fileNode
@@ -522,13 +564,17 @@ func (asynqLogger) Fatal(args ...any) {
 
 // AsynqVersion is the asynq module version linked into the binary ("" if
 // the build has no module information).
-func AsynqVersion() string {
+func AsynqVersion() string { return moduleVersion(asynqModule) }
+
+// moduleVersion is the version of module path linked into the binary (""
+// if the build has no module information).
+func moduleVersion(path string) string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return ""
 	}
 	for _, m := range bi.Deps {
-		if m.Path == asynqModule {
+		if m.Path == path {
 			return m.Version
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -54,14 +55,15 @@ func (r *Report) writePlots(out string) ([]string, error) {
 }
 
 // peersPlot draws the peers suite's jobs/s: enqueue at each level and
-// processing, asynq's bars beside echostore's.
+// processing, asynq's bars beside echostore's (and River's, when the run
+// has them).
 func (r *Report) peersPlot() (*plot.Plot, error) {
 	p := plot.New()
 	sub := r.subtitle()
 	if strings.HasPrefix(r.Command, "echostore-bench peers") {
 		sub = strings.Replace(sub, "echostore-bench all", "echostore-bench peers", 1)
 	}
-	p.Title.Text = "echostore beside asynq on the same Redis (jobs/s, medians)\n" + sub
+	p.Title.Text = "echostore beside asynq on the same Redis, and River on Postgres (jobs/s, medians)\n" + sub
 	p.Y.Label.Text = "jobs/s"
 	p.Y.Tick.Marker = humanTicks{linear: true}
 	p.Add(plotter.NewGrid())
@@ -84,6 +86,11 @@ func (r *Report) peersPlot() (*plot.Plot, error) {
 		{"echostore async enqueue; claim + ack", peerAsync, peerClaimAck},
 		{"echostore sync enqueue, file://", peerSyncFile, ""},
 		{"echostore sync enqueue, MinIO", peerSyncMinIO, ""},
+	}
+	if slices.ContainsFunc(r.Peers.Rows, func(row bench.Row) bool {
+		return strings.HasPrefix(row.Name, peerRiverInsert) || row.Name == peerRiverProcess
+	}) {
+		series = append(series, struct{ label, sys, proc string }{"River on Postgres (Client.Insert; Client, no-op Worker)", peerRiverInsert, peerRiverProcess})
 	}
 	w := vg.Points(14)
 	for k, s := range series {
@@ -109,7 +116,7 @@ func (r *Report) peersPlot() (*plot.Plot, error) {
 	p.NominalX(cats...)
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Y.Min = 0
-	p.Y.Max *= 1.7
+	p.Y.Max *= 1.3 + 0.1*float64(len(series)) // room for the legend's lines
 	return p, nil
 }
 
