@@ -42,6 +42,15 @@ type Row struct {
 	Note string `json:"note,omitempty"`
 }
 
+// ValueText is the row's value as a table shows it: "—" for a row that
+// measured nothing (no runs and no value, as a left-out peer's).
+func (row Row) ValueText() string {
+	if len(row.Runs) == 0 && row.Value == 0 {
+		return "—"
+	}
+	return FormatValue(row.Value)
+}
+
 // RatioText is the ratio as printed ("0.63×"), or "" without an anchor.
 func (row Row) RatioText() string {
 	if row.Anchor == "" {
@@ -150,7 +159,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "figure\tvalue\tunit\truns\tvs\tratio\tgoal\t")
 	for _, row := range r.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t\n", row.Name, FormatValue(row.Value), row.Unit, len(row.Runs), row.Anchor, row.RatioText(), row.GoalText("✗ missed"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t\n", row.Name, row.ValueText(), row.Unit, len(row.Runs), row.Anchor, row.RatioText(), row.GoalText("✗ missed"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -113,7 +113,7 @@ func (r *Report) Markdown() string {
 		w("### graft: local engine\n\n")
 		w("| figure | median | unit | runs | anchor (same run) | ratio | goal |\n|---|---:|---|---:|---|---:|---|\n")
 		for _, row := range g.Rows {
-			w("| %s | %s | %s | %d | %s | %s | %s |\n", row.Name, bench.FormatValue(row.Value), row.Unit, len(row.Runs), row.Anchor, row.RatioText(), row.GoalText("**✗ missed**"))
+			w("| %s | %s | %s | %d | %s | %s | %s |\n", row.Name, row.ValueText(), row.Unit, len(row.Runs), row.Anchor, row.RatioText(), row.GoalText("**✗ missed**"))
 		}
 		w("\n")
 	}
@@ -123,7 +123,7 @@ func (r *Report) Markdown() string {
 		w("A private redis-server on loopback; the same records XADDed to two streams, one archived through the front's node and one kept live; reads are whole replies, the front's and Redis's interleaved, medians of the runs; latencies over one connection.\n\n")
 		w("| figure | median | unit | runs | anchor (same run) | ratio | goal |\n|---|---:|---|---:|---|---:|---|\n")
 		for _, row := range g.Rows {
-			w("| %s | %s | %s | %d | %s | %s | %s |\n", row.Name, bench.FormatValue(row.Value), row.Unit, len(row.Runs), row.Anchor, row.RatioText(), row.GoalText("**✗ missed**"))
+			w("| %s | %s | %s | %d | %s | %s | %s |\n", row.Name, row.ValueText(), row.Unit, len(row.Runs), row.Anchor, row.RatioText(), row.GoalText("**✗ missed**"))
 		}
 		w("\n")
 	}
@@ -133,7 +133,7 @@ func (r *Report) Markdown() string {
 		w("A private redis-server; serve on loopback TCP (no beat, no background replication); the same records appended as JSON lines, one request per batch, and XADDed raw, one pipelined round trip per batch, interleaved, medians of the runs.\n\n")
 		w("| figure | median | unit | runs | anchor (same run) | ratio | goal |\n|---|---:|---|---:|---|---:|---|\n")
 		for _, row := range g.Rows {
-			w("| %s | %s | %s | %d | %s | %s | %s |\n", row.Name, bench.FormatValue(row.Value), row.Unit, len(row.Runs), row.Anchor, row.RatioText(), row.GoalText("**✗ missed**"))
+			w("| %s | %s | %s | %d | %s | %s | %s |\n", row.Name, row.ValueText(), row.Unit, len(row.Runs), row.Anchor, row.RatioText(), row.GoalText("**✗ missed**"))
 		}
 		w("\n")
 	}
@@ -282,7 +282,7 @@ func writePeersTable(b *strings.Builder, pr *bench.Report) {
 		for k, v := range row.Runs {
 			rs[k] = bench.FormatValue(v)
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", row.Name, bench.FormatValue(row.Value), row.Unit,
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", row.Name, row.ValueText(), row.Unit,
 			strings.Join(rs, " / "), row.Anchor, row.RatioText(), row.GoalText("**✗ missed**"))
 		if row.Note != "" {
 			notes = append(notes, fmt.Sprintf("- %s: %s.", row.Name, row.Note))
