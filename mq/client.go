@@ -53,6 +53,12 @@ type Options struct {
 	// LaneBlock is how long one XREAD BLOCK of a lane follower waits before
 	// it checks its context again (default 2s).
 	LaneBlock time.Duration
+	// ScriptAppend appends every chunk through the append script, as
+	// before appends became transactions of native XADDs (appendTx). A
+	// client also falls back to it when the server refuses MULTI/EXEC (an
+	// ACL without @transaction). Both append a chunk whole or not at all;
+	// the script costs Redis about four times the time per record.
+	ScriptAppend bool
 	// Jobs configures the job queues.
 	Jobs JobOptions
 	// Logger receives the client's logs (default: slog.Default()).
@@ -99,6 +105,7 @@ type Client struct {
 	minter *brand.Minter
 	log    *slog.Logger
 	lua    scriptSet
+	tx     bool // first sends of append chunks go as transactions (appendTx)
 	stats  counters
 	slots  sync.Map // stream key → *streamSlot
 }
@@ -175,7 +182,23 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		rdb.Close()
 		return nil, err
 	}
+	if !opts.ScriptAppend {
+		c.tx = c.canTransact(ctx)
+	}
 	return c, nil
+}
+
+// canTransact reports whether the server runs an empty MULTI/EXEC: appends
+// go as transactions only then (a server whose ACL refuses MULTI would run
+// a transaction's commands one by one).
+func (c *Client) canTransact(ctx context.Context) bool {
+	for _, r := range c.rdb.DoMulti(ctx, c.rdb.B().Multi().Build(), c.rdb.B().Exec().Build()) {
+		if err := r.Error(); err != nil {
+			c.log.Warn("Redis refuses MULTI/EXEC; appends go through the append script", "err", err)
+			return false
+		}
+	}
+	return true
 }
 
 func newScriptSet() scriptSet {

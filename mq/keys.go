@@ -97,6 +97,14 @@ func DirtyOf(ref names.StreamRef) string {
 	return DirtySetKey(ref.Queue().String())
 }
 
+// appendScratchOf returns the scratch key of ref's slot that the append
+// transaction's guard keeps a stream's last id in while the transaction
+// runs (scriptAppendGuard): emq:{tag}:append-top, the tag DirtyOf's. It
+// exists only inside a transaction: no other client ever sees it.
+func appendScratchOf(ref names.StreamRef) string {
+	return strings.TrimSuffix(DirtyOf(ref), "dirty") + "append-top"
+}
+
 // KeyMetaKey returns the metadata key of kind what ("key-archived",
 // "key-lease", "key-lease-seq") of the stream at key k:
 // emq:{T}:what:K, in K's Cluster slot.
