@@ -189,11 +189,12 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 }
 
 // canTransact reports whether the server runs an empty MULTI/EXEC: appends
-// go as transactions only then (a server whose ACL refuses MULTI would run
-// a transaction's commands one by one).
+// go as transactions unless it refuses one (a server whose ACL refuses
+// MULTI would run a transaction's commands one by one). LOADING is no
+// refusal: the server runs transactions once loaded.
 func (c *Client) canTransact(ctx context.Context) bool {
 	for _, r := range c.rdb.DoMulti(ctx, c.rdb.B().Multi().Build(), c.rdb.B().Exec().Build()) {
-		if err := r.Error(); err != nil {
+		if err := r.Error(); err != nil && isServerError(err) && !isLoading(err) {
 			c.log.Warn("Redis refuses MULTI/EXEC; appends go through the append script", "err", err)
 			return false
 		}

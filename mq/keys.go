@@ -84,7 +84,9 @@ func ArchivedRegistry(ref names.StreamRef) (set, member string) {
 // DirtySetKey returns the key of the change feed of the archived streams
 // whose slot tag is tag (a queue's name, or KeyTag of a key stream):
 // emq:{tag}:dirty, a set of stream keys. Appends through mq add an archived
-// stream's key to it in the append's script (scriptAppend); the beat of
+// stream's key to it in the same atomic step as the chunk (the guard
+// script of the append transaction, scriptAppendGuard, or scriptAppend on
+// a retry); the beat of
 // serve takes the keys of its streams out of it before it cycles them.
 func DirtySetKey(tag string) string { return "emq:{" + tag + "}:dirty" }
 

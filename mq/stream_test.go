@@ -300,6 +300,9 @@ func TestChunkRetryIsIdempotent(t *testing.T) {
 // landed: one copy in the stream.
 func TestLostReplyRetriedOnce(t *testing.T) {
 	c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond})
+	if !c.tx {
+		t.Fatal("the proxied client does not append through transactions: the lost reply would be a script's")
+	}
 	ctx := testCtx(t)
 	q := queueName(t)
 	proxy.DropReplies(1)
@@ -614,6 +617,9 @@ func TestLostReplyThenTrimmed(t *testing.T) {
 	for _, keep := range []string{"1", "0"} {
 		t.Run("keep="+keep, func(t *testing.T) {
 			c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond})
+			if !c.tx {
+				t.Fatal("the proxied client does not append through transactions")
+			}
 			direct := plain(t, Options{})
 			ctx := testCtx(t)
 			q := queueName(t)
