@@ -1,10 +1,12 @@
 package mq
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/internal/testserver"
 	"github.com/redis/rueidis"
 )
 
@@ -150,5 +152,35 @@ func TestScriptAppendOption(t *testing.T) {
 	recs := readAll(t, c, q, "s", 0, brand.Max, 0, false)
 	if len(recs) != 2 || recs[0].ID != ids[0].XID() || recs[1].ID != ids[1].XID() {
 		t.Fatalf("stream holds %+v", recs)
+	}
+}
+
+// TestNoTransactionsFallsBackToScript: a user whose ACL refuses MULTI and
+// EXEC gets a client that appends through the append script, whole chunks
+// as before, whether the ACL refuses all of @transaction or EXEC alone.
+func TestNoTransactionsFallsBackToScript(t *testing.T) {
+	for user, rule := range map[string]string{"emqnotx": "-@transaction", "emqnoexec": "-exec"} {
+		t.Run(rule, func(t *testing.T) { noTransactions(t, user, rule) })
+	}
+}
+
+func noTransactions(t *testing.T, user, rule string) {
+	r := servers.Redis(t)
+	if _, err := testserver.Do(context.Background(), r.Addr, "ACL", "SETUSER", user, "on", ">s3cret", "~*", "&*", "+@all", rule); err != nil {
+		t.Fatal(err)
+	}
+	c := connect(t, "redis://"+user+":s3cret@"+r.Addr, Options{})
+	if c.tx {
+		t.Fatal("a user refused MULTI/EXEC got a client that appends through transactions")
+	}
+	ctx := testCtx(t)
+	q := queueName(t)
+	ids, err := c.AppendBatch(ctx, mustRef(t, q, "s"), [][]Field{fields("a", "1"), fields("a", "2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := readAll(t, c, q, "s", 0, brand.Max, 0, false)
+	if len(recs) != 2 || recs[0].ID != ids[0].XID() || recs[1].ID != ids[1].XID() {
+		t.Fatalf("stream holds %+v, want the batch under %v", recs, ids)
 	}
 }

@@ -193,7 +193,10 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 // MULTI would run a transaction's commands one by one). LOADING is no
 // refusal: the server runs transactions once loaded.
 func (c *Client) canTransact(ctx context.Context) bool {
-	for _, r := range c.rdb.DoMulti(ctx, c.rdb.B().Multi().Build(), c.rdb.B().Exec().Build()) {
+	// DISCARD ends the transaction in case EXEC alone was refused and left
+	// the connection in MULTI (it fails, harmlessly, when EXEC ran).
+	res := c.rdb.DoMulti(ctx, c.rdb.B().Multi().Build(), c.rdb.B().Exec().Build(), c.rdb.B().Discard().Build())
+	for _, r := range res[:2] {
 		if err := r.Error(); err != nil && isServerError(err) && !isLoading(err) {
 			c.log.Warn("Redis refuses MULTI/EXEC; appends go through the append script", "err", err)
 			return false
