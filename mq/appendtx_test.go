@@ -101,6 +101,7 @@ func TestAppendTxNotAboveTop(t *testing.T) {
 // re-minted above it and lands whole, once.
 func TestAppendTxRemintsAboveRaisedTop(t *testing.T) {
 	eachServer(t, Options{}, func(t *testing.T, c *Client) {
+		usePath(t, c, 1)
 		ctx := testCtx(t)
 		q := queueName(t)
 		ref := mustRef(t, q, "s")

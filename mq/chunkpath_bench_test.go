@@ -31,7 +31,7 @@ func redisUsec(b *testing.B, c *Client) float64 {
 	return total
 }
 
-// BenchmarkChunkPath compares one chunk of 256 records appended through
+// BenchmarkChunkPath compares one chunk of 256 (16, 1) records appended through
 // the append script (ScriptAppend), as mq's transaction (appendTx), as a
 // bare WATCH, XINFO, SISMEMBER then MULTI/XADD…/EXEC on a dedicated
 // connection (the shape of a WATCH-based append, without its checks), and
@@ -42,11 +42,16 @@ func redisUsec(b *testing.B, c *Client) float64 {
 //
 //	go test -run='^$' -bench=ChunkPath -count=3 ./mq/
 func BenchmarkChunkPath(b *testing.B) {
+	for _, n := range []int{256, 16, 1} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) { benchChunkPath(b, n) })
+	}
+}
+
+func benchChunkPath(b *testing.B, n int) {
 	c := mqBenchClient(b)
 	sc := plain(b, Options{ScriptAppend: true})
 	ctx := context.Background()
 	fs := benchFields()
-	const n = 256
 	recs := make([][]Field, n)
 	for i := range recs {
 		recs[i] = fs

@@ -106,6 +106,7 @@ type Client struct {
 	log    *slog.Logger
 	lua    scriptSet
 	tx     bool // first sends of append chunks go as transactions (appendTx)
+	txMin  int  // … chunks of at least txMin records (defaultTxMinRecords)
 	stats  counters
 	slots  sync.Map // stream key → *streamSlot
 }
@@ -173,7 +174,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", ep, err)
 	}
-	c := &Client{rdb: rdb, opts: opts, ep: ep, minter: minter, log: opts.Logger, lua: newScriptSet()}
+	c := &Client{rdb: rdb, opts: opts, ep: ep, minter: minter, log: opts.Logger, lua: newScriptSet(), txMin: defaultTxMinRecords}
 	if rdb.Mode() == rueidis.ClientModeCluster && ep.DB != 0 {
 		rdb.Close()
 		return nil, fmt.Errorf("%w %s: a Redis Cluster has only db 0", ErrBadURL, ep)

@@ -167,9 +167,17 @@ var errTrimmedSince = errors.New("the chunk is not in the stream, and the stream
 // appended to without pause by other producers faster than this one.
 const maxRemints = 1000
 
-// appendChunk appends one chunk and returns its ids. A first send goes as
-// one transaction of native XADDs (appendTx; through scriptAppend when the
-// client has no transactions, Options.ScriptAppend); a send after a lost
+// defaultTxMinRecords is the fewest records of a chunk whose first send goes
+// as a transaction: the transaction's two script calls cost Redis more than
+// the append script's per-record overhead saves on smaller chunks (even at
+// 16 records; a single record takes about 1.5× the time;
+// BenchmarkChunkPath, docs/BENCHMARKS.md).
+const defaultTxMinRecords = 16
+
+// appendChunk appends one chunk and returns its ids. A first send of a
+// chunk of defaultTxMinRecords or more goes as one transaction of native
+// XADDs (appendTx), a smaller one through scriptAppend (as every chunk does
+// when the client has no transactions, Options.ScriptAppend); a send after a lost
 // reply goes through scriptAppend with retry set, which tells a chunk that
 // landed (see its protocol; both paths append a chunk whole or not at all,
 // under ids no one else mints). Either adds an archived stream to its
@@ -185,7 +193,7 @@ func (c *Client) appendChunk(ctx context.Context, ref names.StreamRef, recs [][]
 	remints := 0
 	for {
 		reply, err := c.execChunk(ctx, "append", key, ids, func(retry bool) ([]string, error) {
-			if c.tx && !retry {
+			if c.tx && !retry && len(recs) >= c.txMin {
 				return c.appendTx(ctx, ref, ids, recs)
 			}
 			args := appendArgs(retry, ids, recs)
