@@ -13,7 +13,8 @@
 // (MULTI, a guard script that checks the stream's top, the chunk's XADDs,
 // EXEC; Redis runs it with no other command in between, and the guard
 // makes every XADD fail when the chunk is not above the top), or through
-// one server-side script (a retry, or Options.ScriptAppend). A chunk whose first id is not above the
+// one server-side script (a chunk of fewer than 16 records, a retry, or
+// Options.ScriptAppend). A chunk whose first id is not above the
 // stream's top is re-minted above it and sent again, so producers in many
 // processes, even sharing a node number, never lose an append and never
 // break the order. A chunk whose reply was lost is sent again with the same
