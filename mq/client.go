@@ -53,6 +53,12 @@ type Options struct {
 	// LaneBlock is how long one XREAD BLOCK of a lane follower waits before
 	// it checks its context again (default 2s).
 	LaneBlock time.Duration
+	// ScriptAppend appends every chunk through the append script, as
+	// before appends became transactions of native XADDs (appendTx). A
+	// client also falls back to it when the server refuses MULTI/EXEC (an
+	// ACL without @transaction). Both append a chunk whole or not at all;
+	// the script costs Redis about four times the time per record.
+	ScriptAppend bool
 	// Jobs configures the job queues.
 	Jobs JobOptions
 	// Logger receives the client's logs (default: slog.Default()).
@@ -99,6 +105,8 @@ type Client struct {
 	minter *brand.Minter
 	log    *slog.Logger
 	lua    scriptSet
+	tx     bool // first sends of append chunks go as transactions (appendTx)
+	txMin  int  // … chunks of at least txMin records (defaultTxMinRecords)
 	stats  counters
 	slots  sync.Map // stream key → *streamSlot
 }
@@ -166,7 +174,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", ep, err)
 	}
-	c := &Client{rdb: rdb, opts: opts, ep: ep, minter: minter, log: opts.Logger, lua: newScriptSet()}
+	c := &Client{rdb: rdb, opts: opts, ep: ep, minter: minter, log: opts.Logger, lua: newScriptSet(), txMin: defaultTxMinRecords}
 	if rdb.Mode() == rueidis.ClientModeCluster && ep.DB != 0 {
 		rdb.Close()
 		return nil, fmt.Errorf("%w %s: a Redis Cluster has only db 0", ErrBadURL, ep)
@@ -175,7 +183,27 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		rdb.Close()
 		return nil, err
 	}
+	if !opts.ScriptAppend {
+		c.tx = c.canTransact(ctx)
+	}
 	return c, nil
+}
+
+// canTransact reports whether the server runs an empty MULTI/EXEC: appends
+// go as transactions unless it refuses one (a server whose ACL refuses
+// MULTI would run a transaction's commands one by one). LOADING is no
+// refusal: the server runs transactions once loaded.
+func (c *Client) canTransact(ctx context.Context) bool {
+	// DISCARD ends the transaction in case EXEC alone was refused and left
+	// the connection in MULTI (it fails, harmlessly, when EXEC ran).
+	res := c.rdb.DoMulti(ctx, c.rdb.B().Multi().Build(), c.rdb.B().Exec().Build(), c.rdb.B().Discard().Build())
+	for _, r := range res[:2] {
+		if err := r.Error(); err != nil && isServerError(err) && !isLoading(err) {
+			c.log.Warn("Redis refuses MULTI/EXEC; appends go through the append script", "err", err)
+			return false
+		}
+	}
+	return true
 }
 
 func newScriptSet() scriptSet {

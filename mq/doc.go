@@ -9,8 +9,12 @@
 //
 // Order (invariant 1). A record's id is minted here with a brand.Minter and
 // XADD always uses that id's Redis id, so stream order is mint order.
-// Appends go in chunks, each through one server-side script that appends
-// the whole chunk or nothing: a chunk whose first id is not above the
+// Appends go in chunks, each appended whole or not at all: one transaction
+// (MULTI, a guard script that checks the stream's top, the chunk's XADDs,
+// EXEC; Redis runs it with no other command in between, and the guard
+// makes every XADD fail when the chunk is not above the top), or through
+// one server-side script (a chunk of fewer than 16 records, a retry, or
+// Options.ScriptAppend). A chunk whose first id is not above the
 // stream's top is re-minted above it and sent again, so producers in many
 // processes, even sharing a node number, never lose an append and never
 // break the order. A chunk whose reply was lost is sent again with the same

@@ -168,3 +168,21 @@ func mustVolume(t testing.TB, v string) names.Volume {
 	}
 	return vv
 }
+
+// eachAppendPath runs f for both paths of a chunk's first send: as a
+// transaction (txMin 1: every chunk) and through the append script (txMin
+// above any chunk of the test). f gives its client the path (usePath).
+func eachAppendPath(t *testing.T, f func(t *testing.T, txMin int)) {
+	t.Run("tx", func(t *testing.T) { f(t, 1) })
+	t.Run("script", func(t *testing.T) { f(t, 1<<30) })
+}
+
+// usePath makes c send chunks of txMin records or more as transactions,
+// failing the test if c has none (txMin 1 would then test the script).
+func usePath(t testing.TB, c *Client, txMin int) {
+	t.Helper()
+	if txMin == 1 && !c.tx {
+		t.Fatal("the client does not append through transactions")
+	}
+	c.txMin = txMin
+}

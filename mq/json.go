@@ -1,10 +1,12 @@
 package mq
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -251,9 +253,45 @@ func ParseFieldsJSON(data []byte) ([]Field, error) {
 	return fields, nil
 }
 
+// ParseJSONLines parses body as JSON lines of records as ParseInputLine
+// does each one, skipping blank lines (white space around a line, as
+// bytes.TrimSpace has it, is ignored). A bad line fails the whole body with an error that names it
+// ("line 3: …", counting every line). The fields' strings share one copy
+// of body, made once: for a body of many records this saves a copy per
+// name and value.
+func ParseJSONLines(body []byte) ([][]Field, error) {
+	src := string(body)
+	out := make([][]Field, 0, bytes.Count(body, []byte("\n"))+1)
+	for n, start := 1, 0; start < len(body); n++ {
+		end := bytes.IndexByte(body[start:], '\n')
+		if end < 0 {
+			end = len(body)
+		} else {
+			end += start
+		}
+		line := body[start:end]
+		left := bytes.TrimLeftFunc(line, unicode.IsSpace)
+		a := start + len(line) - len(left)
+		b := a + len(bytes.TrimRightFunc(left, unicode.IsSpace))
+		start = end + 1
+		if a == b {
+			continue
+		}
+		rec, err := parseObjectIn(scanner{b: body[a:b], src: src[a:b]}, false)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		out = append(out, rec.Fields)
+	}
+	return out, nil
+}
+
 func parseObject(data []byte, wantID bool) (Record, error) {
+	return parseObjectIn(scanner{b: data}, wantID)
+}
+
+func parseObjectIn(s scanner, wantID bool) (Record, error) {
 	var rec Record
-	s := scanner{b: data}
 	s.ws()
 	if err := s.expect('{'); err != nil {
 		return rec, err
@@ -436,6 +474,9 @@ func (s *scanner) bytesValue() (string, error) {
 type scanner struct {
 	b []byte
 	i int
+	// src, when set, holds the same bytes as b as a string: strings
+	// without escapes are then slices of it, not copies (ParseJSONLines).
+	src string
 }
 
 func (s *scanner) errorf(format string, args ...any) error {
@@ -480,7 +521,7 @@ func (s *scanner) fields() ([]Field, error) {
 	if err := s.expect('{'); err != nil {
 		return nil, err
 	}
-	var out []Field
+	out := make([]Field, 0, 4)
 	s.ws()
 	if s.peek() == '}' {
 		s.i++
@@ -537,6 +578,9 @@ func (s *scanner) str() (string, error) {
 			s.i++
 			if !utf8.Valid(raw) {
 				return "", &RecordError{Field: string(raw), Err: ErrInvalidUTF8}
+			}
+			if s.src != "" {
+				return s.src[start : s.i-1], nil
 			}
 			return string(raw), nil
 		}

@@ -84,7 +84,9 @@ func ArchivedRegistry(ref names.StreamRef) (set, member string) {
 // DirtySetKey returns the key of the change feed of the archived streams
 // whose slot tag is tag (a queue's name, or KeyTag of a key stream):
 // emq:{tag}:dirty, a set of stream keys. Appends through mq add an archived
-// stream's key to it in the append's script (scriptAppend); the beat of
+// stream's key to it in the same atomic step as the chunk (the guard
+// script of the append transaction, scriptAppendGuard, or scriptAppend on
+// a retry); the beat of
 // serve takes the keys of its streams out of it before it cycles them.
 func DirtySetKey(tag string) string { return "emq:{" + tag + "}:dirty" }
 
@@ -95,6 +97,14 @@ func DirtyOf(ref names.StreamRef) string {
 		return DirtySetKey(KeyTag(k))
 	}
 	return DirtySetKey(ref.Queue().String())
+}
+
+// appendScratchOf returns the scratch key of ref's slot that the append
+// transaction's guard keeps a stream's last id in while the transaction
+// runs (scriptAppendGuard): emq:{tag}:append-top, the tag DirtyOf's. It
+// exists only inside a transaction: no other client ever sees it.
+func appendScratchOf(ref names.StreamRef) string {
+	return strings.TrimSuffix(DirtyOf(ref), "dirty") + "append-top"
 }
 
 // KeyMetaKey returns the metadata key of kind what ("key-archived",

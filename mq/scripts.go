@@ -249,3 +249,87 @@ local prev = '0-0'
 if #last > 0 then prev = last[1][1] end
 return redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'prev', prev, unpack(ARGV, 2))
 `
+
+// luaTop holds what the append transaction's guard needs of luaLib: id
+// comparison and a stream's last id.
+const luaTop = `
+local function split(id)
+  local d = string.find(id, '-', 1, true)
+  return string.sub(id, 1, d - 1), string.sub(id, d + 1)
+end
+local function cmpdec(a, b)
+  if #a ~= #b then
+    if #a < #b then return -1 end
+    return 1
+  end
+  if a == b then return 0 end
+  if a < b then return -1 end
+  return 1
+end
+local function cmpid(a, b)
+  local am, as = split(a)
+  local bm, bs = split(b)
+  local c = cmpdec(am, bm)
+  if c ~= 0 then return c end
+  return cmpdec(as, bs)
+end
+local function lastid(key)
+  if redis.call('EXISTS', key) == 0 then return '0-0' end
+  local flat = redis.call('XINFO', 'STREAM', key)
+  for i = 1, #flat, 2 do
+    if flat[i] == 'last-generated-id' then return flat[i + 1] end
+  end
+  return nil
+end
+`
+
+// scriptAppendGuard opens the append transaction of a chunk (appendTx):
+// MULTI, this guard, the chunk's XADDs with their ids, scriptAppendRestore,
+// EXEC. Redis runs a transaction whole with no other client's command in
+// between, so the guard sees the stream as the XADDs do.
+//
+//	KEYS[1]  the stream
+//	KEYS[2]  the stream's archived registry (mq.ArchivedRegistry)
+//	KEYS[3]  the change feed of its slot (DirtySetKey)
+//	KEYS[4]  the slot's append scratch key (appendScratchKey)
+//	ARGV[1]  the stream's member of the registry
+//	ARGV[2]  the chunk's first id, ARGV[3] its last id
+//
+// When the first id is above the stream's last id, every XADD after it
+// succeeds (ids increase): the guard adds an archived stream to the change
+// feed, as scriptAppend does, and replies {"OK"}. Otherwise it replies
+// {"TOP", last id} and makes every XADD of the chunk fail: when the last
+// id is above the stream's, it raises the stream's last id to the chunk's
+// last (XSETID) and keeps the old one in KEYS[4], from which
+// scriptAppendRestore sets it back after the XADDs have failed. No other
+// client sees the raised id; the stream ends the transaction as it began.
+const scriptAppendGuard = "#!lua\n" + luaTop + `
+local key = KEYS[1]
+local top = lastid(key)
+if cmpid(ARGV[2], top) > 0 then
+  if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
+    redis.call('SADD', KEYS[3], key)
+  end
+  return {'OK'}
+end
+if cmpid(ARGV[3], top) > 0 then
+  redis.call('SET', KEYS[4], top)
+  redis.call('XSETID', key, ARGV[3])
+end
+return {'TOP', top}
+`
+
+// scriptAppendRestore closes the append transaction: it sets the stream's
+// last id back to the one the guard kept in the scratch key, if it kept
+// one (the chunk's XADDs all failed), and deletes the scratch key.
+//
+//	KEYS[1]  the stream; KEYS[2] the scratch key
+//
+// Replies 1 if it restored a last id, else 0.
+const scriptAppendRestore = "#!lua\n" + `
+local top = redis.call('GET', KEYS[2])
+if not top then return 0 end
+redis.call('DEL', KEYS[2])
+redis.call('XSETID', KEYS[1], top)
+return 1
+`

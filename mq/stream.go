@@ -167,9 +167,21 @@ var errTrimmedSince = errors.New("the chunk is not in the stream, and the stream
 // appended to without pause by other producers faster than this one.
 const maxRemints = 1000
 
-// appendChunk appends one chunk through scriptAppend (see its protocol).
-// The chunk adds an archived stream to its slot's change feed
-// (DirtySetKey) in the same script.
+// defaultTxMinRecords is the fewest records of a chunk whose first send goes
+// as a transaction: the transaction's two script calls cost Redis more than
+// the append script's per-record overhead saves on smaller chunks (even at
+// 16 records; a single record takes about 1.5× the time;
+// BenchmarkChunkPath, docs/BENCHMARKS.md).
+const defaultTxMinRecords = 16
+
+// appendChunk appends one chunk and returns its ids. A first send of a
+// chunk of defaultTxMinRecords or more goes as one transaction of native
+// XADDs (appendTx), a smaller one through scriptAppend (as every chunk does
+// when the client has no transactions, Options.ScriptAppend); a send after a lost
+// reply goes through scriptAppend with retry set, which tells a chunk that
+// landed (see its protocol; both paths append a chunk whole or not at all,
+// under ids no one else mints). Either adds an archived stream to its
+// slot's change feed (DirtySetKey) in the same atomic step.
 func (c *Client) appendChunk(ctx context.Context, ref names.StreamRef, recs [][]Field) ([]brand.ID, error) {
 	key := StreamKey(ref)
 	set, member := ArchivedRegistry(ref)
@@ -180,10 +192,13 @@ func (c *Client) appendChunk(ctx context.Context, ref names.StreamRef, recs [][]
 	}
 	remints := 0
 	for {
-		reply, err := c.execChunk(ctx, "append", key, ids, func(retry bool) rueidis.RedisResult {
+		reply, err := c.execChunk(ctx, "append", key, ids, func(retry bool) ([]string, error) {
+			if c.tx && !retry && len(recs) >= c.txMin {
+				return c.appendTx(ctx, ref, ids, recs)
+			}
 			args := appendArgs(retry, ids, recs)
 			args = append(args[:1], append([]string{member}, args[1:]...)...)
-			return c.lua.append.Exec(ctx, c.rdb, keys, args)
+			return c.lua.append.Exec(ctx, c.rdb, keys, args).AsStrSlice()
 		})
 		if err != nil {
 			return nil, err
@@ -227,13 +242,16 @@ func (c *Client) appendChunk(ctx context.Context, ref names.StreamRef, recs [][]
 // Once a reply was lost, a failure (retries spent, ctx ended, or another
 // error reply) is an *unknownOutcome naming ids; before, nothing ran and the
 // failure is the error itself.
-func (c *Client) execChunk(ctx context.Context, what, key string, ids []brand.ID, call func(retry bool) rueidis.RedisResult) ([]string, error) {
+func (c *Client) execChunk(ctx context.Context, what, key string, ids []brand.ID, call func(retry bool) ([]string, error)) ([]string, error) {
 	lost := false // a call got no reply: it may have run
 	for tries := 0; ; {
-		reply, err := call(lost).AsStrSlice()
+		reply, err := call(lost)
+		var unknown *unknownOutcome
 		switch {
 		case err == nil:
 			return reply, nil
+		case errors.As(err, &unknown):
+			return nil, err
 		case isLoading(err): // nothing ran
 		case isServerError(err):
 			return nil, chunkFailure(what, ids, lost, err)

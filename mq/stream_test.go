@@ -299,7 +299,14 @@ func TestChunkRetryIsIdempotent(t *testing.T) {
 // back. The client sends the chunk again with the same ids and counts it as
 // landed: one copy in the stream.
 func TestLostReplyRetriedOnce(t *testing.T) {
+	eachAppendPath(t, func(t *testing.T, txMin int) {
+		lostReplyRetriedOnce(t, txMin)
+	})
+}
+
+func lostReplyRetriedOnce(t *testing.T, txMin int) {
 	c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond})
+	usePath(t, c, txMin)
 	ctx := testCtx(t)
 	q := queueName(t)
 	proxy.DropReplies(1)
@@ -319,7 +326,12 @@ func TestLostReplyRetriedOnce(t *testing.T) {
 // When every reply is lost, the append fails with ErrOutcomeUnknown and
 // names the ids under which the chunk is (or is not) in the stream.
 func TestOutcomeUnknown(t *testing.T) {
+	eachAppendPath(t, outcomeUnknown)
+}
+
+func outcomeUnknown(t *testing.T, txMin int) {
 	c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond, AppendRetries: 2})
+	usePath(t, c, txMin)
 	ctx := testCtx(t)
 	q := queueName(t)
 	proxy.DropReplies(1 << 30)
@@ -477,8 +489,13 @@ func TestAppendWithEndedContext(t *testing.T) {
 // a chunk whose reply was lost, is sent again with the same ids and lands
 // once it stops: each record once.
 func TestAppendRetriesLoading(t *testing.T) {
+	eachAppendPath(t, func(t *testing.T, txMin int) { appendRetriesLoading(t, txMin) })
+}
+
+func appendRetriesLoading(t *testing.T, txMin int) {
 	eachLostReplies(t, func(t *testing.T, drops int64) {
 		c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond})
+		usePath(t, c, txMin)
 		ctx := testCtx(t)
 		q := queueName(t)
 		first, err := c.Append(ctx, mustRef(t, q, "s"), fields("a", "0")...) // the script is loaded
@@ -509,8 +526,13 @@ func TestAppendRetriesLoading(t *testing.T) {
 // ErrOutcomeUnknown when no reply was lost (nothing ran), and with it when
 // one was (the lost call may have run).
 func TestAppendLoadingOutlastsRetries(t *testing.T) {
+	eachAppendPath(t, func(t *testing.T, txMin int) { appendLoadingOutlastsRetries(t, txMin) })
+}
+
+func appendLoadingOutlastsRetries(t *testing.T, txMin int) {
 	eachLostReplies(t, func(t *testing.T, drops int64) {
 		c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond, AppendRetries: 2})
+		usePath(t, c, txMin)
 		ctx := testCtx(t)
 		q := queueName(t)
 		if _, err := c.Append(ctx, mustRef(t, q, "s"), fields("a", "0")...); err != nil {
@@ -611,9 +633,14 @@ func TestChunkRetryAfterTrim(t *testing.T) {
 // first ids, once; trimmed whole, it fails with ErrOutcomeUnknown naming
 // them. Before, both re-minted and appended the records a second time.
 func TestLostReplyThenTrimmed(t *testing.T) {
+	eachAppendPath(t, func(t *testing.T, txMin int) { lostReplyThenTrimmed(t, txMin) })
+}
+
+func lostReplyThenTrimmed(t *testing.T, txMin int) {
 	for _, keep := range []string{"1", "0"} {
 		t.Run("keep="+keep, func(t *testing.T) {
 			c, proxy := proxied(t, Options{RetryBackoff: time.Millisecond})
+			usePath(t, c, txMin)
 			direct := plain(t, Options{})
 			ctx := testCtx(t)
 			q := queueName(t)

@@ -72,19 +72,7 @@ func parseRecords(body []byte) ([][]mq.Field, error) {
 		}
 		return [][]mq.Field{f}, nil
 	}
-	var out [][]mq.Field
-	for i, line := range bytes.Split(body, []byte("\n")) {
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		f, err := mq.ParseInputLine(line)
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", i+1, err)
-		}
-		out = append(out, f)
-	}
-	return out, nil
+	return mq.ParseJSONLines(body)
 }
 
 func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) (err error) {

@@ -10,7 +10,9 @@ import (
 )
 
 // ScriptProxy stands between a Redis client and a redis-server and plays
-// faults at script calls (any command holding "EVAL": EVAL and EVALSHA):
+// faults at script calls: any client write holding "EVAL" (EVAL and
+// EVALSHA) or "EXEC" (a transaction, such as mq's append of a chunk as
+// MULTI … EXEC: its reply is EXEC's, and a drop loses it whole):
 //
 //   - DropReplies(n): the next n script calls reach the server and run, but
 //     their replies are lost and the client's connection is closed, as when
@@ -109,7 +111,7 @@ func (p *ScriptProxy) serve() {
 			for {
 				n, err := client.Read(buf)
 				if n > 0 {
-					script := bytes.Contains(buf[:n], []byte("EVAL"))
+					script := bytes.Contains(buf[:n], []byte("EVAL")) || bytes.Contains(buf[:n], []byte("EXEC"))
 					// One LOADING per command of the read: a client
 					// pipelines, and answering one for several commands
 					// would shift every later reply on the connection.
