@@ -109,9 +109,10 @@ func Default() Config {
 // DefaultArchiveCache is the archive suites' block cache in the default
 // run, 256 MiB (serve's cache_size: 256MiB): the blocks of the deepest
 // default depth, a million records of 3 small fields (about 100 MB, beside
-// the memtables' 64 MiB), fit it, as they do not fit graft's default, so
-// each merge-read of them is read from memory, as the anchor's XRANGE is
-// from Redis's (docs/BENCHMARKS.md, "merge-read at a million records").
+// the memtables' 32–64 MiB), fit it, as they do not fit graft's default
+// (64–90 MB of blocks), so each merge-read of them is read from memory, as
+// the anchor's XRANGE is from Redis's (docs/BENCHMARKS.md, "Merge-read and
+// the block cache").
 const DefaultArchiveCache = 256 << 20
 
 // Quick is the smoke run: under a minute on the reference machine.
