@@ -246,29 +246,28 @@ func decodeRecordPage(b []byte, d *pageDecoder) (mq.Record, error) {
 		}
 		value, w2, ok2 := cutField(w)
 		if !ok1 || !ok2 {
+			if j, bad8 := invalidUTF8(rest, int(i)); bad8 && version == pageVersion {
+				return bad("field %d is not valid UTF-8", j) // found first, as field by field
+			}
 			return bad("field %d runs past the end", i)
 		}
 		ascii = ascii && w[0]|w[1]|w[2]|w[3] < utf8.RuneSelf
 		total += len(name) + len(value)
 		walk = w2
 	}
-	if len(walk) != 0 {
-		return bad("%d bytes after the last field", len(walk))
-	}
 	// Version 1: names and values valid UTF-8. With ASCII lengths between
 	// them, rest is valid UTF-8 exactly when each of them is (an ASCII byte
 	// neither continues a sequence nor is continued), so one call checks
-	// them all; otherwise, or to name the field that fails, one each.
-	if version == pageVersion && (!ascii || !utf8.Valid(rest)) {
-		walk = rest
-		for i := range n {
-			name, w, _ := cutField(walk)
-			value, w, _ := cutField(w)
-			if !utf8.Valid(name) || !utf8.Valid(value) {
-				return bad("field %d is not valid UTF-8", i)
-			}
-			walk = w
+	// them all; otherwise, or to name the field that fails, one each. A
+	// page with both faults names the one a field-by-field walk meets
+	// first.
+	if version == pageVersion && (!ascii || len(walk) != 0 || !utf8.Valid(rest)) {
+		if i, bad8 := invalidUTF8(rest, int(n)); bad8 {
+			return bad("field %d is not valid UTF-8", i)
 		}
+	}
+	if len(walk) != 0 {
+		return bad("%d bytes after the last field", len(walk))
 	}
 	var all string
 	var fields []mq.Field
@@ -299,6 +298,20 @@ func decodeRecordPage(b []byte, d *pageDecoder) (mq.Record, error) {
 		}
 	}
 	return mq.Record{ID: id, Fields: fields}, nil
+}
+
+// invalidUTF8 returns the first of the first n fields of rest whose name
+// or value is not valid UTF-8, if one is; rest holds at least n fields.
+func invalidUTF8(rest []byte, n int) (int, bool) {
+	for i := range n {
+		name, w, _ := cutField(rest)
+		value, w, _ := cutField(w)
+		if !utf8.Valid(name) || !utf8.Valid(value) {
+			return i, true
+		}
+		rest = w
+	}
+	return 0, false
 }
 
 // cutField returns the length-prefixed field at the front of b and the rest
