@@ -73,6 +73,15 @@ type Config struct {
 	// GroupWait bounds the sync group commit's wait for siblings
 	// (accept.TierOptions.GroupWait; 0: its default, negative: never wait).
 	GroupWait time.Duration
+	// CacheSize is the graft store's block cache, in bytes
+	// (graft.Options.CacheSize): the archive blocks a merge-read reads
+	// stay in memory decompressed, so a node that serves full reads of an
+	// archive larger than the cache reads and decompresses every block
+	// again on each (docs/BENCHMARKS.md, issue 19). It is the node's
+	// memory, allocated as blocks are read. 0: graft.DefaultCacheSize
+	// (128 MiB); below graft.MinCacheSize, or negative, Open refuses it
+	// (ErrConfig) before it opens anything. serve sets it from cache_size.
+	CacheSize int64
 	// Replicator is the push of the accept volumes (default
 	// graft.Replication{}, Graft's own push); a caller may wrap it, to time
 	// the pushes.

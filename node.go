@@ -116,6 +116,10 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("%w: max_queues %d: want a positive number (default %d; there is no unlimited)",
 			ErrConfig, cfg.MaxQueues, accept.DefaultMaxQueues)
 	}
+	if cfg.CacheSize != 0 && cfg.CacheSize < graft.MinCacheSize {
+		return nil, fmt.Errorf("%w: cache size %d bytes: want at least %d (128 MiB: the block cache also holds the store's memtables), or 0 for the default (%d)",
+			ErrConfig, cfg.CacheSize, graft.MinCacheSize, graft.DefaultCacheSize)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -197,7 +201,7 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("echostore: create data dir %s: %w", cfg.Data, err)
 	}
 	n.store, err = waitLock(ctx, cfg.LockWait, graft.ErrLocked, func() (*graft.Store, error) {
-		return graft.Open(ctx, filepath.Join(cfg.Data, "graft"), graft.Options{Logger: cfg.Logger, Notifier: notifier})
+		return graft.Open(ctx, filepath.Join(cfg.Data, "graft"), graft.Options{Logger: cfg.Logger, Notifier: notifier, CacheSize: cfg.CacheSize})
 	})
 	if errors.Is(err, graft.ErrLocked) {
 		return nil, fmt.Errorf("%w (%s): %w", ErrDataLocked, cfg.Data, err)

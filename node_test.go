@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -171,4 +172,26 @@ func mustVolume(t *testing.T, s string) names.Volume {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestCacheSize: Config.CacheSize reaches the graft store (0: graft's
+// default), and a size below graft.MinCacheSize, or negative, is ErrConfig
+// before the data dir is created.
+func TestCacheSize(t *testing.T) {
+	ctx := testCtx(t)
+	for _, c := range []struct{ set, want int64 }{{0, graft.DefaultCacheSize}, {1 << 30, 1 << 30}, {graft.MinCacheSize, graft.MinCacheSize}} {
+		n := open(t, echostore.Config{Data: t.TempDir(), CacheSize: c.set})
+		if got := n.Store().CacheSize(); got != c.want {
+			t.Errorf("CacheSize %d: the store's cache is %d bytes, want %d", c.set, got, c.want)
+		}
+	}
+	for _, bad := range []int64{-1, 1, graft.MinCacheSize - 1} {
+		dir := t.TempDir() + "/data"
+		if _, err := echostore.Open(ctx, echostore.Config{Data: dir, CacheSize: bad}); !errors.Is(err, echostore.ErrConfig) {
+			t.Fatalf("CacheSize %d: %v, want ErrConfig", bad, err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("CacheSize %d: the refused open left %s (%v)", bad, dir, err)
+		}
+	}
 }

@@ -141,28 +141,28 @@ type pageDecoder struct {
 }
 
 const (
-	decoderText   = 64 << 10 // bytes of names and values per block
+	decoderText   = 64 << 10 // bytes of text (names, values and their lengths) per block
 	decoderFields = 512      // fields per block
 )
 
-// textOf returns the names and values of rest (a page's checked fields,
-// total bytes of them), end to end, in a block shared with other records.
-func (d *pageDecoder) textOf(rest []byte, total int) string {
-	if total > decoderText/4 { // a large record: a string of its own
-		return joinFields(rest, total)
+// textOf returns rest (a page's checked fields: each name and value after
+// its 4-byte length) as a string in a block shared with other records, so
+// that the names and values are substrings of it at their offsets in rest:
+// one copy for the record, not one for each name and value. A large record
+// (more than a quarter block of names and values, total bytes of them) gets
+// its names and values end to end in a string of its own, and ok false.
+func (d *pageDecoder) textOf(rest []byte, total int) (s string, ok bool) {
+	if total > decoderText/4 || len(rest) > decoderText/2 {
+		return joinFields(rest, total), false
 	}
-	if d.text.Cap()-d.text.Len() < total {
+	if d.text.Cap()-d.text.Len() < len(rest) {
 		d.text = strings.Builder{}
 		d.text.Grow(decoderText)
 	}
 	start := d.text.Len()
-	for walk := rest; len(walk) > 0; {
-		f, w, _ := cutField(walk)
-		d.text.Write(f)
-		walk = w
-	}
+	d.text.Write(rest)
 	// Earlier substrings stay valid: the builder appends past them.
-	return d.text.String()[start:]
+	return d.text.String()[start:], true
 }
 
 // fieldsOf returns n fields in a block shared with other records.
@@ -232,30 +232,49 @@ func decodeRecordPage(b []byte, d *pageDecoder) (mq.Record, error) {
 	if uint64(n) > uint64(len(rest))/8 {
 		return bad("%d fields cannot fit in %d bytes", n, len(rest))
 	}
-	// Names and values are substrings of one string that holds them all,
-	// end to end: one allocation for a record's strings, not one for each
-	// name and value. The first pass checks the page and sums the lengths.
+	// Names and values are substrings of one string that holds them all:
+	// one allocation (or none, in a decoder's block) for a record's
+	// strings, not one for each name and value. The first pass checks the
+	// page and sums the lengths.
 	total := 0
+	ascii := true // every length's 4 bytes are ASCII (lengths below 128)
 	walk := rest
 	for i := range n {
 		name, w, ok1 := cutField(walk)
-		value, w, ok2 := cutField(w)
+		if ok1 {
+			ascii = ascii && walk[0]|walk[1]|walk[2]|walk[3] < utf8.RuneSelf
+		}
+		value, w2, ok2 := cutField(w)
 		if !ok1 || !ok2 {
+			if j, bad8 := invalidUTF8(rest, int(i)); bad8 && version == pageVersion {
+				return bad("field %d is not valid UTF-8", j) // found first, as field by field
+			}
 			return bad("field %d runs past the end", i)
 		}
-		if version == pageVersion && (!utf8.Valid(name) || !utf8.Valid(value)) {
+		ascii = ascii && w[0]|w[1]|w[2]|w[3] < utf8.RuneSelf
+		total += len(name) + len(value)
+		walk = w2
+	}
+	// Version 1: names and values valid UTF-8. With ASCII lengths between
+	// them, rest is valid UTF-8 exactly when each of them is (an ASCII byte
+	// neither continues a sequence nor is continued), so one call checks
+	// them all; otherwise, or to name the field that fails, one each. A
+	// page with both faults names the one a field-by-field walk meets
+	// first.
+	if version == pageVersion && (!ascii || len(walk) != 0 || !utf8.Valid(rest)) {
+		if i, bad8 := invalidUTF8(rest, int(n)); bad8 {
 			return bad("field %d is not valid UTF-8", i)
 		}
-		total += len(name) + len(value)
-		walk = w
 	}
 	if len(walk) != 0 {
 		return bad("%d bytes after the last field", len(walk))
 	}
 	var all string
 	var fields []mq.Field
+	framed := false // all is rest, lengths included
 	if d != nil {
-		all, fields = d.textOf(rest, total), d.fieldsOf(int(n))
+		all, framed = d.textOf(rest, total)
+		fields = d.fieldsOf(int(n))
 	} else {
 		all, fields = joinFields(rest, total), make([]mq.Field, n)
 	}
@@ -265,8 +284,13 @@ func decodeRecordPage(b []byte, d *pageDecoder) (mq.Record, error) {
 		rest = rest[4+nl:]
 		vl := int(binary.BigEndian.Uint32(rest))
 		rest = rest[4+vl:]
-		fields[i] = mq.Field{Name: all[at : at+nl], Value: all[at+nl : at+nl+vl]}
-		at += nl + vl
+		if framed {
+			fields[i] = mq.Field{Name: all[at+4 : at+4+nl], Value: all[at+8+nl : at+8+nl+vl]}
+			at += 8 + nl + vl
+		} else {
+			fields[i] = mq.Field{Name: all[at : at+nl], Value: all[at+nl : at+nl+vl]}
+			at += nl + vl
+		}
 	}
 	if version == pageVersion && len(fields) > 1 {
 		if dup, ok := duplicateName(fields); ok {
@@ -274,6 +298,20 @@ func decodeRecordPage(b []byte, d *pageDecoder) (mq.Record, error) {
 		}
 	}
 	return mq.Record{ID: id, Fields: fields}, nil
+}
+
+// invalidUTF8 returns the first of the first n fields of rest whose name
+// or value is not valid UTF-8, if one is; rest holds at least n fields.
+func invalidUTF8(rest []byte, n int) (int, bool) {
+	for i := range n {
+		name, w, _ := cutField(rest)
+		value, w, _ := cutField(w)
+		if !utf8.Valid(name) || !utf8.Valid(value) {
+			return i, true
+		}
+		rest = w
+	}
+	return 0, false
 }
 
 // cutField returns the length-prefixed field at the front of b and the rest

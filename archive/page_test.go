@@ -126,6 +126,14 @@ func FuzzDecodeRecordPage(f *testing.F) {
 	f.Add([]byte("EARC\x02"))
 	check := func(t *testing.T, b []byte) {
 		r, err := DecodeRecordPage(b)
+		// A read's decoder (shared blocks) decodes the same record, or
+		// fails the same way.
+		var d pageDecoder
+		d.text.WriteString("earlier") // the page's text after another record's
+		rd, errd := decodeRecordPage(b, &d)
+		if fmt.Sprint(err) != fmt.Sprint(errd) || (err == nil && !reflect.DeepEqual(r, rd)) {
+			t.Fatalf("with a decoder: %+v, %v; without: %+v, %v", rd, errd, r, err)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error %v does not wrap ErrCorrupt", err)

@@ -37,6 +37,11 @@ const (
 	DefaultMemTableSize     = 32 << 20  // 32 MiB
 )
 
+// MinCacheSize is the least block cache beside memtables of the default
+// size: a smaller Options.CacheSize is raised to it (Pebble charges the
+// memtables against the cache, see Options.CacheSize).
+const MinCacheSize = 4 * DefaultMemTableSize // 128 MiB
+
 // Options configure a Store. The zero value is usable: every zero field takes
 // its default.
 type Options struct {
@@ -49,9 +54,13 @@ type Options struct {
 	// MaxTxnBytes bounds what one transaction may stage (pages, metadata and
 	// key overhead), in bytes. Default DefaultMaxTxnBytes.
 	MaxTxnBytes int64
-	// CacheSize is Pebble's block cache, in bytes. Pebble charges live
+	// CacheSize is Pebble's block cache, in bytes: the blocks read stay
+	// in memory decompressed, so a read that finds its blocks here reads
+	// neither the file nor the decompressor (a merge-read of an archive
+	// larger than the cache reads every block again). Pebble charges live
 	// memtables against it, so it must be well above MemTableSize or reads
-	// go uncached. Default DefaultCacheSize.
+	// go uncached: it is raised to at least 4 × MemTableSize. Default
+	// DefaultCacheSize; Store.CacheSize says what Open applied.
 	CacheSize int64
 	// MemTableSize is Pebble's memtable size, in bytes. Each full memtable
 	// rotates the WAL and is flushed, which briefly stalls commits: larger

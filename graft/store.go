@@ -419,6 +419,10 @@ func (s *Store) Compact(ctx context.Context) error {
 	return nil
 }
 
+// CacheSize returns the block cache the store opened with, in bytes
+// (Options.CacheSize with its default and floor applied).
+func (s *Store) CacheSize() int64 { return s.opts.CacheSize }
+
 // DiskUsage returns the bytes the store occupies on its filesystem (tables,
 // WAL, manifests), as Pebble accounts them.
 func (s *Store) DiskUsage() uint64 {

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -16,6 +18,7 @@ import (
 	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote/sealed"
 	"github.com/echostore/echostore/names"
 )
@@ -187,6 +190,14 @@ type Config struct {
 	// the first beat on; one whose key does not exist yet is skipped until
 	// it does.
 	Streams []StreamConfig `yaml:"streams"`
+	// CacheSize is the data dir's block cache (cache_size: 1GiB): the
+	// archive blocks merge-reads read stay in memory decompressed, up to
+	// this much (echostore.Config.CacheSize, graft.Options.CacheSize). A
+	// node that serves full reads of a deep archive wants it about the
+	// archive's size on disk times two or three (docs/BENCHMARKS.md, issue
+	// 19). 0: graft.DefaultCacheSize (128 MiB); below graft.MinCacheSize is
+	// refused at start.
+	CacheSize ByteSize `yaml:"cache_size"`
 	// MaxBody bounds a request body in bytes (default DefaultMaxBody).
 	MaxBody int64 `yaml:"max_body"`
 	// BodyTimeout bounds how long a request's body may take to arrive once
@@ -238,6 +249,74 @@ type Config struct {
 	tokens []authToken
 	// remoteKeys are the remote's keys, read by withDefaults.
 	remoteKeys *sealed.Keyring
+}
+
+// ByteSize is a size in bytes, written in a configuration as a whole
+// number of bytes (134217728) or of a binary unit: KiB, MiB, GiB or TiB
+// (128MiB, 1GiB; a space before the unit is allowed). Anything else (a
+// fraction, a negative size, a decimal unit such as GB, a size past 2^63)
+// is refused when the configuration is parsed.
+type ByteSize int64
+
+// byteUnits are the units a ByteSize takes, largest first.
+var byteUnits = []struct {
+	name  string
+	shift uint
+}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
+
+// ParseByteSize parses s as a ByteSize (see ByteSize); the error wraps
+// ErrConfig.
+func ParseByteSize(s string) (ByteSize, error) {
+	bad := func(why string) (ByteSize, error) {
+		return 0, fmt.Errorf("%w: size %q: %s (write a whole number of bytes, or of KiB, MiB, GiB or TiB: 512MiB, 1GiB)", ErrConfig, s, why)
+	}
+	num, shift := strings.TrimSpace(s), uint(0)
+	for _, u := range byteUnits {
+		if rest, ok := strings.CutSuffix(num, u.name); ok {
+			num, shift = strings.TrimSpace(rest), u.shift
+			break
+		}
+	}
+	if num == "" {
+		return bad("no number")
+	}
+	if num[0] == '-' {
+		return bad("negative")
+	}
+	for _, r := range num {
+		if r < '0' || r > '9' {
+			return bad("not a whole number of one of the units")
+		}
+	}
+	v, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || v > math.MaxInt64>>shift {
+		return bad("too large")
+	}
+	return ByteSize(v << shift), nil
+}
+
+// UnmarshalYAML parses a scalar with ParseByteSize.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("%w: line %d: want a size such as 1GiB", ErrConfig, n.Line)
+	}
+	v, err := ParseByteSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*b = v
+	return nil
+}
+
+// String writes b in the largest binary unit that divides it (1GiB,
+// 1536MiB, 100B).
+func (b ByteSize) String() string {
+	for _, u := range byteUnits {
+		if b != 0 && b%(1<<u.shift) == 0 {
+			return strconv.FormatInt(int64(b>>u.shift), 10) + u.name
+		}
+	}
+	return strconv.FormatInt(int64(b), 10) + "B"
 }
 
 // TokenConfig is one bearer token of Config.Tokens.
@@ -382,6 +461,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.GCGrace < 0 {
 		return c, fmt.Errorf("%w: gc_grace %v: want a positive duration", ErrConfig, c.GCGrace)
+	}
+	if c.CacheSize == 0 {
+		c.CacheSize = graft.DefaultCacheSize
+	}
+	if c.CacheSize < graft.MinCacheSize {
+		return c, fmt.Errorf("%w: cache_size %v: want at least %v (the block cache also holds the store's memtables; default %v)",
+			ErrConfig, c.CacheSize, ByteSize(graft.MinCacheSize), ByteSize(graft.DefaultCacheSize))
 	}
 	if c.MaxBody <= 0 {
 		c.MaxBody = DefaultMaxBody

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore"
+	"github.com/echostore/echostore/graft"
 )
 
 // TestConfigGC: gc_every and gc_grace parse, default to DefaultGCEvery and
@@ -105,4 +106,61 @@ func gcMetricValue(text, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// TestConfigCacheSize: cache_size parses as a whole number of bytes or of
+// a binary unit, defaults to graft's, reaches the node's config (and so
+// the graft store, TestCacheSize in the root package), and every other
+// spelling, or a size below graft.MinCacheSize, is ErrConfig with the key
+// and the value in the message.
+func TestConfigCacheSize(t *testing.T) {
+	check := func(yml string) (Config, error) {
+		c, err := ParseConfig([]byte(yml))
+		if err != nil {
+			return c, err
+		}
+		c.Data, c.Redis = "d", "r"
+		return c.withDefaults()
+	}
+	for yml, want := range map[string]int64{
+		"":                         graft.DefaultCacheSize,
+		"cache_size: 1GiB\n":       1 << 30,
+		"cache_size: 1536 MiB\n":   1536 << 20,
+		"cache_size: 134217728\n":  134217728,
+		"cache_size: 262144KiB\n":  256 << 20,
+		"cache_size: 1TiB\n":       1 << 40,
+		"cache_size: \"2GiB\"\n":   2 << 30,
+		"cache_size: 134217728B\n": 134217728,
+	} {
+		c, err := check(yml)
+		if err != nil {
+			t.Fatalf("%q: %v", yml, err)
+		}
+		if got := c.NodeConfig().CacheSize; got != want {
+			t.Errorf("%q: node CacheSize %d, want %d", yml, got, want)
+		}
+	}
+	for yml, msg := range map[string]string{
+		"cache_size: 64MiB\n":                    "cache_size 64MiB: want at least 128MiB",
+		"cache_size: 1\n":                        "want at least 128MiB",
+		"cache_size: 1GB\n":                      `size "1GB": not a whole number`,
+		"cache_size: 1gib\n":                     `size "1gib"`,
+		"cache_size: 1.5GiB\n":                   `size "1.5GiB"`,
+		"cache_size: 1.5\n":                      "not a whole number",
+		"cache_size: -1GiB\n":                    "negative",
+		"cache_size: GiB\n":                      "no number",
+		"cache_size: 9999999TiB\n":               "too large",
+		"cache_size: [1]\n":                      "want a size",
+		"cache_size: \"99999999999999999999\"\n": "too large",
+	} {
+		_, err := check(yml)
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%q: %v, want ErrConfig saying %q", yml, err, msg)
+		}
+	}
+	for b, want := range map[ByteSize]string{1 << 30: "1GiB", 1536 << 20: "1536MiB", 100: "100B", 0: "0B", 1025: "1025B"} {
+		if got := b.String(); got != want {
+			t.Errorf("ByteSize(%d).String() = %q, want %q", int64(b), got, want)
+		}
+	}
 }

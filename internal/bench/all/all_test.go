@@ -249,6 +249,9 @@ func TestHistoryTiny(t *testing.T) {
 	if len(r.Goals) != 2 {
 		t.Fatalf("goals %+v, want the merge-read's and the memory's", r.Goals)
 	}
+	if r.Archive.CacheSize != 1<<30 {
+		t.Fatalf("the archive's block cache: %d bytes, want the history run's 1 GiB", r.Archive.CacheSize)
+	}
 	if _, err := os.Stat(cfg.Out); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a partial run wrote under Out: %v", err)
 	}

@@ -18,9 +18,12 @@ import (
 // ArchiveReport is fold and merge-read throughput against history depth,
 // beside Redis XRANGE of the same records kept live.
 type ArchiveReport struct {
-	Fields string         `json:"fields"` // what a record holds
-	Runs   int            `json:"runs"`
-	Depths []ArchiveDepth `json:"depths"`
+	Fields string `json:"fields"` // what a record holds
+	Runs   int    `json:"runs"`
+	// CacheSize is the archive store's block cache in bytes (graft's, as
+	// opened: Config.ArchiveCacheSize with graft's default and floor).
+	CacheSize int64          `json:"cache_bytes"`
+	Depths    []ArchiveDepth `json:"depths"`
 	// KeyCycle is a cycle of a stream at a Redis key beside one of a
 	// stream of a queue (nil: not measured).
 	KeyCycle *KeyCycle `json:"key_cycle,omitempty"`
@@ -128,7 +131,7 @@ func runArchive(ctx context.Context, e *env, dir string, cfg Config, p *bench.Pr
 		return nil, err
 	}
 	defer done()
-	r := &ArchiveReport{Fields: "3 small fields (user, kind, n)", Runs: cfg.ArchiveRuns}
+	r := &ArchiveReport{Fields: "3 small fields (user, kind, n)", Runs: cfg.ArchiveRuns, CacheSize: st.CacheSize()}
 	q := e.queue
 	for _, n := range cfg.ArchiveDepths {
 		keep := max(n/100, 1)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/internal/bench"
+	"github.com/echostore/echostore/server"
 )
 
 // The markers of the generated block in BENCHMARKS.md.
@@ -202,7 +203,7 @@ func (r *Report) Markdown() string {
 	if a := r.Archive; a != nil {
 		w("### archive: fold and merge-read against history depth\n\n")
 		w("Records of %s. For each depth N, one stream gets N records and one fold-then-trim cycle keeping N/100 live; another stream gets the same N records and keeps them all. ", a.Fields)
-		w("Merge-read reads the first (archive + live tail); the anchor reads the second with XRANGE pages of 512 (`mq` Read, decoded), interleaved, medians of %s.\n\n", runs(a.Runs))
+		w("Merge-read reads the first (archive + live tail); the anchor reads the second with XRANGE pages of 512 (`mq` Read, decoded), interleaved, medians of %s. The archive's block cache (serve's `cache_size`) is %s.\n\n", runs(a.Runs), server.ByteSize(a.CacheSize))
 		w("| history N | live | append rec/s | fold-then-trim rec/s | merge-read rec/s | XRANGE rec/s | merge ÷ XRANGE |\n|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, d := range a.Depths {
 			w("| %s | %s | %s | %s | %s | %s | %.2f× |\n", n(d.Records), n(d.Live),
