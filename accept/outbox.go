@@ -430,14 +430,26 @@ func (o *Outbox) MarkCommitted(ctx context.Context, ids ...brand.ID) (int, error
 // Flush makes every record appended so far durable, and returns once it is
 // (or ctx is done, or the log failed). While the log waits for room on a
 // full disk it returns an error wrapping ErrDiskFull: the records stay in
-// the outbox and are written once there is room.
+// the outbox and are written once there is room. When no block is being
+// written, Flush writes the open block itself (one write and one fsync,
+// which it waits for whatever ctx does), as a Record that finds no room.
 func (o *Outbox) Flush(ctx context.Context) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	want := o.appended
 	if o.flushWant < want {
 		o.flushWant = want
-		o.signal()
+		if !o.writing && len(o.pending) > 0 && o.usable() == nil && o.opts.testHookWrite == nil && ctx.Err() == nil {
+			// As waitRoom: a write of our own instead of two wake-ups.
+			b := o.cutBlock()
+			o.wg.Add(1)
+			o.mu.Unlock()
+			o.writeCut(b, true)
+			o.wg.Done()
+			o.mu.Lock()
+		} else {
+			o.signal()
+		}
 	}
 	full := false
 	if err := o.waitUntil(ctx, func() bool { full = o.waitingRoom; return full || o.durable >= want }); err != nil {
