@@ -218,6 +218,12 @@ func (o *Outbox) cutBlock() *block {
 		o.leftFold(b)
 	} else {
 		o.foldQ = append(o.foldQ, b)
+		if !o.folderUp {
+			// The flusher runs (and counts in o.wg) while anyone cuts.
+			o.folderUp = true
+			o.wg.Add(1)
+			go o.runFolder()
+		}
 		o.kickFolder()
 	}
 	o.writing = true

@@ -201,6 +201,7 @@ type Outbox struct {
 	pendingFolded int
 	foldQ         []*block
 	foldKick      chan struct{}
+	folderUp      bool // the folder runs: the first block that needs it starts it
 
 	// fm guards the map and what its inserts allocate from, and each
 	// block's folded count. Lock order: o.mu before fm; whoever holds fm
@@ -239,31 +240,28 @@ func Open(ctx context.Context, dir string, opts Options) (*Outbox, error) {
 		return nil, err
 	}
 	o := &Outbox{
-		disk:       diskguard.New(diskguard.Options{Dir: dir, Reserve: opts.DiskReserve, Ballast: -1, What: "accept outbox", Logger: opts.Logger}),
-		dir:        dir,
-		opts:       opts,
-		log:        opts.Logger,
-		lock:       lock,
-		kick:       make(chan struct{}, 1),
-		foldKick:   make(chan struct{}, 1),
-		tr:         st.m.Transient(),
-		live:       st.m.Len(),
-		maxKnown:   st.m.Len() == 0,
-		advanced:   make(chan struct{}),
-		nextSeq:    st.next,
-		sinceSnap:  st.replayed,
-		segs:       st.segs,
-		snaps:      st.snaps,
-		seg:        st.seg,
-		pending:    make([]rec, 0, min(opts.BlockMax, maxPrealloc)),
-		spare:      make([]rec, 0, min(opts.BlockMax, maxPrealloc)),
-		pendingIDs: make([]brand.ID, 0, min(opts.BlockMax, maxPrealloc)),
-		spareIDs:   make([]brand.ID, 0, min(opts.BlockMax, maxPrealloc)),
+		disk:      diskguard.New(diskguard.Options{Dir: dir, Reserve: opts.DiskReserve, Ballast: -1, What: "accept outbox", Logger: opts.Logger}),
+		dir:       dir,
+		opts:      opts,
+		log:       opts.Logger,
+		lock:      lock,
+		kick:      make(chan struct{}, 1),
+		foldKick:  make(chan struct{}, 1),
+		tr:        st.m.Transient(),
+		live:      st.m.Len(),
+		maxKnown:  st.m.Len() == 0,
+		advanced:  make(chan struct{}),
+		nextSeq:   st.next,
+		sinceSnap: st.replayed,
+		segs:      st.segs,
+		snaps:     st.snaps,
+		seg:       st.seg,
+		pending:   make([]rec, 0, min(opts.BlockMax, maxPrealloc)),
+		spare:     make([]rec, 0, min(opts.BlockMax, maxPrealloc)),
 	}
 	o.stats = Stats{BaseSnapshot: st.base, Replayed: st.replayed, DroppedTailBytes: st.dropped}
-	o.wg.Add(2)
+	o.wg.Add(1)
 	go o.runFlusher()
-	go o.runFolder()
 	return o, nil
 }
 
