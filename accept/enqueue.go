@@ -99,7 +99,11 @@ func (t *Tier) EnqueueAt(ctx context.Context, q names.Queue, id brand.ID, payloa
 			return Receipt{}, fmt.Errorf("accept: enqueue on %s: %w", q, err)
 		}
 		if explicit {
-			err = t.out.Record(ctx, in)
+			var kept Intent
+			kept, err = t.out.record(ctx, in)
+			if err == nil {
+				in = kept // the outbox's copy: the caller may reuse payload
+			}
 			if errors.Is(err, ErrDuplicate) {
 				// Recorded meanwhile by a concurrent enqueue of the id.
 				retry, err = t.checkID(ctx, in)
@@ -115,8 +119,10 @@ func (t *Tier) EnqueueAt(ctx context.Context, q names.Queue, id brand.ID, payloa
 			return Receipt{}, err
 		}
 	}
-	if got, ok := t.out.Get(id); ok {
-		in = got // the outbox's copy: the caller may reuse payload
+	if retry {
+		if got, ok := t.out.Get(id); ok {
+			in = got // the outbox's copy: the caller may reuse payload
+		}
 	}
 	r := Receipt{ID: id, Mode: mode, Volume: tq.vol.Name().String()}
 	if retry && mode == Async {
@@ -186,7 +192,10 @@ func (t *Tier) recordMinted(ctx context.Context, in Intent) (Intent, error) {
 			return in, fmt.Errorf("accept: mint: %w", err)
 		}
 		in.ID = id
-		err = t.out.Record(ctx, in)
+		kept, err := t.out.record(ctx, in)
+		if err == nil {
+			return kept, nil // the outbox's copy: the caller may reuse payload
+		}
 		if !errors.Is(err, ErrDuplicate) {
 			return in, err
 		}

@@ -16,8 +16,16 @@ import (
 type block struct {
 	seq  uint64
 	recs []rec
+	ids  []brand.ID                    // the ids of its live accepted records at the cut, in increasing order
 	size int                           // encoded size, framing included
 	snap *champ.Map[brand.ID, *Intent] // the map as of this block, if it triggers a compaction
+	// folded (fm held) counts the records at the front of recs that are
+	// folded into the map. written and foldDone (o.mu held) say that the
+	// block's write ended and that the fold is done and known: then recs
+	// is reused (recycle).
+	folded   int
+	written  bool
+	foldDone bool
 }
 
 // runFlusher is the one goroutine that appends to the log: it cuts the
@@ -94,8 +102,10 @@ func (o *Outbox) finishCut(b *block, err error) {
 		o.blocks++
 	}
 	o.inflight = 0
-	clear(b.recs)
-	o.spare = b.recs[:0]
+	b.written = true
+	if b.foldDone {
+		o.recycle(b)
+	}
 	if err != nil || b.snap == nil {
 		o.doneWriting()
 		o.mu.Unlock()
@@ -170,12 +180,28 @@ func (o *Outbox) nextBlock(now time.Time) (b *block, wait time.Duration, done bo
 }
 
 // cutBlock, o.mu held and no block being written, cuts the open block (and
-// seals the map for a compaction if one is due) and marks it being
-// written: the caller must hand it to writeCut.
+// seals the map for a compaction if one is due, folding the block first)
+// and marks it being written: the caller must hand it to writeCut. The
+// block goes to the folder unless it is folded already.
 func (o *Outbox) cutBlock() *block {
 	n := len(o.pending)
-	b := &block{seq: o.nextSeq, recs: o.pending, size: blockHeaderLen + blockFixedLen + o.pendingBytes}
+	var snap *champ.Map[brand.ID, *Intent]
+	if !o.compacting && (o.compactReq || o.sinceSnap+n >= o.opts.CompactRatio*max(o.live, o.opts.CompactMin)) {
+		m := o.snapshotLocked()
+		snap = &m
+		o.compacting = true
+		o.compactReq = false
+		o.sinceSnap = -n
+	} else if len(o.foldQ) >= maxFoldQ {
+		o.foldAll() // the folder is behind: the producer helps
+	}
+	b := &block{seq: o.nextSeq, recs: o.pending, ids: o.pendingIDs, size: blockHeaderLen + blockFixedLen + o.pendingBytes, snap: snap, folded: o.pendingFolded}
 	o.nextSeq++
+	o.pendingIDs = o.spareIDs
+	if o.pendingIDs == nil {
+		o.pendingIDs = make([]brand.ID, 0, max(min(o.opts.BlockMax, maxPrealloc), cap(b.ids)))
+	}
+	o.spareIDs = nil
 	o.pending = o.spare
 	if o.pending == nil {
 		// As large as the block that grew: the next one need not grow again.
@@ -183,15 +209,22 @@ func (o *Outbox) cutBlock() *block {
 	}
 	o.spare = nil
 	o.pendingBytes = 0
+	o.pendingFolded = 0
 	o.inflight = n
 	o.cut += uint64(n)
 	o.sinceSnap += n
-	if !o.compacting && (o.compactReq || o.sinceSnap >= o.opts.CompactRatio*max(o.tr.Len(), o.opts.CompactMin)) {
-		m := o.snapshotLocked()
-		b.snap = &m
-		o.compacting = true
-		o.compactReq = false
-		o.sinceSnap = 0
+	if b.folded == n {
+		b.foldDone = true
+		o.leftFold(b)
+	} else {
+		o.foldQ = append(o.foldQ, b)
+		if !o.folderUp {
+			// The flusher runs (and counts in o.wg) while anyone cuts.
+			o.folderUp = true
+			o.wg.Add(1)
+			go o.runFolder()
+		}
+		o.kickFolder()
 	}
 	o.writing = true
 	return b

@@ -16,7 +16,17 @@ import (
 
 // TestModel drives random Record, MarkCommitted, Flush, Compact and reopen
 // sequences, with small K and compaction thresholds, against a plain map.
-func TestModel(t *testing.T) {
+func TestModel(t *testing.T) { testModel(t, false) }
+
+// TestModelFold is TestModel with ids recorded out of order (committed
+// ids recorded again, live ones refused), Get, and a whole comparison only
+// now and then, so that the folder's own folds run between the steps
+// instead of each step folding everything (Pending).
+func TestModelFold(t *testing.T) { testModel(t, true) }
+
+// testModel is TestModel; fold draws the steps of TestModelFold (the
+// draws of TestModel are those of its stored failure).
+func testModel(t *testing.T, fold bool) {
 	rapid.Check(t, func(t *rapid.T) {
 		ctx := context.Background()
 		dir, err := os.MkdirTemp("", "accept-model-")
@@ -42,6 +52,9 @@ func TestModel(t *testing.T) {
 		defer func() { o.Close(ctx) }()
 		model := map[brand.ID]Intent{}
 		next := brand.ID(1)
+		// check compares the whole map (Pending folds what the folder has
+		// not folded yet); the invariant after each step only counts, so
+		// that the folder's own folds run between steps.
 		check := func() {
 			got, err := o.Pending(ctx)
 			if err != nil {
@@ -56,6 +69,11 @@ func TestModel(t *testing.T) {
 					t.Fatalf("intent %d: got %+v, want %+v", i, got[i], want[i])
 				}
 			}
+		}
+		invariant := func() {
+			if n := o.Len(); n != len(model) {
+				t.Fatalf("Len = %d, model has %d", n, len(model))
+			}
 			o.mu.Lock()
 			nd := o.inflight + len(o.pending)
 			o.mu.Unlock()
@@ -63,12 +81,17 @@ func TestModel(t *testing.T) {
 				t.Fatalf("%d records not durable, K = %d", nd, opts.K)
 			}
 		}
-		t.Repeat(map[string]func(*rapid.T){
+		steps := map[string]func(*rapid.T){
 			"record": func(t *rapid.T) {
 				id := next
 				dup := len(model) > 0 && rapid.IntRange(0, 9).Draw(t, "dup") == 0
 				if dup {
 					id = rapid.SampledFrom(slices.Sorted(maps.Keys(model))).Draw(t, "dupID")
+				} else if fold && next > 1 && rapid.IntRange(0, 4).Draw(t, "old") == 0 {
+					// An id below the largest recorded: a committed one
+					// recorded again, or a live one (a duplicate).
+					id = brand.ID(rapid.IntRange(1, int(next)-1).Draw(t, "oldID"))
+					_, dup = model[id]
 				}
 				in := Intent{
 					ID:      id,
@@ -86,7 +109,9 @@ func TestModel(t *testing.T) {
 					t.Fatal(err)
 				}
 				model[id] = in
-				next++
+				if id == next {
+					next++
+				}
 			},
 			"commit": func(t *rapid.T) {
 				var ids []brand.ID
@@ -128,7 +153,21 @@ func TestModel(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			"": func(t *rapid.T) { check() },
-		})
+			"": func(t *rapid.T) { check(); invariant() },
+		}
+		if fold {
+			steps["get"] = func(t *rapid.T) {
+				id := brand.ID(rapid.IntRange(1, int(next)).Draw(t, "id"))
+				got, ok := o.Get(id)
+				want, live := model[id]
+				if ok != live || ok && (got.Queue != want.Queue || !bytes.Equal(got.Payload, want.Payload)) {
+					t.Fatalf("Get(%d) = %+v, %v; model %+v, %v", id, got, ok, want, live)
+				}
+			}
+			steps["pending"] = func(t *rapid.T) { check() }
+			steps[""] = func(t *rapid.T) { invariant() }
+		}
+		t.Repeat(steps)
+		check()
 	})
 }

@@ -132,6 +132,15 @@ type Stats struct {
 // Outbox is the local half of the accept tier: the uncommitted intents in
 // a CHAMP map, made durable in blocks appended to a log in one directory.
 // It is safe for concurrent use. One process opens a directory at a time.
+//
+// Record puts a record only in the open block; the map takes the block's
+// accepted intents later (the fold): the folder goroutine folds each cut
+// block while the block is written and fsynced, and whatever reads or
+// changes the map (Get, Len, MarkCommitted, All, Pending, a compaction's
+// snapshot, a Record whose id is not above every id recorded so far)
+// first folds, on its own goroutine, what is not folded yet. So the
+// producer's path holds what makes a record durable, and the map insert
+// overlaps the fsync.
 type Outbox struct {
 	dir  string
 	opts Options
@@ -146,7 +155,6 @@ type Outbox struct {
 	wg   sync.WaitGroup
 
 	mu           sync.Mutex
-	tr           *champ.Transient[brand.ID, *Intent]
 	pending      []rec // the open block
 	pendingBytes int   // encoded size of the records in pending
 	spare        []rec // the buffer of the block last written, for reuse; allocated by Open for the first
@@ -172,8 +180,35 @@ type Outbox struct {
 	snaps        []uint64 // seqs of the snapshot files, ascending
 	stats        Stats    // the recovery part
 
-	intents  []Intent // the chunk Record allocates intents from
-	payloads []byte   // the chunk Record copies small payloads into
+	payloads []byte // the chunk Record copies small payloads into
+
+	// The fold (o.mu held): live counts the uncommitted intents, folded or
+	// not; maxID is the largest id recorded, and every id of the map that
+	// is in neither pendingIDs nor the ids of a block in foldQ is at most
+	// mapMax (both known once maxKnown: Open leaves them unknown when it
+	// recovers intents, and the first Record scans the map); pendingIDs
+	// are the ids of the open block's live accepted records, in increasing
+	// order, and pendingFolded how many of its records are folded; foldQ
+	// holds the cut blocks not known folded, oldest first (at most
+	// maxFoldQ: a block cut beyond that folds the others first); foldKick
+	// wakes the folder.
+	live          int
+	maxID         brand.ID
+	mapMax        brand.ID
+	maxKnown      bool
+	pendingIDs    []brand.ID
+	spareIDs      []brand.ID
+	pendingFolded int
+	foldQ         []*block
+	foldKick      chan struct{}
+	folderUp      bool // the folder runs: the first block that needs it starts it
+
+	// fm guards the map and what its inserts allocate from, and each
+	// block's folded count. Lock order: o.mu before fm; whoever holds fm
+	// never waits for o.mu.
+	fm      sync.Mutex
+	tr      *champ.Transient[brand.ID, *Intent]
+	intents []Intent // the chunk folded intents are allocated from
 
 	seg *os.File // the segment being appended to; owned by the block's writer (o.writing)
 	buf []byte   // the block writer's encoding buffer
@@ -211,7 +246,10 @@ func Open(ctx context.Context, dir string, opts Options) (*Outbox, error) {
 		log:       opts.Logger,
 		lock:      lock,
 		kick:      make(chan struct{}, 1),
+		foldKick:  make(chan struct{}, 1),
 		tr:        st.m.Transient(),
+		live:      st.m.Len(),
+		maxKnown:  st.m.Len() == 0,
 		advanced:  make(chan struct{}),
 		nextSeq:   st.next,
 		sinceSnap: st.replayed,
@@ -228,55 +266,98 @@ func Open(ctx context.Context, dir string, opts Options) (*Outbox, error) {
 }
 
 // Record adds an accepted intent. It returns once the intent is in the
-// map and in the open block, at in-heap speed, unless K records are
-// already not durable: then it waits (until ctx is done) for the log to
-// catch up. The payload is copied. It fails before any side effect with
-// ErrInvalid (id 0, bad queue name, negative RunAt), ErrTooLarge,
-// ErrDiskFull (the directory is below Options.DiskReserve) or
-// ErrDuplicate.
+// open block, at in-heap speed, unless K records are already not durable:
+// then it waits (until ctx is done) for the log to catch up. The payload
+// is copied. It fails before any side effect with ErrInvalid (id 0, bad
+// queue name, negative RunAt), ErrTooLarge, ErrDiskFull (the directory is
+// below Options.DiskReserve) or ErrDuplicate (an uncommitted intent has
+// the id).
 func (o *Outbox) Record(ctx context.Context, in Intent) error {
+	_, err := o.record(ctx, in)
+	return err
+}
+
+// record is Record; it returns the intent as the outbox keeps it (its
+// payload the outbox's copy).
+func (o *Outbox) record(ctx context.Context, in Intent) (Intent, error) {
 	if in.ID == 0 {
-		return fmt.Errorf("accept: record: id 0: %w", ErrInvalid)
+		return Intent{}, fmt.Errorf("accept: record: id 0: %w", ErrInvalid)
 	}
 	if in.RunAt < 0 {
-		return fmt.Errorf("accept: record %s: run-at %d: %w", brand.JOB.Format(in.ID), in.RunAt, ErrInvalid)
+		return Intent{}, fmt.Errorf("accept: record %s: run-at %d: %w", brand.JOB.Format(in.ID), in.RunAt, ErrInvalid)
 	}
 	if in.Queue.IsZero() {
-		return fmt.Errorf("accept: record %s: no queue: %w", brand.JOB.Format(in.ID), ErrInvalid)
+		return Intent{}, fmt.Errorf("accept: record %s: no queue: %w", brand.JOB.Format(in.ID), ErrInvalid)
 	}
 	if len(in.Payload) > o.opts.MaxPayload {
-		return fmt.Errorf("accept: record %s: payload of %d bytes, at most %d: %w", brand.JOB.Format(in.ID), len(in.Payload), o.opts.MaxPayload, ErrTooLarge)
+		return Intent{}, fmt.Errorf("accept: record %s: payload of %d bytes, at most %d: %w", brand.JOB.Format(in.ID), len(in.Payload), o.opts.MaxPayload, ErrTooLarge)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("accept: record %s: %w", brand.JOB.Format(in.ID), err)
+		return Intent{}, fmt.Errorf("accept: record %s: %w", brand.JOB.Format(in.ID), err)
 	}
 	if o.diskTick.Add(1)%diskCheckEvery == 1 || o.disk.Full() {
 		if err := o.disk.Check(); err != nil {
-			return fmt.Errorf("accept: record %s: %w", brand.JOB.Format(in.ID), err)
+			return Intent{}, fmt.Errorf("accept: record %s: %w", brand.JOB.Format(in.ID), err)
 		}
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if err := o.waitRoom(ctx); err != nil {
-		return fmt.Errorf("accept: record %s: %w", brand.JOB.Format(in.ID), err)
+		return Intent{}, fmt.Errorf("accept: record %s: %w", brand.JOB.Format(in.ID), err)
 	}
-	// The intent and its payload's copy go into the chunks' free space,
-	// which they take only if the id is new.
-	if len(o.intents) == cap(o.intents) {
-		o.intents = make([]Intent, 0, intentChunk)
+	if !o.isNew(in.ID) {
+		return Intent{}, fmt.Errorf("accept: record %s: %w", brand.JOB.Format(in.ID), ErrDuplicate)
 	}
-	p := &o.intents[:len(o.intents)+1][len(o.intents)]
-	*p = Intent{ID: in.ID, Queue: in.Queue, Payload: o.copyPayload(in.Payload), RunAt: in.RunAt}
-	if !o.tr.Insert(in.ID, p) {
-		*p = Intent{}
-		return fmt.Errorf("accept: record %s: %w", brand.JOB.Format(in.ID), ErrDuplicate)
+	in.Payload = o.copyPayload(in.Payload)
+	if len(in.Payload) <= payloadSmall {
+		o.payloads = o.payloads[:len(o.payloads)+len(in.Payload)]
 	}
-	o.intents = o.intents[:len(o.intents)+1]
-	if len(p.Payload) <= payloadSmall {
-		o.payloads = o.payloads[:len(o.payloads)+len(p.Payload)]
+	if n := len(o.pendingIDs); n == 0 || o.pendingIDs[n-1] < in.ID {
+		o.pendingIDs = append(o.pendingIDs, in.ID)
+	} else {
+		i, _ := slices.BinarySearch(o.pendingIDs, in.ID)
+		o.pendingIDs = slices.Insert(o.pendingIDs, i, in.ID)
 	}
-	o.add(acceptedRec(*p))
-	return nil
+	o.maxID = max(o.maxID, in.ID)
+	o.live++
+	o.add(acceptedRec(in))
+	return in, nil
+}
+
+// isNew, o.mu held, reports whether no uncommitted intent has id. An id
+// above every id recorded so far (ids minted in order) is new at once;
+// another is looked up in the ids of the records not known folded (the
+// open block's and those of foldQ's blocks), then, unless it is above
+// every id that only the map holds, in the map.
+func (o *Outbox) isNew(id brand.ID) bool {
+	if !o.maxKnown {
+		o.foldAll()
+		o.fm.Lock()
+		for k := range o.tr.All() {
+			o.maxID = max(o.maxID, k)
+		}
+		o.fm.Unlock()
+		o.mapMax = max(o.mapMax, o.maxID)
+		o.maxKnown = true
+	}
+	if id > o.maxID {
+		return true
+	}
+	if _, ok := slices.BinarySearch(o.pendingIDs, id); ok {
+		return false
+	}
+	for _, b := range o.foldQ {
+		if _, ok := slices.BinarySearch(b.ids, id); ok {
+			return false
+		}
+	}
+	if id > o.mapMax {
+		return true
+	}
+	o.fm.Lock()
+	defer o.fm.Unlock()
+	_, ok := o.tr.Get(id)
+	return !ok
 }
 
 // diskCheckEvery is how many Records share one diskguard Check (which reads
@@ -285,9 +366,10 @@ func (o *Outbox) Record(ctx context.Context, in Intent) error {
 // asks whether the guard knows the disk to be full (one atomic load).
 const diskCheckEvery = 64
 
-// Record allocates intents and copies small payloads in chunks, o.mu held:
-// two allocations per record were most of Record's cost with the garbage
-// collector they drive. A chunk lives while any intent in it does.
+// Record copies small payloads in chunks (o.mu held), and the fold
+// allocates intents in chunks (fm held): two allocations per record were
+// most of Record's cost with the garbage collector they drive. A chunk
+// lives while any intent in it does.
 const (
 	intentChunk  = 128      // intents per chunk
 	payloadChunk = 16 << 10 // bytes per chunk of payloads
@@ -326,9 +408,17 @@ func (o *Outbox) MarkCommitted(ctx context.Context, ids ...brand.ID) (int, error
 		if err := o.waitRoom(ctx); err != nil {
 			return n, fmt.Errorf("accept: mark %s committed: %w", brand.JOB.Format(id), err)
 		}
-		if !o.tr.Delete(id) {
+		o.foldAll()
+		o.fm.Lock()
+		ok := o.tr.Delete(id)
+		o.fm.Unlock()
+		if !ok {
 			continue
 		}
+		if i, ok := slices.BinarySearch(o.pendingIDs, id); ok {
+			o.pendingIDs = slices.Delete(o.pendingIDs, i, i+1)
+		}
+		o.live--
 		o.add(rec{kind: kindCommitted, id: id})
 		n++
 	}
@@ -338,14 +428,26 @@ func (o *Outbox) MarkCommitted(ctx context.Context, ids ...brand.ID) (int, error
 // Flush makes every record appended so far durable, and returns once it is
 // (or ctx is done, or the log failed). While the log waits for room on a
 // full disk it returns an error wrapping ErrDiskFull: the records stay in
-// the outbox and are written once there is room.
+// the outbox and are written once there is room. When no block is being
+// written, Flush writes the open block itself (one write and one fsync,
+// which it waits for whatever ctx does), as a Record that finds no room.
 func (o *Outbox) Flush(ctx context.Context) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	want := o.appended
 	if o.flushWant < want {
 		o.flushWant = want
-		o.signal()
+		if !o.writing && len(o.pending) > 0 && o.usable() == nil && o.opts.testHookWrite == nil && ctx.Err() == nil {
+			// As waitRoom: a write of our own instead of two wake-ups.
+			b := o.cutBlock()
+			o.wg.Add(1)
+			o.mu.Unlock()
+			o.writeCut(b, true)
+			o.wg.Done()
+			o.mu.Lock()
+		} else {
+			o.signal()
+		}
 	}
 	full := false
 	if err := o.waitUntil(ctx, func() bool { full = o.waitingRoom; return full || o.durable >= want }); err != nil {
@@ -385,6 +487,9 @@ func (o *Outbox) Compact(ctx context.Context) error {
 func (o *Outbox) Get(id brand.ID) (Intent, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.foldAll()
+	o.fm.Lock()
+	defer o.fm.Unlock()
 	if p, ok := o.tr.Get(id); ok {
 		return *p, true
 	}
@@ -395,7 +500,7 @@ func (o *Outbox) Get(id brand.ID) (Intent, bool) {
 func (o *Outbox) Len() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.tr.Len()
+	return o.live
 }
 
 // snapshot returns the uncommitted intents as an immutable map, in O(1):
@@ -406,7 +511,11 @@ func (o *Outbox) snapshot() champ.Map[brand.ID, *Intent] {
 	return o.snapshotLocked()
 }
 
+// snapshotLocked, o.mu held, folds what is not folded and seals the map.
 func (o *Outbox) snapshotLocked() champ.Map[brand.ID, *Intent] {
+	o.foldAll()
+	o.fm.Lock()
+	defer o.fm.Unlock()
 	m := o.tr.Persistent()
 	o.tr = m.Transient()
 	return m
@@ -448,7 +557,7 @@ func (o *Outbox) Stats() Stats {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	s := o.stats
-	s.Live = o.tr.Len()
+	s.Live = o.live
 	s.Appended = o.appended
 	s.Durable = o.durable
 	s.Blocks = o.blocks
@@ -469,6 +578,7 @@ func (o *Outbox) Close(ctx context.Context) error {
 	}
 	o.closing = true
 	o.signal()
+	o.kickFolder()
 	want := o.appended
 	var ferr error
 	for o.durable < want && o.err == nil {
