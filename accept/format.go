@@ -198,6 +198,15 @@ func (m *queueMatch) acceptedAt(b []byte) (id brand.ID, payload, rest []byte, ok
 	return id, b[14+q : end : end], b[end:], true
 }
 
+// short reports whether b starts with an accepted record on m's queue,
+// a name of at most 8 bytes, with at least 22 bytes in b: the check of
+// acceptedAt that the hot loops make inline, before they read the id and
+// the payload's length themselves.
+func (m *queueMatch) short(b []byte) bool {
+	return m.n != 0 && m.n <= 8 && len(b) >= 22 && b[0] == kindAccepted && int(b[9]) == m.n &&
+		binary.LittleEndian.Uint64(b[10:18])&m.mask == m.word
+}
+
 // queueMatch recognises the bytes of one queue name: those of the record
 // before, which a block or a snapshot almost always repeats. Its zero
 // value matches nothing.
@@ -428,6 +437,17 @@ func decodeSnapshotBody(b, body []byte) (uint64, []Intent, error) {
 		// The common case inline: an accepted record with a non-zero id
 		// above the previous one, on the queue of the record before. Anything
 		// else takes decodeRec, which says what is wrong.
+		if m.short(rest) {
+			id := brand.ID(binary.LittleEndian.Uint64(rest[1:9]))
+			q := m.n
+			n := binary.LittleEndian.Uint32(rest[10+q:])
+			if end := 14 + q + int(n); id > prev && uint64(n) <= uint64(len(rest)-14-q) {
+				p := &out[i]
+				p.ID, p.Queue, p.Payload = id, m.q, rest[14+q:end:end]
+				rest, prev = rest[end:], id
+				continue
+			}
+		}
 		if id, payload, next, ok := m.acceptedAt(rest); ok && id > prev {
 			p := &out[i]
 			p.ID, p.Queue, p.Payload = id, m.q, payload

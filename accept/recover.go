@@ -346,6 +346,17 @@ func (rp *replayer) decodeIntents(seq uint64, count uint32, body []byte, ver uin
 	var m queueMatch
 	for k := range out {
 		// The common case inline, as in decodeRecs.
+		if m.short(body) {
+			id := brand.ID(binary.LittleEndian.Uint64(body[1:9]))
+			q := m.n
+			n := binary.LittleEndian.Uint32(body[10+q:])
+			if end := 14 + q + int(n); id != 0 && uint64(n) <= uint64(len(body)-14-q) {
+				p := &out[k]
+				p.ID, p.Queue, p.Payload = id, m.q, body[14+q:end:end]
+				body = body[end:]
+				continue
+			}
+		}
 		if id, payload, rest, ok := m.acceptedAt(body); ok {
 			p := &out[k]
 			p.ID, p.Queue, p.Payload = id, m.q, payload
