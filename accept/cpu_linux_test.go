@@ -76,3 +76,13 @@ func itoa(n int) string {
 	}
 	return string(d)
 }
+
+// processCPU is the CPU time of the whole process, user and system, every
+// thread (the garbage collector's workers included).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -171,6 +171,64 @@ func decodeRec(b []byte, prevQueue names.Queue, ver uint16) (rec, []byte, error)
 	return r, b[n:], nil
 }
 
+// acceptedAt is the decoders' common case, inline: the record at the
+// front of b is an accepted one, with a non-zero id, on queue m (the queue
+// of the record before), and holds its whole payload. It returns the id,
+// the payload (aliasing b, capacity clipped) and the rest of b; ok false
+// means any other record, which decodeRec decodes (and says what is
+// wrong with).
+func (m *queueMatch) acceptedAt(b []byte) (id brand.ID, payload, rest []byte, ok bool) {
+	q := m.n
+	if q == 0 || len(b) < 14+q || b[0] != kindAccepted || int(b[9]) != q {
+		return 0, nil, nil, false
+	}
+	if q <= 8 && len(b) >= 18 {
+		if binary.LittleEndian.Uint64(b[10:18])&m.mask != m.word {
+			return 0, nil, nil, false
+		}
+	} else if string(b[10:10+q]) != m.q.String() {
+		return 0, nil, nil, false
+	}
+	n := binary.LittleEndian.Uint32(b[10+q:])
+	id = brand.ID(binary.LittleEndian.Uint64(b[1:9]))
+	if id == 0 || uint64(n) > uint64(len(b)-14-q) {
+		return 0, nil, nil, false
+	}
+	end := 14 + q + int(n)
+	return id, b[14+q : end : end], b[end:], true
+}
+
+// short reports whether b starts with an accepted record on m's queue,
+// a name of at most 8 bytes, with at least 22 bytes in b: the check of
+// acceptedAt that the hot loops make inline, before they read the id and
+// the payload's length themselves.
+func (m *queueMatch) short(b []byte) bool {
+	return m.n != 0 && m.n <= 8 && len(b) >= 22 && b[0] == kindAccepted && int(b[9]) == m.n &&
+		binary.LittleEndian.Uint64(b[10:18])&m.mask == m.word
+}
+
+// queueMatch recognises the bytes of one queue name: those of the record
+// before, which a block or a snapshot almost always repeats. Its zero
+// value matches nothing.
+type queueMatch struct {
+	q          names.Queue
+	n          int
+	word, mask uint64 // a name of at most 8 bytes, little-endian, and its mask
+}
+
+func (m *queueMatch) set(q names.Queue) {
+	if q == m.q {
+		return
+	}
+	*m = queueMatch{q: q, n: len(q.String())}
+	if m.n <= 8 {
+		var w [8]byte
+		copy(w[:], q.String())
+		m.word = binary.LittleEndian.Uint64(w[:])
+		m.mask = ^uint64(0) >> (64 - 8*uint(m.n))
+	}
+}
+
 // appendSegHeader appends the header of a segment of today's version.
 func appendSegHeader(dst []byte, first uint64) []byte {
 	return appendSegHeaderVersion(dst, version, first)
@@ -236,53 +294,72 @@ func decodeBlock(b []byte) (seq uint64, recs []rec, n int, err error) {
 // the records to recs[:0], so that a caller replaying many blocks reuses
 // one slice.
 func decodeBlockInto(b []byte, recs []rec, ver uint16) (seq uint64, _ []rec, n int, err error) {
+	seq, count, body, n, err := blockFrame(b)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	if recs, err = decodeRecs(seq, count, body, recs, ver); err != nil {
+		return 0, nil, 0, err
+	}
+	return seq, recs, n, nil
+}
+
+// blockFrame checks the frame of the block at the front of b (its length
+// and checksum, and that its count of records can fit) and returns its
+// seq, its count of records, the bytes of the records, and its framed
+// length. Every failure wraps ErrCorrupt; only a count that cannot fit in
+// an intact frame wraps errBlockBody.
+func blockFrame(b []byte) (seq uint64, count uint32, body []byte, n int, err error) {
 	if len(b) < blockHeaderLen {
-		return 0, nil, 0, fmt.Errorf("block header: %d bytes, want %d: %w", len(b), blockHeaderLen, ErrCorrupt)
+		return 0, 0, nil, 0, fmt.Errorf("block header: %d bytes, want %d: %w", len(b), blockHeaderLen, ErrCorrupt)
 	}
 	l := binary.LittleEndian.Uint32(b)
 	if l < blockFixedLen || l > maxBlockBody {
-		return 0, nil, 0, fmt.Errorf("block: body length %d out of range: %w", l, ErrCorrupt)
+		return 0, 0, nil, 0, fmt.Errorf("block: body length %d out of range: %w", l, ErrCorrupt)
 	}
 	if uint64(len(b)-blockHeaderLen) < uint64(l) {
-		return 0, nil, 0, fmt.Errorf("block: body of %d bytes, %d present: %w", l, len(b)-blockHeaderLen, ErrCorrupt)
+		return 0, 0, nil, 0, fmt.Errorf("block: body of %d bytes, %d present: %w", l, len(b)-blockHeaderLen, ErrCorrupt)
 	}
 	n = blockHeaderLen + int(l)
-	body := b[blockHeaderLen:n]
+	body = b[blockHeaderLen:n]
 	if crc32.Update(crc32.Checksum(b[:4], castagnoli), castagnoli, body) != binary.LittleEndian.Uint32(b[4:8]) {
-		return 0, nil, 0, fmt.Errorf("block: checksum mismatch: %w", ErrCorrupt)
+		return 0, 0, nil, 0, fmt.Errorf("block: checksum mismatch: %w", ErrCorrupt)
 	}
 	seq = binary.LittleEndian.Uint64(body)
-	count := binary.LittleEndian.Uint32(body[8:])
+	count = binary.LittleEndian.Uint32(body[8:])
 	body = body[blockFixedLen:]
 	if uint64(count) > uint64(len(body))/9 {
-		return 0, nil, 0, fmt.Errorf("block %d: %d records cannot fit in %d bytes: %w", seq, count, len(body), errBlockBody)
+		return 0, 0, nil, 0, fmt.Errorf("block %d: %d records cannot fit in %d bytes: %w", seq, count, len(body), errBlockBody)
 	}
+	return seq, count, body, n, nil
+}
+
+// decodeRecs decodes the count records of block seq, whose bytes (after
+// blockFrame) are body, appending them to recs[:0]. Every failure wraps
+// errBlockBody.
+func decodeRecs(seq uint64, count uint32, body []byte, recs []rec, ver uint16) ([]rec, error) {
 	recs = slices.Grow(recs[:0], int(count))
-	var queue names.Queue
+	var m queueMatch
 	for i := uint32(0); i < count; i++ {
-		// The common case inline: an accepted record with a non-zero id on
-		// the queue of the record before; anything else takes decodeRec.
-		if q := len(queue.String()); q > 0 && len(body) >= 14+q && body[0] == kindAccepted && int(body[9]) == q {
-			id := brand.ID(binary.LittleEndian.Uint64(body[1:9]))
-			n := binary.LittleEndian.Uint32(body[10+q:])
-			if end := 14 + q + int(n); id != 0 && uint64(n) <= uint64(len(body)-14-q) && string(body[10:10+q]) == queue.String() {
-				recs = append(recs, rec{kind: kindAccepted, id: id, queue: queue, payload: body[14+q : end : end]})
-				body = body[end:]
-				continue
-			}
+		// The common case inline; anything else takes decodeRec.
+		if id, payload, rest, ok := m.acceptedAt(body); ok {
+			recs = append(recs, rec{kind: kindAccepted, id: id, queue: m.q, payload: payload})
+			body = rest
+			continue
 		}
 		var r rec
-		r, body, err = decodeRec(body, queue, ver)
+		var err error
+		r, body, err = decodeRec(body, m.q, ver)
 		if err != nil {
-			return 0, nil, 0, fmt.Errorf("block %d: %w: %w", seq, err, errBlockBody)
+			return nil, fmt.Errorf("block %d: %w: %w", seq, err, errBlockBody)
 		}
 		recs = append(recs, r)
-		queue = r.queue
+		m.set(r.queue)
 	}
 	if len(body) != 0 {
-		return 0, nil, 0, fmt.Errorf("block %d: %d bytes after the last record: %w", seq, len(body), errBlockBody)
+		return nil, fmt.Errorf("block %d: %d bytes after the last record: %w", seq, len(body), errBlockBody)
 	}
-	return seq, recs, n, nil
+	return recs, nil
 }
 
 // encodeSnapshot returns the snapshot file (today's version) covering
@@ -354,22 +431,30 @@ func decodeSnapshotBody(b, body []byte) (uint64, []Intent, error) {
 		return 0, nil, fmt.Errorf("snapshot: %d intents cannot fit in %d bytes: %w", count, len(rest), ErrCorrupt)
 	}
 	out := make([]Intent, count)
-	var queue names.Queue
+	var m queueMatch
 	var prev brand.ID
 	for i := range out {
 		// The common case inline: an accepted record with a non-zero id
 		// above the previous one, on the queue of the record before. Anything
 		// else takes decodeRec, which says what is wrong.
-		if q := len(queue.String()); q > 0 && len(rest) >= 14+q && rest[0] == kindAccepted && int(rest[9]) == q {
+		if m.short(rest) {
 			id := brand.ID(binary.LittleEndian.Uint64(rest[1:9]))
+			q := m.n
 			n := binary.LittleEndian.Uint32(rest[10+q:])
-			if end := 14 + q + int(n); id > prev && uint64(n) <= uint64(len(rest)-14-q) && string(rest[10:10+q]) == queue.String() {
-				out[i] = Intent{ID: id, Queue: queue, Payload: rest[14+q : end : end]}
+			if end := 14 + q + int(n); id > prev && uint64(n) <= uint64(len(rest)-14-q) {
+				p := &out[i]
+				p.ID, p.Queue, p.Payload = id, m.q, rest[14+q:end:end]
 				rest, prev = rest[end:], id
 				continue
 			}
 		}
-		r, next, err := decodeRec(rest, queue, ver)
+		if id, payload, next, ok := m.acceptedAt(rest); ok && id > prev {
+			p := &out[i]
+			p.ID, p.Queue, p.Payload = id, m.q, payload
+			rest, prev = next, id
+			continue
+		}
+		r, next, err := decodeRec(rest, m.q, ver)
 		if err != nil {
 			return 0, nil, fmt.Errorf("snapshot intent %d: %w", i, err)
 		}
@@ -381,7 +466,8 @@ func decodeSnapshotBody(b, body []byte) (uint64, []Intent, error) {
 			return 0, nil, fmt.Errorf("snapshot intent %d: id %d not above %d: %w", i, r.id, prev, ErrCorrupt)
 		}
 		out[i] = r.intent()
-		queue, prev = r.queue, r.id
+		m.set(r.queue)
+		prev = r.id
 	}
 	if len(rest) != 0 {
 		return 0, nil, fmt.Errorf("snapshot: %d bytes after the last intent: %w", len(rest), ErrCorrupt)

@@ -183,7 +183,22 @@ func (st *recovered) replay(dir string, log *slog.Logger) error {
 		}
 		off, fresh := segHeaderLen, true
 		for off < len(data) {
-			seq, recs, n, err := decodeBlockInto(data[off:], rp.recs, ver)
+			seq, count, body, n, err := blockFrame(data[off:])
+			// The block is applied if it is the next; while the replay
+			// collects intents in log order and the chunk has room, its
+			// records are decoded into the chunk, unless one is a commit.
+			var recs []rec
+			direct := false
+			if err == nil && seq == next && rp.collecting(int(count)) {
+				if fresh {
+					rp.sizeFor(len(data)-off, n, int(count))
+					fresh = false
+				}
+				direct, err = rp.decodeIntents(seq, count, body, ver)
+			}
+			if err == nil && !direct {
+				recs, err = decodeRecs(seq, count, body, rp.recs, ver)
+			}
 			if err != nil {
 				// Only a frame that fails its length or checksum can be a torn
 				// write; an intact block that does not decode is refused, in any
@@ -201,28 +216,24 @@ func (st *recovered) replay(dir string, log *slog.Logger) error {
 				log.Warn("accept: dropping a torn log tail", "segment", name, "offset", off, "bytes", len(data)-off, "err", err)
 				break
 			}
-			if seq < next && seq <= st.base {
-				off += n
-				continue
-			}
-			if seq != next {
-				return fmt.Errorf("segment %s, offset %d: block %d, want %d: %w", name, off, seq, next, ErrCorrupt)
-			}
-			rp.recs = recs
-			if fresh {
-				// Estimate the records left in the segment from its first
-				// replayed block's bytes per record: it sizes the overlay and
-				// the chunks of intents.
-				rp.segLeft = max(1, (len(data)-off)/max(1, n/max(1, len(recs))))
-				if rp.hint == 0 {
-					rp.hint = rp.segLeft
+			if !direct {
+				if seq < next && seq <= st.base {
+					off += n
+					continue
 				}
-				fresh = false
+				if seq != next {
+					return fmt.Errorf("segment %s, offset %d: block %d, want %d: %w", name, off, seq, next, ErrCorrupt)
+				}
+				rp.recs = recs
+				if fresh {
+					rp.sizeFor(len(data)-off, n, len(recs))
+					fresh = false
+				}
+				if err := rp.apply(recs); err != nil {
+					return fmt.Errorf("segment %s, block %d: %w", name, seq, err)
+				}
 			}
-			if err := rp.apply(recs); err != nil {
-				return fmt.Errorf("segment %s, block %d: %w", name, seq, err)
-			}
-			st.replayed += len(recs)
+			st.replayed += int(count)
 			next++
 			off += n
 		}
@@ -295,6 +306,85 @@ type replayer struct {
 	hint    int   // expected records, to size the overlay
 	segLeft int   // expected records still to come in this segment
 	recs    []rec // the decoding buffer, reused block after block
+}
+
+// sizeFor estimates the records left in a segment from its first
+// replayed block (n bytes, count records; left bytes from it to the end of
+// the segment): they size the overlay and the chunks of intents.
+func (rp *replayer) sizeFor(left, n, count int) {
+	rp.segLeft = max(1, left/max(1, n/max(1, count)))
+	if rp.hint == 0 {
+		rp.hint = rp.segLeft
+	}
+}
+
+// collecting reports whether the replay still collects the intents in log
+// order (no overlay yet, an empty base) and the last chunk has room for
+// count more. (A segment's first block finds no room, goes through apply,
+// which sizes a chunk for the segment: a block with a commit never
+// allocates one.)
+func (rp *replayer) collecting(count int) bool {
+	if rp.ov != nil || rp.base.Len() != 0 || len(rp.chunks) == 0 {
+		return false
+	}
+	c := rp.chunks[len(rp.chunks)-1]
+	return cap(c)-len(c) >= count
+}
+
+// decodeIntents is decodeRecs for a block that apply would collect in log
+// order, when the last chunk has room for it (collecting): it decodes the count records of block seq straight into the chunk
+// of intents, without the records in between, and reports true. If one
+// record is a commit, it leaves the chunk as it was and reports false: the
+// caller decodes the block into records and applies them. Its errors are
+// decodeRecs's.
+func (rp *replayer) decodeIntents(seq uint64, count uint32, body []byte, ver uint16) (bool, error) {
+	chunk := rp.chunks[len(rp.chunks)-1]
+	start := len(chunk)
+	// Written in place: the chunk's room beyond its length is zero (it is
+	// cleared again if the block is not taken).
+	out := chunk[start : start+int(count)]
+	var m queueMatch
+	for k := range out {
+		// The common case inline, as in decodeRecs.
+		if m.short(body) {
+			id := brand.ID(binary.LittleEndian.Uint64(body[1:9]))
+			q := m.n
+			n := binary.LittleEndian.Uint32(body[10+q:])
+			if end := 14 + q + int(n); id != 0 && uint64(n) <= uint64(len(body)-14-q) {
+				p := &out[k]
+				p.ID, p.Queue, p.Payload = id, m.q, body[14+q:end:end]
+				body = body[end:]
+				continue
+			}
+		}
+		if id, payload, rest, ok := m.acceptedAt(body); ok {
+			p := &out[k]
+			p.ID, p.Queue, p.Payload = id, m.q, payload
+			body = rest
+			continue
+		}
+		var r rec
+		var err error
+		r, body, err = decodeRec(body, m.q, ver)
+		if err != nil {
+			clear(out)
+			return false, fmt.Errorf("block %d: %w: %w", seq, err, errBlockBody)
+		}
+		if r.kind == kindCommitted {
+			clear(out)
+			return false, nil
+		}
+		out[k] = r.intent()
+		m.set(r.queue)
+	}
+	if len(body) != 0 {
+		clear(out)
+		return false, fmt.Errorf("block %d: %d bytes after the last record: %w", seq, len(body), errBlockBody)
+	}
+	rp.chunks[len(rp.chunks)-1] = chunk[:start+int(count)]
+	rp.n += int(count)
+	rp.segLeft = max(0, rp.segLeft-int(count))
+	return true, nil
 }
 
 func (rp *replayer) apply(recs []rec) error {

@@ -427,3 +427,137 @@ func TestBuildLarge(t *testing.T) {
 		}
 	}
 }
+
+// exactShape is shape without sorting the keys of a collision node: their
+// order, which iteration follows, is part of it.
+func exactShape[V any](m Map[uint64, V]) string {
+	var b strings.Builder
+	var walk func(n *node[uint64, V])
+	walk = func(n *node[uint64, V]) {
+		fmt.Fprintf(&b, "(%08x %08x [", n.dataMap, n.nodeMap)
+		for _, e := range n.entries {
+			fmt.Fprintf(&b, "%d=%v ", e.key, e.val)
+		}
+		b.WriteString("]")
+		for _, c := range n.children {
+			walk(c)
+		}
+		b.WriteString(")")
+	}
+	if m.root != nil {
+		walk(m.root)
+	}
+	return b.String()
+}
+
+// sameNodes reports whether the tries under a and b have the same nodes:
+// bitmaps, entries in order, and children.
+func sameNodes[V comparable](a, b *node[uint64, V]) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.dataMap != b.dataMap || a.nodeMap != b.nodeMap || !slices.Equal(a.entries, b.entries) || len(a.children) != len(b.children) {
+		return false
+	}
+	for i := range a.children {
+		if !sameNodes(a.children[i], b.children[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameAsInserts fails unless b is the map that Set of keys[i] → i, one by
+// one in order, gives: the same entries and lookups, the same nodes (the
+// order of a collision node's entries included), and the same iteration.
+func sameAsInserts(t interface {
+	Fatalf(string, ...any)
+}, h Hasher[uint64], keys []uint64, b Map[uint64, int]) {
+	m := New[uint64, int](h)
+	model := map[uint64]int{}
+	if len(keys) > 10000 {
+		// The same map as Set's (TestTransientModel), in less time.
+		tr := m.Transient()
+		for i, k := range keys {
+			tr.Set(k, i)
+			model[k] = i
+		}
+		m = tr.Persistent()
+	} else {
+		for i, k := range keys {
+			m = m.Set(k, i)
+			model[k] = i
+		}
+	}
+	check(t, b, model)
+	if !sameNodes(b.root, m.root) {
+		t.Fatalf("Build's nodes differ from inserts':\n%.2000s\n%.2000s", exactShape(b), exactShape(m))
+	}
+	var ib, im []uint64
+	for k, v := range b.All() {
+		ib = append(ib, k, uint64(v))
+	}
+	for k, v := range m.All() {
+		im = append(im, k, uint64(v))
+	}
+	if !slices.Equal(ib, im) {
+		t.Fatalf("Build iterates %v, inserts %v", ib, im)
+	}
+}
+
+// TestBuildEqualsInserts: Build of entries is the map that inserting them
+// one by one gives, node for node and in iteration order, under every
+// hasher (full 64-bit collisions, long chains, collision nodes), with
+// repeated keys (the last value, the place of the first in a collision
+// node), at sizes on both sides of each of the radix sort's pass counts.
+func TestBuildEqualsInserts(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		_, h := drawHasher(t)
+		n := rapid.SampledFrom([]int{0, 1, 2, 3, 24, 25}).Draw(t, "base")
+		n += rapid.IntRange(0, 1100).Draw(t, "extra") * rapid.IntRange(0, 3).Draw(t, "mul")
+		span := rapid.Uint64Range(1, 5000).Draw(t, "span")
+		seed := rapid.Uint64().Draw(t, "seed")
+		keys := make([]uint64, n)
+		for i := range keys {
+			keys[i] = Uint64(seed+uint64(i)) % span // repeats when span < n
+		}
+		b := Build(h, n, func(i int) (uint64, int) { return keys[i], i })
+		sameAsInserts(t, h, keys, b)
+		c := Collect(h, n, func(yield func(uint64, int) bool) {
+			for i, k := range keys {
+				if !yield(k, i) {
+					return
+				}
+			}
+		})
+		if exactShape(c) != exactShape(b) {
+			t.Fatalf("Collect differs from Build")
+		}
+	})
+}
+
+// TestBuildEqualsInsertsLarge is TestBuildEqualsInserts at sizes rapid
+// does not draw: past 2^20 entries, where the radix sort takes three
+// passes, and a weak hasher's groups too large for insertion sort.
+func TestBuildEqualsInsertsLarge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a map of a million entries")
+	}
+	cases := []struct {
+		hasher string
+		n      int
+	}{{"uint64", 1<<20 + 3000}, {"chains", 40000}, {"low10", 40000}, {"collide3", 3000}}
+	for _, c := range cases {
+		if raceEnabled && c.n > 1<<20 {
+			continue // the third pass is the second's loop once more
+		}
+		h := testHashers[c.hasher]
+		rng := rand.New(rand.NewPCG(uint64(c.n), 11))
+		keys := make([]uint64, c.n)
+		for i := range keys {
+			keys[i] = uint64(rng.IntN(c.n * 7 / 8))
+		}
+		b := Build(h, c.n, func(i int) (uint64, int) { return keys[i], i })
+		sameAsInserts(t, h, keys, b)
+	}
+}
