@@ -439,12 +439,7 @@ func (o *Outbox) Flush(ctx context.Context) error {
 		o.flushWant = want
 		if !o.writing && len(o.pending) > 0 && o.usable() == nil && o.opts.testHookWrite == nil && ctx.Err() == nil {
 			// As waitRoom: a write of our own instead of two wake-ups.
-			b := o.cutBlock()
-			o.wg.Add(1)
-			o.mu.Unlock()
-			o.writeCut(b, true)
-			o.wg.Done()
-			o.mu.Lock()
+			o.writeOwnLocked()
 		} else {
 			o.signal()
 		}
@@ -662,12 +657,7 @@ func (o *Outbox) waitRoom(ctx context.Context) error {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("waiting for the log to make room: %w", err)
 			}
-			b := o.cutBlock()
-			o.wg.Add(1)
-			o.mu.Unlock()
-			o.writeCut(b, true)
-			o.wg.Done()
-			o.mu.Lock()
+			o.writeOwnLocked()
 			continue
 		}
 		if err := o.await(ctx); err != nil {
@@ -701,4 +691,17 @@ func (o *Outbox) signal() {
 func (o *Outbox) broadcast() {
 	close(o.advanced)
 	o.advanced = make(chan struct{})
+}
+
+// writeOwnLocked cuts the open block and writes it on the caller's
+// goroutine, o.mu released meanwhile (held on entry and on return): a
+// caller that finds no block being written writes its own instead of
+// waking the flusher and sleeping.
+func (o *Outbox) writeOwnLocked() {
+	b := o.cutBlock()
+	o.wg.Add(1)
+	o.mu.Unlock()
+	o.writeCut(b, true)
+	o.wg.Done()
+	o.mu.Lock()
 }

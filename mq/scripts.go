@@ -8,10 +8,8 @@ package mq
 // Another package builds its scripts on the same helpers with NewScript
 // (script.go): the archive's fenced trim calls cappedtrim, the trim below.
 
-// luaLib holds helpers the scripts share. Stream ids are compared as
-// strings of decimal digits, never as Lua numbers (doubles lose precision
-// above 2^53).
-const luaLib = `
+// luaIDs compares stream ids: the part of luaLib that luaTop shares.
+const luaIDs = `
 local function split(id)
   local d = string.find(id, '-', 1, true)
   return string.sub(id, 1, d - 1), string.sub(id, d + 1)
@@ -32,6 +30,12 @@ local function cmpid(a, b)
   if c ~= 0 then return c end
   return cmpdec(as, bs)
 end
+`
+
+// luaLib holds helpers the scripts share. Stream ids are compared as
+// strings of decimal digits, never as Lua numbers (doubles lose precision
+// above 2^53).
+const luaLib = luaIDs + `
 local function incdec(s)
   local i = #s
   while i > 0 and string.sub(s, i, i) == '9' do i = i - 1 end
@@ -252,27 +256,7 @@ return redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'prev', prev, un
 
 // luaTop holds what the append transaction's guard needs of luaLib: id
 // comparison and a stream's last id.
-const luaTop = `
-local function split(id)
-  local d = string.find(id, '-', 1, true)
-  return string.sub(id, 1, d - 1), string.sub(id, d + 1)
-end
-local function cmpdec(a, b)
-  if #a ~= #b then
-    if #a < #b then return -1 end
-    return 1
-  end
-  if a == b then return 0 end
-  if a < b then return -1 end
-  return 1
-end
-local function cmpid(a, b)
-  local am, as = split(a)
-  local bm, bs = split(b)
-  local c = cmpdec(am, bm)
-  if c ~= 0 then return c end
-  return cmpdec(as, bs)
-end
+const luaTop = luaIDs + `
 local function lastid(key)
   if redis.call('EXISTS', key) == 0 then return '0-0' end
   local flat = redis.call('XINFO', 'STREAM', key)
