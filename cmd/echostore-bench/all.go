@@ -42,8 +42,9 @@ measured in the same run:
                 file:// and on MinIO (a private one when its binary is found,
                 or --s3), beside one conditional PUT to the same remote
   archive       fold and merge-read records/s against history depth, beside
-                Redis XRANGE of the same records kept live; a key stream's
-                cycle beside a queue stream's
+                Redis XRANGE of the same records kept live (a 256 MiB block
+                cache, serve's cache_size: 256MiB); a key stream's cycle
+                beside a queue stream's
   redis memory  used_memory while the history grows and the window stays,
                 beside the same history kept live
   head lookup   object-store requests to find a remote head, beside GET
