@@ -265,7 +265,7 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 	if err != nil {
 		return res, err
 	}
-	vol, err := a.openVolume(ctx, ref, ok, token)
+	vol, err := a.openVolume(ctx, ref, seam, ok, token)
 	if err != nil {
 		return res, err
 	}

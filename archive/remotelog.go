@@ -77,6 +77,11 @@ func DeleteRemoteLog(ctx context.Context, rs remote.Store, volume string) (int, 
 // follows the PUT) is pulled too: the pull settles it first (the remote
 // holding the same bytes at that LSN means it landed).
 //
+// Under TrimAfterRemote such a copy is one whose folds lost the race (the
+// process died, or lost its lease, between its folds and its push, and
+// another took the stream over): dropStaleFolds drops them and pulls when
+// nothing they hold would be lost.
+//
 // The LIST is skipped when token, the cycle's lease, is the one right
 // after the lease of this archiver's last cycle of the stream that read
 // the remote head: fencing tokens grow by one per lease taken, so no other
@@ -84,7 +89,7 @@ func DeleteRemoteLog(ctx context.Context, rs remote.Store, volume string) (int, 
 // head is still at most the volume's remote LSN (only this process's own
 // pushes moved it since). A quiet stream cycled on every beat therefore
 // costs the remote no request.
-func (a *Archiver) openVolume(ctx context.Context, ref names.StreamRef, hasSeam bool, token int64) (*graft.Volume, error) {
+func (a *Archiver) openVolume(ctx context.Context, ref names.StreamRef, seam Seam, hasSeam bool, token int64) (*graft.Volume, error) {
 	store := a.opts.Store
 	vname := ref.Volume().String()
 	vol, err := store.Volume(ctx, ref.Volume())
@@ -113,7 +118,12 @@ func (a *Archiver) openVolume(ctx context.Context, ref names.StreamRef, hasSeam 
 				}
 			}
 			from := vol.Info().RemoteLSN
-			if _, err := vol.Pull(ctx, nil); err != nil {
+			_, err := vol.Pull(ctx, nil)
+			var de *graft.DivergedError
+			if errors.As(err, &de) && a.opts.TrimAfter == TrimAfterRemote && hasSeam {
+				err = a.dropStaleFolds(ctx, ref, vol, seam, err)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("archive cycle %s: pull %s from the remote (head %d) before folding: %w",
 					ref, vname, head, err)
 			}
@@ -154,4 +164,29 @@ func (a *Archiver) headChecked(ref names.StreamRef, token int64) {
 		a.checked = map[names.StreamRef]int64{}
 	}
 	a.checked[ref] = token
+}
+
+// dropStaleFolds is the way out of a pull that failed with diverged (err)
+// under TrimAfterRemote: the local copy of ref's volume holds folds that
+// were never pushed, and another process took the stream over and pushed
+// its own. With TrimAfterRemote a cycle trims only what a push landed, and
+// the seam cache names a landed push, so every record those folds hold is
+// either at or below the seam cache's W (the remote has it) or still in
+// the live stream (the next fold takes it again). It counts what the drop
+// would lose (coveredCounter: records above the cache and below the
+// stream's first entry, which only another client's trim removes) and
+// drops the unpushed commits only when that is none (graft's guarded
+// reset, which pulls after the drop). Otherwise it returns err joined with the reset's
+// refusal: the copy stays as it was, for an operator's `volume reset`.
+func (a *Archiver) dropStaleFolds(ctx context.Context, ref names.StreamRef, vol *graft.Volume, seam Seam, err error) error {
+	dropped, rerr := vol.ResetWith(ctx, graft.ResetOptions{Count: coveredCounter(a.opts.Live, seam.W)})
+	switch {
+	case rerr != nil && dropped == 0:
+		return errors.Join(err, fmt.Errorf("the unpushed folds were kept: %w", rerr))
+	case rerr != nil:
+		return fmt.Errorf("dropped %d unpushed local commits, then: %w", dropped, rerr)
+	}
+	a.log.Warn("archive volume diverged: dropped local folds that were never pushed (another node took the stream over and pushed); the remote and the live stream hold every record they held",
+		ref.LogAttr(), "volume", ref.Volume().String(), "dropped_commits", dropped, "seam", formatID(seam.W))
+	return nil
 }

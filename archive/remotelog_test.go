@@ -285,3 +285,88 @@ func TestQuietCycleNoRemoteRequest(t *testing.T) {
 	}
 	a.audit(ctx, all)
 }
+
+// failPusher is a Pusher whose pushes fail: the cycle folds, pushes
+// nothing and trims nothing (a node that lost its lease or died between
+// its folds and its push).
+type failPusher struct{ graft.Replication }
+
+func (failPusher) Push(context.Context, *graft.Volume) (remote.SyncPoint, error) {
+	return remote.SyncPoint{}, errors.New("push refused by the test")
+}
+
+// TestCycleHealsStaleFolds: a node whose folds were never pushed (its push
+// failed, as when it dies or loses its lease between its folds and its
+// push) while another node took the stream over, folded, pushed and
+// trimmed, comes back with a copy diverged from the remote. With
+// trim-after remote every record its unpushed folds hold is still live or
+// in the remote's history (the seam cache names a landed push), so its
+// next cycle drops them, pulls and folds on, instead of failing as
+// diverged for good. Records that exist only in those folds (above every
+// landed push, and trimmed from the stream by another client) make it
+// refuse as before, dropping nothing.
+func TestCycleHealsStaleFolds(t *testing.T) {
+	for _, apptrim := range []bool{false, true} {
+		t.Run(fmt.Sprintf("apptrim=%v", apptrim), func(t *testing.T) {
+			ctx := testCtx(t)
+			rs, err := remote.Open(ctx, "file://"+t.TempDir(), drivers.All()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rs.Close()
+			live := connect(t, testRedisURL(t))
+			q := queueName(t)
+			ref := mustRef(t, q, "s")
+			opts := Options{LeaseTTL: 300 * time.Millisecond, LeaseWait: 5 * time.Second, Chunk: 7}
+			a := node(t, live, rs, q, "s", opts)
+			b := node(t, live, rs, q, "s", opts)
+			all := a.append(ctx, 40)
+			if res, err := a.a.Cycle(ctx, ref, Window{Keep: 10}); err != nil || res.Folded != 30 {
+				t.Fatalf("A's cycle: %+v %v", res, err)
+			}
+			b.a.opts.Pusher = failPusher{}
+			all = append(all, b.append(ctx, 20)...)
+			if res, err := b.a.Cycle(ctx, ref, Window{Keep: 10}); err == nil || res.Folded != 20 || res.Trimmed != 0 {
+				t.Fatalf("B's cycle with a failing push: %+v %v", res, err)
+			}
+			b.a.opts.Pusher = graft.Replication{}
+			all = append(all, a.append(ctx, 5)...)
+			// A folds all[30..44] (B's folds hold all[30..49]), pushes,
+			// trims to all[45]: the seam cache names all[44].
+			if res, err := a.a.Cycle(ctx, ref, Window{Keep: 20}); err != nil || res.Folded != 15 {
+				t.Fatalf("A's cycle after B's unpushed folds: %+v %v", res, err)
+			}
+			if apptrim {
+				// Another client trims all[45..49]: above every landed
+				// push, they exist only in B's unpushed folds now.
+				raw(t, live, "XTRIM", mq.StreamKey(ref), "MINID", all[50].XID().String())
+			}
+			before := b.volume(ctx).Info()
+			res, err := b.a.Cycle(ctx, ref, Window{Keep: 10})
+			if apptrim {
+				var de *graft.DivergedError
+				var dis *graft.DiscardError
+				if !errors.As(err, &de) || !errors.As(err, &dis) || dis.Count != 5 {
+					t.Fatalf("B's cycle over records only its folds hold: %+v %v, want diverged and would-discard", res, err)
+				}
+				if after := b.volume(ctx).Info(); after.LocalLSN != before.LocalLSN {
+					t.Fatalf("B's refused cycle dropped commits: %+v → %+v", before, after)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("B's cycle after A's: %+v %v", res, err)
+			}
+			b.audit(ctx, all)
+			all = append(all, b.append(ctx, 12)...)
+			if res, err := b.a.Cycle(ctx, ref, Window{Keep: 10}); err != nil || res.Folded != 12 {
+				t.Fatalf("B's next cycle: %+v %v", res, err)
+			}
+			b.audit(ctx, all)
+			if _, err := a.a.Cycle(ctx, ref, Window{Keep: 10}); err != nil {
+				t.Fatalf("A's cycle after B healed: %v", err)
+			}
+			a.audit(ctx, all)
+		})
+	}
+}

@@ -28,7 +28,17 @@ const WhatDiscarded = "archived records no longer in the live stream"
 // (MetaOwner). With live nil (Redis unreachable), with a volume that
 // records no owner, or with an empty or missing stream, every such record
 // counts: none can be shown to be live.
-func DiscardCounter(live Live) graft.DiscardCounter {
+func DiscardCounter(live Live) graft.DiscardCounter { return discardCounter(live, xid.ID{}, false) }
+
+// coveredCounter is DiscardCounter for a copy whose remote holds every
+// record up to covered (a seam cache that names a landed push, under
+// TrimAfterRemote): the unpushed records at or below it exist there too,
+// and only those above it and below the live stream's first entry count.
+func coveredCounter(live Live, covered xid.ID) graft.DiscardCounter {
+	return discardCounter(live, covered, true)
+}
+
+func discardCounter(live Live, covered xid.ID, hasCovered bool) graft.DiscardCounter {
 	return func(ctx context.Context, u *graft.Unpushed) (uint64, string, error) {
 		if u.Head == u.SyncLSN {
 			return 0, WhatDiscarded, nil
@@ -57,6 +67,17 @@ func DiscardCounter(live Live) graft.DiscardCounter {
 			base = st.Pages
 		}
 		lo := max(base, head.Low)
+		if hasCovered && lo < head.Pages {
+			above, ok := covered.Next()
+			if !ok {
+				return 0, WhatDiscarded, nil
+			}
+			at, err := lowerBound(ctx, snap, State{Pages: head.Pages, Low: lo, W: head.W, LSN: head.LSN}, above)
+			if err != nil {
+				return 0, "", err
+			}
+			lo = at
+		}
 		if lo >= head.Pages {
 			return 0, WhatDiscarded, nil
 		}
