@@ -30,11 +30,7 @@ func (n *Node) Append(ctx context.Context, ref names.StreamRef, records [][]Fiel
 	if err != nil {
 		return AppendResult{}, err
 	}
-	out := AppendResult{IDs: make([]string, len(ids))}
-	for i, id := range ids {
-		out.IDs[i] = FormatID(ref, id.XID())
-	}
-	return out, nil
+	return AppendResult{IDs: mq.FormatIDs(ids, idForm(ref))}, nil
 }
 
 // Read yields the records of the stream in opts' range. The merge-read

@@ -307,3 +307,19 @@ func TestXIDConversion(t *testing.T) {
 		t.Fatal("order")
 	}
 }
+
+// TestRedisIDs: RedisIDs formats each id as RedisID does, in order.
+func TestRedisIDs(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ids := rapid.SliceOf(genID()).Draw(t, "ids")
+		got := RedisIDs(ids)
+		if len(got) != len(ids) {
+			t.Fatalf("%d strings for %d ids", len(got), len(ids))
+		}
+		for i, id := range ids {
+			if got[i] != id.RedisID() {
+				t.Fatalf("id %d: %q, want %q", i, got[i], id.RedisID())
+			}
+		}
+	})
+}

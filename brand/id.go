@@ -130,6 +130,30 @@ func (id ID) RedisID() string {
 	return string(out)
 }
 
+// RedisIDs returns the RedisID of each of ids, as strings that share one
+// backing allocation (for the ids of a batch, formatted at once).
+func RedisIDs(ids []ID) []string {
+	buf := make([]byte, 0, len(ids)*20)
+	ends := make([]int, len(ids))
+	for i, id := range ids {
+		buf = strconv.AppendInt(buf, EpochMillis+id.Millis(), 10)
+		buf = append(buf, '-')
+		buf = strconv.AppendUint(buf, uint64(id)&(1<<lowBits-1), 10)
+		ends[i] = len(buf)
+	}
+	return splitAt(string(buf), ends)
+}
+
+// splitAt cuts all at ends (ascending) into strings that share its bytes.
+func splitAt(all string, ends []int) []string {
+	out := make([]string, len(ends))
+	start := 0
+	for i, e := range ends {
+		out[i], start = all[start:e], e
+	}
+	return out
+}
+
 // XID returns the Redis stream id of id as an xid.ID (ms since the Unix
 // epoch, node*4096+seq): the same id RedisID prints. It is lossless.
 func (id ID) XID() xid.ID {

@@ -31,24 +31,37 @@ import (
 // the way is an error that is not a server error: the caller retries
 // through scriptAppend, which tells whether the chunk landed.
 func (c *Client) appendTx(ctx context.Context, ref names.StreamRef, ids []brand.ID, recs [][]Field) ([]string, error) {
+	res := c.rdb.DoMulti(ctx, c.txCommands(nil, ref, brand.RedisIDs(ids), recs, "")...)
+	return txOutcome(ids, res)
+}
+
+// txCommands appends to cmds the append transaction of one chunk (ids,
+// the Redis ids of recs): MULTI, the guard, the XADDs, the restore, EXEC.
+// A non-empty after is the last id of the chunk sent before it in the same
+// pipeline: the guard then also requires the stream to end there (that
+// chunk landed).
+func (c *Client) txCommands(cmds rueidis.Commands, ref names.StreamRef, ids []string, recs [][]Field, after string) rueidis.Commands {
 	key := StreamKey(ref)
 	set, member := ArchivedRegistry(ref)
 	scratch := appendScratchOf(ref)
 	b := c.rdb.B()
-	cmds := make(rueidis.Commands, 0, len(recs)+4)
+	if cmds == nil {
+		cmds = make(rueidis.Commands, 0, len(recs)+4)
+	}
+	args := []string{member, ids[0], ids[len(ids)-1]}
+	if after != "" {
+		args = append(args, after)
+	}
 	cmds = append(cmds, b.Multi().Build(),
-		b.Eval().Script(scriptAppendGuard).Numkeys(4).Key(key, set, DirtyOf(ref), scratch).
-			Arg(member, ids[0].RedisID(), ids[len(ids)-1].RedisID()).Build())
+		b.Eval().Script(scriptAppendGuard).Numkeys(4).Key(key, set, DirtyOf(ref), scratch).Arg(args...).Build())
 	for i, r := range recs {
-		x := b.Xadd().Key(key).Id(ids[i].RedisID()).FieldValue()
+		x := b.Xadd().Key(key).Id(ids[i]).FieldValue()
 		for _, f := range r {
 			x = x.FieldValue(f.Name, f.Value)
 		}
 		cmds = append(cmds, x.Build())
 	}
-	cmds = append(cmds, b.Eval().Script(scriptAppendRestore).Numkeys(2).Key(key, scratch).Build(), b.Exec().Build())
-	res := c.rdb.DoMulti(ctx, cmds...)
-	return txOutcome(ids, res)
+	return append(cmds, b.Eval().Script(scriptAppendRestore).Numkeys(2).Key(key, scratch).Build(), b.Exec().Build())
 }
 
 // errTxSplit is the cause of an unknown outcome of an append transaction
@@ -114,4 +127,102 @@ func txOutcome(ids []brand.ID, res []rueidis.RedisResult) ([]string, error) {
 		return nil, fmt.Errorf("append guard: %w", gerr) // nothing appended
 	}
 	return nil, &unknownOutcome{ids: ids, cause: fmt.Errorf("%w: guard %q (%v), %d of %d failed (%v)", errTxSplit, guard, gerr, failed, n, xerr)}
+}
+
+// maxPipeChunks is the most chunks of one batch that AppendBatch sends in
+// one pipeline of append transactions: Redis appends a chunk while the
+// next ones are on their way, instead of waiting a round trip per chunk.
+const maxPipeChunks = 8
+
+// appendPipelined appends the chunks [start, ends[0]), [ends[0], ends[1]),
+// … of records (two or more) as one pipeline of append transactions
+// (txCommands), each chunk's guard requiring the stream to end at the
+// chunk before it: chunks land in order, and one that did not land makes
+// every one after it fail too (other clients' commands may run between
+// the transactions, never inside one). It returns ids with the ids of the
+// chunks that landed appended, and the first record not yet appended.
+//
+// What stops the pipeline is resolved one chunk at a time, and the caller
+// sends the rest: a chunk not above the stream's last id (another
+// producer appended first) is re-minted above it and sent again
+// (appendChunkIDs); one that ran nothing (a refused transaction) is sent
+// again as it was; for one whose reply was lost, it and each one after it
+// are sent again with their ids as a retry, which tells one that landed,
+// for as long as each turns out to have landed as sent.
+func (c *Client) appendPipelined(ctx context.Context, ref names.StreamRef, records [][]Field, start int, ends []int, ids []brand.ID) ([]brand.ID, int, error) {
+	minted := make([]brand.ID, ends[len(ends)-1]-start)
+	if err := c.mint(minted, 0); err != nil {
+		return ids, start, err
+	}
+	starts := chunkStarts(start, ends)
+	rids := brand.RedisIDs(minted)
+	cmds := make(rueidis.Commands, 0, len(minted)+5*len(ends))
+	after := ""
+	for k, lo := range starts {
+		cids := rids[lo-start : ends[k]-start]
+		cmds = c.txCommands(cmds, ref, cids, records[lo:ends[k]], after)
+		after = cids[len(cids)-1]
+	}
+	res := c.rdb.DoMulti(ctx, cmds...)
+	at := 0 // the first reply of chunk k
+	for k, lo := range starts {
+		e := ends[k]
+		cids := minted[lo-start : e-start]
+		n := e - lo + 4
+		reply, err := txOutcome(cids, res[at:at+n])
+		at += n
+		var unknown *unknownOutcome
+		switch {
+		case err == nil && reply[0] == "OK":
+			c.stats.chunks.Add(1)
+			ids = append(ids, cids...)
+			continue
+		case err == nil: // {"TOP", last id}
+			top, err := brandedFloor(reply[1])
+			if err != nil {
+				return ids, lo, fmt.Errorf("stream top %s: %w", reply[1], err)
+			}
+			c.stats.remints.Add(1)
+			if err := c.mint(cids, top); err != nil {
+				return ids, lo, err
+			}
+			fallthrough
+		case isServerError(err) && !errors.As(err, &unknown): // nothing ran
+			got, _, err := c.appendChunkIDs(ctx, ref, records[lo:e], cids, false)
+			ids = append(ids, got...)
+			if err != nil {
+				return ids, lo, err
+			}
+			return ids, e, nil
+		case errors.As(err, &unknown):
+			return ids, lo, err
+		}
+		// The reply was lost: this chunk, and each after it while the one
+		// before it landed, may have landed.
+		for j := k; j < len(ends); j++ {
+			lo, e := starts[j], ends[j]
+			cids := minted[lo-start : e-start]
+			got, asSent, err := c.appendChunkIDs(ctx, ref, records[lo:e], cids, true)
+			ids = append(ids, got...)
+			if err != nil {
+				return ids, lo, err
+			}
+			if !asSent {
+				return ids, e, nil // it was not there: neither is any after it
+			}
+		}
+		return ids, ends[len(ends)-1], nil
+	}
+	return ids, ends[len(ends)-1], nil
+}
+
+// chunkStarts returns the start of each chunk of [start, ends[last]) that
+// ends at ends.
+func chunkStarts(start int, ends []int) []int {
+	starts := make([]int, len(ends))
+	for k := range ends {
+		starts[k] = start
+		start = ends[k]
+	}
+	return starts
 }

@@ -170,6 +170,13 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		DisableCache:     true,
 		AlwaysPipelining: true, // so that cancelling a context ends a blocked XREAD
 		RetryDelay:       readRetryDelay,
+		// A pipeline of append transactions (appendPipelined) reaches Redis
+		// in pieces of this size while the rest is written, instead of in one
+		// write at the end of rueidis's default 0.5 MiB: Redis appends the
+		// first chunks while the client writes the last (HTTP append 0.45× →
+		// 0.48× of pipelined XADD, docs/BENCHMARKS.md), and each connection
+		// holds less.
+		WriteBufferEachConn: 64 << 10,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", ep, err)

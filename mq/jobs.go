@@ -292,7 +292,7 @@ func (c *Client) enqueueChunk(ctx context.Context, keys []string, jobs []Job, id
 			args = append(args, f.Name, f.Value)
 		}
 	}
-	reply, err := c.execChunk(ctx, "enqueue", keys[0], ids, func(bool) ([]string, error) {
+	reply, err := c.execChunk(ctx, "enqueue", keys[0], ids, false, func(bool) ([]string, error) {
 		return c.lua.enqueue.Exec(ctx, c.rdb, keys, args).AsStrSlice()
 	})
 	if err != nil {

@@ -44,6 +44,25 @@ func FormatID(id xid.ID, form IDForm) string {
 	return string(appendID(make([]byte, 0, 41), id, form))
 }
 
+// FormatIDs is FormatID of each of ids (as AppendBatch returns them), as
+// strings that share one backing allocation (the ids of one append's
+// reply, formatted at once).
+func FormatIDs(ids []brand.ID, form IDForm) []string {
+	buf := make([]byte, 0, len(ids)*24)
+	ends := make([]int, len(ids))
+	for i, id := range ids {
+		buf = appendID(buf, id.XID(), form)
+		ends[i] = len(buf)
+	}
+	all := string(buf)
+	out := make([]string, len(ids))
+	start := 0
+	for i, e := range ends {
+		out[i], start = all[start:e], e
+	}
+	return out
+}
+
 // ParseID parses a record id as a range bound or in a record's JSON: the
 // branded form "EVT_…", or a Redis id (xid.ParseBound: "ms-seq", or "ms"
 // alone, which is ms-0 as a start and the last id of ms as an end, as

@@ -497,3 +497,22 @@ func FuzzInputLine(f *testing.F) {
 		}
 	})
 }
+
+// TestFormatIDs: FormatIDs formats each id as FormatID does, in both
+// forms, whether the id is branded or not.
+func TestFormatIDs(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ids := rapid.SliceOf(rapid.Custom(func(t *rapid.T) brand.ID { return brand.ID(rapid.Uint64().Draw(t, "id")) })).Draw(t, "ids")
+		for _, form := range []IDForm{IDBranded, IDRedis} {
+			got := FormatIDs(ids, form)
+			if len(got) != len(ids) {
+				t.Fatalf("%d strings for %d ids", len(got), len(ids))
+			}
+			for i, id := range ids {
+				if want := FormatID(id.XID(), form); got[i] != want {
+					t.Fatalf("form %v, id %d: %q, want %q", form, i, got[i], want)
+				}
+			}
+		}
+	})
+}

@@ -278,8 +278,11 @@ end
 //	KEYS[4]  the slot's append scratch key (appendScratchKey)
 //	ARGV[1]  the stream's member of the registry
 //	ARGV[2]  the chunk's first id, ARGV[3] its last id
+//	ARGV[4]  (optional) the last id the stream must end at: the previous
+//	         chunk's last, for a chunk sent in one pipeline behind it
 //
-// When the first id is above the stream's last id, every XADD after it
+// When the first id is above the stream's last id (and, with ARGV[4], the
+// last id is ARGV[4]: the chunk before it landed), every XADD after it
 // succeeds (ids increase): the guard adds an archived stream to the change
 // feed, as scriptAppend does, and replies {"OK"}. Otherwise it replies
 // {"TOP", last id} and makes every XADD of the chunk fail: when the last
@@ -290,7 +293,7 @@ end
 const scriptAppendGuard = "#!lua\n" + luaTop + `
 local key = KEYS[1]
 local top = lastid(key)
-if cmpid(ARGV[2], top) > 0 then
+if cmpid(ARGV[2], top) > 0 and (ARGV[4] == nil or cmpid(ARGV[4], top) == 0) then
   if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
     redis.call('SADD', KEYS[3], key)
   end

@@ -112,18 +112,32 @@ func (c *Client) appendBatch(ctx context.Context, ref names.StreamRef, records [
 	key := StreamKey(ref)
 	slot := c.slot(key)
 	ids := make([]brand.ID, 0, len(records))
+	fields := func(i int) []Field { return records[i] }
 	for start := 0; start < len(records); {
-		end := c.chunkEnd(len(records), start, func(i int) []Field { return records[i] })
+		var ends []int // the chunks sent next: one, or a pipeline of them
+		for e := start; e < len(records) && len(ends) < maxPipeChunks; {
+			e = c.chunkEnd(len(records), e, fields)
+			ends = append(ends, e)
+			if !c.tx {
+				break
+			}
+		}
 		if err := slot.acquire(ctx); err != nil {
 			return ids, appendError(ref, ids, err)
 		}
-		got, err := c.appendChunk(ctx, ref, records[start:end])
+		var err error
+		if len(ends) == 1 {
+			var got []brand.ID
+			got, err = c.appendChunk(ctx, ref, records[start:ends[0]])
+			ids = append(ids, got...)
+			start = ends[0]
+		} else {
+			ids, start, err = c.appendPipelined(ctx, ref, records, start, ends, ids)
+		}
 		slot.release()
 		if err != nil {
 			return ids, appendError(ref, ids, err)
 		}
-		ids = append(ids, got...)
-		start = end
 	}
 	return ids, nil
 }
@@ -183,16 +197,26 @@ const defaultTxMinRecords = 16
 // under ids no one else mints). Either adds an archived stream to its
 // slot's change feed (DirtySetKey) in the same atomic step.
 func (c *Client) appendChunk(ctx context.Context, ref names.StreamRef, recs [][]Field) ([]brand.ID, error) {
-	key := StreamKey(ref)
-	set, member := ArchivedRegistry(ref)
-	keys := []string{key, set, DirtyOf(ref)}
 	ids := make([]brand.ID, len(recs))
 	if err := c.mint(ids, 0); err != nil {
 		return nil, err
 	}
+	got, _, err := c.appendChunkIDs(ctx, ref, recs, ids, false)
+	return got, err
+}
+
+// appendChunkIDs is appendChunk with the chunk's first ids minted by the
+// caller; lost says that a send of the chunk under those ids got no reply
+// (it may have landed), so the first call is a retry. asSent reports that
+// the chunk is in the stream under ids as given (it landed, now or on that
+// lost send), not re-minted.
+func (c *Client) appendChunkIDs(ctx context.Context, ref names.StreamRef, recs [][]Field, ids []brand.ID, lost bool) (got []brand.ID, asSent bool, err error) {
+	key := StreamKey(ref)
+	set, member := ArchivedRegistry(ref)
+	keys := []string{key, set, DirtyOf(ref)}
 	remints := 0
 	for {
-		reply, err := c.execChunk(ctx, "append", key, ids, func(retry bool) ([]string, error) {
+		reply, err := c.execChunk(ctx, "append", key, ids, lost, func(retry bool) ([]string, error) {
 			if c.tx && !retry && len(recs) >= c.txMin {
 				return c.appendTx(ctx, ref, ids, recs)
 			}
@@ -200,34 +224,35 @@ func (c *Client) appendChunk(ctx context.Context, ref names.StreamRef, recs [][]
 			args = append(args[:1], append([]string{member}, args[1:]...)...)
 			return c.lua.append.Exec(ctx, c.rdb, keys, args).AsStrSlice()
 		})
+		lost = false
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		switch {
 		case len(reply) >= 1 && (reply[0] == "OK" || reply[0] == "LANDED"):
 			c.stats.chunks.Add(1)
-			return ids, nil
+			return ids, remints == 0, nil
 		case len(reply) == 1 && reply[0] == "UNKNOWN":
 			// Only a retry answers this: the lost call may have landed and
 			// been trimmed since. Re-minting could append it twice.
-			return nil, &unknownOutcome{ids: ids, cause: errTrimmedSince}
+			return nil, false, &unknownOutcome{ids: ids, cause: errTrimmedSince}
 		case len(reply) == 2 && reply[0] == "TOP":
 			// Not appended (on a retry: the script proved the lost call
 			// had not landed either, and it can no longer land, being
 			// below the top).
 			top, err := brandedFloor(reply[1])
 			if err != nil {
-				return nil, fmt.Errorf("stream top %s: %w", reply[1], err)
+				return nil, false, fmt.Errorf("stream top %s: %w", reply[1], err)
 			}
 			if remints++; remints > maxRemints {
-				return nil, fmt.Errorf("re-minted %d times above a moving top; giving up", maxRemints)
+				return nil, false, fmt.Errorf("re-minted %d times above a moving top; giving up", maxRemints)
 			}
 			c.stats.remints.Add(1)
 			if err := c.mint(ids, top); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		default:
-			return nil, fmt.Errorf("append script: unexpected reply %q", reply)
+			return nil, false, fmt.Errorf("append script: unexpected reply %q", reply)
 		}
 	}
 }
@@ -239,11 +264,13 @@ func (c *Client) appendChunk(ctx context.Context, ref names.StreamRef, recs [][]
 // is made again up to Options.AppendRetries times after a pause of
 // RetryBackoff doubling each time; retry is set on the calls after a lost
 // reply, so the script must tell (or make harmless) a chunk that had run.
+// lost says that a send of the chunk before this call got no reply.
 // Once a reply was lost, a failure (retries spent, ctx ended, or another
 // error reply) is an *unknownOutcome naming ids; before, nothing ran and the
 // failure is the error itself.
-func (c *Client) execChunk(ctx context.Context, what, key string, ids []brand.ID, call func(retry bool) ([]string, error)) ([]string, error) {
-	lost := false // a call got no reply: it may have run
+func (c *Client) execChunk(ctx context.Context, what, key string, ids []brand.ID, lost bool, call func(retry bool) ([]string, error)) ([]string, error) {
+	// lost: a call got no reply, it may have run (given: an earlier send
+	// of the chunk, in a pipeline, got none)
 	for tries := 0; ; {
 		reply, err := call(lost)
 		var unknown *unknownOutcome
