@@ -81,7 +81,9 @@ func appendError(ref names.StreamRef, appended []brand.ID, err error) error {
 // and sent again; a chunk whose reply was lost is sent again with the same
 // ids, and counts as appended if it had landed, so no record is appended
 // twice. If a later chunk fails, the error is an *AppendError whose
-// Appended lists what did land.
+// Appended lists what did land. With transactions (the default), up to
+// maxPipeChunks chunks go in one round trip, each landing only on the one
+// before it (appendPipelined): the batch's order holds whatever stops it.
 func (c *Client) AppendBatch(ctx context.Context, ref names.StreamRef, records [][]Field) ([]brand.ID, error) {
 	return c.appendBatch(ctx, ref, records, c.opts.Limits.Check)
 }
