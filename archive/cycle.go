@@ -230,6 +230,10 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 	}
 	defer func() {
 		if err != nil {
+			// The next cycle reads the remote head whatever its lease: a
+			// push that failed as diverged (another process's late push
+			// landed first) moved the remote under this archiver's feet.
+			a.forgetHead(ref)
 			a.log.Error("archive cycle failed; the stream keeps what was not trimmed",
 				ref.LogAttr(), "folded", res.Folded, "err", err)
 		}
@@ -265,7 +269,9 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 	if err != nil {
 		return res, err
 	}
-	vol, err := a.openVolume(ctx, ref, seam, ok, token)
+	vol, err := whileHeld(ctx, live, ref, token, a.opts.LeaseTTL, func() (*graft.Volume, error) {
+		return a.openVolume(ctx, ref, seam, ok, token)
+	})
 	if err != nil {
 		return res, err
 	}
@@ -374,7 +380,7 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 	}
 	bound := st
 	if a.opts.TrimAfter == TrimAfterRemote {
-		if bound, err = a.pushed(ctx, vol); err != nil {
+		if bound, err = whileHeld(ctx, live, ref, token, a.opts.LeaseTTL, func() (State, error) { return a.pushed(ctx, vol) }); err != nil {
 			return res, err
 		}
 		if !ok || !bound.W.Less(seam.W) {

@@ -76,6 +76,40 @@ func takeLease(ctx context.Context, live Live, ref names.StreamRef, token int64,
 	return lease{}, fmt.Errorf("lease on %s: unexpected reply %q", where(ref), reply)
 }
 
+// whileHeld runs f, the cycle's work that renews no lease itself (a push
+// of the folds, a pull of another node's), while a goroutine renews lease
+// token of ref every ttl/3, so that work longer than the lease (the first
+// push of a large stream's history) does not let another node take the
+// stream over halfway and fold it all again. The renewals stop when f
+// returns, and at the first one that fails (fenced: another node holds
+// the lease; the cycle's own renewal before its trim reports it).
+func whileHeld[T any](ctx context.Context, live Live, ref names.StreamRef, token int64, ttl time.Duration, f func() (T, error)) (T, error) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(max(ttl/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if _, err := takeLease(ctx, live, ref, token, ttl); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	defer func() {
+		close(done)
+		<-stopped
+	}()
+	return f()
+}
+
 // releaseLease gives up the lease on stream s of queue q if token holds
 // it, and reports whether it did.
 func releaseLease(ctx context.Context, live Live, ref names.StreamRef, token int64) (bool, error) {

@@ -83,8 +83,9 @@ func DeleteRemoteLog(ctx context.Context, rs remote.Store, volume string) (int, 
 // nothing they hold would be lost.
 //
 // The LIST is skipped when token, the cycle's lease, is the one right
-// after the lease of this archiver's last cycle of the stream that read
-// the remote head: fencing tokens grow by one per lease taken, so no other
+// after the lease of this archiver's last cycle of the stream, which read
+// the remote head or skipped it so, and no cycle of the stream failed
+// since (a failed push may have met another process's late one): fencing tokens grow by one per lease taken, so no other
 // process cycled (folded, pushed) the stream in between, and the remote
 // head is still at most the volume's remote LSN (only this process's own
 // pushes moved it since). A quiet stream cycled on every beat therefore
@@ -153,6 +154,14 @@ func (a *Archiver) headKnown(ref names.StreamRef, vol *graft.Volume, token int64
 	}
 	a.checked[ref] = token
 	return true
+}
+
+// forgetHead makes the next cycle of ref read the remote head, whatever
+// its lease (after a failed cycle, see Cycle).
+func (a *Archiver) forgetHead(ref names.StreamRef) {
+	a.headMu.Lock()
+	defer a.headMu.Unlock()
+	delete(a.checked, ref)
 }
 
 // headChecked records that the cycle of lease token read the remote head

@@ -370,3 +370,103 @@ func TestCycleHealsStaleFolds(t *testing.T) {
 		})
 	}
 }
+
+// hookPusher is graft's replication with before run ahead of each push.
+type hookPusher struct {
+	graft.Replication
+	before func()
+}
+
+func (p hookPusher) Push(ctx context.Context, vol *graft.Volume) (remote.SyncPoint, error) {
+	if p.before != nil {
+		p.before()
+	}
+	return p.Replication.Push(ctx, vol)
+}
+
+// TestCycleAfterLostPushReadsHead: another node's late push (its lease
+// ran out while it pushed) lands between this node's pull and its push,
+// so this node's push fails as diverged. The next cycle's lease follows
+// this node's last one, which alone would let it skip reading the remote
+// head; after a failed cycle it reads it anyway, finds its copy diverged,
+// heals it, and the stream cycles on, every record once.
+func TestCycleAfterLostPushReadsHead(t *testing.T) {
+	ctx := testCtx(t)
+	rs, err := remote.Open(ctx, "file://"+t.TempDir(), drivers.All()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	live := connect(t, testRedisURL(t))
+	q := queueName(t)
+	ref := mustRef(t, q, "s")
+	opts := Options{LeaseTTL: 300 * time.Millisecond, LeaseWait: 5 * time.Second, Chunk: 7}
+	a := node(t, live, rs, q, "s", opts)
+	b := node(t, live, rs, q, "s", opts)
+	all := a.append(ctx, 40)
+	if res, err := a.a.Cycle(ctx, ref, Window{Keep: 10}); err != nil || res.Folded != 30 {
+		t.Fatalf("A's cycle: %+v %v", res, err)
+	}
+	all = append(all, a.append(ctx, 20)...)
+	// A folds 20 and dies before its push.
+	a.a.opts.Pusher = failPusher{}
+	if res, err := a.a.Cycle(ctx, ref, Window{Keep: 10}); err == nil || res.Folded != 20 {
+		t.Fatalf("A's cycle with a failing push: %+v %v", res, err)
+	}
+	// B takes the stream over; A's push lands after B's pull.
+	late := func() {
+		if _, err := a.volume(ctx).Push(ctx); err != nil {
+			t.Errorf("A's late push: %v", err)
+		}
+	}
+	b.a.opts.Pusher = hookPusher{before: late}
+	res, err := b.a.Cycle(ctx, ref, Window{Keep: 10})
+	var de *graft.DivergedError
+	if !errors.As(err, &de) || res.Trimmed != 0 {
+		t.Fatalf("B's cycle under A's late push: %+v %v, want diverged, nothing trimmed", res, err)
+	}
+	b.a.opts.Pusher = graft.Replication{}
+	all = append(all, b.append(ctx, 5)...)
+	if res, err = b.a.Cycle(ctx, ref, Window{Keep: 10}); err != nil {
+		t.Fatalf("B's next cycle: %+v %v", res, err)
+	}
+	b.audit(ctx, all)
+	a.a.opts.Pusher = graft.Replication{}
+	if _, err := a.a.Cycle(ctx, ref, Window{Keep: 10}); err != nil {
+		t.Fatalf("A's cycle after B's: %v", err)
+	}
+	a.audit(ctx, all)
+}
+
+// TestCycleSlowPushKeepsLease: a push that takes three times the lease's
+// TTL (the first push of a large history) keeps the cycle's lease: another
+// node trying to take the stream over meanwhile finds it held, and the
+// cycle trims after its push.
+func TestCycleSlowPushKeepsLease(t *testing.T) {
+	ctx := testCtx(t)
+	rs, err := remote.Open(ctx, "file://"+t.TempDir(), drivers.All()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	live := connect(t, testRedisURL(t))
+	q := queueName(t)
+	ref := mustRef(t, q, "s")
+	const ttl = 500 * time.Millisecond
+	a := node(t, live, rs, q, "s", Options{LeaseTTL: ttl, LeaseWait: 5 * time.Second, Chunk: 7})
+	all := a.append(ctx, 40)
+	var during lease
+	var derr error
+	a.a.opts.Pusher = hookPusher{before: func() {
+		time.Sleep(3 * ttl) // longer than the lease, by far
+		during, derr = takeLease(ctx, live, ref, 0, ttl)
+	}}
+	res, err := a.a.Cycle(ctx, ref, Window{Keep: 10})
+	if err != nil || res.Folded != 30 || res.Trimmed != 30 {
+		t.Fatalf("cycle with a slow push: %+v %v", res, err)
+	}
+	if derr != nil || !during.Held || during.Token != res.Token {
+		t.Fatalf("another node during the push: %+v %v, want the lease held by the cycle's token %d", during, derr, res.Token)
+	}
+	a.audit(ctx, all)
+}
