@@ -16,6 +16,7 @@ import (
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 )
 
 var bucketSeq atomic.Int64
@@ -184,6 +185,38 @@ func TestDeleteRemoteLog(t *testing.T) {
 	}
 }
 
+// takeover is two nodes, A and B (each its own data dir), on one file://
+// remote and one Redis, archiving stream q/s with leases of ttl, after A
+// appended 40 records and cycled them with Keep 10 (30 folded, pushed,
+// trimmed).
+type takeover struct {
+	ctx  context.Context
+	live *mq.Client
+	ref  names.StreamRef
+	a, b *env
+	all  []brand.ID
+}
+
+func newTakeover(t *testing.T, ttl time.Duration) *takeover {
+	t.Helper()
+	ctx := testCtx(t)
+	rs, err := remote.Open(ctx, "file://"+t.TempDir(), drivers.All()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	live := connect(t, testRedisURL(t))
+	q := queueName(t)
+	opts := Options{LeaseTTL: ttl, LeaseWait: 5 * time.Second, Chunk: 7}
+	tk := &takeover{ctx: ctx, live: live, ref: mustRef(t, q, "s"),
+		a: node(t, live, rs, q, "s", opts), b: node(t, live, rs, q, "s", opts)}
+	tk.all = tk.a.append(ctx, 40)
+	if res, err := tk.a.a.Cycle(ctx, tk.ref, Window{Keep: 10}); err != nil || res.Folded != 30 {
+		t.Fatalf("A's cycle: %+v %v", res, err)
+	}
+	return tk
+}
+
 // TestCycleTakeoverPulls: two data dirs share one remote and one Redis.
 // Node A folds and pushes, then dies holding the stream's lease. Node B's
 // cycle waits for the lease to expire, pulls the volume from the remote
@@ -308,22 +341,8 @@ func (failPusher) Push(context.Context, *graft.Volume) (remote.SyncPoint, error)
 func TestCycleHealsStaleFolds(t *testing.T) {
 	for _, apptrim := range []bool{false, true} {
 		t.Run(fmt.Sprintf("apptrim=%v", apptrim), func(t *testing.T) {
-			ctx := testCtx(t)
-			rs, err := remote.Open(ctx, "file://"+t.TempDir(), drivers.All()...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rs.Close()
-			live := connect(t, testRedisURL(t))
-			q := queueName(t)
-			ref := mustRef(t, q, "s")
-			opts := Options{LeaseTTL: 300 * time.Millisecond, LeaseWait: 5 * time.Second, Chunk: 7}
-			a := node(t, live, rs, q, "s", opts)
-			b := node(t, live, rs, q, "s", opts)
-			all := a.append(ctx, 40)
-			if res, err := a.a.Cycle(ctx, ref, Window{Keep: 10}); err != nil || res.Folded != 30 {
-				t.Fatalf("A's cycle: %+v %v", res, err)
-			}
+			tk := newTakeover(t, 300*time.Millisecond)
+			ctx, live, ref, a, b, all := tk.ctx, tk.live, tk.ref, tk.a, tk.b, tk.all
 			b.a.opts.Pusher = failPusher{}
 			all = append(all, b.append(ctx, 20)...)
 			if res, err := b.a.Cycle(ctx, ref, Window{Keep: 10}); err == nil || res.Folded != 20 || res.Trimmed != 0 {
@@ -391,22 +410,8 @@ func (p hookPusher) Push(ctx context.Context, vol *graft.Volume) (remote.SyncPoi
 // head; after a failed cycle it reads it anyway, finds its copy diverged,
 // heals it, and the stream cycles on, every record once.
 func TestCycleAfterLostPushReadsHead(t *testing.T) {
-	ctx := testCtx(t)
-	rs, err := remote.Open(ctx, "file://"+t.TempDir(), drivers.All()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	live := connect(t, testRedisURL(t))
-	q := queueName(t)
-	ref := mustRef(t, q, "s")
-	opts := Options{LeaseTTL: 300 * time.Millisecond, LeaseWait: 5 * time.Second, Chunk: 7}
-	a := node(t, live, rs, q, "s", opts)
-	b := node(t, live, rs, q, "s", opts)
-	all := a.append(ctx, 40)
-	if res, err := a.a.Cycle(ctx, ref, Window{Keep: 10}); err != nil || res.Folded != 30 {
-		t.Fatalf("A's cycle: %+v %v", res, err)
-	}
+	tk := newTakeover(t, 300*time.Millisecond)
+	ctx, ref, a, b, all := tk.ctx, tk.ref, tk.a, tk.b, tk.all
 	all = append(all, a.append(ctx, 20)...)
 	// A folds 20 and dies before its push.
 	a.a.opts.Pusher = failPusher{}
@@ -443,18 +448,10 @@ func TestCycleAfterLostPushReadsHead(t *testing.T) {
 // node trying to take the stream over meanwhile finds it held, and the
 // cycle trims after its push.
 func TestCycleSlowPushKeepsLease(t *testing.T) {
-	ctx := testCtx(t)
-	rs, err := remote.Open(ctx, "file://"+t.TempDir(), drivers.All()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	live := connect(t, testRedisURL(t))
-	q := queueName(t)
-	ref := mustRef(t, q, "s")
 	const ttl = 500 * time.Millisecond
-	a := node(t, live, rs, q, "s", Options{LeaseTTL: ttl, LeaseWait: 5 * time.Second, Chunk: 7})
-	all := a.append(ctx, 40)
+	tk := newTakeover(t, ttl)
+	ctx, live, ref, a := tk.ctx, tk.live, tk.ref, tk.a
+	all := append(tk.all, a.append(ctx, 40)...)
 	var during lease
 	var derr error
 	a.a.opts.Pusher = hookPusher{before: func() {
@@ -462,7 +459,7 @@ func TestCycleSlowPushKeepsLease(t *testing.T) {
 		during, derr = takeLease(ctx, live, ref, 0, ttl)
 	}}
 	res, err := a.a.Cycle(ctx, ref, Window{Keep: 10})
-	if err != nil || res.Folded != 30 || res.Trimmed != 30 {
+	if err != nil || res.Folded != 40 || res.Trimmed != 40 {
 		t.Fatalf("cycle with a slow push: %+v %v", res, err)
 	}
 	if derr != nil || !during.Held || during.Token != res.Token {
