@@ -324,6 +324,11 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 			return res, err
 		}
 	}
+	if a.opts.TrimAfter == TrimAfterRemote && ok {
+		if err := a.followPushes(ctx, ref, vol, st, seam); err != nil {
+			return res, err
+		}
+	}
 	cut, hasCut, err := live.WindowCut(ctx, ref, w, a.opts.Clock())
 	if err != nil {
 		return res, err
@@ -563,6 +568,28 @@ func (a *Archiver) remoteState(ctx context.Context, vol *graft.Volume) (State, e
 	}
 	defer snap.Close()
 	return stateAt(ctx, snap)
+}
+
+// followPushes raises the seam cache of ref to the state of vol the remote
+// holds, when a push outside a cycle (background replication, a push after
+// a kill) carried folds the cache does not name yet: with TrimAfterRemote
+// the cache follows the pushes, and only a cycle's own push rewrote it, so
+// a cycle with nothing to cut left it behind them. st is the local state;
+// the cache only ever rises. A cache at the pushed LSN costs one look at
+// the sync point.
+func (a *Archiver) followPushes(ctx context.Context, ref names.StreamRef, vol *graft.Volume, st State, seam Seam) error {
+	lsn, err := a.opts.Pusher.Pushed(ctx, vol)
+	if err != nil {
+		return fmt.Errorf("archive: pushed LSN of %s: %w", vol.Name(), err)
+	}
+	if lsn <= seam.LSN {
+		return nil
+	}
+	bound, err := a.remoteState(ctx, vol)
+	if err != nil || bound.Empty() || !seam.W.Less(bound.W) {
+		return err
+	}
+	return a.publish(ctx, ref, st, bound)
 }
 
 // pushed pushes vol and returns the archive state at the newest LSN the

@@ -467,3 +467,37 @@ func TestCycleSlowPushKeepsLease(t *testing.T) {
 	}
 	a.audit(ctx, all)
 }
+
+// TestQuietCycleRaisesSeamToPush: folds pushed outside a cycle (a node's
+// background replication, or a push after a kill left them unpushed) are
+// named by the seam cache after the next cycle, even one with nothing to
+// cut: with trim-after remote the cache follows the pushes, and a cycle
+// that stopped before its own push left it behind them.
+func TestQuietCycleRaisesSeamToPush(t *testing.T) {
+	tk := newTakeover(t, 300*time.Millisecond)
+	ctx, live, ref, a := tk.ctx, tk.live, tk.ref, tk.a
+	a.append(ctx, 20)
+	a.a.opts.Pusher = failPusher{}
+	if res, err := a.a.Cycle(ctx, ref, Window{Keep: 10}); err == nil || res.Folded != 20 {
+		t.Fatalf("cycle with a failing push: %+v %v", res, err)
+	}
+	a.a.opts.Pusher = graft.Replication{}
+	vol := a.volume(ctx)
+	if _, err := vol.Push(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := a.a.Cycle(ctx, ref, Window{Keep: 1000}); err != nil || res.Folded != 0 {
+		t.Fatalf("quiet cycle: %+v %v", res, err)
+	}
+	seam, ok, err := GetArchived(ctx, live, ref)
+	if err != nil || !ok {
+		t.Fatalf("seam cache: %+v %v %v", seam, ok, err)
+	}
+	st, err := Frontier(ctx, vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seam.W != st.W {
+		t.Fatalf("the seam cache names %v, the pushed volume ends at %v", seam.W, st.W)
+	}
+}
