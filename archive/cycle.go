@@ -324,16 +324,19 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 			return res, err
 		}
 	}
-	if a.opts.TrimAfter == TrimAfterRemote && ok {
-		if err := a.followPushes(ctx, ref, vol, st, seam); err != nil {
-			return res, err
-		}
-	}
 	cut, hasCut, err := live.WindowCut(ctx, ref, w, a.opts.Clock())
 	if err != nil {
 		return res, err
 	}
 	if !hasCut {
+		// Nothing to cut, so no push of this cycle's: a cache left behind
+		// pushes made outside a cycle is raised here (a cycle that folds
+		// rewrites it after its own push).
+		if a.opts.TrimAfter == TrimAfterRemote && ok {
+			if err := a.followPushes(ctx, ref, vol, st, seam); err != nil {
+				return res, err
+			}
+		}
 		_, err := a.retain(ctx, ref, vol, st, &res)
 		return res, err
 	}
@@ -574,9 +577,9 @@ func (a *Archiver) remoteState(ctx context.Context, vol *graft.Volume) (State, e
 // holds, when a push outside a cycle (background replication, a push after
 // a kill) carried folds the cache does not name yet: with TrimAfterRemote
 // the cache follows the pushes, and only a cycle's own push rewrote it, so
-// a cycle with nothing to cut left it behind them. st is the local state;
-// the cache only ever rises. A cache at the pushed LSN costs one look at
-// the sync point.
+// a cycle with nothing to cut (which pushes nothing, and calls this) left
+// it behind them. st is the local state; the cache only ever rises. A
+// cache at the pushed LSN costs one look at the sync point.
 func (a *Archiver) followPushes(ctx context.Context, ref names.StreamRef, vol *graft.Volume, st State, seam Seam) error {
 	lsn, err := a.opts.Pusher.Pushed(ctx, vol)
 	if err != nil {
