@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"bytes"
 	"strings"
 )
 
@@ -18,11 +17,12 @@ const (
 	ScopeRead
 	// ScopeWrite also runs commands that write data.
 	ScopeWrite
-	// ScopeAdmin also runs server administration (CONFIG, FLUSHALL, ACL
-	// changes, CLIENT KILL, DEBUG, SHUTDOWN, …) and any write to
-	// echostore's own keys (emq:…) or to an archived stream key but appends
-	// and consumer-group commands (an XADD that trims, MAXLEN or MINID, is
-	// no plain append to an archived stream key: admin too).
+	// ScopeAdmin also runs server administration (CONFIG, ACL changes,
+	// CLIENT KILL, SHUTDOWN, …). No scope lifts the write rule (package
+	// writerule): what would drop entries of an archived stream that the
+	// archive has not folded, or delete, overwrite, expire or rename it or
+	// echostore's own keys (emq:…), is refused to admin too; admin alone
+	// may run XGROUP DESTROY, SETID and DELCONSUMER on a stream under emq:.
 	ScopeAdmin
 )
 
@@ -59,11 +59,11 @@ var readCommands = set(
 	"subscribe", "psubscribe", "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe", "pubsub",
 )
 
-// adminCommands administer the server, or run scripts: a script can run
-// any command on any key, whatever keys its arguments name (an archived
-// stream's XTRIM, FLUSHALL), so EVAL, EVALSHA and FCALL are admin's; their
-// read-only forms (EVAL_RO, FCALL_RO), which Redis refuses to let write,
-// are read's.
+// adminCommands administer the server, or run scripts (EVAL, EVALSHA and
+// FCALL; their read-only forms, which Redis refuses to let write, are
+// read's). The write rule refuses some of them whatever the token
+// (writerule.CheckCommand: FLUSHALL, FLUSHDB, SWAPDB, DEBUG, REPLICAOF,
+// the scripts, …), before the scope is checked.
 var adminCommands = set(
 	"config", "flushall", "flushdb", "debug", "shutdown", "save", "bgsave", "bgrewriteaof", "replicaof", "slaveof",
 	"failover", "module", "swapdb", "migrate", "sync", "psync", "slowlog", "latency", "monitor", "acl", "cluster",
@@ -84,10 +84,6 @@ var readSubcommands = map[string]map[string]bool{
 var writeSubcommands = map[string]map[string]bool{
 	"script": set("load"),
 }
-
-// ownKeyCommands may touch echostore's own keys (emq:…) with the write
-// scope: appending to a stream and working its consumer groups.
-var ownKeyCommands = set("xadd", "xack", "xgroup", "xreadgroup", "xclaim", "xautoclaim")
 
 // refused are commands the front does not relay: their replies do not
 // follow the one-reply-per-command rule it keeps (CLIENT REPLY OFF|SKIP,
@@ -114,37 +110,7 @@ func needs(name string, args [][]byte) Scope {
 	if name == "memory" && len(args) > 1 && !readSubcommands["memory"][strings.ToLower(string(args[1]))] {
 		sc = ScopeAdmin // MEMORY PURGE
 	}
-	if sc == ScopeWrite && !ownKeyCommands[name] {
-		for _, a := range args[1:] {
-			if bytes.HasPrefix(a, []byte("emq:")) {
-				return ScopeAdmin
-			}
-		}
-	}
 	return sc
-}
-
-// guardsArchived reports whether a command that needs the write scope
-// (needs) writes something that becomes admin's when one of its arguments
-// is an archived stream key: every write but a plain append and the
-// consumer-group commands. An XADD with MAXLEN or MINID trims entries the
-// archive has not folded yet, as XTRIM does: it is guarded.
-func guardsArchived(name string, args [][]byte) bool {
-	if name != "xadd" {
-		return !ownKeyCommands[name]
-	}
-	// XADD key [NOMKSTREAM] [MAXLEN|MINID …] id field value …: the trim
-	// option comes before the id, so that a field named MAXLEN is no trim.
-	for i := 2; i < len(args) && i < 4; i++ {
-		switch {
-		case bytes.EqualFold(args[i], []byte("nomkstream")):
-			continue
-		case bytes.EqualFold(args[i], []byte("maxlen")), bytes.EqualFold(args[i], []byte("minid")):
-			return true
-		}
-		return false
-	}
-	return false
 }
 
 func set(names ...string) map[string]bool {

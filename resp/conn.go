@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/tidwall/redcon"
-
-	"github.com/echostore/echostore/names"
 )
 
 // conn is one client connection and its dedicated upstream connection.
@@ -39,6 +37,7 @@ type conn struct {
 	proto   int  // 2 or 3
 	db      int  // the database the upstream connection has selected
 	multi   bool // inside MULTI (as Redis confirmed it)
+	doomed  bool // inside MULTI, the front refused a command: EXEC aborts
 	pending []post
 	buf     []byte // scratch for replies
 	big     []byte // the buffer of the replies the front builds (replyBuf)
@@ -50,7 +49,7 @@ type conn struct {
 // post is what a relayed command's reply changes in the connection's
 // state, applied when the reply arrives.
 type post struct {
-	kind byte // 0 none, 's' SELECT, 'm' MULTI, 'e' EXEC or DISCARD, 'h' HELLO
+	kind byte // 0 none, 's' SELECT, 'm' MULTI, 'e' EXEC or DISCARD, 'x' EXEC of a doomed MULTI (sent as DISCARD), 'h' HELLO
 	n    int
 }
 
@@ -133,6 +132,16 @@ func (c *conn) serve(ctx context.Context) {
 	}
 }
 
+// refuse writes a refusal the front made (after the replies still due,
+// which the caller drained: c.multi is Redis's): inside MULTI it dooms the
+// transaction, as Redis's own refusal of a queued command does.
+func (c *conn) refuse(rep []byte) {
+	if c.multi {
+		c.doomed = true
+	}
+	c.writeLocal(rep)
+}
+
 // writeLocal writes a reply the front made, after the replies still due.
 func (c *conn) writeLocal(b []byte) {
 	c.wmu.Lock()
@@ -182,6 +191,9 @@ func (c *conn) drain() error {
 			}
 		case 'e':
 			c.multi = false
+		case 'x':
+			c.multi = false
+			rep = appendError(c.buf[:0], "EXECABORT Transaction discarded because of previous errors.")
 		case 'h':
 			if ok {
 				c.proto = p.n
@@ -272,18 +284,23 @@ func (c *conn) command(ctx context.Context, cmd redcon.Command) bool {
 	}
 	if refused[name] || (name == "client" && len(args) > 1 && bytes.EqualFold(args[1], []byte("reply"))) {
 		c.drain()
-		c.writeLocal(appendError(nil, "ERR echostore: "+string(bytes.ToUpper(args[0]))+" is not relayed by the echostore front (docs/RESP.md)"))
+		c.refuse(appendError(nil, "ERR echostore: "+string(bytes.ToUpper(args[0]))+" is not relayed by the echostore front (docs/RESP.md)"))
+		return true
+	}
+	if rep := c.checkCommand(args); rep != nil {
+		c.drain()
+		c.refuse(rep)
 		return true
 	}
 	if need := needs(name, args); c.id.Scope < need {
 		c.drain()
-		c.writeLocal(appendError(nil, "NOPERM this token ("+c.id.Name+", scope "+c.id.Scope.String()+") cannot run '"+
+		c.refuse(appendError(nil, "NOPERM this token ("+c.id.Name+", scope "+c.id.Scope.String()+") cannot run '"+
 			name+"': it needs the "+need.String()+" scope"))
 		return true
 	}
-	if rep := c.guardArchived(ctx, name, args); rep != nil {
+	if rep := c.checkRule(ctx, name, args); rep != nil {
 		c.drain()
-		c.writeLocal(rep)
+		c.refuse(rep)
 		return true
 	}
 	if streamRead[name] && c.s.cfg.Archive != nil && c.s.cfg.Lookup != nil {
@@ -312,6 +329,13 @@ func (c *conn) command(ctx context.Context, cmd redcon.Command) bool {
 		p.kind = 'm'
 	case "exec", "discard":
 		p.kind = 'e'
+		if name == "exec" && c.doomed {
+			// A command of the transaction was refused as it was queued:
+			// Redis aborts such a transaction, so the front does too.
+			c.doomed = false
+			return c.forward(appendCommand(nil, "DISCARD"), post{kind: 'x'}) == nil
+		}
+		c.doomed = false
 	}
 	if err := c.forward(cmd.Raw, p); err != nil {
 		return false
@@ -421,7 +445,7 @@ func (c *conn) reset(ctx context.Context) bool {
 	}
 	c.up.Close()
 	c.up, c.ur, c.uw = up, ur, bufio.NewWriterSize(up, 64<<10)
-	c.proto, c.db, c.multi = 2, c.s.cfg.Upstream.DB, false
+	c.proto, c.db, c.multi, c.doomed = 2, c.s.cfg.Upstream.DB, false, false
 	if c.s.cfg.Authenticate != nil {
 		c.id, c.authed = Identity{}, false
 		c.cr.bound()
@@ -573,11 +597,15 @@ func (c *conn) relayCommand(ctx context.Context, cmd redcon.Command) bool {
 			return true
 		}
 	}
+	if rep := c.checkCommand(cmd.Args); rep != nil {
+		c.writeLocal(rep)
+		return true
+	}
 	if need := needs(name, cmd.Args); !c.authed || c.id.Scope < need {
 		c.writeLocal(appendError(nil, "NOPERM this token cannot run '"+name+"': it needs the "+need.String()+" scope"))
 		return true
 	}
-	if rep := c.guardArchived(ctx, name, cmd.Args); rep != nil {
+	if rep := c.checkRule(ctx, name, cmd.Args); rep != nil {
 		c.writeLocal(rep)
 		return true
 	}
@@ -685,42 +713,4 @@ func (r *clientReader) Read(p []byte) (int, error) {
 	}
 	r.mu.Unlock()
 	return n, err
-}
-
-// guardArchived returns the error reply of a write to an archived stream
-// key that the connection's scope cannot make (an admin's: see
-// guardsArchived), and nil when the command may run. It asks the Lookup
-// about each argument (after the command's name) of a guarded write from
-// a connection below the admin scope: one lookup each, keys outside
-// emq:… (which needs already gives admin). A lookup that fails refuses
-// the write.
-func (c *conn) guardArchived(ctx context.Context, name string, args [][]byte) []byte {
-	if c.id.Scope >= ScopeAdmin || c.s.cfg.Lookup == nil || readCommands[name] || adminCommands[name] || !guardsArchived(name, args) {
-		return nil
-	}
-	for i, a := range args[1:] {
-		if len(a) == 0 || len(a) > names.MaxKeyLen || bytes.HasPrefix(a, []byte(names.ReservedKeyPrefix)) {
-			continue
-		}
-		seen := false
-		for _, b := range args[1 : i+1] {
-			if bytes.Equal(a, b) {
-				seen = true
-				break
-			}
-		}
-		if seen {
-			continue
-		}
-		_, arch, err := c.s.cfg.Lookup.Archived(ctx, a)
-		if err != nil {
-			c.s.log.Warn("resp: archived key lookup failed", "err", err)
-			return appendError(nil, "ERR echostore: cannot tell whether the command writes an archived stream: "+err.Error())
-		}
-		if arch {
-			return appendError(nil, "NOPERM this token ("+c.id.Name+", scope "+c.id.Scope.String()+") cannot run '"+name+
-				"' on "+strconv.Quote(string(a))+": it is an archived stream (only appends and consumer-group commands need no more than write); it needs the admin scope")
-		}
-	}
-	return nil
 }

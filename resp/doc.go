@@ -17,6 +17,11 @@
 //     subscribed.
 //   - The scope each command needs (Scope; needs in commands.go), and the
 //     commands it refuses to relay (MONITOR, SYNC, PSYNC, CLIENT REPLY).
+//   - Asking the write rule (package writerule) about every command,
+//     whatever the token (rule.go): its Lookup answers the rule's Keys
+//     (archived? and, through Watermarks, the watermark W), and a refused
+//     command inside MULTI dooms the transaction (EXEC answers
+//     EXECABORT, as Redis's own refusal of a queued command does).
 //   - ReadReply and Elements: a RESP2 and RESP3 reply reader that keeps
 //     each reply's bytes (fuzzed), for Redis's replies.
 //   - The one conversion between record ids and Redis ids (id.go).
@@ -30,8 +35,13 @@
 //   - With Config.Authenticate set, nothing but AUTH, HELLO … AUTH, QUIT
 //     and RESET runs before a token is given, and nothing beyond its
 //     token's scope after; no token or password is ever logged.
+//   - Nothing the write rule refuses reaches Redis, with any token or none:
+//     no trim past an archived stream's watermark, no delete, overwrite,
+//     expiry or rename of it or of echostore's own keys, no script, no
+//     FLUSHALL (docs/RESP.md, "The write rule").
 //   - Inside MULTI, while subscribed, and in a database other than
-//     Upstream.DB, every command is relayed (live data only).
+//     Upstream.DB, every command the write rule lets through is relayed
+//     (live data only).
 //
 // Client commands are parsed by github.com/tidwall/redcon's Reader; the
 // lookup of archived keys is the Lookup interface (StreamLookup for

@@ -287,7 +287,8 @@ func TestPubSub(t *testing.T) {
 
 // TestAuth: with tokens, nothing but AUTH and HELLO … AUTH runs before a
 // token is given; a read token reads, a write token writes, admin
-// commands and writes to echostore's own keys need admin.
+// commands need admin; scripts (EVAL, EVALSHA, FCALL) are refused by the
+// write rule to every token, admin's too.
 func TestAuth(t *testing.T) {
 	e := newEnv(t, true)
 	_, key := e.ref("auth")
@@ -315,7 +316,7 @@ func TestAuth(t *testing.T) {
 		{[]string{"CLIENT", "KILL", "ID", "1"}, "-NOPERM"},
 		{[]string{"CLIENT", "ID"}, ":"},
 		// A script can run any command on any key, an archived stream's
-		// XTRIM included, whatever its arguments say: admin's.
+		// XTRIM included, whatever its arguments say: refused.
 		{[]string{"EVAL", "return redis.call('XTRIM', KEYS[1], 'MAXLEN', 0)", "1", key}, "-NOPERM"},
 		{[]string{"EVALSHA", "0000000000000000000000000000000000000000", "0"}, "-NOPERM"},
 		{[]string{"FCALL", "f", "0"}, "-NOPERM"},
@@ -323,7 +324,9 @@ func TestAuth(t *testing.T) {
 		{[]string{"XLEN", key}, ":1"},
 		{[]string{"AUTH", adminToken}, "+OK"},
 		{[]string{"CONFIG", "GET", "maxmemory"}, "*2"},
-		{[]string{"EVAL", "return 1", "0"}, ":1"},
+		// The write rule: no token runs a script through the front.
+		{[]string{"EVAL", "return 1", "0"}, "-NOPERM echostore: EVAL is refused"},
+		{[]string{"SCRIPT", "LOAD", "return 1"}, "$40"},
 		{[]string{"MONITOR"}, "-ERR echostore"},
 		{[]string{"CLIENT", "REPLY", "OFF"}, "-ERR echostore"},
 	} {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // QueueLookup is the Lookup of echostore's queue streams: the key
@@ -28,6 +29,20 @@ func (l QueueLookup) Archived(ctx context.Context, key []byte) (names.StreamRef,
 		return names.StreamRef{}, false, err
 	}
 	return ref, arch, nil
+}
+
+// Watermark implements Watermarks: W from the seam cache of ref
+// (archive.GetArchived).
+func (l QueueLookup) Watermark(ctx context.Context, ref names.StreamRef) (xid.ID, bool, error) {
+	return watermark(ctx, l.Live, ref)
+}
+
+func watermark(ctx context.Context, live archive.Live, ref names.StreamRef) (xid.ID, bool, error) {
+	seam, ok, err := archive.GetArchived(ctx, live, ref)
+	if err != nil || !ok {
+		return xid.ID{}, false, err
+	}
+	return seam.W, true, nil
 }
 
 // queueStreamKey parses emq:{Q}:stream:S.
@@ -74,4 +89,10 @@ func (l StreamLookup) Archived(ctx context.Context, key []byte) (names.StreamRef
 		return names.StreamRef{}, false, err
 	}
 	return ref, arch, nil
+}
+
+// Watermark implements Watermarks: W from the seam cache of ref, a queue's
+// stream or a key stream (archive.GetArchived).
+func (l StreamLookup) Watermark(ctx context.Context, ref names.StreamRef) (xid.ID, bool, error) {
+	return watermark(ctx, l.Live, ref)
 }

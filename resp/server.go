@@ -11,6 +11,7 @@ import (
 
 	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/xid"
 )
 
 // DefaultMaxReply bounds the bytes of one reply the front builds itself
@@ -29,12 +30,23 @@ type Archive interface {
 
 // Lookup tells which Redis keys are archived streams. It is the one place
 // that maps a key to a stream (StreamLookup: the emq:{Q}:stream:S keys of
-// queues and streams at any key). The front also asks it about the
-// arguments of writes from tokens below admin (ScopeAdmin).
+// queues and streams at any key). The front also asks it about the keys
+// of writes, for the write rule (package writerule), whatever the token.
 type Lookup interface {
 	// Archived reports whether key is the key of an archived stream, and
 	// which. An error means the front cannot tell; the command fails.
 	Archived(ctx context.Context, key []byte) (names.StreamRef, bool, error)
+}
+
+// Watermarks is what a Lookup may also answer, for the write rule
+// (package writerule): the watermark W of an archived stream, the newest
+// record folded into its archive, as its seam cache in Redis holds it
+// (archive.GetArchived: one HGETALL). The front asks it only for a trim
+// of an archived stream. A Lookup without it: every trim of an archived
+// stream is refused.
+type Watermarks interface {
+	// Watermark returns W of ref; ok is false when nothing is folded yet.
+	Watermark(ctx context.Context, ref names.StreamRef) (w xid.ID, ok bool, err error)
 }
 
 // Identity is who authenticated a connection, and what it may do.
