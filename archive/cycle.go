@@ -444,8 +444,15 @@ func (a *Archiver) missing(ctx context.Context, ref names.StreamRef) (bool, erro
 // scriptMissing replies 1 when the stream KEYS[1] does not exist and
 // ARGV[1] is not a member of its archived registry KEYS[2], else 0: one
 // atomic look, so a stream created meanwhile is never taken for missing.
+// A key that holds another type than a stream fails with Redis's
+// WRONGTYPE (the XLEN), so that a cycle of it is refused
+// (mq.ErrWrongType) before it takes a lease or creates a volume.
 var scriptMissing = mq.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then return 1 end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 0 then return 1 end
+  return 0
+end
+redis.call('XLEN', KEYS[1])
 return 0
 `)
 

@@ -54,6 +54,11 @@ func (a *Archiver) Delete(ctx context.Context, ref names.StreamRef) (res DeleteR
 		return res, err
 	}
 	live := a.opts.Live
+	// A key that holds another type than a stream is refused before
+	// anything is taken or dropped (mq.ErrWrongType).
+	if _, err := live.Info(ctx, ref); err != nil {
+		return res, fmt.Errorf("archive delete %s: %w; nothing was deleted", ref, err)
+	}
 	token, err := a.acquire(ctx, ref)
 	if err != nil {
 		return res, err

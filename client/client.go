@@ -291,6 +291,7 @@ const (
 	CodeTimeout             = "timeout"
 	CodeConflict            = "conflict"
 	CodeIDConflict          = "id_conflict"
+	CodeWrongType           = "wrong_type"
 	CodeWouldDiscard        = "would_discard"
 	CodeRemoteMismatch      = "remote_mismatch"
 	CodeTooLarge            = "too_large"
@@ -328,8 +329,12 @@ var (
 	// ErrNotFound: no such volume, job, or route.
 	ErrNotFound error = &sentinel{"client: not found", []string{CodeNotFound}, http.StatusNotFound}
 	// ErrConflict: the stream's lease was lost, its volume is missing or
-	// behind, or a job was enqueued twice under one id.
-	ErrConflict error = &sentinel{"client: conflict", []string{CodeConflict, CodeIDConflict}, http.StatusConflict}
+	// behind, a job was enqueued twice under one id, or the stream's key
+	// holds another type (ErrWrongType).
+	ErrConflict error = &sentinel{"client: conflict", []string{CodeConflict, CodeIDConflict, CodeWrongType}, http.StatusConflict}
+	// ErrWrongType: the stream's Redis key holds another type (a hash, a
+	// string, …): nothing was done; the message names the key and its type.
+	ErrWrongType error = &sentinel{"client: the key holds another type than a stream", []string{CodeWrongType}, 0}
 	// ErrWouldDiscard: a reset refused to drop acknowledged records.
 	ErrWouldDiscard error = &sentinel{"client: the reset would discard acknowledged records", []string{CodeWouldDiscard}, 0}
 	// ErrRemoteMismatch: the volume's remote log is not the one it follows.

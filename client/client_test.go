@@ -250,6 +250,7 @@ func TestCodes(t *testing.T) {
 		{client.CodeNotFound, server.CodeNotFound}, {client.CodeMethodNotAllowed, server.CodeMethodNotAllowed},
 		{client.CodeTimeout, server.CodeTimeout}, {client.CodeConflict, server.CodeConflict},
 		{client.CodeIDConflict, server.CodeIDConflict}, {client.CodeWouldDiscard, server.CodeWouldDiscard},
+		{client.CodeWrongType, server.CodeWrongType},
 		{client.CodeRemoteMismatch, server.CodeRemoteMismatch}, {client.CodeTooLarge, server.CodeTooLarge},
 		{client.CodeTooManyStreams, server.CodeTooManyStreams}, {client.CodeTooManyQueues, server.CodeTooManyQueues},
 		{client.CodeInsufficientStorage, server.CodeInsufficientStorage}, {client.CodeUnavailable, server.CodeUnavailable},

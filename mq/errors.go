@@ -1,8 +1,12 @@
 package mq
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/redis/rueidis"
 )
 
 // Sentinel errors. Callers branch on them with errors.Is; the errors
@@ -116,4 +120,72 @@ func clip(s string) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// ErrWrongType: a key holds another type than the command needs, such as
+// a hash or a string where a stream is read, appended to or trimmed (Redis's
+// WRONGTYPE reply). Nothing was written. The error is a *WrongTypeError
+// naming the key and its type.
+var ErrWrongType = errors.New("key holds the wrong type")
+
+// WrongTypeError reports a WRONGTYPE reply: Key holds a Type (as Redis's
+// TYPE names it: "hash", "string", "list", "set", "zset") where a stream
+// is wanted. Key is "" when no stream key of the command holds another
+// type (another key of a script did). It wraps ErrWrongType and the reply.
+type WrongTypeError struct {
+	Key  string // the key that holds another type than a stream
+	Type string // its type, TYPE's reply
+	Err  error  // Redis's WRONGTYPE reply
+}
+
+func (e *WrongTypeError) Error() string {
+	if e.Key == "" {
+		return fmt.Sprintf("a key of the command holds another type than echostore keeps there: %v", e.Err)
+	}
+	return fmt.Sprintf("key %q holds a %s, not a stream", clip(e.Key), e.Type)
+}
+
+func (e *WrongTypeError) Unwrap() []error { return []error{ErrWrongType, e.Err} }
+
+// isWrongType reports whether err is, or wraps, Redis's WRONGTYPE reply.
+func isWrongType(err error) bool {
+	var re *rueidis.RedisError
+	return errors.As(err, &re) && !re.IsNil() && strings.HasPrefix(re.Error(), "WRONGTYPE")
+}
+
+// typeError turns a WRONGTYPE reply into a *WrongTypeError that names the
+// first of keys that should hold a stream (isStreamKey) and holds another
+// type: one TYPE per such key, asked only here, on the error path. Any
+// other error, and one that is a *WrongTypeError already, is returned as
+// it is.
+func (c *Client) typeError(ctx context.Context, err error, keys ...string) error {
+	var wte *WrongTypeError
+	if !isWrongType(err) || errors.As(err, &wte) {
+		return err
+	}
+	wte = &WrongTypeError{Err: err}
+	for _, k := range keys {
+		if !isStreamKey(k) {
+			continue
+		}
+		typ, terr := c.rdb.Do(ctx, c.rdb.B().Type().Key(k).Build()).ToString()
+		if terr == nil && typ != "stream" && typ != "none" {
+			wte.Key, wte.Type = k, typ
+			break
+		}
+	}
+	return wte
+}
+
+// isStreamKey reports whether key is one that holds a stream: any key
+// outside echostore's namespace (a key stream, a replay target) or the
+// stream key of a queue's stream, emq:{Q}:stream:S (names hold no ':').
+// echostore's other keys (seam caches, leases, sets) hold other types.
+func isStreamKey(key string) bool {
+	rest, ok := strings.CutPrefix(key, "emq:{")
+	if !ok {
+		return true
+	}
+	_, s, ok := strings.Cut(rest, "}:stream:")
+	return ok && s != "" && !strings.Contains(s, ":")
 }

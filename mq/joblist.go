@@ -384,7 +384,7 @@ func (c *Client) Groups(ctx context.Context, ref names.StreamRef) ([]GroupInfo, 
 		if strings.Contains(err.Error(), "no such key") {
 			return []GroupInfo{}, nil
 		}
-		return nil, fmt.Errorf("consumer groups of %s: %w", ref, err)
+		return nil, fmt.Errorf("consumer groups of %s: %w", ref, c.typeError(ctx, err, StreamKey(ref)))
 	}
 	out := make([]GroupInfo, 0, len(groups))
 	for _, g := range groups {

@@ -275,7 +275,7 @@ func (r *Retention) minXID(ctx context.Context, key string, w Window) (string, e
 	if w.Keep > 0 {
 		n, err := r.c.rdb.Do(ctx, r.c.rdb.B().Xlen().Key(key).Build()).AsInt64()
 		if err != nil {
-			return "", fmt.Errorf("XLEN %s: %w", key, err)
+			return "", fmt.Errorf("XLEN %s: %w", key, r.c.typeError(ctx, err, key))
 		}
 		if drop := n - w.Keep; drop > 0 {
 			// The oldest entry to keep is the (drop+1)-th oldest, which is

@@ -47,22 +47,45 @@ func NewScript(body string) *Script {
 func (s *Script) Source() string { return s.src }
 
 // Reply is the reply of one run of a Script.
-type Reply struct{ r rueidis.RedisResult }
+type Reply struct {
+	r   rueidis.RedisResult
+	err error // a WRONGTYPE reply as a *WrongTypeError
+}
 
 // Err returns the error of the run: a failure to get a reply, or an error
-// reply of the server or the script.
-func (r Reply) Err() error { return r.r.Error() }
+// reply of the server or the script (a WRONGTYPE reply is a
+// *WrongTypeError, ErrWrongType).
+func (r Reply) Err() error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.r.Error()
+}
 
 // Strings returns a reply that is an array of strings.
-func (r Reply) Strings() ([]string, error) { return r.r.AsStrSlice() }
+func (r Reply) Strings() ([]string, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	return r.r.AsStrSlice()
+}
 
 // Int returns a reply that is an integer.
-func (r Reply) Int() (int64, error) { return r.r.AsInt64() }
+func (r Reply) Int() (int64, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	return r.r.AsInt64()
+}
 
 // Run runs script with keys and args (KEYS and ARGV) on the master that
 // serves keys: every key must carry the same queue hashtag (see Script).
 // The script is sent by its SHA, and whole only when the server does not
 // know it yet.
 func (c *Client) Run(ctx context.Context, script *Script, keys, args []string) Reply {
-	return Reply{script.lua.Exec(ctx, c.rdb, keys, args)}
+	res := script.lua.Exec(ctx, c.rdb, keys, args)
+	if err := res.Error(); isWrongType(err) {
+		return Reply{r: res, err: c.typeError(ctx, err, keys...)}
+	}
+	return Reply{r: res}
 }

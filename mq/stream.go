@@ -20,14 +20,19 @@ import (
 // (with ErrOutcomeUnknown): those records are in the stream under exactly
 // these ids, or not at all.
 type AppendError struct {
-	Queue, Stream string     // where the batch went
+	Queue, Stream string     // where the batch went ("" for a key stream)
+	Key           string     // the key stream's Redis key ("" for a queue's stream)
 	Appended      []brand.ID // ids of the records that are in the stream
 	Unknown       []brand.ID // ids of the chunk whose outcome is unknown
 	Err           error      // the cause
 }
 
 func (e *AppendError) Error() string {
-	msg := fmt.Sprintf("append to %s: %v", "stream "+e.Queue+"/"+e.Stream, e.Err)
+	where := "stream " + e.Queue + "/" + e.Stream
+	if e.Key != "" {
+		where = fmt.Sprintf("stream at key %q", clip(e.Key))
+	}
+	msg := fmt.Sprintf("append to %s: %v", where, e.Err)
 	if len(e.Appended) > 0 {
 		msg += fmt.Sprintf(" (%d records of the batch were appended before)", len(e.Appended))
 	}
@@ -54,7 +59,7 @@ func (c *Client) Append(ctx context.Context, ref names.StreamRef, fields ...Fiel
 	}
 	id, err := c.appendOne(ctx, ref, fields)
 	if err != nil {
-		return 0, appendError(ref, nil, err)
+		return 0, appendError(ref, nil, c.typeError(ctx, err, StreamKey(ref)))
 	}
 	return id, nil
 }
@@ -62,6 +67,9 @@ func (c *Client) Append(ctx context.Context, ref names.StreamRef, fields ...Fiel
 // appendError wraps a failed chunk into an *AppendError.
 func appendError(ref names.StreamRef, appended []brand.ID, err error) error {
 	ae := &AppendError{Queue: ref.Queue().String(), Stream: ref.Stream().String(), Appended: appended, Err: err}
+	if k, ok := ref.Key(); ok {
+		ae.Key = k.String()
+	}
 	var unknown *unknownOutcome
 	if errors.As(err, &unknown) {
 		ae.Unknown = unknown.ids
@@ -138,7 +146,7 @@ func (c *Client) appendBatch(ctx context.Context, ref names.StreamRef, records [
 		}
 		slot.release()
 		if err != nil {
-			return ids, appendError(ref, ids, err)
+			return ids, appendError(ref, ids, c.typeError(ctx, err, key))
 		}
 	}
 	return ids, nil
@@ -425,7 +433,7 @@ func (cur *Cursor) fetch(ctx context.Context, count int) ([]rawEntry, error) {
 	}
 	msgs, err := rdb.Do(ctx, cmd).ToArray()
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", cur.key, err)
+		return nil, fmt.Errorf("read %s: %w", cur.key, cur.c.typeError(ctx, err, cur.key))
 	}
 	entries, err := rawEntries(msgs)
 	if err != nil {
@@ -509,7 +517,7 @@ func (c *Client) info(ctx context.Context, key string) (StreamInfo, error) {
 				return StreamInfo{}, nil
 			}
 		}
-		return StreamInfo{}, fmt.Errorf("XINFO STREAM %s: %w", key, err)
+		return StreamInfo{}, fmt.Errorf("XINFO STREAM %s: %w", key, c.typeError(ctx, err, key))
 	}
 	var in StreamInfo
 	in.Exists = true
@@ -575,7 +583,7 @@ func (c *Client) Len(ctx context.Context, ref names.StreamRef) (int64, error) {
 	}
 	n, err := c.rdb.Do(ctx, c.rdb.B().Xlen().Key(StreamKey(ref)).Build()).AsInt64()
 	if err != nil {
-		return 0, fmt.Errorf("XLEN %s: %w", StreamKey(ref), err)
+		return 0, fmt.Errorf("XLEN %s: %w", StreamKey(ref), c.typeError(ctx, err, StreamKey(ref)))
 	}
 	return n, nil
 }
@@ -592,7 +600,7 @@ func (c *Client) SetID(ctx context.Context, ref names.StreamRef, id xid.ID) (xid
 	key := StreamKey(ref)
 	reply, err := c.lua.setID.Exec(ctx, c.rdb, []string{key}, []string{id.String()}).AsStrSlice()
 	if err != nil {
-		return xid.ID{}, fmt.Errorf("set last id of %s to %s: %w", key, id, err)
+		return xid.ID{}, fmt.Errorf("set last id of %s to %s: %w", key, id, c.typeError(ctx, err, key))
 	}
 	if len(reply) != 2 {
 		return xid.ID{}, fmt.Errorf("set last id of %s: unexpected reply %q", key, reply)
@@ -636,7 +644,7 @@ func (c *Client) trim(ctx context.Context, ref names.StreamRef, minXID string) (
 	keys := []string{StreamKey(ref), set}
 	reply, err := c.lua.trim.Exec(ctx, c.rdb, keys, []string{member, minXID}).AsStrSlice()
 	if err != nil {
-		return TrimResult{}, fmt.Errorf("trim %s to %s: %w", where(ref), minXID, err)
+		return TrimResult{}, fmt.Errorf("trim %s to %s: %w", where(ref), minXID, c.typeError(ctx, err, keys...))
 	}
 	switch {
 	case len(reply) == 1 && reply[0] == "ARCHIVED":

@@ -33,7 +33,10 @@ const (
 	CodeConflict      = "conflict" // 409: the lease was lost, the volume is behind
 	// CodeIDConflict: 409, an enqueue under the id of an earlier job with
 	// another payload.
-	CodeIDConflict  = "id_conflict"
+	CodeIDConflict = "id_conflict"
+	// CodeWrongType: 409, the stream's Redis key holds another type (a
+	// hash, a string, …) than a stream; the message names the key and type.
+	CodeWrongType   = "wrong_type"
 	CodeTimeout     = "timeout"     // 408: the body did not arrive within body_timeout
 	CodeTooLarge    = "too_large"   // 413: the body exceeds the server's limit
 	CodeUnavailable = "unavailable" // 503: shutting down, Redis unreachable or loading
@@ -98,6 +101,8 @@ func classify(err error) (int, string) {
 		return status, code
 	case errors.Is(err, accept.ErrIDConflict), errors.Is(err, mq.ErrIDConflict):
 		return http.StatusConflict, CodeIDConflict
+	case errors.Is(err, mq.ErrWrongType):
+		return http.StatusConflict, CodeWrongType
 	case errors.Is(err, archive.ErrFenced), errors.Is(err, archive.ErrVolumeBehind), errors.Is(err, archive.ErrNoVolume),
 		errors.Is(err, archive.ErrVolumeOwner), errors.Is(err, accept.ErrDuplicate):
 		return http.StatusConflict, CodeConflict

@@ -273,8 +273,8 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	res, err := s.cycle(r.Context(), ref, cfg, win)
-	if !known && errors.Is(err, archive.ErrNoStream) {
-		s.unadmit(ref) // nothing there: the cycle took no place
+	if !known && (errors.Is(err, archive.ErrNoStream) || errors.Is(err, mq.ErrWrongType)) {
+		s.unadmit(ref) // no stream there: the cycle took no place
 	}
 	if err != nil {
 		return err
