@@ -33,14 +33,17 @@ type malformedCase struct {
 
 // placeholder values of the corpus: {q} and {s} are names of their own for
 // each case (a queue and a stream that do not exist), {q0}/s a queue and a
-// stream that do (with records and a job), {job0} that job's id.
-type corpusVars struct{ q0, s0, job0 string }
+// stream that do (with records and a job), {job0} that job's id, {k0} a
+// key stream with records, {hash0} and {str0} keys that hold a hash and a
+// string, {hashs} a stream of {q0} whose key holds a hash.
+type corpusVars struct{ q0, s0, job0, k0, hash0, str0, hashs string }
 
 var repeatRE = regexp.MustCompile(`\{rep (\d+) ([^}]*)\}`)
 
 // expand replaces the placeholders of s for case number n.
 func (v corpusVars) expand(s string, n int) string {
-	s = strings.NewReplacer("{q0}", v.q0, "{s0}", v.s0, "{job0}", v.job0,
+	s = strings.NewReplacer("{q0}", v.q0, "{s0}", v.s0, "{job0}", v.job0, "{k0}", v.k0,
+		"{hash0}", v.hash0, "{str0}", v.str0, "{hashs}", v.hashs,
 		"{q}", fmt.Sprintf("%s.new%d", v.q0, n), "{s}", fmt.Sprintf("new%d", n)).Replace(s)
 	return repeatRE.ReplaceAllStringFunc(s, func(m string) string {
 		sub := repeatRE.FindStringSubmatch(m)
@@ -143,7 +146,14 @@ func TestMalformedCorpus(t *testing.T) {
 	t.Cleanup(func() { rd.Stop() })
 	e := start(t, Config{Redis: rd.URL, MaxBody: 64 << 10})
 	v := corpusVars{q0: queueName(t), s0: "s"}
+	v.k0, v.hash0, v.str0, v.hashs = v.q0+".k0", v.q0+".hash0", v.q0+".str0", "hashs"
 	appendN(e, v.q0, v.s0, 0, 5)
+	for i := range 3 {
+		e.must("POST", "/v1/keys/"+v.k0, fmt.Sprintf(`{"fields":{"n":"%d"}}`, i))
+	}
+	redisDo(t, rd.URL, "HSET", v.hash0, "a", "1")
+	redisDo(t, rd.URL, "SET", v.str0, "x")
+	redisDo(t, rd.URL, "HSET", "emq:{"+v.q0+"}:stream:"+v.hashs, "a", "1")
 	var job struct{ ID string }
 	if err := json.Unmarshal(e.must("POST", "/v1/queues/"+v.q0+"/jobs?mode=sync", `{"payload":{"n":1}}`), &job); err != nil {
 		t.Fatal(err)
@@ -157,6 +167,7 @@ func TestMalformedCorpus(t *testing.T) {
 		}
 	}
 	cases := parseCorpus(t, filepath.Join("testdata", "malformed"), v)
+	cases = append(cases, generatedCases(e.patterns(), v)...)
 	if len(cases) < 100 {
 		t.Fatalf("the corpus has %d cases, want at least 100", len(cases))
 	}
