@@ -128,10 +128,11 @@ type CycleResult struct {
 	// watermark removed by another client before they were folded
 	// (archive.AppTrim: the application trims the stream itself).
 	AppTrimmed *archive.AppTrim `json:"app_trimmed,omitempty"`
-	// TooLarge, left out when none, lists the entries the cycle did not
-	// archive because they are larger than archive.MaxRecordBytes (64
-	// MiB): the watermark moved past them and the trim removes them with
-	// the entries around them.
+	// TooLarge, left out when none, names the entry the cycle could not
+	// archive because it is larger than archive.MaxRecordBytes (1 GiB,
+	// more than a Redis of default settings accepts): the watermark
+	// stopped below it and the trim held there, so it and the entries
+	// after it stay live until it is removed from the stream.
 	TooLarge []*archive.TooLargeError `json:"too_large,omitempty"`
 	// State is the archive after the cycle, for a caller in the same
 	// process (serve's events); it is not part of the JSON.

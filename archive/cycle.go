@@ -125,6 +125,10 @@ type Archiver struct {
 	// before the trim.
 	afterFold, beforeTrim func()
 	afterDrop             func(token int64) // Delete, between the drop and Redis
+	// maxRecord, when positive, stands for MaxRecordBytes in the cycle's
+	// folds: tests meet an entry too large to archive without a Redis
+	// configured to hold one above 1 GiB.
+	maxRecord int
 
 	// headMu guards checked: per stream, the lease token of this
 	// archiver's last cycle that found the remote head at or below the
@@ -194,10 +198,12 @@ type CycleResult struct {
 	// removed (MAXLEN, XTRIM, XDEL) before this cycle could fold them
 	// (apptrim.go); the zero AppTrim when none.
 	AppTrimmed AppTrim
-	// TooLarge lists the entries this cycle did not archive because they
-	// are larger than MaxRecordBytes. The watermark moved past them, so
-	// the trim removes them from the stream like the entries around them;
-	// they are not in the archive. Folded does not count them.
+	// TooLarge names the entry this cycle could not archive because it is
+	// larger than MaxRecordBytes (only a Redis configured beyond its
+	// default limits holds one). The watermark stopped below it and the
+	// trim held there: the entry and every one after it stay live, and
+	// each cycle reports it again until it is removed from the stream (or
+	// the stream deleted). Folded does not count it.
 	TooLarge []*TooLargeError
 }
 
@@ -364,14 +370,17 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 		}
 		prev := st
 		var big []*TooLargeError
-		if st, big, err = foldAs(ctx, vol, slice, &ref); err != nil {
+		if st, big, err = foldAs(ctx, vol, slice, &ref, a.maxRecord); err != nil {
 			return res, err
 		}
+		folded := len(slice)
 		if len(big) > 0 {
+			// W stopped below the entry: the trim holds there (bound.W).
 			a.tooLarge(ref, big)
 			res.TooLarge = append(res.TooLarge, big...)
+			folded = slice2index(slice, big[0].ID)
 		}
-		res.Folded += int64(len(slice) - len(big))
+		res.Folded += int64(folded)
 		res.State = st
 		if a.afterFold != nil {
 			a.afterFold()
@@ -379,7 +388,7 @@ func (a *Archiver) Cycle(ctx context.Context, ref names.StreamRef, w Window) (re
 		if err := a.publish(ctx, ref, st, a.localCache(st)); err != nil {
 			return res, err
 		}
-		if !full || st.Empty() || st.W == prev.W {
+		if !full || st.Empty() || st.W == prev.W || len(big) > 0 {
 			break
 		}
 	}
@@ -501,32 +510,66 @@ func (a *Archiver) reclaim(ctx context.Context, ref names.StreamRef, vol *graft.
 }
 
 // sliceBytes bounds the bytes of one slice (one fold's commit): a slice
-// ends at the record that reaches it, so a commit stages at most
-// sliceBytes plus one record (MaxRecordBytes), below graft's transaction
-// limit, however large the stream's entries.
+// ends at the record that reaches it, and a record larger than it is a
+// slice of its own, so a commit stages at most twice sliceBytes, or one
+// record (at most MaxRecordBytes), below graft's transaction limit.
 const sliceBytes = 64 << 20
+
+// maxSlicePage is the most entries one read of a slice asks Redis for.
+const maxSlicePage = 512
 
 // slice reads up to one chunk of live records in [from, to]: at most
 // Options.Chunk records, ending early at the one that brings the slice to
-// sliceBytes. full reports whether a bound ended it (more may follow).
+// sliceBytes, or before one larger than sliceBytes that others precede.
+// full reports whether a bound ended it (more may follow). Its first read
+// asks for one entry and the next ones for as many as fit in what is left
+// of sliceBytes at the largest size seen, so that a read of large entries
+// never brings a page of them at once.
 func (a *Archiver) slice(ctx context.Context, ref names.StreamRef, from, to xid.ID) (out []mq.Record, full bool, err error) {
-	size := 0
-	for rec, err := range a.opts.Live.Read(ctx, ref, from, to, a.opts.Chunk, false) {
+	cur, err := a.opts.Live.NewCursor(ref, from, to, false)
+	if err != nil {
+		return nil, false, fmt.Errorf("archive cycle %s: read the slice to fold: %w", ref, err)
+	}
+	size, largest, count := 0, 1, 1
+	for !cur.Done() && len(out) < a.opts.Chunk {
+		p, err := cur.Next(ctx, min(count, a.opts.Chunk-len(out)))
+		if err == nil && len(p.Foreign) > 0 {
+			err = p.Foreign[0]
+		}
 		if err != nil {
 			return nil, false, fmt.Errorf("archive cycle %s: read the slice to fold: %w", ref, err)
 		}
-		out = append(out, rec)
-		if size += recordBodySize(rec); size >= sliceBytes {
-			return out, true, nil
+		for _, rec := range p.Records {
+			n := recordBodySize(rec)
+			if n > sliceBytes && len(out) > 0 {
+				return out, true, nil // it is the next slice, alone
+			}
+			out = append(out, rec)
+			largest = max(largest, n)
+			if size += n; size >= sliceBytes {
+				return out, true, nil
+			}
 		}
+		count = max(1, min(maxSlicePage, (sliceBytes-size)/largest))
 	}
 	return out, len(out) >= a.opts.Chunk, nil
+}
+
+// slice2index returns the index of the record of id in slice (len(slice)
+// when none has it).
+func slice2index(slice []mq.Record, id xid.ID) int {
+	for i, r := range slice {
+		if r.ID == id {
+			return i
+		}
+	}
+	return len(slice)
 }
 
 // tooLarge logs the records a fold did not archive for their size.
 func (a *Archiver) tooLarge(ref names.StreamRef, big []*TooLargeError) {
 	for _, e := range big {
-		a.log.Warn("archive cycle: an entry larger than the archive holds is not archived; the trim removes it with the entries around it",
+		a.log.Warn("archive cycle: an entry larger than the archive holds is not archived; the trim holds below it, so it and the entries after it stay live until it is removed",
 			ref.LogAttr(), "id", e.XID, "bytes", e.Bytes, "max", e.Max)
 	}
 }

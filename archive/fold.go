@@ -176,7 +176,7 @@ func checkSlice(slice []mq.Record, tooLarge bool) error {
 		if len(r.Fields) == 0 {
 			return &SliceError{Index: i, ID: r.ID, Reason: "invalid record", Err: &mq.RecordError{Err: mq.ErrEmptyRecord}}
 		}
-		if err := checkRecordSize(r); err != nil && !tooLarge {
+		if err := checkRecordSize(r, MaxRecordBytes); err != nil && !tooLarge {
 			return &SliceError{Index: i, ID: r.ID, Reason: "invalid record", Err: err}
 		}
 		if i > 0 && !slice[i-1].ID.Less(r.ID) {
@@ -204,20 +204,21 @@ func Fold(ctx context.Context, vol *graft.Volume, slice []mq.Record) (State, err
 	if err := checkSlice(slice, false); err != nil {
 		return State{}, err
 	}
-	st, _, err := foldAs(ctx, vol, slice, nil)
+	st, _, err := foldAs(ctx, vol, slice, nil, MaxRecordBytes)
 	return st, err
 }
 
-// foldAs is Fold on behalf of owner (nil: anyone). At the commit's base it
+// foldAs is Fold on behalf of owner (nil: anyone), holding records of at
+// most maxRecord bytes (≤ 0: MaxRecordBytes). At the commit's base it
 // refuses a volume that records another owner (*OwnerError, nothing
 // written), and it records owner in the commit when the volume has none
 // yet: the first fold, or the first after an upgrade.
 //
-// A record above MaxRecordBytes is not written: it is returned as a
-// *TooLargeError, and W still moves past it (the cycle trims it with the
-// rest). When the volume is empty and every record of the slice is too
-// large, nothing is committed (W cannot be recorded without a page).
-func foldAs(ctx context.Context, vol *graft.Volume, slice []mq.Record, owner *names.StreamRef) (State, []*TooLargeError, error) {
+// A record above MaxRecordBytes ends the fold: the records before it are
+// written and W stops below it; it is returned as a *TooLargeError, so
+// that the cycle holds its trim below it (nothing is trimmed that was not
+// folded). When it is the slice's first record nothing is committed.
+func foldAs(ctx context.Context, vol *graft.Volume, slice []mq.Record, owner *names.StreamRef, maxRecord int) (State, []*TooLargeError, error) {
 	if err := checkSlice(slice, true); err != nil {
 		return State{}, nil, err
 	}
@@ -254,10 +255,11 @@ func foldAs(ctx context.Context, vol *graft.Volume, slice []mq.Record, owner *na
 	var buf []byte
 	var big []*TooLargeError
 	pages := st.Pages
-	for _, r := range slice {
-		if err := checkRecordSize(r); err != nil {
+	for i, r := range slice {
+		if err := checkRecordSize(r, maxRecord); err != nil {
 			big = append(big, err.(*TooLargeError))
-			continue
+			slice = slice[:i]
+			break
 		}
 		var err error
 		if buf, _, err = appendRecordPages(buf, r, PageLimit, func(page []byte) error {
@@ -270,8 +272,8 @@ func foldAs(ctx context.Context, vol *graft.Volume, slice []mq.Record, owner *na
 			return State{}, nil, fmt.Errorf("fold %s into %s: %w", formatID(r.ID), vol.Name(), err)
 		}
 	}
-	if pages == 0 {
-		return st, big, nil
+	if len(slice) == 0 {
+		return st, big, nil // the first record is too large: nothing to commit
 	}
 	next := State{Pages: pages, W: slice[len(slice)-1].ID, Low: st.Low}
 	if err := txn.SetMeta(MetaSeq, binary.BigEndian.AppendUint64(nil, next.Pages)); err != nil {

@@ -150,7 +150,7 @@ func TestVolumeOwnerCollision(t *testing.T) {
 	// The fold and the drop check the owner at their commit's base too (a
 	// race the checks before them cannot see).
 	bo := mustRef(t, b.q, b.s)
-	_, _, err = foldAs(ctx, vol, []mq.Record{{ID: (brand.Max - 1).XID(), Fields: []mq.Field{{Name: "k", Value: "v"}}}}, &bo)
+	_, _, err = foldAs(ctx, vol, []mq.Record{{ID: (brand.Max - 1).XID(), Fields: []mq.Field{{Name: "k", Value: "v"}}}}, &bo, 0)
 	wantOwnerError(t, "fold", err, b.ref(), vname, owner)
 	_, _, err = retainAs(ctx, vol, Retention{Count: 1}, time.Now(), &bo)
 	wantOwnerError(t, "retain", err, b.ref(), vname, owner)
@@ -242,7 +242,7 @@ func TestGoldenArchiveVolumeV1Owner(t *testing.T) {
 	}
 	recs := goldenRecords()
 	next := mq.Record{ID: (brandOf(t, recs[2].ID) + 1).XID(), Fields: []mq.Field{{Name: "k", Value: "v"}}}
-	st, _, err := foldAs(ctx, vol, []mq.Record{next}, ptr(mustRef(t, "q", "s")))
+	st, _, err := foldAs(ctx, vol, []mq.Record{next}, ptr(mustRef(t, "q", "s")), 0)
 	if err != nil || st.Pages != 4 || st.W != next.ID {
 		t.Fatalf("fold: %+v, %v", st, err)
 	}

@@ -57,13 +57,15 @@ const (
 	// default page size limit (graft.DefaultMaxPageSize, 1 MiB).
 	PageLimit = graft.DefaultMaxPageSize
 
-	// MaxRecordBytes is the largest record body the archive holds: 64
-	// MiB (the bytes of every name and value plus 8 per field and 4).
-	// Redis accepts larger entries (each name or value up to
-	// proto-max-bulk-len, 512 MB by default); a cycle does not archive
-	// such an entry but reports it (*TooLargeError, CycleResult.TooLarge)
-	// and goes on past it.
-	MaxRecordBytes = 64 << 20
+	// MaxRecordBytes is the largest record body the archive holds: 1 GiB
+	// (the bytes of every name and value plus 8 per field and 4). That is
+	// every entry a Redis of default settings accepts: one XADD is at most
+	// client-query-buffer-max-len (1 GiB) long, each value at most
+	// proto-max-bulk-len (512 MB). A Redis configured beyond them can hold a
+	// larger entry: a cycle neither archives nor trims it, but holds its
+	// trim below the entry and reports it (*TooLargeError,
+	// CycleResult.TooLarge), as a stalled consumer group holds it.
+	MaxRecordBytes = 1 << 30
 )
 
 // ErrTooLarge: a record is larger than the archive holds (MaxRecordBytes).
@@ -94,11 +96,14 @@ func recordBodySize(r mq.Record) int {
 	return n
 }
 
-// checkRecordSize returns a *TooLargeError if r's body is above
-// MaxRecordBytes.
-func checkRecordSize(r mq.Record) error {
-	if n := recordBodySize(r); n > MaxRecordBytes {
-		return &TooLargeError{ID: r.ID, XID: r.ID.String(), Bytes: n, Max: MaxRecordBytes}
+// checkRecordSize returns a *TooLargeError if r's body is above limit
+// (≤ 0 or above MaxRecordBytes: MaxRecordBytes).
+func checkRecordSize(r mq.Record, limit int) error {
+	if limit <= 0 || limit > MaxRecordBytes {
+		limit = MaxRecordBytes
+	}
+	if n := recordBodySize(r); n > limit {
+		return &TooLargeError{ID: r.ID, XID: r.ID.String(), Bytes: n, Max: limit}
 	}
 	return nil
 }

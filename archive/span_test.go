@@ -172,20 +172,34 @@ func TestSpanningRecordsFoldAndRead(t *testing.T) {
 	check(t, want, xid.Min, xid.Max)
 	check(t, nil, xid.ID{Ms: 2, Seq: 1}, xid.ID{Ms: 2, Seq: 9})
 
-	huge := bigRecord(xid.ID{Ms: 6}, MaxRecordBytes)
-	_, err = Fold(ctx, v, []mq.Record{huge})
+	// A record above MaxRecordBytes: 1100 fields that share one 1 MiB
+	// value make a body of 1100 MiB in 1 MiB of memory.
+	mib := string(make([]byte, 1<<20))
+	over := mq.Record{ID: xid.ID{Ms: 6}}
+	for range 1100 {
+		over.Fields = append(over.Fields, mq.Field{Name: "k", Value: mib})
+	}
+	_, err = Fold(ctx, v, []mq.Record{over})
 	var tl *TooLargeError
-	if !errors.Is(err, ErrBadSlice) || !errors.As(err, &tl) || tl.ID != huge.ID || tl.Bytes <= MaxRecordBytes {
+	if !errors.Is(err, ErrBadSlice) || !errors.As(err, &tl) || tl.ID != over.ID || tl.Bytes <= MaxRecordBytes || tl.Max != MaxRecordBytes {
 		t.Fatalf("too large: %v", err)
 	}
-	// The fold of a cycle archives around it, and W passes it.
+	// The fold of a cycle (here with a limit of 2 MiB) stops at a record
+	// too large: W stays below it, and nothing after it is folded.
+	const limit = 2 << 20
+	huge := bigRecord(xid.ID{Ms: 6}, limit)
 	after := mq.Record{ID: xid.ID{Ms: 7}, Fields: []mq.Field{{Name: "k", Value: "c"}}}
-	st, big, err := foldAs(ctx, v, []mq.Record{huge, after}, nil)
-	if err != nil || len(big) != 1 || big[0].ID != huge.ID || st.W != after.ID || st.Pages != 12 {
-		t.Fatalf("fold around a too large record: %+v, %v, %v", st, big, err)
+	before, err := Frontier(ctx, v)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if st, big, err = foldAs(ctx, v, []mq.Record{bigRecord(xid.ID{Ms: 8}, MaxRecordBytes)}, nil); err != nil || len(big) != 1 || st.W != (xid.ID{Ms: 8}) || st.Pages != 12 {
-		t.Fatalf("a slice of one too large record: %+v, %v, %v", st, big, err)
+	st, big, err := foldAs(ctx, v, []mq.Record{huge, after}, nil, limit)
+	if err != nil || len(big) != 1 || big[0].ID != huge.ID || big[0].Max != limit || st != before {
+		t.Fatalf("fold of a too large record: %+v (before %+v), %v, %v", st, before, big, err)
+	}
+	if st, big, err = foldAs(ctx, v, []mq.Record{after, bigRecord(xid.ID{Ms: 8}, limit)}, nil, limit); err != nil || len(big) != 1 ||
+		st.W != after.ID || st.Pages != before.Pages+1 {
+		t.Fatalf("a record, then one too large: %+v, %v, %v", st, big, err)
 	}
 	want = append(want, after)
 	check(t, want, xid.Min, xid.Max)

@@ -30,11 +30,11 @@ const Unpinned uint64 = math.MaxUint64
 
 // Defaults of Options.
 const (
-	DefaultMaxPageSize      = 1 << 20   // 1 MiB
-	DefaultMaxMetaValueSize = 64 << 10  // 64 KiB
-	DefaultMaxTxnBytes      = 512 << 20 // 512 MiB
-	DefaultCacheSize        = 128 << 20 // 128 MiB, allocated as blocks are read
-	DefaultMemTableSize     = 32 << 20  // 32 MiB
+	DefaultMaxPageSize      = 1 << 20        // 1 MiB
+	DefaultMaxMetaValueSize = 64 << 10       // 64 KiB
+	DefaultMaxTxnBytes      = 1<<30 + 64<<20 // 1088 MiB: one record of archive.MaxRecordBytes and its pages' keys
+	DefaultCacheSize        = 128 << 20      // 128 MiB, allocated as blocks are read
+	DefaultMemTableSize     = 32 << 20       // 32 MiB
 )
 
 // MinCacheSize is the least block cache beside memtables of the default

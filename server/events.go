@@ -45,8 +45,8 @@ type CycleEvent struct {
 	// AppTrimmed: the cycle found entries above W removed by another
 	// client before they were folded (archive.AppTrim).
 	AppTrimmed *archive.AppTrim `json:"app_trimmed,omitempty"`
-	// TooLarge lists the entries the cycle did not archive because they
-	// are larger than archive.MaxRecordBytes (trimmed with the rest).
+	// TooLarge names the entry the cycle could not archive because it is
+	// larger than archive.MaxRecordBytes: the trim held below it.
 	TooLarge []*archive.TooLargeError `json:"too_large,omitempty"`
 }
 

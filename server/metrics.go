@@ -76,7 +76,7 @@ func newMetrics() *metrics {
 		}, qs),
 		tooLarge: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "echostore_archive_too_large_total",
-			Help: "Entries a cycle did not archive because they are larger than the archive holds (64 MiB of names, values and framing); the trim removes them with the entries around them.",
+			Help: "Cycles that met an entry larger than the archive holds (archive.MaxRecordBytes, 1 GiB of names, values and framing: only a Redis configured beyond its defaults holds one); the trim holds below it, so nothing unarchived is trimmed.",
 		}, qs),
 		live: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "echostore_stream_live_length",

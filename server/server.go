@@ -777,7 +777,7 @@ func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archi
 	if len(res.TooLarge) > 0 {
 		s.m.tooLarge.WithLabelValues(q, st).Add(float64(len(res.TooLarge)))
 		ev.TooLarge = res.TooLarge
-		s.log.Warn("serve: entries larger than the archive holds were not archived; the trim removes them",
+		s.log.Warn("serve: an entry larger than the archive holds is not archived; the trim holds below it until it is removed",
 			ref.LogAttr(), "entries", len(res.TooLarge), "first", res.TooLarge[0].XID, "bytes", res.TooLarge[0].Bytes, "max", archive.MaxRecordBytes)
 	}
 	s.m.cycles.WithLabelValues(q, st, "archive", result).Inc()
