@@ -30,7 +30,9 @@ run: build
 ## test: lint, then every test with the race detector against real servers
 test: lint
 	bash scripts/deps.sh redis minio
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	@mkdir -p bin
+	$(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile bin/test.json -- -race -count=1 -timeout 20m $(PKGS)
+	@echo "the ten slowest tests:"; $(GO) tool gotestsum tool slowest --jsonfile bin/test.json --threshold 0s | head -10
 
 ## test-short: the tests without the race detector (faster while editing)
 test-short:
