@@ -436,9 +436,6 @@ func (n *Node) Outbox() *accept.Outbox {
 	return n.out
 }
 
-// Data returns the data directory.
-func (n *Node) Data() string { return n.cfg.Data }
-
 // Close closes the node: the accept tier (its committers finish the
 // batches they hold, bounded by ctx or CloseTimeout; what is still pending
 // stays in the outbox for the next open), the outbox, the graft store

@@ -113,7 +113,7 @@ type Client struct {
 
 type scriptSet struct {
 	append, trim, setID, publish                         *rueidis.Lua
-	enqueue, promote, claim, ack, fail, recover, redrive *rueidis.Lua
+	enqueue, claim, ack, fail, recover, redrive *rueidis.Lua
 }
 
 type counters struct {
@@ -220,7 +220,6 @@ func newScriptSet() scriptSet {
 		setID:   rueidis.NewLuaScript(scriptSetID),
 		publish: rueidis.NewLuaScript(scriptPublish),
 		enqueue: rueidis.NewLuaScript(scriptEnqueue),
-		promote: rueidis.NewLuaScript(scriptPromote),
 		claim:   rueidis.NewLuaScript(scriptClaim),
 		ack:     rueidis.NewLuaScript(scriptAck),
 		fail:    rueidis.NewLuaScript(scriptFail),

@@ -375,21 +375,6 @@ func (c *Client) CheckJobID(ctx context.Context, q names.Queue, job Job) (known 
 	return true, nil
 }
 
-// Promote moves the delayed jobs of q that are due to the job stream and
-// returns how many it moved. Claim does this too; call Promote to make due
-// jobs visible (to Status, to other readers) without claiming.
-func (c *Client) Promote(ctx context.Context, q names.Queue) (int64, error) {
-	if err := checkQueue(q); err != nil {
-		return 0, err
-	}
-	n, err := c.lua.promote.Exec(ctx, c.rdb, []string{JobsKey(q), DelayedKey(q)},
-		[]string{ms(c.now()), "1000"}).AsInt64()
-	if err != nil {
-		return 0, fmt.Errorf("promote delayed jobs of %s: %w", q, err)
-	}
-	return n, nil
-}
-
 // Claim promotes due delayed jobs and then claims up to n jobs of queue q
 // that no consumer has had yet (n ≤ 0: JobOptions.ClaimBatch) for consumer.
 // It does not wait: no job, no delivery; a queue with no job stream gets

@@ -116,14 +116,6 @@ end
 return out
 `
 
-// scriptPromote moves due delayed jobs to the job stream.
-//
-//	KEYS  jobs, delayed
-//	ARGV  now (ms), limit
-const scriptPromote = "#!lua\n" + luaJobs + `
-return promote(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
-`
-
 // scriptClaim promotes due delayed jobs, then claims new entries for a
 // consumer.
 //
