@@ -2,6 +2,7 @@ package echostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/echostore/echostore/accept"
@@ -107,6 +108,47 @@ func (n *Node) Ack(ctx context.Context, q names.Queue, entries []string) (AckRes
 		return AckResult{}, err
 	}
 	return AckResult{Acked: acked}, nil
+}
+
+// Fail reports that opts.Consumer failed its delivery of the job at
+// opts.Entry of queue q: the job leaves the job stream for its next
+// attempt after the queue's backoff, or, with its attempts used up, for
+// the dead letters with opts.Reason. A job pending no more is no error
+// (FailResult.Failed false); one that another consumer has taken over is
+// mq.ErrNoJob.
+func (n *Node) Fail(ctx context.Context, q names.Queue, opts FailOptions) (FailResult, error) {
+	live, err := n.live()
+	if err != nil {
+		return FailResult{}, err
+	}
+	switch {
+	case q.IsZero():
+		return FailResult{}, fmt.Errorf("fail: no queue: %w", names.ErrInvalid)
+	case opts.Entry == "":
+		return FailResult{}, fmt.Errorf("fail: no entry: %w", ErrInvalid)
+	case opts.Attempt < 1:
+		return FailResult{}, fmt.Errorf("fail: attempt %d: want the attempt that failed, 1 or more: %w", opts.Attempt, ErrInvalid)
+	case len(opts.Reason) > MaxFailReason:
+		return FailResult{}, fmt.Errorf("fail: a reason of %d bytes, at most %d: %w", len(opts.Reason), MaxFailReason, ErrInvalid)
+	}
+	if err := mq.CheckConsumer(opts.Consumer); err != nil {
+		return FailResult{}, fmt.Errorf("fail: %w", err)
+	}
+	if err := mq.CheckEntryID(opts.Entry); err != nil {
+		return FailResult{}, fmt.Errorf("fail: %w", err)
+	}
+	fr, err := live.Fail(ctx, q, opts.Consumer, mq.Delivery{EntryID: opts.Entry, Attempt: opts.Attempt}, opts.Reason)
+	switch {
+	case errors.Is(err, mq.ErrJobNotPending):
+		return FailResult{}, nil
+	case err != nil:
+		return FailResult{}, err
+	}
+	out := FailResult{Failed: true, Dead: fr.Dead, Attempts: fr.Attempts}
+	if !fr.Dead {
+		out.RetryAt = &fr.RetryAt
+	}
+	return out, nil
 }
 
 // Dead lists up to opts.Limit (default 100, at most MaxBatch) dead letters

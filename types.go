@@ -225,6 +225,33 @@ type AckResult struct {
 	Acked int64 `json:"acked"`
 }
 
+// FailOptions say which delivery of a job failed (Node.Fail).
+type FailOptions struct {
+	// Consumer is the consumer that claimed the job (ClaimOptions.Consumer).
+	Consumer string
+	// Entry is the job's entry on the job stream (Job.EntryID).
+	Entry string
+	// Attempt is the attempt that failed (Job.Attempt, 1 for the first):
+	// the backoff before the next one grows with it.
+	Attempt int
+	// Reason says why (at most MaxFailReason bytes); a dead letter keeps it.
+	Reason string
+}
+
+// MaxFailReason is the longest FailOptions.Reason, in bytes.
+const MaxFailReason = 4096
+
+// FailResult says what became of a failed job: Failed is false when the
+// job was pending no more (acknowledged, failed or buried already: a fail
+// repeated is harmless, as an ack is); else it went to the delayed set for
+// its next attempt at RetryAt, or, Dead, to the dead letters.
+type FailResult struct {
+	Failed   bool       `json:"failed"`
+	Dead     bool       `json:"dead"`
+	Attempts int        `json:"attempts"`
+	RetryAt  *time.Time `json:"retry_at,omitempty"`
+}
+
 // DeadOptions page through a queue's dead letters.
 type DeadOptions struct {
 	// After is the dead-letter entry to list after ("": from the oldest).

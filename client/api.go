@@ -266,6 +266,26 @@ func (c *Client) Ack(ctx context.Context, q names.Queue, entries []string) (echo
 	return out, err
 }
 
+// Fail reports a failed delivery of a job (POST /v1/queues/{q}/fail) by
+// opts.Consumer ("": "http", the default consumer of Claim).
+func (c *Client) Fail(ctx context.Context, q names.Queue, opts echostore.FailOptions) (echostore.FailResult, error) {
+	v := url.Values{}
+	if opts.Consumer != "" {
+		v.Set("consumer", opts.Consumer)
+	}
+	var out echostore.FailResult
+	err := c.call(ctx, request{method: http.MethodPost, path: queuePath(q, "/fail"), query: v,
+		body: failBody{Entry: opts.Entry, Attempt: opts.Attempt, Reason: opts.Reason}}, &out)
+	return out, err
+}
+
+// failBody is the body of a fail (server.FailBody).
+type failBody struct {
+	Entry   string `json:"entry"`
+	Attempt int    `json:"attempt"`
+	Reason  string `json:"reason,omitempty"`
+}
+
 // Dead lists dead letters (GET /v1/queues/{q}/dead).
 func (c *Client) Dead(ctx context.Context, q names.Queue, opts echostore.DeadOptions) (echostore.DeadResult, error) {
 	v := url.Values{}

@@ -134,9 +134,15 @@ func TestClientStreamsJobsVolumes(t *testing.T) {
 	if err != nil || len(cl.Jobs) != 1 || brand.JOB.Format(cl.Jobs[0].ID) != rc.ID || cl.Jobs[0].Fields[0].Value != `{"n":1}` {
 		t.Fatalf("claim: %+v %v", cl, err)
 	}
+	if fr, err := c.Fail(ctx, jobs, echostore.FailOptions{Consumer: "other", Entry: cl.Jobs[0].EntryID, Attempt: 1}); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("fail by a consumer that does not hold the job: %+v, %v; want ErrNotFound", fr, err)
+	}
 	ack, err := c.Ack(ctx, jobs, []string{cl.Jobs[0].EntryID})
 	if err != nil || ack.Acked != 1 {
 		t.Fatalf("ack: %+v %v", ack, err)
+	}
+	if fr, err := c.Fail(ctx, jobs, echostore.FailOptions{Consumer: "w", Entry: cl.Jobs[0].EntryID, Attempt: 1, Reason: "late"}); err != nil || fr.Failed {
+		t.Fatalf("fail after the ack: %+v, %v; want failed false", fr, err)
 	}
 	dead, err := c.Dead(ctx, jobs, echostore.DeadOptions{})
 	if err != nil || dead.Dead == nil || len(dead.Dead) != 0 {

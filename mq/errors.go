@@ -59,6 +59,10 @@ var (
 
 	// ErrNoJob: a job id or entry that is not pending in the queue.
 	ErrNoJob = errors.New("no such pending job")
+	// ErrJobNotPending: a Fail of a delivery that is pending no more
+	// (acknowledged, failed or buried already). It wraps ErrNoJob; a Fail
+	// of one that another consumer has taken over is ErrNoJob alone.
+	ErrJobNotPending = fmt.Errorf("%w: not pending any more", ErrNoJob)
 
 	// ErrIDConflict: a job id enqueued within the dedup window with other
 	// fields: the id is taken, and the job was not enqueued.

@@ -506,7 +506,7 @@ func (c *Client) Fail(ctx context.Context, q names.Queue, consumer string, d Del
 		n, _ := strconv.Atoi(reply[1])
 		return FailResult{Dead: true, Attempts: n}, nil
 	case len(reply) == 1 && reply[0] == "NOTPENDING":
-		return FailResult{}, fmt.Errorf("fail %s on %s: %w (acknowledged, failed or buried already)", d.EntryID, q, ErrNoJob)
+		return FailResult{}, fmt.Errorf("fail %s on %s: %w (acknowledged, failed or buried already)", d.EntryID, q, ErrJobNotPending)
 	case len(reply) == 2 && reply[0] == "NOTOWNER":
 		return FailResult{}, fmt.Errorf("fail %s on %s: %w for %s: consumer %s has it now", d.EntryID, q, ErrNoJob, consumer, reply[1])
 	}

@@ -145,6 +145,51 @@ func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// FailBody is the body of POST /v1/queues/{q}/fail: the entry of the job
+// whose delivery failed, the attempt that failed (its Job.Attempt) and why.
+type FailBody struct {
+	Entry   string `json:"entry"`
+	Attempt int    `json:"attempt"`
+	Reason  string `json:"reason"`
+}
+
+// handleFail reports a failed delivery (Node.Fail) of the claim's
+// consumer (?consumer=, "http" by default, as for a claim).
+func (s *Server) handleFail(w http.ResponseWriter, r *http.Request) error {
+	q, err := queuePath(r)
+	if err != nil {
+		return err
+	}
+	consumer := r.URL.Query().Get("consumer")
+	if consumer == "" {
+		consumer = "http"
+	}
+	if err := mq.CheckConsumer(consumer); err != nil {
+		return badRequest("consumer: %w", err)
+	}
+	var b FailBody
+	if err := decodeBody(r, &b); err != nil {
+		return err
+	}
+	switch {
+	case b.Entry == "":
+		return badRequest(`give the entry of the failed job and its attempt: {"entry":"<entry id>","attempt":1,"reason":"…"}`)
+	case b.Attempt < 1:
+		return badRequest("attempt %d: give the attempt that failed (the claim's attempt, 1 or more)", b.Attempt)
+	case len(b.Reason) > echostore.MaxFailReason:
+		return badRequest("a reason of %d bytes, at most %d", len(b.Reason), echostore.MaxFailReason)
+	}
+	if err := mq.CheckEntryID(b.Entry); err != nil {
+		return badRequest("entry: %w", err)
+	}
+	res, err := s.node.Fail(r.Context(), q, echostore.FailOptions{Consumer: consumer, Entry: b.Entry, Attempt: b.Attempt, Reason: b.Reason})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
 func (s *Server) handleDead(w http.ResponseWriter, r *http.Request) error {
 	q, err := queuePath(r)
 	if err != nil {

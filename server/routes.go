@@ -72,6 +72,7 @@ func (s *Server) routes() []route {
 	api("POST /v1/queues/{q}/jobs", s.handleEnqueue)
 	api("POST /v1/queues/{q}/claim", s.handleClaim)
 	api("POST /v1/queues/{q}/ack", s.handleAck)
+	api("POST /v1/queues/{q}/fail", s.handleFail)
 	api("GET /v1/queues/{q}/dead", s.handleDead)
 	api("POST /v1/queues/{q}/redrive", s.handleRedrive)
 	api("GET /v1/volumes", s.handleVolumes)

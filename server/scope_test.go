@@ -59,6 +59,7 @@ var wantScope = map[string]Scope{
 	"POST /v1/queues/{q}/jobs":               ScopeWrite,
 	"POST /v1/queues/{q}/claim":              ScopeWrite,
 	"POST /v1/queues/{q}/ack":                ScopeWrite,
+	"POST /v1/queues/{q}/fail":               ScopeWrite,
 	"POST /v1/queues/{q}/redrive":            ScopeWrite,
 	"DELETE /v1/streams/{q}/{s}":             ScopeAdmin,
 	"POST /v1/volumes/{vid}/push":            ScopeAdmin,
