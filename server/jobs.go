@@ -13,6 +13,19 @@ import (
 	"github.com/echostore/echostore/names"
 )
 
+// consumerParam checks the ?consumer= of a claim or a fail: "http" when
+// none is given.
+func consumerParam(r *http.Request) (string, error) {
+	consumer := r.URL.Query().Get("consumer")
+	if consumer == "" {
+		consumer = "http"
+	}
+	if err := mq.CheckConsumer(consumer); err != nil {
+		return "", badRequest("consumer: %w", err)
+	}
+	return consumer, nil
+}
+
 // queuePath checks the {q} of the path.
 func queuePath(r *http.Request) (names.Queue, error) {
 	return names.ParseQueue(r.PathValue("q"))
@@ -40,12 +53,9 @@ func (s *Server) handleClaim(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	consumer := r.URL.Query().Get("consumer")
-	if consumer == "" {
-		consumer = "http"
-	}
-	if err := mq.CheckConsumer(consumer); err != nil {
-		return badRequest("consumer: %w", err)
+	consumer, err := consumerParam(r)
+	if err != nil {
+		return err
 	}
 	var stalled time.Duration
 	if v := r.URL.Query().Get("stalled"); v != "" {
@@ -160,12 +170,9 @@ func (s *Server) handleFail(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	consumer := r.URL.Query().Get("consumer")
-	if consumer == "" {
-		consumer = "http"
-	}
-	if err := mq.CheckConsumer(consumer); err != nil {
-		return badRequest("consumer: %w", err)
+	consumer, err := consumerParam(r)
+	if err != nil {
+		return err
 	}
 	var b FailBody
 	if err := decodeBody(r, &b); err != nil {
