@@ -315,6 +315,46 @@ func (c *Client) Redrive(ctx context.Context, q names.Queue, opts echostore.Redr
 	return out, err
 }
 
+// Jobs lists up to limit jobs of queue q in state st, oldest first (GET
+// /v1/queues/{q}/jobs).
+func (c *Client) Jobs(ctx context.Context, q names.Queue, st echostore.JobState, limit int) (echostore.JobList, error) {
+	v := url.Values{"state": {st.String()}}
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	var out echostore.JobList
+	err := c.call(ctx, request{method: http.MethodGet, path: queuePath(q, "/jobs"), query: v}, &out)
+	if out.Jobs == nil {
+		out.Jobs = []echostore.ListedJob{}
+	}
+	return out, err
+}
+
+// DeleteDeadConfirm is the confirmation a delete of dead letters sends
+// (serve refuses the delete without it: a deleted dead letter exists
+// nowhere else).
+const DeleteDeadConfirm = "yes-delete-jobs"
+
+// DeleteDead deletes dead letters of queue q by entry (DELETE
+// /v1/queues/{q}/dead, confirmed).
+func (c *Client) DeleteDead(ctx context.Context, q names.Queue, entries []string) (echostore.DeleteDeadResult, error) {
+	var out echostore.DeleteDeadResult
+	err := c.call(ctx, request{method: http.MethodDelete, path: queuePath(q, "/dead"),
+		query: url.Values{"confirm": {DeleteDeadConfirm}}, body: entriesBody{Entries: entries}}, &out)
+	return out, err
+}
+
+// Groups lists the consumer groups of the stream ref (GET
+// /v1/streams/{q}/{s}/groups).
+func (c *Client) Groups(ctx context.Context, ref names.StreamRef) (echostore.GroupList, error) {
+	var out echostore.GroupList
+	err := c.call(ctx, request{method: http.MethodGet, path: streamPath(ref, "/groups")}, &out)
+	if out.Groups == nil {
+		out.Groups = []echostore.StreamGroup{}
+	}
+	return out, err
+}
+
 // QueueStatus describes the queue (GET /v1/queues/{q}).
 func (c *Client) QueueStatus(ctx context.Context, q names.Queue) (echostore.QueueStatus, error) {
 	var out echostore.QueueStatus

@@ -152,6 +152,19 @@ func TestClientStreamsJobsVolumes(t *testing.T) {
 	if err != nil || qst.Queue != "jobs" || qst.Pending != 0 {
 		t.Fatalf("queue status: %+v %v", qst, err)
 	}
+	ready, err := mq.ParseJobState("ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jl, err := c.Jobs(ctx, jobs, ready, 10); err != nil || len(jl.Jobs) != 0 {
+		t.Fatalf("jobs: %+v %v", jl, err)
+	}
+	if dd, err := c.DeleteDead(ctx, jobs, []string{"1-1"}); err != nil || dd.Deleted != 0 {
+		t.Fatalf("delete dead: %+v %v", dd, err)
+	}
+	if gl, err := c.Groups(ctx, ref(t, "q", "s")); err != nil || gl.Groups == nil {
+		t.Fatalf("groups: %+v %v", gl, err)
+	}
 
 	vol := ref(t, "q", "s").Volume()
 	if _, err := c.Push(ctx, vol); err != nil {
@@ -263,7 +276,7 @@ func TestCodes(t *testing.T) {
 		{client.CodeInternal, server.CodeInternal}, {client.CodeCrossSite, server.CodeCrossSite},
 		{client.CodeRemoteKey, server.CodeRemoteKey},
 		{client.CodeUnsupportedMedia, server.CodeUnsupportedMediaType}, {client.CodeMisdirected, server.CodeMisdirected},
-		{client.SocketName, server.SocketName}, {client.DeleteConfirm, server.DeleteConfirm},
+		{client.SocketName, server.SocketName}, {client.DeleteConfirm, server.DeleteConfirm}, {client.DeleteDeadConfirm, server.DeleteDeadConfirm},
 	} {
 		if c[0] != c[1] {
 			t.Errorf("client %q, serve %q", c[0], c[1])

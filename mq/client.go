@@ -112,7 +112,7 @@ type Client struct {
 }
 
 type scriptSet struct {
-	append, trim, setID, publish                         *rueidis.Lua
+	append, trim, setID, publish                *rueidis.Lua
 	enqueue, claim, ack, fail, recover, redrive *rueidis.Lua
 }
 

@@ -5,11 +5,9 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"time"
 
 	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
-	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
@@ -20,7 +18,7 @@ import (
 const DeleteDeadConfirm = "yes-delete-jobs"
 
 // maxListedQueues bounds GET /v1/queues.
-const maxListedQueues = 1000
+const maxListedQueues = echostore.MaxListedQueues
 
 // QueueList is the answer of GET /v1/queues: every queue with a job stream
 // in Redis or handled by this serve (at most 1000, by name), each with its
@@ -76,16 +74,12 @@ type AcceptStatus struct {
 	K         int    `json:"k"`
 }
 
-// JobList is the answer of GET /v1/queues/{q}/jobs: jobs of one state,
-// oldest first.
-type JobList struct {
-	Jobs []mq.ListedJob `json:"jobs"`
-}
+// JobList is the answer of GET /v1/queues/{q}/jobs (Node.Jobs).
+type JobList = echostore.JobList
 
-// DeleteDeadResult is the answer of DELETE /v1/queues/{q}/dead.
-type DeleteDeadResult struct {
-	Deleted int64 `json:"deleted"`
-}
+// DeleteDeadResult is the answer of DELETE /v1/queues/{q}/dead
+// (Node.DeleteDead).
+type DeleteDeadResult = echostore.DeleteDeadResult
 
 func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request) error {
 	out, err := s.queueList(r.Context())
@@ -101,14 +95,12 @@ func (s *Server) handleQueues(w http.ResponseWriter, r *http.Request) error {
 // name), with its status, and the outbox.
 func (s *Server) queueList(ctx context.Context) (QueueList, error) {
 	seen := map[names.Queue]bool{}
-	for q, err := range s.mq.Queues(ctx) {
-		if err != nil {
-			return QueueList{}, err
-		}
+	known, err := s.node.Queues(ctx)
+	if err != nil {
+		return QueueList{}, err
+	}
+	for _, q := range known {
 		seen[q] = true
-		if len(seen) >= maxListedQueues {
-			break
-		}
 	}
 	s.m.jobs.mu.Lock()
 	for q := range s.m.jobs.queues {
@@ -173,14 +165,11 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) error {
 	if limit > MaxBatch {
 		return badRequest("limit %d: want 1 to %d", limit, MaxBatch)
 	}
-	jobs, err := s.mq.Jobs(r.Context(), q, st, limit)
-	if err != nil && len(jobs) == 0 {
+	list, err := s.node.Jobs(r.Context(), q, st, limit)
+	if err != nil && len(list.Jobs) == 0 {
 		return err
 	}
-	if jobs == nil {
-		jobs = []mq.ListedJob{}
-	}
-	writeJSON(w, http.StatusOK, JobList{Jobs: jobs})
+	writeJSON(w, http.StatusOK, list)
 	return nil
 }
 
@@ -205,13 +194,13 @@ func (s *Server) handleDeleteDead(w http.ResponseWriter, r *http.Request) error 
 	if err := checkEntries(b.Entries); err != nil {
 		return err
 	}
-	n, err := s.mq.DeleteDead(r.Context(), q, b.Entries...)
+	res, err := s.node.DeleteDead(r.Context(), q, b.Entries)
 	if err != nil {
 		return err
 	}
 	s.m.jobs.seen(q)
-	s.log.Info("serve: dead letters deleted", "queue", q.String(), "deleted", n)
-	writeJSON(w, http.StatusOK, DeleteDeadResult{Deleted: n})
+	s.log.Info("serve: dead letters deleted", "queue", q.String(), "deleted", res.Deleted)
+	writeJSON(w, http.StatusOK, res)
 	return nil
 }
 
@@ -225,50 +214,20 @@ func checkEntries(entries []string) error {
 	return nil
 }
 
-// StreamGroup is one consumer group of a stream as the console shows it:
-// XINFO GROUPS, whether it holds entries back from trimming, and the last
-// archive cycle's verdict on it.
-type StreamGroup struct {
-	mq.GroupInfo
-	// HoldsTrim: the group has entries pending or not yet delivered, which
-	// no trim passes (unless stalled_groups: archive and it is stalled).
-	HoldsTrim bool `json:"holds_trim"`
-	// Stalled is the last archive cycle's reason for finding the group
-	// stalled (max_live, max_hold, passed), "" if it did not.
-	Stalled string `json:"stalled"`
-}
+// StreamGroup is one consumer group of a stream (echostore.StreamGroup).
+type StreamGroup = echostore.StreamGroup
 
-// GroupList is the answer of GET /v1/streams/{q}/{s}/groups.
-type GroupList struct {
-	Groups []StreamGroup `json:"groups"`
-	// CheckedAt is when the last archive cycle judged the groups (RFC
-	// 3339; "" before any).
-	CheckedAt string `json:"checked_at"`
-}
+// GroupList is the answer of GET /v1/streams/{q}/{s}/groups (Node.Groups).
+type GroupList = echostore.GroupList
 
 func (s *Server) handleGroups(w http.ResponseWriter, r *http.Request) error {
 	ref, err := streamPath(r)
 	if err != nil {
 		return err
 	}
-	gs, err := s.mq.Groups(r.Context(), ref)
+	out, err := s.node.Groups(r.Context(), ref)
 	if err != nil {
 		return err
-	}
-	at, stalled, err := archive.StalledGroups(r.Context(), s.mq, ref)
-	if err != nil {
-		return err
-	}
-	reason := map[string]string{}
-	for _, g := range stalled {
-		reason[g.Group] = g.Reason
-	}
-	out := GroupList{Groups: make([]StreamGroup, 0, len(gs))}
-	if !at.IsZero() {
-		out.CheckedAt = at.UTC().Format(time.RFC3339Nano)
-	}
-	for _, g := range gs {
-		out.Groups = append(out.Groups, StreamGroup{GroupInfo: g, HoldsTrim: g.Pending > 0 || g.Lag == nil || *g.Lag > 0, Stalled: reason[g.Name]})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
