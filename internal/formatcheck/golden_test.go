@@ -241,8 +241,7 @@ sys.stdout.buffer.write(b"".join(out))
 // 50,000 records of random bytes biased to every case of the table: every
 // byte value, <, >, &, U+2028/U+2029, and invalid UTF-8 (stray continuation
 // bytes, truncated sequences, overlong forms, encoded surrogates, code
-// points above U+10FFFF), which the CLI test cannot reach because record
-// pages hold valid UTF-8 only.
+// points above U+10FFFF) in quantities the archive tests do not write.
 func TestReaderJSONMatchesAppendJSON(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

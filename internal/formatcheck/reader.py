@@ -8,7 +8,13 @@ the retained records of the archived stream as JSON lines, the same bytes as
 them.
 
     reader.py REMOTE_DIR Q S [--reverse]
+    reader.py REMOTE_DIR --key K [--reverse]
     reader.py REMOTE_DIR --volume V [--reverse]
+
+With Q S or --key K (the stream at Redis key K, given as UTF-8 text or as
+hex:<its bytes in hex>) the volume is derived from the stream ("Names",
+"Streams at a key") and its owner (archive.owner), when recorded, must be
+that stream; --volume V reads V whatever its owner.
 
 REMOTE_DIR is the folder of a file:// remote (or the file:// URL itself).
 Exit status 0 on success; 1 with a message on stderr if anything is corrupt
@@ -536,6 +542,36 @@ def archive_range(vol):
     return low, seq, w
 
 
+def decode_owner(b):
+    """archive.owner (Archive metadata): ("queue", Q, S) for Q/S, ("key", K)
+    for {key} then K's bytes."""
+    if b.startswith(b"{key}"):
+        k = b[len(b"{key}"):]
+        if not 1 <= len(k) <= 1024 or k.startswith(b"emq:"):
+            raise Corrupt("archive.owner %r is not a stream key" % b)
+        return ("key", k)
+    q, sep, s = b.partition(b"/")
+    if not sep:
+        raise Corrupt("archive.owner %r is not queue/stream" % b)
+    try:
+        q, s = q.decode("ascii"), s.decode("ascii")
+    except UnicodeDecodeError:
+        raise Corrupt("archive.owner %r is not queue/stream" % b)
+    for n in (q, s):
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,128}", n) or n in (".", ".."):
+            raise Corrupt("archive.owner %r is not queue/stream" % b)
+    return ("queue", q, s)
+
+
+def key_volume(k):
+    """The archive volume of the stream at key K (Streams at a key)."""
+    e = "".join(chr(c) if (0x30 <= c <= 0x39 or 0x41 <= c <= 0x5A or 0x61 <= c <= 0x7A or c in b".-")
+                else "_%02x" % c for c in k)
+    if len("archive-key.") + len(e) <= 128:
+        return "archive-key." + e
+    return "archive-keyh." + hashlib.sha256(k).hexdigest()
+
+
 def archive_id(b, what):
     """An id of the archive metadata: 8 bytes, a branded id; 16 bytes,
     milliseconds then sequence. Returned as the Redis id (ms, seq)."""
@@ -637,7 +673,7 @@ def decode_record_page_v4(b):
     return "cont", (ms, seq), i, None, body[25:]
 
 
-MAX_RECORD_BODY = 64 << 20  # the largest body of a record spanning pages
+MAX_RECORD_BODY = 1 << 30  # archive.MaxRecordBytes, 1 GiB: a larger body is corrupt
 
 
 def span_record(rid, total, parts):
@@ -795,13 +831,20 @@ def record_json(rid, fields, redis_ids=False):
 
 # --- Reading an archived stream ----------------------------------------------------
 
-def read_archive(remote, volume, reverse=False):
-    """Yields the JSON lines of the retained records of an archive volume."""
+def read_archive(remote, volume, reverse=False, owner=None):
+    """Yields the JSON lines of the retained records of an archive volume.
+    owner, when given, is the stream the volume must belong to (decode_owner's
+    form): a volume whose archive.owner names another stream is refused."""
     # A stream at a Redis key (its volume archive-key.E or archive-keyh.H)
     # prints its ids as Redis ids.
     redis_ids = volume.startswith("archive-key")
     vol = Volume(remote, volume)
     vol.fold()
+    got = vol.meta.get(b"archive.owner")
+    if got is not None:
+        got = decode_owner(got)
+        if owner is not None and got != owner:
+            raise Corrupt("the volume belongs to %r, not %r" % (got, owner))
     low, seq, w = archive_range(vol)
     prev = None
     recs = []
@@ -844,8 +887,10 @@ def read_archive(remote, volume, reverse=False):
             yield line
     if span is not None:
         raise Corrupt("the last record spanning pages is cut")
-    if prev is not None and prev != w:
-        raise Corrupt("the newest retained record is not W (archive.w)")
+    # The newest retained record is W; a volume of an older release may have
+    # W above it (that release moved W past an entry it did not archive).
+    if prev is not None and prev > w:
+        raise Corrupt("the newest retained record is above W (archive.w)")
     for line in reversed(recs):
         yield line
 
@@ -853,16 +898,21 @@ def read_archive(remote, volume, reverse=False):
 def main(argv):
     args = [a for a in argv if a != "--reverse"]
     reverse = len(args) != len(argv)
+    owner = None
     if len(args) == 3 and args[1] == "--volume":
         remote, volume = args[0], args[2]
+    elif len(args) == 3 and args[1] == "--key":
+        k = args[2]
+        k = bytes.fromhex(k[4:]) if k.startswith("hex:") else os.fsencode(k)
+        remote, volume, owner = args[0], key_volume(k), ("key", k)
     elif len(args) == 3:
-        remote, volume = args[0], "archive.%s.%s" % (args[1], args[2])
+        remote, volume, owner = args[0], "archive.%s.%s" % (args[1], args[2]), ("queue", args[1], args[2])
     else:
         sys.stderr.write(__doc__)
         return 2
     out = sys.stdout.buffer
     try:
-        for line in read_archive(FileRemote(remote), volume, reverse):
+        for line in read_archive(FileRemote(remote), volume, reverse, owner):
             out.write(line)
     except (Corrupt, OSError) as e:
         out.flush()
