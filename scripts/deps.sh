@@ -4,11 +4,14 @@
 #   minio         the pinned build, installed with `go install` into
 #                 ${XDG_CACHE_HOME:-$HOME/.cache}/echostore/bin (outside the repo)
 #   chromium      Debian's headless browser, for the dashboard's browser test
+#   node          Debian's nodejs and npm, for the RESP front's ioredis test
+#                 (npm installs ioredis into the cache on the test's first run)
+#   python3-redis Debian's redis-py, for the RESP front's redis-py tests
 #   postgres      Debian's postgresql (initdb and postgres), for the peers
 #                 benchmark's River rows and internal/testserver's launcher
 #                 test; optional: when it cannot be installed this says so and
 #                 goes on (the River rows are left out, the test skips)
-# Usage: scripts/deps.sh [redis] [minio] [chromium] [postgres]   (redis and
+# Usage: scripts/deps.sh [redis] [minio] [chromium] [node] [python3-redis] [postgres]   (redis and
 # minio when no argument is given)
 # Prints the exact command to run and exits non-zero when it cannot install
 # a required one.
@@ -66,6 +69,36 @@ need_chromium() {
 	exit 1
 }
 
+# apt_need CHECK PACKAGES...: installs Debian's PACKAGES when the command
+# CHECK is missing (as root), else says how and exits non-zero.
+apt_need() {
+	local check=$1
+	shift
+	eval "$check" >/dev/null 2>&1 && return 0
+	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+		say "installing $* from Debian's packages"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq
+		apt-get install -y -qq "$@" >/dev/null
+		eval "$check" >/dev/null 2>&1 && return 0
+	fi
+	say "$* missing. Install, then run this again:"
+	say "    sudo apt-get update && sudo apt-get install -y $*"
+	exit 1
+}
+
+need_node() {
+	local pkgs=()
+	command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+	command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+	[[ ${#pkgs[@]} -eq 0 ]] && return 0
+	apt_need 'command -v node && command -v npm' "${pkgs[@]}"
+}
+
+need_python3_redis() {
+	apt_need '/usr/bin/python3 -c "import redis"' python3-redis # Debian's python3, where the package installs
+}
+
 have_postgres() {
 	[[ -n ${ECHOSTORE_POSTGRES_BIN:-} && -x ${ECHOSTORE_POSTGRES_BIN}/initdb ]] && return 0
 	command -v initdb >/dev/null 2>&1 && return 0
@@ -91,7 +124,9 @@ for w in "${want[@]}"; do
 	redis) need_redis ;;
 	minio) need_minio ;;
 	chromium) need_chromium ;;
+	node) need_node ;;
+	python3-redis) need_python3_redis ;;
 	postgres) want_postgres ;;
-	*) say "unknown dependency $w (want redis, minio, chromium or postgres)"; exit 2 ;;
+	*) say "unknown dependency $w (want redis, minio, chromium, node, python3-redis or postgres)"; exit 2 ;;
 	esac
 done
