@@ -183,6 +183,14 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.lsn = lane.New(n.mq)
 		notifier = n.lsn
 	}
+	if plan.restore {
+		// The remote's keys are checked on one object before anything is
+		// written: a restore without the key of an encrypted remote, or
+		// with another, leaves the data dir as it was.
+		if err := probeRemote(ctx, n.rs); err != nil {
+			return nil, fmt.Errorf("echostore: restore from %s: %w; nothing was written", redact.URL(n.rurl), err)
+		}
+	}
 	if plan.marker {
 		// The marker first: a restore cut short leaves a data dir that says so.
 		if err := writeRestoreMarker(cfg.Data, n.rurl); err != nil {

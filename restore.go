@@ -414,6 +414,27 @@ func (n *Node) restoreVolume(ctx context.Context, v names.Volume, kind string) (
 		Pages: in.Pages, Bytes: in.Bytes, UnfetchedFrames: u, Existed: existed}, nil
 }
 
+// probeRemote reads one object of the remote's volumes through rs (none:
+// nothing to check), so that keys that do not open the remote's objects
+// fail (remote.ErrSealed, sealed.ErrUnknownKey, sealed.ErrNotSealed)
+// before a restore writes anything.
+func probeRemote(ctx context.Context, rs remote.Store) error {
+	objs, err := rs.List(ctx, "volumes/", 1)
+	if err != nil || len(objs) == 0 {
+		return err
+	}
+	b, err := rs.Get(ctx, objs[0].Key)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", objs[0].Key, err)
+	}
+	if len(b) >= len(remote.SealedMagic) && string(b[:len(remote.SealedMagic)]) == remote.SealedMagic {
+		// What a sealed store returns is open: an envelope here is one
+		// read without a key.
+		return fmt.Errorf("read %s: %w", objs[0].Key, remote.ErrSealed)
+	}
+	return nil
+}
+
 // remoteVolumes lists the volumes that have objects under volumes/ in rs,
 // by name (one LIST request per remote.ListPageSize objects).
 func remoteVolumes(ctx context.Context, rs remote.Store) ([]string, error) {

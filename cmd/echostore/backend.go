@@ -16,6 +16,7 @@ import (
 	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/client"
 	"github.com/echostore/echostore/graft/remote/drivers"
+	"github.com/echostore/echostore/graft/remote/sealed"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/server"
@@ -79,6 +80,17 @@ type session struct {
 	close func()
 }
 
+// nodeConfig is the one configuration of a Node that a command opens on
+// --data (every command but serve, whose server.Config reads the same
+// flags): the data dir, the remote and its keys (keys, from g.keyring),
+// the node number, the lock wait, the log and the remote drivers. Jobs
+// are deferred: a stream, volume or restore command neither recovers nor
+// pushes pending jobs. Redis is the caller's to add, as it needs it.
+func (g *globals) nodeConfig(keys *sealed.Keyring, node int) echostore.Config {
+	return echostore.Config{Data: g.data, Remote: g.remote, RemoteKeys: keys, Node: node, LockWait: lockWait, Logger: g.log,
+		Drivers: drivers.All(), DeferJobs: true}
+}
+
 // open returns the backend of a command: the serve that holds --data, if
 // one answers on <data>/serve.sock, else a Node opened on --data with
 // Redis as need says.
@@ -99,8 +111,7 @@ func open(ctx context.Context, g *globals, need redisNeed) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := echostore.Config{Data: g.data, Remote: g.remote, RemoteKeys: keys, Node: node, LockWait: lockWait, Logger: g.log, Drivers: drivers.All(),
-		DeferJobs: true} // a stream or volume command neither recovers nor pushes pending jobs
+	cfg := g.nodeConfig(keys, node)
 	switch need {
 	case redisLive:
 		// What needs Redis alone neither opens nor locks the data dir, so

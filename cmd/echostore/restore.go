@@ -13,7 +13,6 @@ import (
 
 	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/brand"
-	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/mq"
 )
 
@@ -73,8 +72,14 @@ before the first read, and how long it took: text, or one JSON object with
 			if force {
 				mode = echostore.RestoreForce
 			}
-			cfg := echostore.Config{Data: g.data, Remote: g.remote, Node: node, Restore: mode, LockWait: lockWait,
-				Logger: g.log, Drivers: drivers.All(), DeferJobs: true}
+			// The remote's keys, as every command reads them: an encrypted
+			// remote restores only with its key.
+			keys, err := g.keyring()
+			if err != nil {
+				return err
+			}
+			cfg := g.nodeConfig(keys, node)
+			cfg.Restore = mode
 			if err := pingRedis(ctx, g); err != nil {
 				g.log.Info("restore: Redis is not reachable: seam caches are left as they are", "redis", mq.Redact(g.redis), "err", err)
 			} else {
