@@ -64,7 +64,7 @@ fuzz:
 ## corruption tests, with the race detector, then every checked-in fuzz input
 faults:
 	bash scripts/deps.sh redis minio
-	$(GO) test -race -count=1 -timeout 15m ./faults/ ./internal/faultfs/ ./internal/faultstore/ ./internal/diskguard/
+	$(GO) test -race -count=1 -timeout 15m ./faults/ ./internal/faultfs/ ./internal/faultstore/ ./graft/diskguard/
 	$(GO) run ./internal/faultlist -race -count=1 -timeout 15m $(FAULTPKGS)
 	$(GO) test -count=1 -run '^Fuzz' $(FUZZPKGS)
 

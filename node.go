@@ -15,13 +15,13 @@ import (
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
-	"github.com/echostore/echostore/graft/lane"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/file"
 	"github.com/echostore/echostore/graft/remote/mem"
 	"github.com/echostore/echostore/graft/remote/sealed"
-	"github.com/echostore/echostore/internal/redact"
+	"github.com/echostore/echostore/lane"
 	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/redact"
 )
 
 // Sentinel errors of Open and of Node's methods.

@@ -16,8 +16,8 @@ import (
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
-	"github.com/echostore/echostore/internal/redact"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/redact"
 	"github.com/echostore/echostore/xid"
 )
 

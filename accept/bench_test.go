@@ -11,7 +11,7 @@ import (
 )
 
 // The outbox's benchmarks against the seed's table are in
-// internal/bench/acceptbench; this is the cost of Record alone.
+// cmd/echostore-bench/internal/acceptbench; this is the cost of Record alone.
 
 var benchPayload = make([]byte, 64)
 

@@ -374,7 +374,7 @@ func encodeSnapshot(seq uint64, intents []Intent) []byte {
 // intents, which must be in strictly increasing id order. An Outbox writes
 // its snapshots itself; this is for what must write the same bytes
 // elsewhere, such as the whole-snapshot baseline of the outbox's benchmark
-// (internal/bench/acceptbench).
+// (cmd/echostore-bench/internal/acceptbench).
 func EncodeSnapshot(seq uint64, intents []Intent) []byte {
 	return encodeSnapshot(seq, intents)
 }

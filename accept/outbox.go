@@ -14,7 +14,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/champ"
-	"github.com/echostore/echostore/internal/diskguard"
+	"github.com/echostore/echostore/graft/diskguard"
 	"github.com/echostore/echostore/names"
 )
 

@@ -19,10 +19,10 @@ import (
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
+	"github.com/echostore/echostore/graft/diskguard"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/crashtest"
-	"github.com/echostore/echostore/internal/diskguard"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/xid"
 )

@@ -13,7 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/echostore/echostore/internal/diskguard"
+	"github.com/echostore/echostore/graft/diskguard"
 )
 
 // A full data directory. Pebble treats ENOSPC on its write-ahead log or

@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/smithy-go"
 
-	"github.com/echostore/echostore/internal/diskguard"
+	"github.com/echostore/echostore/graft/diskguard"
 )
 
 // status507 is an error with an HTTP status, as an S3 client reports one.

@@ -52,6 +52,6 @@
 // GET per frame on first read (Hydrate fetches them all); a volume whose
 // unpushed commits lost the remote race gets a *DivergedError, and Reset
 // drops them; Follow pulls when the volume's LSN lane (Options.Notifier,
-// package graft/lane) announces a push. The sync point moves keep-from, so
+// package lane) announces a push. The sync point moves keep-from, so
 // GC never passes unpushed history.
 package graft

@@ -24,7 +24,7 @@ type Event struct {
 }
 
 // Notifier carries LSN events between processes: the caller wires it to
-// the volume's lane (package graft/lane over mq.VolumeLane), so that graft
+// the volume's lane (package lane over mq.VolumeLane), so that graft
 // itself depends on no server. Options.Notifier.
 type Notifier interface {
 	// Notify publishes an event on the volume's lane.

@@ -84,7 +84,7 @@ type Options struct {
 	// RemoteHooks are fault hooks of pushes, for crash tests (remote.Hooks).
 	RemoteHooks remote.Hooks
 	// Notifier, if set, receives an Event for every local commit and every
-	// push, and is what Volume.Follow waits on (see package graft/lane).
+	// push, and is what Volume.Follow waits on (see package lane).
 	Notifier Notifier
 	// DiskReserve is the free space, in bytes, that the data directory's
 	// filesystem keeps: below it commits and volume creations fail with an

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/echostore/echostore/internal/redact"
+	"github.com/echostore/echostore/redact"
 )
 
 // Endpoint is a parsed Redis URL: where and how to connect.
@@ -230,7 +230,7 @@ func (e Endpoint) String() string {
 // messages. Everything between "://" and the last '@' is the user
 // information, whatever characters the password holds ('/', '?', '@' …):
 // a parser may split such a URL elsewhere, but Redact never shows it. It is
-// internal/redact.URL, clipped.
+// redact.URL, clipped.
 func Redact(s string) string { return clip(redact.URL(s)) }
 
 // rawPassword returns the password part of s as written (see Redact), or "".

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/graft/remote"
-	"github.com/echostore/echostore/internal/redact"
+	"github.com/echostore/echostore/redact"
 )
 
 // Health checks of /healthz and of the start.

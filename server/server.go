@@ -23,9 +23,9 @@ import (
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/drivers"
-	"github.com/echostore/echostore/internal/redact"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/redact"
 	"github.com/echostore/echostore/resp"
 	"github.com/echostore/echostore/xid"
 )

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/all"
 	"github.com/echostore/echostore/internal/bench"
-	"github.com/echostore/echostore/internal/bench/all"
 )
 
 // newAllCmd is `echostore-bench all`: every suite in one run, written

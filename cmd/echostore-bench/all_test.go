@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/all"
 	"github.com/echostore/echostore/internal/bench"
-	"github.com/echostore/echostore/internal/bench/all"
 	"github.com/echostore/echostore/internal/testserver"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/acceptbench"
 	"github.com/echostore/echostore/internal/bench"
-	"github.com/echostore/echostore/internal/bench/acceptbench"
 )
 
 // champResult is one K of champJSON: the outbox's rate, its fsyncs per

@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/graftbench"
 	"github.com/echostore/echostore/internal/bench"
-	"github.com/echostore/echostore/internal/bench/graftbench"
-	"github.com/echostore/echostore/internal/redact"
+	"github.com/echostore/echostore/redact"
 )
 
 // newGraftCmd is `echostore-bench graft`: the local page store.

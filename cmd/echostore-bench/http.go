@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/httpbench"
 	"github.com/echostore/echostore/internal/bench"
-	"github.com/echostore/echostore/internal/bench/httpbench"
 )
 
 // newHTTPCmd is `echostore-bench http`: serve's HTTP append beside

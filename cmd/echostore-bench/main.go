@@ -26,7 +26,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/echostore/echostore/internal/bench"
-	"github.com/echostore/echostore/internal/redact"
+	"github.com/echostore/echostore/redact"
 )
 
 func main() {

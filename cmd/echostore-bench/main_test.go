@@ -61,7 +61,7 @@ func TestEchostoreLinksNoBench(t *testing.T) {
 	}
 	for _, p := range strings.Fields(string(out)) {
 		for _, bad := range []string{"gonum.org/", "github.com/chromedp/", "github.com/echostore/echostore/internal/testserver",
-			"github.com/echostore/echostore/internal/bench", "github.com/hibiken/asynq", "github.com/riverqueue/", "github.com/jackc/"} {
+			"github.com/echostore/echostore/internal/bench", "github.com/echostore/echostore/cmd/echostore-bench/", "github.com/hibiken/asynq", "github.com/riverqueue/", "github.com/jackc/"} {
 			if strings.HasPrefix(p, bad) {
 				t.Errorf("cmd/echostore links %s", p)
 			}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/all"
 	"github.com/echostore/echostore/internal/bench"
-	"github.com/echostore/echostore/internal/bench/all"
 )
 
 // newPeersCmd is `echostore-bench peers`: the accept tier beside asynq on

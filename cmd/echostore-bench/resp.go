@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/respbench"
 	"github.com/echostore/echostore/internal/bench"
-	"github.com/echostore/echostore/internal/bench/respbench"
 )
 
 // newRESPCmd is `echostore-bench resp`: the RESP front beside Redis.

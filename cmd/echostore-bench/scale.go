@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/echostore/echostore/internal/bench/all"
-	"github.com/echostore/echostore/internal/bench/scalebench"
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/all"
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/scalebench"
 )
 
 // scaleServeCmd is the hidden subcommand that runs the child serve of

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/echostore/echostore/internal/bench/scalebench"
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/scalebench"
 )
 
 // TestWriteScaleKey: the scale figures become the report's "scale" key,

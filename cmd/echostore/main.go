@@ -20,9 +20,9 @@ import (
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/sealed"
-	"github.com/echostore/echostore/internal/redact"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
+	"github.com/echostore/echostore/redact"
 	"github.com/echostore/echostore/server"
 	"github.com/echostore/echostore/xid"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/client"
 	"github.com/echostore/echostore/graft/remote/sealed"
-	"github.com/echostore/echostore/internal/redact"
+	"github.com/echostore/echostore/redact"
 )
 
 // Defaults of the global flags (docs/rfc/0006-user-contract.md).

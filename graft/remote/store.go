@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/echostore/echostore/internal/redact"
+	"github.com/echostore/echostore/redact"
 )
 
 // Store is the object store a remote log lives in: a flat key space of
@@ -62,7 +62,7 @@ type Driver interface {
 	// Open opens the store u names. Open (the function) has parsed u,
 	// checked its scheme against Schemes and refused credentials in it.
 	// Every bad URL wraps ErrBadURL and shows u only redacted (see
-	// internal/redact); a driver creates and contacts nothing to refuse
+	// redact); a driver creates and contacts nothing to refuse
 	// one. On error the Store is nil.
 	Open(ctx context.Context, u *url.URL) (Store, error)
 }
@@ -127,7 +127,7 @@ func orList(items []string, suffix string) string {
 // other bad URL (unparsable, no bucket, a bad prefix, an unknown or bad
 // parameter, credentials in the URL) wraps ErrBadURL; both are reported
 // before anything is created or contacted, and no error shows the URL's
-// secrets (see internal/redact). Open creates nothing: a file store's
+// secrets (see redact). Open creates nothing: a file store's
 // folder is made by its first write.
 func Open(ctx context.Context, rawURL string, drivers ...Driver) (Store, error) {
 	shown := redact.URL(rawURL)

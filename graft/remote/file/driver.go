@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/echostore/echostore/graft/remote"
-	"github.com/echostore/echostore/internal/redact"
+	"github.com/echostore/echostore/redact"
 )
 
 // Scheme is the URL scheme Driver opens.

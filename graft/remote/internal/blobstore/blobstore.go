@@ -21,7 +21,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/echostore/echostore/graft/remote"
-	"github.com/echostore/echostore/internal/redact"
+	"github.com/echostore/echostore/redact"
 )
 
 // Errors says what the errors of a driver's SDK mean, beyond what

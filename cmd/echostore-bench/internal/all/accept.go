@@ -3,8 +3,8 @@ package all
 import (
 	"context"
 
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/acceptbench"
 	"github.com/echostore/echostore/internal/bench"
-	"github.com/echostore/echostore/internal/bench/acceptbench"
 )
 
 // AcceptReport is the outbox suite: acceptbench.Bench's results (which hold the

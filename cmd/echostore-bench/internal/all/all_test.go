@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/acceptbench"
 	"github.com/echostore/echostore/internal/bench"
-	"github.com/echostore/echostore/internal/bench/acceptbench"
 	"github.com/echostore/echostore/internal/testserver"
 )
 

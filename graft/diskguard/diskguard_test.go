@@ -9,7 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/echostore/echostore/internal/diskguard"
+	"github.com/echostore/echostore/graft/diskguard"
 	"github.com/echostore/echostore/internal/faultfs"
 )
 

@@ -17,7 +17,7 @@ import (
 // TestAppendOnlyReport prints the outbox's rate at K = 1,000 beside the
 // append-only reference, interleaved, and their ratio per pair:
 //
-//	ACCEPT_MARGIN=31 go test -run='^TestAppendOnlyReport$' -v ./internal/bench/acceptbench/
+//	ACCEPT_MARGIN=31 go test -run='^TestAppendOnlyReport$' -v ./cmd/echostore-bench/internal/acceptbench/
 func TestAppendOnlyReport(t *testing.T) {
 	runs, _ := strconv.Atoi(os.Getenv("ACCEPT_MARGIN"))
 	if runs < 1 {

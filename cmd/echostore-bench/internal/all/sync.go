@@ -11,11 +11,11 @@ import (
 
 	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/acceptbench"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/bench"
-	"github.com/echostore/echostore/internal/bench/acceptbench"
 	"github.com/echostore/echostore/names"
 )
 

@@ -20,11 +20,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/acceptbench"
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/graftbench"
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/httpbench"
+	"github.com/echostore/echostore/cmd/echostore-bench/internal/respbench"
 	"github.com/echostore/echostore/internal/bench"
-	"github.com/echostore/echostore/internal/bench/acceptbench"
-	"github.com/echostore/echostore/internal/bench/graftbench"
-	"github.com/echostore/echostore/internal/bench/httpbench"
-	"github.com/echostore/echostore/internal/bench/respbench"
 )
 
 // Config sizes and places a run. Quick and Default return the two

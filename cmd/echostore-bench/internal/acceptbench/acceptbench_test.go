@@ -18,7 +18,7 @@ import (
 
 // Benchmarks against the seed's table, each iteration one whole run:
 //
-//	go test -run='^$' -bench=. -benchtime=3x ./internal/bench/acceptbench/
+//	go test -run='^$' -bench=. -benchtime=3x ./cmd/echostore-bench/internal/acceptbench/
 //
 // rec/s is the metric to compare; ns/op is the time of one run.
 
@@ -136,7 +136,7 @@ func TestBench(t *testing.T) {
 // TestBenchReport prints the figures docs/ACCEPT.md records (the full
 // sizes, 5 runs each, paired in one process):
 //
-//	ACCEPT_BENCH=1 go test -run='^TestBenchReport$' -v -timeout=30m ./internal/bench/acceptbench/
+//	ACCEPT_BENCH=1 go test -run='^TestBenchReport$' -v -timeout=30m ./cmd/echostore-bench/internal/acceptbench/
 func TestBenchReport(t *testing.T) {
 	if os.Getenv("ACCEPT_BENCH") != "1" {
 		t.Skip("set ACCEPT_BENCH=1 to run the full benchmark")
