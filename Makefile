@@ -32,7 +32,7 @@ test: lint
 	bash scripts/deps.sh redis minio
 	@mkdir -p bin
 	$(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile bin/test.json -- -race -count=1 -timeout 20m $(PKGS)
-	@echo "the ten slowest tests:"; $(GO) tool gotestsum tool slowest --jsonfile bin/test.json --threshold 0s | head -10
+	@echo "the ten slowest tests:"; $(GO) tool gotestsum tool slowest --jsonfile bin/test.json --threshold 1s | head -10
 
 ## test-short: the tests without the race detector (faster while editing)
 test-short:

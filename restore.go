@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/durable"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/names"
@@ -303,7 +304,7 @@ func writeRestoreMarker(data, rurl string) error {
 		return fmt.Errorf("echostore: restore marker: %w", err)
 	}
 	_, werr := f.WriteString(body)
-	if err := errors.Join(werr, f.Sync(), f.Close(), syncDir(data)); err != nil {
+	if err := errors.Join(werr, f.Sync(), f.Close(), durable.SyncDir(data)); err != nil {
 		return fmt.Errorf("echostore: restore marker %s: %w", p, err)
 	}
 	return nil
@@ -314,18 +315,10 @@ func removeRestoreMarker(data string) error {
 	if err := os.Remove(filepath.Join(data, RestoreMarker)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("echostore: remove the restore marker: %w", err)
 	}
-	if err := syncDir(data); err != nil {
+	if err := durable.SyncDir(data); err != nil {
 		return fmt.Errorf("echostore: remove the restore marker: %w", err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
 }
 
 // Restored returns what the restore of Open did (Config.Restore), or nil

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/echostore/echostore/durable"
 )
 
 const (
@@ -15,7 +17,8 @@ const (
 	segSuffix = ".log"
 	snPrefix  = "snap-"
 	snSuffix  = ".snap"
-	tmpSuffix = ".tmp"
+	// tmpSuffix ends an unfinished snapshot write (durable.WriteFile).
+	tmpSuffix = durable.TempSuffix
 	// corruptSuffix marks a snapshot recovery could not read, set aside.
 	corruptSuffix = ".corrupt"
 )
@@ -62,46 +65,9 @@ func createSegment(dir string, first uint64) (*os.File, error) {
 		f.Close()
 		return nil, err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
-}
-
-// writeFileAtomic writes data to dir/name through a temporary file: write,
-// fsync, rename, fsync the directory.
-func writeFileAtomic(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, name+tmpSuffix)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/champ"
+	"github.com/echostore/echostore/durable"
 )
 
 // block is a cut block on its way to the log.
@@ -335,7 +336,7 @@ func (o *Outbox) runCompaction(seq uint64, m champ.Map[brand.ID, *Intent]) {
 // deletes everything older.
 func (o *Outbox) compactTo(seq uint64, m champ.Map[brand.ID, *Intent]) error {
 	data := encodeSnapshot(seq, sortedIntents(m))
-	if err := writeFileAtomic(o.dir, snapName(seq), data); err != nil {
+	if err := durable.WriteFile(filepath.Join(o.dir, snapName(seq)), data, 0o600); err != nil {
 		return fmt.Errorf("writing snapshot %d: %w", seq, err)
 	}
 	o.mu.Lock()
@@ -361,7 +362,7 @@ func (o *Outbox) compactTo(seq uint64, m champ.Map[brand.ID, *Intent]) error {
 		}
 	}
 	if len(drop) > 0 {
-		return syncDir(o.dir)
+		return durable.SyncDir(o.dir)
 	}
 	return nil
 }

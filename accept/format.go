@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/durable"
 	"github.com/echostore/echostore/names"
 )
 
@@ -56,8 +57,6 @@ const (
 	// held at K.
 	maxPrealloc = 16384
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // errBlockBody marks a block whose length and checksum are intact but whose
 // body does not decode: not a torn write (a crash tears only what was being
@@ -240,7 +239,7 @@ func appendSegHeaderVersion(dst []byte, ver uint16, first uint64) []byte {
 	dst = binary.LittleEndian.AppendUint16(dst, ver)
 	dst = binary.LittleEndian.AppendUint16(dst, 0)
 	dst = binary.LittleEndian.AppendUint64(dst, first)
-	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+	return binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], durable.Castagnoli))
 }
 
 // decodeSegHeader checks a segment header and returns its first seq and
@@ -252,7 +251,7 @@ func decodeSegHeader(b []byte) (first uint64, ver uint16, err error) {
 	if string(b[:8]) != segMagic {
 		return 0, 0, fmt.Errorf("segment header: bad magic %q: %w", b[:8], ErrCorrupt)
 	}
-	if crc32.Checksum(b[:20], castagnoli) != binary.LittleEndian.Uint32(b[20:24]) {
+	if crc32.Checksum(b[:20], durable.Castagnoli) != binary.LittleEndian.Uint32(b[20:24]) {
 		return 0, 0, fmt.Errorf("segment header: checksum mismatch: %w", ErrCorrupt)
 	}
 	ver = binary.LittleEndian.Uint16(b[8:10])
@@ -276,7 +275,7 @@ func appendBlock(dst []byte, seq uint64, recs []rec) []byte {
 	}
 	body := dst[start+blockHeaderLen:]
 	binary.LittleEndian.PutUint32(dst[start:], uint32(len(body)))
-	crc := crc32.Update(crc32.Checksum(dst[start:start+4], castagnoli), castagnoli, body)
+	crc := crc32.Update(crc32.Checksum(dst[start:start+4], durable.Castagnoli), durable.Castagnoli, body)
 	binary.LittleEndian.PutUint32(dst[start+4:], crc)
 	return dst
 }
@@ -322,7 +321,7 @@ func blockFrame(b []byte) (seq uint64, count uint32, body []byte, n int, err err
 	}
 	n = blockHeaderLen + int(l)
 	body = b[blockHeaderLen:n]
-	if crc32.Update(crc32.Checksum(b[:4], castagnoli), castagnoli, body) != binary.LittleEndian.Uint32(b[4:8]) {
+	if crc32.Update(crc32.Checksum(b[:4], durable.Castagnoli), durable.Castagnoli, body) != binary.LittleEndian.Uint32(b[4:8]) {
 		return 0, 0, nil, 0, fmt.Errorf("block: checksum mismatch: %w", ErrCorrupt)
 	}
 	seq = binary.LittleEndian.Uint64(body)
@@ -395,7 +394,7 @@ func encodeSnapshotVersion(ver uint16, seq uint64, intents []Intent) []byte {
 	for _, in := range intents {
 		b = appendRec(b, acceptedRec(in))
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, durable.Castagnoli))
 }
 
 // decodeSnapshot decodes a whole snapshot file: the seq it covers and its
@@ -409,7 +408,7 @@ func decodeSnapshot(b []byte) (uint64, []Intent, error) {
 		return 0, nil, fmt.Errorf("snapshot: bad magic %q: %w", b[:8], ErrCorrupt)
 	}
 	body, tail := b[:len(b)-snapTrailerLen], b[len(b)-snapTrailerLen:]
-	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(tail) {
+	if crc32.Checksum(body, durable.Castagnoli) != binary.LittleEndian.Uint32(tail) {
 		return 0, nil, fmt.Errorf("snapshot: checksum mismatch: %w", ErrCorrupt)
 	}
 	return decodeSnapshotBody(b, body)
@@ -513,7 +512,7 @@ func EncodeJob(j Job) []byte {
 	}
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(j.Payload)))
 	b = append(b, j.Payload...)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, durable.Castagnoli))
 }
 
 // DecodeJobPage decodes a page of the accept volume into its job's id and
@@ -531,7 +530,7 @@ func DecodeJob(b []byte) (Job, error) {
 	if len(b) < pageOverhead {
 		return Job{}, fmt.Errorf("%w: job page of %d bytes", ErrCorrupt, len(b))
 	}
-	if crc32.Checksum(b[:len(b)-4], castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+	if crc32.Checksum(b[:len(b)-4], durable.Castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
 		return Job{}, fmt.Errorf("%w: job page checksum", ErrCorrupt)
 	}
 	j := Job{ID: brand.ID(binary.LittleEndian.Uint64(b[1:]))}

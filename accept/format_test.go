@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/echostore/echostore/durable"
 )
 
 func sampleRecs(n int) []rec {
@@ -185,7 +187,7 @@ func FuzzDecodeBlock(f *testing.F) {
 		// As given, and framed with a valid length and checksum so that the
 		// fuzzer reaches the body's structure.
 		framed := binary.LittleEndian.AppendUint32(nil, uint32(len(data)))
-		framed = binary.LittleEndian.AppendUint32(framed, crc32.Update(crc32.Checksum(framed, castagnoli), castagnoli, data))
+		framed = binary.LittleEndian.AppendUint32(framed, crc32.Update(crc32.Checksum(framed, durable.Castagnoli), durable.Castagnoli, data))
 		for _, in := range [][]byte{data, append(framed, data...)} {
 			seq, recs, n, err := decodeBlock(in)
 			if err != nil {
@@ -210,7 +212,7 @@ func FuzzDecodeSnapshot(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// As given, and with a valid checksum appended so that the fuzzer
 		// reaches the structure.
-		sealed := binary.LittleEndian.AppendUint32(bytes.Clone(data), crc32.Checksum(data, castagnoli))
+		sealed := binary.LittleEndian.AppendUint32(bytes.Clone(data), crc32.Checksum(data, durable.Castagnoli))
 		for _, in := range [][]byte{data, sealed} {
 			seq, intents, err := decodeSnapshot(in)
 			if err != nil {

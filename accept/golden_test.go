@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/durable"
 	goldenfile "github.com/echostore/echostore/internal/golden"
 )
 
@@ -111,7 +112,7 @@ func checkSegment(t *testing.T, b []byte, ver uint16, blocks [][]rec) {
 // (length ‖ body), body.
 func frameBody(body []byte) []byte {
 	l := le32(uint32(len(body)))
-	return append(append(l, le32(crc32.Update(crc32.Checksum(l, castagnoli), castagnoli, body))...), body...)
+	return append(append(l, le32(crc32.Update(crc32.Checksum(l, durable.Castagnoli), durable.Castagnoli, body))...), body...)
 }
 
 // checkBlocks checks that the segment seg of version ver starts with the

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/durable"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/xid"
 )
@@ -51,8 +52,6 @@ const (
 	pageHeader2  = 4 + 1 + 16 + 4
 	pageMin      = pageHeader + 4 + 4 + 4 // one empty field and the CRC
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrCorrupt: stored archive bytes (a record page or the volume's archive
 // metadata) do not decode. Nothing was changed.
@@ -120,7 +119,7 @@ func appendRecordPage(dst []byte, r mq.Record, version byte) []byte {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(f.Value)))
 		dst = append(dst, f.Value...)
 	}
-	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
+	return binary.BigEndian.AppendUint32(dst, crc32.Checksum(dst[start:], durable.Castagnoli))
 }
 
 // DecodeRecordPage decodes a record page of version 1 or 2. It is total:
@@ -215,7 +214,7 @@ func decodeRecordPage(b []byte, d *pageDecoder) (mq.Record, error) {
 		return bad("version %d, this build reads versions %d and %d", version, pageVersion, pageVersion2)
 	}
 	body := b[:len(b)-4]
-	if got, want := crc32.Checksum(body, castagnoli), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
+	if got, want := crc32.Checksum(body, durable.Castagnoli), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
 		return bad("CRC-32C %08x, stored %08x", got, want)
 	}
 	var id xid.ID

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/durable"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/xid"
 )
@@ -109,7 +110,7 @@ func crcHex(t *testing.T, body string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return hex.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.Checksum(b, castagnoli)))
+	return hex.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.Checksum(b, durable.Castagnoli)))
 }
 
 // FuzzDecodeRecordPage: the decoder is total over both versions; what it
@@ -161,7 +162,7 @@ func FuzzDecodeRecordPage(f *testing.F) {
 		// parsing behind the checksum.
 		if len(b) >= 4 {
 			fixed := bytes.Clone(b)
-			binary.BigEndian.PutUint32(fixed[len(b)-4:], crc32.Checksum(fixed[:len(b)-4], castagnoli))
+			binary.BigEndian.PutUint32(fixed[len(b)-4:], crc32.Checksum(fixed[:len(b)-4], durable.Castagnoli))
 			check(t, fixed)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 
+	"github.com/echostore/echostore/durable"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/xid"
@@ -129,7 +130,7 @@ func appendRecordPages(buf []byte, r mq.Record, limit int, put func(page []byte)
 	page = appendSpanHeader(page, pageVersion3, r.ID, uint32(k))
 	page = binary.BigEndian.AppendUint64(page, uint64(len(body)))
 	page = append(page, body[:first]...)
-	page = binary.BigEndian.AppendUint32(page, crc32.Checksum(page, castagnoli))
+	page = binary.BigEndian.AppendUint32(page, crc32.Checksum(page, durable.Castagnoli))
 	if err := put(page); err != nil {
 		return buf, 0, err
 	}
@@ -139,7 +140,7 @@ func appendRecordPages(buf []byte, r mq.Record, limit int, put func(page []byte)
 		rest = rest[len(part):]
 		page = appendSpanHeader(page[:0], pageVersion4, r.ID, uint32(i))
 		page = append(page, part...)
-		page = binary.BigEndian.AppendUint32(page, crc32.Checksum(page, castagnoli))
+		page = binary.BigEndian.AppendUint32(page, crc32.Checksum(page, durable.Castagnoli))
 		if err := put(page); err != nil {
 			return buf, 0, err
 		}
@@ -193,7 +194,7 @@ func decodeSpanPage(b []byte) (spanPage, error) {
 		return bad("%d bytes, shorter than the smallest version-%d page (%d)", len(b), v, header+1+4)
 	}
 	body := b[:len(b)-4]
-	if got, want := crc32.Checksum(body, castagnoli), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
+	if got, want := crc32.Checksum(body, durable.Castagnoli), binary.BigEndian.Uint32(b[len(b)-4:]); got != want {
 		return bad("CRC-32C %08x, stored %08x", got, want)
 	}
 	p := spanPage{version: v,
@@ -301,7 +302,7 @@ func appendV2Header(dst []byte, id xid.ID) []byte {
 // finishSpan decodes an assembled body (behind its version-2 header) as
 // the version-2 page it would have been.
 func finishSpan(b []byte) (mq.Record, bool, error) {
-	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, durable.Castagnoli))
 	r, err := DecodeRecordPage(b)
 	if err != nil {
 		return mq.Record{}, false, fmt.Errorf("record spanning pages: %w", err)

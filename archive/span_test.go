@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/durable"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/xid"
 )
@@ -69,7 +70,7 @@ func TestRecordSpanningPages(t *testing.T) {
 		t.Fatalf("example: %d pages", len(ex))
 	}
 	for i := range want {
-		want[i] = binary.BigEndian.AppendUint32(want[i], crc32.Checksum(want[i], castagnoli))
+		want[i] = binary.BigEndian.AppendUint32(want[i], crc32.Checksum(want[i], durable.Castagnoli))
 		if !bytes.Equal(ex[i], want[i]) {
 			t.Fatalf("example page %d:\n %x\nwant %x", i, ex[i], want[i])
 		}
@@ -246,7 +247,7 @@ func FuzzDecodeRecordPages(f *testing.F) {
 			}
 			p := bytes.Clone(b[k : k+int(n)])
 			if fixCRC && len(p) >= 4 {
-				binary.BigEndian.PutUint32(p[len(p)-4:], crc32.Checksum(p[:len(p)-4], castagnoli))
+				binary.BigEndian.PutUint32(p[len(p)-4:], crc32.Checksum(p[:len(p)-4], durable.Castagnoli))
 			}
 			pages = append(pages, p)
 			b = b[k+int(n):]

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/echostore/echostore/durable"
 	"github.com/echostore/echostore/graft/remote"
 )
 
@@ -61,7 +62,7 @@ func EncodeIdentity(in Identity) []byte {
 	b = binary.BigEndian.AppendUint16(b, 0)
 	b = append(b, in.ID[:]...)
 	b = binary.BigEndian.AppendUint64(b, uint64(in.Created.UnixNano()))
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, durable.Castagnoli))
 }
 
 // DecodeIdentity decodes an identity object; anything but exactly the
@@ -73,7 +74,7 @@ func DecodeIdentity(b []byte) (Identity, error) {
 		return Identity{}, fmt.Errorf("%s: %w: %w", what, remote.ErrSealed, ErrCorrupt)
 	case len(b) != identityLen:
 		return Identity{}, corrupt(what, "%d bytes, want %d", len(b), identityLen)
-	case binary.BigEndian.Uint32(b[identityLen-4:]) != crc32.Checksum(b[:identityLen-4], crcTable):
+	case binary.BigEndian.Uint32(b[identityLen-4:]) != crc32.Checksum(b[:identityLen-4], durable.Castagnoli):
 		return Identity{}, corrupt(what, "checksum mismatch")
 	case string(b[:4]) != identityMagic:
 		return Identity{}, corrupt(what, "magic %q", b[:4])

@@ -12,6 +12,9 @@ const (
 	kindPage   byte = 0x02 // page versions
 	kindCommit byte = 0x03 // commit records
 	kindMeta   byte = 0x04 // metadata versions
+	// A follower's lazily stored pages (lazy.go):
+	kindFrame   byte = 0x05 // frame records of unfetched remote frames
+	kindPending byte = 0x06 // the pending remote commit of a writer
 )
 
 const (

@@ -20,9 +20,6 @@ import (
 // docs/GRAFT.md specifies the bytes.
 
 const (
-	kindFrame   byte = 0x05 // frame records of unfetched remote frames
-	kindPending byte = 0x06 // the pending remote commit of a writer
-
 	pageRemoteRef = recordV2 // page value version: a remote reference
 	frameKeyLen   = 1 + 8 + 8 + 4
 )

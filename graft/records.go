@@ -6,6 +6,8 @@ import (
 	"hash/crc32"
 	"math"
 	"time"
+
+	"github.com/echostore/echostore/durable"
 )
 
 // Every record value starts with a version byte; records that are not plain
@@ -23,10 +25,8 @@ const (
 	volumeRecV3Len      = volumeRecV2Len + 16
 )
 
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
-
 func appendCRC(b []byte) []byte {
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, durable.Castagnoli))
 }
 
 // checkCRC verifies the trailing checksum and a version-1 body, and returns
@@ -41,7 +41,7 @@ func checkCRCVersions(what string, b []byte, maxVersion byte) ([]byte, error) {
 		return nil, corrupt(what, "%d bytes is too short", len(b))
 	}
 	body := b[:len(b)-crcLen]
-	if got, want := binary.BigEndian.Uint32(b[len(body):]), crc32.Checksum(body, crcTable); got != want {
+	if got, want := binary.BigEndian.Uint32(b[len(body):]), crc32.Checksum(body, durable.Castagnoli); got != want {
 		return nil, corrupt(what, "checksum %08x, computed %08x", got, want)
 	}
 	if body[0] < recordV1 || body[0] > maxVersion {

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/durable"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
@@ -150,24 +151,8 @@ func loadNodeID(dir string) (string, error) {
 		return "", fmt.Errorf("serve: node id: %w", err)
 	}
 	id := hex.EncodeToString(raw[:])
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o600); err != nil {
+	if err := durable.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("serve: write the node id: %w", err)
-	}
-	f, err := os.Open(tmp)
-	if err == nil {
-		err = f.Sync()
-		f.Close()
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		return "", fmt.Errorf("serve: write the node id: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // the rename's durability; the id is rewritten if lost
-		d.Close()
 	}
 	return id, nil
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+
+	"github.com/echostore/echostore/durable"
 )
 
 // Format constants shared by every object (docs/REMOTE.md specifies them).
@@ -42,9 +44,7 @@ var (
 	tombstoneMagic  = [4]byte{'E', 'S', 'R', 'T'}
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+func crc(b []byte) uint32 { return crc32.Checksum(b, durable.Castagnoli) }
 
 // Hash is the SHA-256 of a commit object's bytes, all of them. Each commit
 // names its predecessor's Hash, chaining the log.

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/echostore/echostore/durable"
 	"github.com/echostore/echostore/graft/remote"
 )
 
@@ -103,7 +104,7 @@ func (s *Store) write(ctx context.Context, key string, data []byte, exclusive bo
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	return nil
@@ -253,7 +254,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		}
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
-	if err := syncDir(filepath.Dir(p)); err != nil {
+	if err := durable.SyncDir(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	return nil
@@ -322,17 +323,5 @@ func mkdirAllSync(dir string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	return syncDir(parent)
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return durable.SyncDir(parent)
 }

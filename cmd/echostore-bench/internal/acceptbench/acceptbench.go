@@ -23,6 +23,7 @@ import (
 
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/durable"
 	"github.com/echostore/echostore/names"
 )
 
@@ -577,7 +578,7 @@ func AppendOnlyRate(ctx context.Context, dir string, k, n int, payload []byte) (
 		binary.LittleEndian.PutUint32(buf[0:], uint32(len(body)))
 		binary.LittleEndian.PutUint64(body[0:], seq)
 		binary.LittleEndian.PutUint32(body[8:], uint32(count))
-		crc := crc32.Update(crc32.Checksum(buf[:4], castagnoli), castagnoli, body)
+		crc := crc32.Update(crc32.Checksum(buf[:4], durable.Castagnoli), durable.Castagnoli, body)
 		binary.LittleEndian.PutUint32(buf[4:], crc)
 		if _, err := f.Write(buf); err != nil {
 			return err
@@ -608,5 +609,3 @@ func AppendOnlyRate(ctx context.Context, dir string, k, n int, payload []byte) (
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
 }
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
