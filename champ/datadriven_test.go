@@ -8,11 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/echostore/echostore/internal/datadriven"
+	"github.com/cockroachdb/datadriven"
 )
 
 // TestScripts drives a Map[uint64, string] with the scripts in
-// testdata/script (the format is internal/datadriven's). Commands:
+// testdata/script (github.com/cockroachdb/datadriven's format, as in Pebble;
+// `go test -run TestScripts -rewrite` rewrites the expectations). Commands:
 //
 //	new [hasher=uint64|collide3|chains|low10]  a fresh empty map (uint64 by default)
 //	set k=K v=V                                 Set; prints the new Len
@@ -51,10 +52,10 @@ func (st *scriptState) run(t *testing.T, d *datadriven.TestData) string {
 		t.Fatalf("%s: %s before new", d.Pos, d.Cmd)
 	}
 	pick := func() *scriptMap {
-		if !d.Has("snap") {
+		if !d.HasArg("snap") {
 			return st.cur
 		}
-		name := d.String(t, "snap")
+		name := argString(t, d, "snap")
 		s, ok := st.snaps[name]
 		if !ok {
 			t.Fatalf("%s: no snapshot %q", d.Pos, name)
@@ -64,8 +65,8 @@ func (st *scriptState) run(t *testing.T, d *datadriven.TestData) string {
 	switch d.Cmd {
 	case "new":
 		name := "uint64"
-		if d.Has("hasher") {
-			name = d.String(t, "hasher")
+		if d.HasArg("hasher") {
+			name = argString(t, d, "hasher")
 		}
 		h, ok := testHashers[name]
 		if !ok {
@@ -75,15 +76,15 @@ func (st *scriptState) run(t *testing.T, d *datadriven.TestData) string {
 		st.snaps = map[string]*scriptMap{}
 		return "ok"
 	case "set":
-		k, v := d.Uint(t, "k"), d.String(t, "v")
+		k, v := argUint(t, d, "k"), argString(t, d, "v")
 		st.cur = &scriptMap{m: st.cur.m.Set(k, v), model: with(st.cur.model, k, v)}
 		return fmt.Sprintf("len=%d", st.cur.m.Len())
 	case "delete":
-		k := d.Uint(t, "k")
+		k := argUint(t, d, "k")
 		st.cur = &scriptMap{m: st.cur.m.Delete(k), model: without(st.cur.model, k)}
 		return fmt.Sprintf("len=%d", st.cur.m.Len())
 	case "get":
-		v, ok := pick().m.Get(d.Uint(t, "k"))
+		v, ok := pick().m.Get(argUint(t, d, "k"))
 		if !ok {
 			return "not found"
 		}
@@ -106,7 +107,7 @@ func (st *scriptState) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		return b.String()
 	case "snapshot":
-		st.snaps[d.String(t, "name")] = st.cur
+		st.snaps[argString(t, d, "name")] = st.cur
 		return "ok"
 	case "transient":
 		tr := st.cur.m.Transient()
@@ -155,4 +156,21 @@ func without(m map[uint64]string, k uint64) map[uint64]string {
 	m = maps.Clone(m)
 	delete(m, k)
 	return m
+}
+
+// argString and argUint read the value of a directive's argument key (a
+// number in any of Go's bases), failing the test when it is missing or
+// malformed.
+func argString(t *testing.T, d *datadriven.TestData, key string) string {
+	var s string
+	d.ScanArgs(t, key, &s)
+	return s
+}
+
+func argUint(t *testing.T, d *datadriven.TestData, key string) uint64 {
+	n, err := strconv.ParseUint(argString(t, d, key), 0, 64) // 0x… and 0b… too
+	if err != nil {
+		d.Fatalf(t, "%s: %v", key, err)
+	}
+	return n
 }

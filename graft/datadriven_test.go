@@ -8,14 +8,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/datadriven"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/echostore/echostore/graft/remote"
-	"github.com/echostore/echostore/internal/datadriven"
 )
 
 // TestScripts drives stores, volumes and a shared mem:// remote with the
-// scripts in testdata/model (the format is internal/datadriven's), beside
+// scripts in testdata/model (github.com/cockroachdb/datadriven's format, as in Pebble;
+// `go test -run TestScripts -rewrite` rewrites the expectations), beside
 // the rapid model test (model_test.go): the scripts spell out the cases a
 // reader wants to see, the model explores the rest. Commands (store= names
 // a store, default "a"; vol= a volume, default "v"):
@@ -75,8 +76,8 @@ func (st *graftScript) closeAll() {
 }
 
 func arg(d *datadriven.TestData, t *testing.T, key, def string) string {
-	if d.Has(key) {
-		return d.String(t, key)
+	if d.HasArg(key) {
+		return argString(t, d, key)
 	}
 	return def
 }
@@ -97,8 +98,8 @@ func (st *graftScript) volume(t *testing.T, d *datadriven.TestData) (*Volume, er
 // snapshot returns the held snapshot snap=, or opens one at lsn= (the head
 // by default) that the caller closes.
 func (st *graftScript) snapshot(t *testing.T, d *datadriven.TestData) (*Snapshot, error) {
-	if d.Has("snap") {
-		name := d.String(t, "snap")
+	if d.HasArg("snap") {
+		name := argString(t, d, "snap")
 		sn, ok := st.snaps[name]
 		if !ok {
 			t.Fatalf("%s: no snapshot %q", d.Pos, name)
@@ -109,8 +110,8 @@ func (st *graftScript) snapshot(t *testing.T, d *datadriven.TestData) (*Snapshot
 	if err != nil {
 		return nil, err
 	}
-	if d.Has("lsn") {
-		return v.SnapshotAt(context.Background(), d.Uint(t, "lsn"))
+	if d.HasArg("lsn") {
+		return v.SnapshotAt(context.Background(), argUint(t, d, "lsn"))
 	}
 	return v.Snapshot(context.Background())
 }
@@ -156,12 +157,12 @@ func (st *graftScript) run(t *testing.T, d *datadriven.TestData) string {
 			return errText(err)
 		}
 		if d.Cmd == "begin" {
-			st.txns[d.String(t, "name")] = txn
+			st.txns[argString(t, d, "name")] = txn
 			return fmt.Sprintf("base=%d", txn.Base())
 		}
 		return finish(ctx, d, txn)
 	case "finish":
-		name := d.String(t, "name")
+		name := argString(t, d, "name")
 		txn, ok := st.txns[name]
 		if !ok {
 			t.Fatalf("%s: no txn %q", d.Pos, name)
@@ -173,14 +174,14 @@ func (st *graftScript) run(t *testing.T, d *datadriven.TestData) string {
 		if err != nil {
 			return errText(err)
 		}
-		if !d.Has("snap") {
+		if !d.HasArg("snap") {
 			defer sn.Close()
 		}
 		var b []byte
 		if d.Cmd == "read" {
-			b, err = sn.Get(ctx, d.Uint(t, "page"))
+			b, err = sn.Get(ctx, argUint(t, d, "page"))
 		} else {
-			b, err = sn.Meta(ctx, d.String(t, "key"))
+			b, err = sn.Meta(ctx, argString(t, d, "key"))
 		}
 		if err != nil {
 			return errText(err)
@@ -191,11 +192,11 @@ func (st *graftScript) run(t *testing.T, d *datadriven.TestData) string {
 		if err != nil {
 			return errText(err)
 		}
-		if !d.Has("snap") {
+		if !d.HasArg("snap") {
 			defer sn.Close()
 		}
 		it := sn.Scan(ctx, 0, ^uint64(0))
-		if d.Has("reverse") {
+		if d.HasArg("reverse") {
 			it = sn.ScanReverse(ctx, 0, ^uint64(0))
 		}
 		var b strings.Builder
@@ -214,10 +215,10 @@ func (st *graftScript) run(t *testing.T, d *datadriven.TestData) string {
 		if err != nil {
 			return errText(err)
 		}
-		st.snaps[d.String(t, "name")] = sn
+		st.snaps[argString(t, d, "name")] = sn
 		return fmt.Sprintf("lsn=%d", sn.LSN())
 	case "release":
-		name := d.String(t, "name")
+		name := argString(t, d, "name")
 		sn, ok := st.snaps[name]
 		if !ok {
 			t.Fatalf("%s: no snapshot %q", d.Pos, name)
@@ -230,7 +231,7 @@ func (st *graftScript) run(t *testing.T, d *datadriven.TestData) string {
 	case "keep-from":
 		v, err := st.volume(t, d)
 		if err == nil {
-			err = v.SetKeepFrom(ctx, d.Uint(t, "lsn"))
+			err = v.SetKeepFrom(ctx, argUint(t, d, "lsn"))
 		}
 		if err != nil {
 			return errText(err)
@@ -310,7 +311,7 @@ func stage(t *testing.T, d *datadriven.TestData, txn *Txn) error {
 
 func finish(ctx context.Context, d *datadriven.TestData, txn *Txn) string {
 	dur := Unsynced
-	if d.Has("synced") {
+	if d.HasArg("synced") {
 		dur = Synced
 	}
 	lsn, err := txn.Commit(ctx, dur)
@@ -347,4 +348,21 @@ func errText(err error) string {
 		}
 	}
 	return "error: " + err.Error()
+}
+
+// argString and argUint read the value of a directive's argument key (a
+// number in any of Go's bases), failing the test when it is missing or
+// malformed.
+func argString(t *testing.T, d *datadriven.TestData, key string) string {
+	var s string
+	d.ScanArgs(t, key, &s)
+	return s
+}
+
+func argUint(t *testing.T, d *datadriven.TestData, key string) uint64 {
+	n, err := strconv.ParseUint(argString(t, d, key), 0, 64) // 0x… and 0b… too
+	if err != nil {
+		d.Fatalf(t, "%s: %v", key, err)
+	}
+	return n
 }

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/echostore/echostore/internal/datadriven"
+	"github.com/cockroachdb/datadriven"
+
 	"github.com/echostore/echostore/xid"
 )
 
@@ -119,7 +120,7 @@ func TestRuleTable(t *testing.T) {
 			case "check":
 				out = append(out, line+" → write "+verdict(t, args, ScopeWrite)+", admin "+verdict(t, args, ScopeAdmin))
 			case "reply":
-				sc := map[string]Scope{"write": ScopeWrite, "admin": ScopeAdmin}[d.String(t, "scope")]
+				sc := map[string]Scope{"write": ScopeWrite, "admin": ScopeAdmin}[argString(t, d, "scope")]
 				v, err := Check(context.Background(), args, sc, tableKeys())
 				if err != nil {
 					out = append(out, "error: "+err.Error())
@@ -173,4 +174,12 @@ func TestRuleAsks(t *testing.T) {
 	if v, err := Check(ctx, words(t, "DEL emq:{shop}:jobs"), ScopeAdmin, nil); err != nil || v.Allowed {
 		t.Errorf("DEL of an own key without Keys: %+v, %v, want refused", v, err)
 	}
+}
+
+// argString reads the value of a directive's argument key, failing
+// the test when it is missing or malformed.
+func argString(t *testing.T, d *datadriven.TestData, key string) string {
+	var s string
+	d.ScanArgs(t, key, &s)
+	return s
 }
