@@ -228,3 +228,83 @@ func ExampleNode_Pull() {
 	// one
 	// two
 }
+
+// A program keeps its streams bounded and replicated with no serve: it
+// declares how each stream is kept and runs the node. Each beat folds what
+// the window drops into the archive, pushes it to the remote, and only then
+// trims it from Redis (TrimAfterRemote).
+func ExampleNode_Run() {
+	ctx := context.Background()
+	dir, cleanup := tempDir()
+	defer cleanup()
+	bucket, cleanupBucket := tempDir()
+	defer cleanupBucket()
+	node, err := echostore.Open(ctx, echostore.Config{Data: dir, Redis: redisURL, Remote: "file://" + bucket})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer node.Close(ctx)
+
+	ref, err := names.ParseStreamRef("example-run", "events")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Keep the two newest entries live; archive the rest.
+	policy := echostore.StreamPolicy{Archived: true, Window: echostore.Window{Keep: 2}, TrimAfter: echostore.TrimAfterRemote}
+	if err := node.Declare(ref, policy); err != nil {
+		log.Fatal(err)
+	}
+	recs := make([][]echostore.Field, 5)
+	for i := range recs {
+		recs[i] = record("n", fmt.Sprint(i))
+	}
+	if _, err := node.Append(ctx, ref, recs); err != nil {
+		log.Fatal(err)
+	}
+
+	trimmed := make(chan echostore.CycleReport, 1)
+	runCtx, stop := context.WithTimeout(ctx, time.Minute)
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		done <- node.Run(runCtx, echostore.RunOptions{Beat: 20 * time.Millisecond, BeatOptions: echostore.BeatOptions{
+			OnCycle: func(r echostore.CycleReport) {
+				if r.Err == nil && r.Result.Trimmed > 0 {
+					select {
+					case trimmed <- r:
+					default:
+					}
+				}
+			},
+		}})
+	}()
+	select {
+	case r := <-trimmed:
+		fmt.Println("folded", r.Result.Folded, "trimmed", r.Result.Trimmed)
+	case <-runCtx.Done():
+		log.Fatal("no beat trimmed the stream within a minute")
+	}
+	stop()
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+
+	st, err := node.Status(ctx, ref)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("archived", st.Archived, "live", st.Live)
+	vol, err := names.ParseVolume(st.Volume)
+	if err != nil {
+		log.Fatal(err)
+	}
+	in, err := node.VolumeInfo(ctx, vol)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("in the remote:", in.RemoteLSN > 0 && in.RemoteLSN == in.LocalLSN)
+	// Output:
+	// folded 3 trimmed 3
+	// archived 3 live 2
+	// in the remote: true
+}

@@ -119,18 +119,11 @@ func (n *Node) startGC() {
 	g.stop, g.done = cancel, make(chan struct{})
 	go func() {
 		defer close(g.done)
-		t := time.NewTicker(g.every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+		every(ctx, g.every, func() {
 			if _, err := n.RemoteGC(ctx); err != nil && ctx.Err() == nil {
 				n.log.Warn("remote gc pass failed", "err", err)
 			}
-		}
+		})
 	}()
 }
 

@@ -90,6 +90,8 @@ type Node struct {
 
 	restored *RestoreResult // what Open's restore did (Config.Restore), or nil
 
+	sched schedule // the declared streams and their drivers (schedule.go)
+
 	mu     sync.Mutex
 	closed bool
 }

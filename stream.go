@@ -291,7 +291,8 @@ func (n *Node) Status(ctx context.Context, ref names.StreamRef) (ArchiveStatus, 
 // and its log in the remote, then, under the stream's archive lease (a
 // running cycle is waited for), the live stream, its seam cache, its entry
 // in the queue's archived set and the lease. Copies of the volume in other
-// nodes' data dirs are not deleted.
+// nodes' data dirs are not deleted. A declared stream is no longer kept
+// bounded (Undeclare): its key is gone.
 func (n *Node) Delete(ctx context.Context, ref names.StreamRef) (DeleteResult, error) {
 	if ref.IsZero() {
 		return DeleteResult{}, fmt.Errorf("delete: no stream: %w", names.ErrInvalid)
@@ -300,8 +301,19 @@ func (n *Node) Delete(ctx context.Context, ref names.StreamRef) (DeleteResult, e
 	if err != nil {
 		return DeleteResult{}, err
 	}
+	// No beat cycles the stream after this: one in flight is waited for,
+	// and the next ones do not list it (a cycle would make the volume
+	// again). A failed delete declares it again as it was.
+	n.sched.beat.Lock()
+	defer n.sched.beat.Unlock()
+	p, declared := n.Undeclare(ref)
 	res, err := a.Delete(ctx, ref)
 	if err != nil {
+		if declared {
+			if derr := n.Declare(ref, p); derr != nil {
+				n.log.Error("echostore: stream not declared again after a failed delete", ref.LogAttr(), "err", derr)
+			}
+		}
 		return DeleteResult{}, err
 	}
 	return DeleteResult{Deleted: true, Volume: res.Volume, VolumeDropped: res.VolumeDropped, LiveEntries: res.LiveEntries,

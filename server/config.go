@@ -406,8 +406,10 @@ type stream struct {
 	retain    archive.Retention // the archive's retention horizon, every cycle
 }
 
-// key is the archiver that cycles the stream.
-func (st stream) key() driverKey { return driverKey{st.trimAfter, st.retain} }
+// policy is how the node keeps the stream bounded (echostore.Node.Declare).
+func (st stream) policy() echostore.StreamPolicy {
+	return echostore.StreamPolicy{Archived: st.archived, Window: st.window, TrimAfter: st.trimAfter, Retain: st.retain}
+}
 
 // Checked returns c with its zero fields filled with their defaults, or
 // the error that New would fail with (wrapping ErrConfig or ErrInsecure):

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -73,17 +71,10 @@ type Server struct {
 	mq    *mq.Client
 	store *graft.Store
 	rs    remote.Store
-	// arch and drv are the archivers and drivers of the declared streams,
-	// one per trim_after and retention (driverKey), made on first use
-	// (archiver); amu guards them.
-	amu  sync.Mutex
-	arch map[driverKey]*archive.Archiver
-	drv  map[driverKey]*archive.Driver
 	// faulty runs the next cycle of a stream with an armed fault (fault.go).
 	faulty *archive.Archiver
-	disc   *discoverer // archived streams registered in Redis; nil if off
-	idle   *idleBeat   // what the beat knows of idle archived streams (idle.go)
-	ret    *mq.Retention
+	disc   *discoverer    // archived streams registered in Redis; nil if off
+	idle   *idleBeat      // what the beat knows of idle archived streams (idle.go)
 	out    *accept.Outbox // node's accept outbox, <data>/accept/outbox
 	hub    *hub
 	m      *metrics
@@ -101,8 +92,9 @@ type Server struct {
 	uid int
 
 	done chan struct{} // closed when shutdown starts: SSE streams end
-	// beatMu orders a beat and a delete: a stream deleted is not cycled by
-	// a beat that listed it before.
+	// beatMu orders a beat (with its discovery) and a delete: a stream
+	// deleted is not declared again by a beat's discovery that listed it
+	// before (the node orders its own beat and Delete the same way).
 	beatMu  sync.Mutex
 	mu      sync.Mutex
 	streams map[names.StreamRef]stream
@@ -121,7 +113,7 @@ type Server struct {
 	// unannounced are the archived streams met through the API whose
 	// registration or announcement to the group failed: the beat retries.
 	unannounced map[names.StreamRef]bool
-	wg          sync.WaitGroup // the volume watcher and the checkpointer
+	wg          sync.WaitGroup // the LSN publisher, the heartbeat and the sampler
 	closed      bool
 	lsn         lsnWatch // the watched volumes' LSN events (watchVolume)
 }
@@ -209,8 +201,6 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 		faults:      map[names.StreamRef]bool{},
 		watched:     map[names.StreamRef]bool{},
 		unannounced: map[names.StreamRef]bool{},
-		arch:        map[driverKey]*archive.Archiver{},
-		drv:         map[driverKey]*archive.Driver{},
 		uid:         os.Getuid(),
 		lsn:         lsnWatch{vols: map[string]names.Volume{}, pending: map[string]string{}, wake: make(chan struct{}, 1)},
 	}
@@ -235,7 +225,7 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 			"remote", redact.URL(node.RemoteURL()), "reason", h.Remote)
 	}
 	for _, ta := range []archive.TrimAfter{archive.TrimAfterLocal, archive.TrimAfterRemote} {
-		if _, _, err := s.archiver(driverKey{ta: ta}); err != nil {
+		if _, err := node.Archiver(ta, archive.Retention{}); err != nil {
 			return nil, err
 		}
 	}
@@ -246,7 +236,6 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 	if *cfg.Discover {
 		s.disc = newDiscoverer()
 	}
-	s.ret = s.mq.NewRetention(nil)
 	s.m.watchOutbox(s.out, node.OutboxK())
 	s.m.reg.MustRegister(newQueueCollector(s.m.jobs, node.QueueStatus))
 	s.m.watchNode(node, cfg.Logger)
@@ -319,82 +308,11 @@ func loopback(addr string) bool {
 // Addr is the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// driverKey names one of serve's archivers: what a cycle trims after and
-// the archive's retention horizon it applies.
-type driverKey struct {
-	ta     archive.TrimAfter
-	retain archive.Retention
-}
-
-// newArchiver returns an archiver over the node with k's settings.
-func (s *Server) newArchiver(k driverKey) (*archive.Archiver, error) {
-	return s.node.Archiver(k.ta, k.retain)
-}
-
-// archiver returns the archiver of k and its driver, made on first use.
-func (s *Server) archiver(k driverKey) (*archive.Archiver, *archive.Driver, error) {
-	s.amu.Lock()
-	defer s.amu.Unlock()
-	if a, ok := s.arch[k]; ok {
-		return a, s.drv[k], nil
-	}
-	a, err := s.newArchiver(k)
-	if err != nil {
-		return nil, nil, err
-	}
-	s.arch[k], s.drv[k] = a, a.NewDriver()
-	return a, s.drv[k], nil
-}
-
-// drivers returns every driver, in a fixed order (trim_after, then
-// retention).
-func (s *Server) drivers() []*archive.Driver {
-	_, out := s.driverKeys()
-	return out
-}
-
-// driverKeys returns every driver and its key, in drivers' order.
-func (s *Server) driverKeys() ([]driverKey, []*archive.Driver) {
-	s.amu.Lock()
-	defer s.amu.Unlock()
-	keys := make([]driverKey, 0, len(s.drv))
-	for k := range s.drv {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b driverKey) int {
-		return cmp.Or(cmp.Compare(a.ta, b.ta), cmp.Compare(a.retain.Count, b.retain.Count), cmp.Compare(a.retain.MaxAge, b.retain.MaxAge))
-	})
-	out := make([]*archive.Driver, len(keys))
-	for i, k := range keys {
-		out[i] = s.drv[k]
-	}
-	return keys, out
-}
-
-// forgetDrivers stops every driver but keep (nil: all) cycling ref.
-func (s *Server) forgetDrivers(ref names.StreamRef, keep *archive.Driver) {
-	for _, d := range s.drivers() {
-		if d != keep {
-			d.Forget(ref)
-		}
-	}
-}
-
-// declare adds a stream to its archive driver or to retention.
+// declare makes the node keep a stream bounded on every beat, by an
+// archive cycle or by trim-only retention (echostore.Node.Declare).
 func (s *Server) declare(st stream) error {
-	var err error
-	if st.archived {
-		var d *archive.Driver
-		if _, d, err = s.archiver(st.key()); err == nil {
-			if err = d.Declare(st.ref, st.window); err == nil {
-				s.forgetDrivers(st.ref, d) // declared again with other settings
-			}
-		}
-	} else {
-		err = s.ret.Declare(st.ref, st.window)
-	}
-	if err != nil {
-		return fmt.Errorf("serve: declare %s: %w", st.ref, err)
+	if err := s.node.Declare(st.ref, st.policy()); err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	s.m.declared(st.ref, st.archived)
 	s.idle.forget(st.ref) // declared again: cycled on the next beat
@@ -423,8 +341,7 @@ func (s *Server) forget(ref names.StreamRef) (stream, bool) {
 	delete(s.admitted, ref)
 	delete(s.faults, ref)
 	s.mu.Unlock()
-	s.forgetDrivers(ref, nil)
-	s.ret.Forget(ref)
+	s.node.Undeclare(ref)
 	s.idle.forget(ref)
 	return prev, ok
 }
@@ -538,11 +455,7 @@ func (s *Server) Run(ctx context.Context) error {
 	for _, st := range archived {
 		s.watchVolume(runCtx, st)
 	}
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		s.checkpointLoop(runCtx)
-	}()
+	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		s.sampleLoop(runCtx)
@@ -556,10 +469,13 @@ func (s *Server) Run(ctx context.Context) error {
 	s.serveRESP(runCtx)
 	s.log.Info("serve: listening", "addr", s.Addr().String(), "socket", s.sock != nil, "data", s.cfg.Data, "beat", s.cfg.Beat)
 
+	// The node runs the beat and the outbox's checkpoints (Node.Run); each
+	// beat is serve's (Beat), around the node's.
 	beatDone := make(chan struct{})
 	go func() {
 		defer close(beatDone)
-		s.beatLoop(ctx)
+		_ = s.node.Run(ctx, echostore.RunOptions{Beat: s.cfg.Beat, CheckpointEvery: s.cfg.CheckpointEvery,
+			OnCheckpoint: s.checkpointed, BeatFunc: s.Beat}) // the node has Redis (newServer)
 	}()
 
 	var err error
@@ -571,7 +487,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.log.Info("serve: shutting down")
 	close(s.done)
 	s.hub.closeAll()
-	<-beatDone // the cycle in flight finishes: it runs without ctx's cancellation
+	<-beatDone // the beat in flight finishes: it runs without ctx's cancellation
 	if m := s.fleet(); m != nil {
 		// Its cycles are over: the others take its streams on their next beat.
 		m.leave(context.WithoutCancel(ctx))
@@ -623,12 +539,6 @@ func (s *Server) closeAll() error {
 	return nil
 }
 
-// beatLoop runs a beat every cfg.Beat until ctx ends. A beat that has begun
-// runs to its end.
-func (s *Server) beatLoop(ctx context.Context) {
-	every(ctx, s.cfg.Beat, func() { s.Beat(context.WithoutCancel(ctx)) })
-}
-
 // every calls f every d until ctx ends; a call that has begun runs to its
 // end.
 func every(ctx context.Context, d time.Duration, f func()) {
@@ -665,73 +575,62 @@ func (s *Server) Beat(ctx context.Context) {
 	s.countShare()
 	faulted := s.takeFaults()
 	for _, st := range faulted {
-		s.forgetDrivers(st.ref, nil)
+		s.node.Undeclare(st.ref) // cycled below, through the faulty archiver
 	}
-	// The streams this node cycles, and of those the ones due (idle.go).
-	keys, drivers := s.driverKeys()
-	var cands []candidate
-	for i, d := range drivers {
-		aged := keys[i].retain.MaxAge > 0
-		for _, sw := range d.Declared() {
-			if s.cycles(ctx, sw.Ref) {
-				cands = append(cands, candidate{ref: sw.Ref, key: mq.StreamKey(sw.Ref), feed: mq.DirtyOf(sw.Ref),
-					aged: aged || sw.Window.MaxAge > 0, keep: int64(sw.Window.Keep), owned: s.owns(sw.Ref)})
-			}
-		}
-	}
+	// The node's beat: of the archived streams, those this node cycles and
+	// of those the ones due (idle.go); then trim-only retention.
 	view := s.viewKey()
-	due := s.dueStreams(ctx, cands, time.Now())
-	for _, d := range drivers {
-		keep := func(ref names.StreamRef) bool { _, ok := due[ref]; return ok }
-		reps, _ := d.CycleFunc(ctx, keep) // each report carries its own error
-		for _, r := range reps {
-			s.cycled(r.Ref, due[r.Ref], r.Result, r.Err, view, time.Now())
-			if r.Result.Missing {
-				continue // declared, but its key does not exist yet
+	var due map[names.StreamRef]top
+	s.node.Beat(ctx, echostore.BeatOptions{
+		Pick: func(ctx context.Context, archived []echostore.DeclaredStream) func(names.StreamRef) bool {
+			var cands []candidate
+			for _, d := range archived {
+				if s.cycles(ctx, d.Ref) {
+					cands = append(cands, candidate{ref: d.Ref, key: mq.StreamKey(d.Ref), feed: mq.DirtyOf(d.Ref),
+						aged: d.Policy.Retain.MaxAge > 0 || d.Policy.Window.MaxAge > 0, keep: int64(d.Policy.Window.Keep), owned: s.owns(d.Ref)})
+				}
 			}
-			s.reportCycle(ctx, r.Ref, r.Result, r.Err)
-		}
-	}
+			due = s.dueStreams(ctx, cands, time.Now())
+			return func(ref names.StreamRef) bool { _, ok := due[ref]; return ok }
+		},
+		OnCycle: func(r echostore.CycleReport) {
+			s.cycled(r.Ref, due[r.Ref], r.Result, r.Err, view, time.Now())
+			if !r.Result.Missing { // a declared stream whose key does not exist yet is not reported
+				s.reportCycle(ctx, r.Ref, r.Result, r.Err)
+			}
+		},
+		OnTrim: func(r echostore.TrimReport) { s.reportTrim(ctx, r) },
+	})
 	for _, st := range faulted {
 		res, err := s.faulty.Cycle(ctx, st.ref, st.window)
 		s.idle.forget(st.ref) // cycled again on the next beat
 		s.reportCycle(ctx, st.ref, res, err)
-		_, d, derr := s.archiver(st.key())
-		if derr == nil {
-			derr = d.Declare(st.ref, st.window)
-		}
-		if derr != nil {
+		if derr := s.node.Declare(st.ref, st.policy()); derr != nil {
 			s.log.Error("serve: stream not declared again after its fault", "queue", st.ref.Queue(), "stream", st.ref.Stream(), "err", derr)
 		}
-	}
-	trs, _ := s.ret.Cycle(ctx)
-	for _, r := range trs {
-		s.reportTrim(ctx, r)
 	}
 	s.refreshVolumes(ctx)
 }
 
-// checkpointLoop checkpoints the accept outbox every cfg.CheckpointEvery
-// until ctx ends: the time bound of its loss window, which serve keeps
-// instead of the outbox (accept.Options.FlushInterval) so that it can time
-// each checkpoint. The outbox still cuts a block by itself every K records.
-func (s *Server) checkpointLoop(ctx context.Context) {
-	every(ctx, s.cfg.CheckpointEvery, func() { s.checkpoint(ctx) })
-}
-
-// checkpoint makes the accept outbox's records durable now if some are not
-// (a block and an fsync), and observes how long that took.
-func (s *Server) checkpoint(ctx context.Context) {
-	if st := s.out.Stats(); st.Appended == st.Durable {
-		return
+// checkpointed observes one checkpoint of the accept outbox (Node.Run
+// with CheckpointEvery: the time bound of its loss window, which serve
+// keeps instead of the outbox, accept.Options.FlushInterval, so that each
+// checkpoint is timed; the outbox still cuts a block by itself every K
+// records).
+func (s *Server) checkpointed(took time.Duration, err error) {
+	if took == 0 && err == nil {
+		return // nothing was pending
 	}
-	start := time.Now()
-	if err := s.out.Flush(context.WithoutCancel(ctx)); err != nil {
+	if err != nil {
 		s.log.Warn("serve: checkpoint the accept outbox", "err", err)
 		return
 	}
-	s.m.checkpoint.Observe(time.Since(start).Seconds())
+	s.m.checkpoint.Observe(took.Seconds())
 }
+
+// checkpoint checkpoints the accept outbox now (as Run's checkpoints do)
+// and observes it.
+func (s *Server) checkpoint(ctx context.Context) { s.checkpointed(s.node.CheckpointOutbox(ctx)) }
 
 // cycle runs one archive cycle of the stream now (the HTTP cycle) with
 // the window w and st's trim_after and retention, through the faulty

@@ -1,0 +1,314 @@
+package echostore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
+)
+
+// DefaultBeat is how often Run cycles the declared streams when
+// RunOptions.Beat is zero.
+const DefaultBeat = 5 * time.Second
+
+// StreamPolicy is how the node keeps one stream bounded on every beat
+// (Declare, Run).
+type StreamPolicy struct {
+	// Archived makes each beat an archive cycle: the entries beyond Window
+	// are folded into the stream's archive, then trimmed. Otherwise the
+	// beat trims them (trim-only retention: they are gone).
+	Archived bool
+	// Window is what stays live: the newest Keep entries, and those younger
+	// than MaxAge.
+	Window Window
+	// TrimAfter is when an archive cycle trims (archived streams only): once
+	// the fold is committed in the data dir, or once it is in the remote.
+	TrimAfter TrimAfter
+	// Retain is the archive's own horizon (archived streams only): what
+	// each cycle drops from the archive's oldest end.
+	Retain Retention
+}
+
+// DeclaredStream is a stream the node keeps bounded, with its policy.
+type DeclaredStream struct {
+	Ref    names.StreamRef
+	Policy StreamPolicy
+}
+
+// CycleReport is the outcome of one archive cycle of a beat: the stream,
+// what the cycle did, and its error.
+type CycleReport = archive.Report
+
+// TrimReport is the outcome of one trim-only retention trim of a beat.
+type TrimReport = mq.TrimReport
+
+// BeatOptions adjust one beat (Beat, RunOptions).
+type BeatOptions struct {
+	// Pick returns which of the declared archived streams this beat cycles
+	// (nil, or a nil func returned: every one). A node that shares its
+	// streams with others (serve's group) cycles its share; a node that
+	// skips idle streams, the ones due.
+	Pick func(ctx context.Context, archived []DeclaredStream) func(names.StreamRef) bool
+	// OnCycle, if set, is called with each archive cycle's report, in name
+	// order; OnTrim with each retention trim's.
+	OnCycle func(CycleReport)
+	OnTrim  func(TrimReport)
+}
+
+// RunOptions adjust Run.
+type RunOptions struct {
+	// Beat is how often the declared streams are cycled (0: DefaultBeat).
+	Beat time.Duration
+	// CheckpointEvery, when positive, makes the accept outbox's records
+	// durable on that period (a block and an fsync), for a node opened with
+	// Config.FlushInterval -1 that keeps the outbox's time bound itself;
+	// OnCheckpoint, if set, gets each checkpoint's duration and error.
+	CheckpointEvery time.Duration
+	OnCheckpoint    func(time.Duration, error)
+	// BeatOptions adjust each beat.
+	BeatOptions
+	// BeatFunc, if set, runs each beat in place of Beat(ctx,
+	// opts.BeatOptions): a caller that does more around a beat (serve:
+	// heartbeats, discovery and armed faults before it, the volume gauges
+	// after) calls Beat from it.
+	BeatFunc func(ctx context.Context)
+}
+
+// schedule is what the node keeps of its declared streams: each one's
+// policy, the archive driver of each (trim_after, retention) pair and the
+// trim-only retention. mu guards policies and drivers; beat orders a beat
+// and a delete, so that a deleted stream is not cycled by a beat that
+// listed it before.
+type schedule struct {
+	mu       sync.Mutex
+	policies map[names.StreamRef]StreamPolicy
+	drivers  map[driverKey]*archive.Driver
+	ret      *mq.Retention
+	beat     sync.Mutex
+}
+
+// driverKey names one archive driver: what its cycles trim after and the
+// archive's retention horizon they apply.
+type driverKey struct {
+	ta     archive.TrimAfter
+	retain archive.Retention
+}
+
+func (p StreamPolicy) driverKey() driverKey { return driverKey{p.TrimAfter, p.Retain} }
+
+// Declare makes the node keep ref bounded by p on every beat (Run, Beat),
+// replacing the policy it had. Without Redis it fails with ErrNoRedis; an
+// archived policy needs the data dir too.
+func (n *Node) Declare(ref names.StreamRef, p StreamPolicy) error {
+	if ref.IsZero() {
+		return fmt.Errorf("declare: no stream: %w", names.ErrInvalid)
+	}
+	live, err := n.live()
+	if err != nil {
+		return err
+	}
+	s := &n.sched
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ret == nil {
+		s.ret = live.NewRetention(nil)
+	}
+	if p.Archived {
+		d, err := n.driverLocked(p.driverKey())
+		if err != nil {
+			return fmt.Errorf("declare %s: %w", ref, err)
+		}
+		if err := d.Declare(ref, p.Window); err != nil {
+			return fmt.Errorf("declare %s: %w", ref, err)
+		}
+	} else if err := s.ret.Declare(ref, p.Window); err != nil {
+		return fmt.Errorf("declare %s: %w", ref, err)
+	}
+	if old, ok := s.policies[ref]; ok && (old.Archived != p.Archived || old.driverKey() != p.driverKey()) {
+		s.forgetLocked(ref, old)
+	}
+	if s.policies == nil {
+		s.policies = map[names.StreamRef]StreamPolicy{}
+	}
+	s.policies[ref] = p
+	return nil
+}
+
+// driverLocked returns the archive driver of k, made on first use; s.mu is
+// held.
+func (n *Node) driverLocked(k driverKey) (*archive.Driver, error) {
+	s := &n.sched
+	if d, ok := s.drivers[k]; ok {
+		return d, nil
+	}
+	a, err := n.Archiver(k.ta, k.retain)
+	if err != nil {
+		return nil, err
+	}
+	if s.drivers == nil {
+		s.drivers = map[driverKey]*archive.Driver{}
+	}
+	s.drivers[k] = a.NewDriver()
+	return s.drivers[k], nil
+}
+
+// forgetLocked takes ref out of the driver or retention of p; s.mu is held.
+func (s *schedule) forgetLocked(ref names.StreamRef, p StreamPolicy) {
+	if !p.Archived {
+		s.ret.Forget(ref)
+	} else if d, ok := s.drivers[p.driverKey()]; ok {
+		d.Forget(ref)
+	}
+}
+
+// Undeclare stops keeping ref bounded, and returns the policy it had.
+func (n *Node) Undeclare(ref names.StreamRef) (StreamPolicy, bool) {
+	s := &n.sched
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.policies[ref]
+	if ok {
+		s.forgetLocked(ref, p)
+		delete(s.policies, ref)
+	}
+	return p, ok
+}
+
+// Declared returns the declared streams, in name order.
+func (n *Node) Declared() []DeclaredStream {
+	s := &n.sched
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	refs := slices.SortedFunc(maps.Keys(s.policies), func(a, b names.StreamRef) int { return cmp.Compare(a.String(), b.String()) })
+	out := make([]DeclaredStream, len(refs))
+	for i, ref := range refs {
+		out[i] = DeclaredStream{Ref: ref, Policy: s.policies[ref]}
+	}
+	return out
+}
+
+// Beat runs one beat now: an archive cycle of every declared archived
+// stream that opts.Pick chooses, then a retention trim of every declared
+// trim-only stream. One stream's failure does not stop the others: each
+// report carries its own error. A beat that has begun runs to its end;
+// Delete waits for it.
+func (n *Node) Beat(ctx context.Context, opts BeatOptions) {
+	s := &n.sched
+	s.beat.Lock()
+	defer s.beat.Unlock()
+	s.mu.Lock()
+	keys := slices.SortedFunc(maps.Keys(s.drivers), func(a, b driverKey) int {
+		return cmp.Or(cmp.Compare(a.ta, b.ta), cmp.Compare(a.retain.Count, b.retain.Count), cmp.Compare(a.retain.MaxAge, b.retain.MaxAge))
+	})
+	drivers := make([]*archive.Driver, len(keys))
+	for i, k := range keys {
+		drivers[i] = s.drivers[k]
+	}
+	ret := s.ret
+	s.mu.Unlock()
+	var keep func(names.StreamRef) bool
+	if opts.Pick != nil {
+		var archived []DeclaredStream
+		for _, d := range n.Declared() {
+			if d.Policy.Archived {
+				archived = append(archived, d)
+			}
+		}
+		keep = opts.Pick(ctx, archived)
+	}
+	for _, d := range drivers {
+		reps, _ := d.CycleFunc(ctx, keep) // each report carries its own error
+		if opts.OnCycle != nil {
+			for _, r := range reps {
+				opts.OnCycle(r)
+			}
+		}
+	}
+	if ret == nil {
+		return
+	}
+	trs, _ := ret.Cycle(ctx)
+	if opts.OnTrim != nil {
+		for _, r := range trs {
+			opts.OnTrim(r)
+		}
+	}
+}
+
+// Run keeps the declared streams bounded until ctx ends: a beat every
+// opts.Beat (Beat), and, with opts.CheckpointEvery, the accept outbox's
+// checkpoints. Replication and the remote GC run in the background on
+// their own (Config.ReplicateEvery, Config.GCEvery) from Open to Close,
+// with or without Run. A beat that has begun when ctx ends runs to its end,
+// unaffected by ctx's cancellation; Run returns once it and the
+// checkpoints have stopped: nil, or the error of a node without Redis.
+func (n *Node) Run(ctx context.Context, opts RunOptions) error {
+	if _, err := n.live(); err != nil {
+		return err
+	}
+	beat := opts.Beat
+	if beat <= 0 {
+		beat = DefaultBeat
+	}
+	var wg sync.WaitGroup
+	if opts.CheckpointEvery > 0 {
+		wg.Go(func() {
+			every(ctx, opts.CheckpointEvery, func() {
+				d, err := n.CheckpointOutbox(context.WithoutCancel(ctx))
+				if opts.OnCheckpoint != nil && (d > 0 || err != nil) {
+					opts.OnCheckpoint(d, err)
+				}
+			})
+		})
+	}
+	every(ctx, beat, func() {
+		bctx := context.WithoutCancel(ctx)
+		if opts.BeatFunc != nil {
+			opts.BeatFunc(bctx)
+		} else {
+			n.Beat(bctx, opts.BeatOptions)
+		}
+	})
+	wg.Wait()
+	return nil
+}
+
+// CheckpointOutbox makes the accept outbox's accepted jobs durable now (a
+// block and an fsync) if some are not, and returns how long that took (0
+// when there was nothing to do, or no outbox yet).
+func (n *Node) CheckpointOutbox(ctx context.Context) (time.Duration, error) {
+	out := n.Outbox()
+	if out == nil {
+		return 0, nil
+	}
+	if st := out.Stats(); st.Appended == st.Durable {
+		return 0, nil
+	}
+	start := time.Now()
+	if err := out.Flush(ctx); err != nil {
+		return 0, fmt.Errorf("checkpoint the accept outbox: %w", err)
+	}
+	return max(time.Since(start), time.Nanosecond), nil
+}
+
+// every calls f every d until ctx ends; a call that has begun runs to its
+// end.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
+}
