@@ -11,6 +11,18 @@
 // names (names.StreamRef, names.Queue, names.Volume), so no layer below
 // checks a name again.
 //
+// # Running a node
+//
+// A Node keeps its streams bounded by itself: Declare gives a stream its
+// StreamPolicy (archived or trim-only, its window, when to trim, the
+// archive's retention), and Run beats every declared stream until its
+// context ends, by archive cycles (fold, push when TrimAfterRemote, trim)
+// or trim-only retention, and checkpoints the accept outbox when asked.
+// Replication (Config.ReplicateEvery) and the remote GC (Config.GCEvery)
+// run in the background from Open to Close. `echostore serve` runs the same
+// Run, with its own beat around Node.Beat (its group's share, discovery,
+// metrics and events); a program needs no serve (ExampleNode_Run).
+//
 // # Layout
 //
 // Open owns the data directory (Config.Data, mode 0700): the graft store
