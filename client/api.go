@@ -322,12 +322,50 @@ func (c *Client) Jobs(ctx context.Context, q names.Queue, st echostore.JobState,
 	if limit > 0 {
 		v.Set("limit", strconv.Itoa(limit))
 	}
-	var out echostore.JobList
-	err := c.call(ctx, request{method: http.MethodGet, path: queuePath(q, "/jobs"), query: v}, &out)
-	if out.Jobs == nil {
-		out.Jobs = []echostore.ListedJob{}
+	var wire struct {
+		Jobs []listedJob `json:"jobs"`
+	}
+	err := c.call(ctx, request{method: http.MethodGet, path: queuePath(q, "/jobs"), query: v}, &wire)
+	out := echostore.JobList{Jobs: make([]echostore.ListedJob, 0, len(wire.Jobs))}
+	for _, j := range wire.Jobs {
+		lj, jerr := j.decode()
+		if jerr != nil {
+			return out, jerr
+		}
+		out.Jobs = append(out.Jobs, lj)
 	}
 	return out, err
+}
+
+// listedJob is a job of GET /v1/queues/{q}/jobs as mq.ListedJob's
+// MarshalJSON renders it (ListedJob has no decoder of its own).
+type listedJob struct {
+	State    string          `json:"state"`
+	Entry    string          `json:"entry"`
+	ID       string          `json:"id"`
+	Attempt  int             `json:"attempt"`
+	Consumer string          `json:"consumer"`
+	IdleMs   int64           `json:"idle_ms"`
+	Due      time.Time       `json:"due"`
+	Error    string          `json:"error"`
+	Fields   json.RawMessage `json:"fields"`
+}
+
+func (j listedJob) decode() (echostore.ListedJob, error) {
+	st, err := mq.ParseJobState(j.State)
+	if err != nil {
+		return echostore.ListedJob{}, fmt.Errorf("%w: listed job: %w", mq.ErrSyntax, err)
+	}
+	id, err := brand.JOB.Parse(j.ID)
+	if err != nil {
+		return echostore.ListedJob{}, fmt.Errorf("%w: listed job id: %w", mq.ErrSyntax, err)
+	}
+	fields, err := mq.ParseFieldsJSON(j.Fields)
+	if err != nil {
+		return echostore.ListedJob{}, fmt.Errorf("listed job %s: fields: %w", j.ID, err)
+	}
+	return echostore.ListedJob{State: st, EntryID: j.Entry, ID: id, Attempt: j.Attempt, Consumer: j.Consumer,
+		Idle: time.Duration(j.IdleMs) * time.Millisecond, Due: j.Due, Error: j.Error, Fields: fields}, nil
 }
 
 // DeleteDeadConfirm is the confirmation a delete of dead letters sends
@@ -360,6 +398,30 @@ func (c *Client) QueueStatus(ctx context.Context, q names.Queue) (echostore.Queu
 	var out echostore.QueueStatus
 	err := c.call(ctx, request{method: http.MethodGet, path: queuePath(q, "")}, &out)
 	return out, err
+}
+
+// Queues lists the queues serve knows (GET /v1/queues), by name: those
+// with a job stream in Redis (Node.Queues), and those serve has handled
+// or declares in its configuration; at most echostore.MaxListedQueues.
+// The statuses the route also answers are not kept (QueueStatus has one).
+func (c *Client) Queues(ctx context.Context) ([]names.Queue, error) {
+	var list struct {
+		Queues []struct {
+			Queue string `json:"queue"`
+		} `json:"queues"`
+	}
+	if err := c.call(ctx, request{method: http.MethodGet, path: "/v1/queues"}, &list); err != nil {
+		return nil, err
+	}
+	out := make([]names.Queue, 0, len(list.Queues))
+	for _, row := range list.Queues {
+		q, err := names.ParseQueue(row.Queue)
+		if err != nil {
+			return out, fmt.Errorf("GET /v1/queues: %w", err)
+		}
+		out = append(out, q)
+	}
+	return out, nil
 }
 
 // Volumes lists the volumes of serve's data dir (GET /v1/volumes).

@@ -176,20 +176,16 @@ are left out (low 0, retained = archived).`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			b, err := open(ctx, g, redisRequired)
-			if err != nil {
-				return err
-			}
-			defer b.close()
-			st, err := b.Status(ctx, ref)
-			if err != nil {
-				if errors.Is(err, archive.ErrNoVolume) || errors.Is(err, client.ErrConflict) {
-					return fmt.Errorf("%w; give --remote, or run status on the node that folds it", err)
+			return withBackend(cmd, g, redisRequired, func(b backend) error {
+				st, err := b.Status(cmd.Context(), ref)
+				if err != nil {
+					if errors.Is(err, archive.ErrNoVolume) || errors.Is(err, client.ErrConflict) {
+						return fmt.Errorf("%w; give --remote, or run status on the node that folds it", err)
+					}
+					return err
 				}
-				return err
-			}
-			return printJSON(g.stdout, st)
+				return printJSON(g.stdout, st)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&key, "key", "", keyFlagUsage)

@@ -21,6 +21,7 @@ import (
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/server"
 	"github.com/redis/rueidis"
+	"github.com/spf13/cobra"
 )
 
 // backend is what the commands run against: a *echostore.Node the command
@@ -32,13 +33,18 @@ type backend interface {
 	Cycle(ctx context.Context, ref names.StreamRef, opts echostore.CycleOptions) (echostore.CycleResult, error)
 	Status(ctx context.Context, ref names.StreamRef) (echostore.ArchiveStatus, error)
 	Delete(ctx context.Context, ref names.StreamRef) (echostore.DeleteResult, error)
+	Groups(ctx context.Context, ref names.StreamRef) (echostore.GroupList, error)
 
 	Enqueue(ctx context.Context, q names.Queue, payload []byte, opts echostore.EnqueueOptions) (echostore.Receipt, error)
 	Claim(ctx context.Context, q names.Queue, opts echostore.ClaimOptions) (echostore.ClaimResult, error)
 	Ack(ctx context.Context, q names.Queue, entries []string) (echostore.AckResult, error)
+	Fail(ctx context.Context, q names.Queue, opts echostore.FailOptions) (echostore.FailResult, error)
+	Jobs(ctx context.Context, q names.Queue, st echostore.JobState, limit int) (echostore.JobList, error)
 	Dead(ctx context.Context, q names.Queue, opts echostore.DeadOptions) (echostore.DeadResult, error)
 	Redrive(ctx context.Context, q names.Queue, opts echostore.RedriveOptions) (echostore.RedriveResult, error)
+	DeleteDead(ctx context.Context, q names.Queue, entries []string) (echostore.DeleteDeadResult, error)
 	QueueStatus(ctx context.Context, q names.Queue) (echostore.QueueStatus, error)
+	Queues(ctx context.Context) ([]names.Queue, error)
 
 	Volumes(ctx context.Context) (echostore.VolumeList, error)
 	VolumeInfo(ctx context.Context, v names.Volume) (echostore.VolumeInfo, error)
@@ -142,6 +148,17 @@ func open(ctx context.Context, g *globals, need redisNeed) (*session, error) {
 		return nil, fmt.Errorf("%w; check that Redis is running and that --redis (or ECHOSTORE_REDIS) points at it", err)
 	}
 	return nil, fmt.Errorf("%w; check --data and --remote (or ECHOSTORE_REMOTE)", err)
+}
+
+// withBackend opens the backend of a command (open, with Redis as need
+// says), runs f with it and closes it after.
+func withBackend(cmd *cobra.Command, g *globals, need redisNeed, f func(b backend) error) error {
+	b, err := open(cmd.Context(), g, need)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	return f(b)
 }
 
 // isRedisError reports whether an Open failed at Redis: unreachable,

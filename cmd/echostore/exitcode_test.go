@@ -54,9 +54,27 @@ func TestExitCodes(t *testing.T) {
 		{"enqueue q --payload 1 --delay 1s --run-at 2030-01-01T00:00:00Z", 2},
 		{"id mint -n 0", 2},
 		{"serve --beat -1s", 2},
+		{"queue jobs q --state running", 2},
+		{"queue jobs q", 2}, // --state is required
+		{"queue jobs q --state ready --limit 0", 2},
+		{"queue jobs q --state ready --limit 1001", 2},
+		{"queue fail q 1-0", 2}, // --error is required
+		{"queue fail q notanid --error x", 2},
+		{"queue fail q 1-0 --error x --attempt 0", 2},
+		{"queue fail q 1-0 --error x --consumer=", 2},
+		{"queue delete-dead q 1-0", 2}, // not confirmed
+		{"queue delete-dead q zz --yes-delete-jobs", 2},
+		{"queue delete-dead q", 2},
+		{"queue list extra", 2},
+		{"stream groups q", 2},
+		{"stream groups q s --key k", 2},
 		{"queue status q", 1},        // Redis unreachable: the command failed
 		{"stream append q s a=1", 1}, // likewise
 		{"stream read q s --live-only", 1},
+		{"queue list", 1},
+		{"queue jobs q --state dead", 1},
+		{"queue delete-dead q 1-0 --yes-delete-jobs", 1},
+		{"stream groups q s", 1},
 	} {
 		t.Run(tc.args, func(t *testing.T) {
 			data := filepath.Join(data, strings.ReplaceAll(tc.args, " ", "_"))

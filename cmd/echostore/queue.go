@@ -14,10 +14,11 @@ import (
 func newQueueCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "queue",
-		Short: "The consumer side of a job queue: claim, ack, dead, redrive, status",
+		Short: "Consume and inspect job queues: list, claim, ack, fail, jobs, dead, redrive, delete-dead, status",
 	}
-	cmd.AddCommand(newQueueClaimCmd(g), newQueueAckCmd(g), newQueueDeadCmd(g),
-		newQueueRedriveCmd(g), newQueueStatusCmd(g))
+	cmd.AddCommand(newQueueListCmd(g), newQueueClaimCmd(g), newQueueAckCmd(g), newQueueFailCmd(g),
+		newQueueJobsCmd(g), newQueueDeadCmd(g), newQueueRedriveCmd(g), newQueueDeleteDeadCmd(g),
+		newQueueStatusCmd(g))
 	return cmd
 }
 
@@ -28,12 +29,7 @@ func queueRun(cmd *cobra.Command, g *globals, name string, f func(b backend, q n
 	if err != nil {
 		return err
 	}
-	b, err := open(cmd.Context(), g, redisLive)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	return f(b, q)
+	return withBackend(cmd, g, redisLive, func(b backend) error { return f(b, q) })
 }
 
 func newQueueClaimCmd(g *globals) *cobra.Command {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -189,10 +190,27 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 		}
 		ts.Setenv(args[0], out)
 	},
+	// jsonget VAR NAME: set $VAR to the string NAME of the JSON object on
+	// the first line of the last command's stdout.
+	"jsonget": func(ts *testscript.TestScript, neg bool, args []string) {
+		if neg || len(args) != 2 {
+			ts.Fatalf("usage: jsonget VAR NAME")
+		}
+		line, _, _ := strings.Cut(ts.ReadFile("stdout"), "\n")
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			ts.Fatalf("jsonget %s: the first line of stdout, %q: %v", args[1], line, err)
+		}
+		s, ok := v[args[1]].(string)
+		if !ok {
+			ts.Fatalf("jsonget %s: no such string in %s", args[1], line)
+		}
+		ts.Setenv(args[0], s)
+	},
 	// failjob QUEUE MESSAGE: claim the next job of QUEUE for the consumer
 	// "worker" and record a failed attempt of it, with one attempt allowed,
-	// so that it is dead (the CLI has no command for a failure: a worker
-	// reports it through mq).
+	// so that it is dead at once (queue fail runs with the queue's five
+	// attempts: queue_jobs.txtar dead-letters a job that way).
 	"failjob": func(ts *testscript.TestScript, neg bool, args []string) {
 		if neg || len(args) != 2 {
 			ts.Fatalf("usage: failjob QUEUE MESSAGE")
@@ -296,6 +314,7 @@ var volatile = []struct {
 	{"HASH", regexp.MustCompile(`"hash":"[^"]*"`)},
 	{"TIME", regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)},
 	{"AGE", regexp.MustCompile(`"age_seconds":[0-9.e+-]+`)},
+	{"IDLE", regexp.MustCompile(`"idle_ms":[0-9]+`)},
 }
 
 // normalize replaces the run-specific values of a transcript.

@@ -55,9 +55,9 @@ func exactStream() cobra.PositionalArgs {
 func newStreamCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stream",
-		Short: "Append to and read streams of branded records",
+		Short: "Append to and read streams of branded records; list their consumer groups",
 	}
-	cmd.AddCommand(newStreamAppendCmd(g), newStreamReadCmd(g), newStreamReplayCmd(g))
+	cmd.AddCommand(newStreamAppendCmd(g), newStreamReadCmd(g), newStreamReplayCmd(g), newStreamGroupsCmd(g))
 	return cmd
 }
 

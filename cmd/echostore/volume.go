@@ -37,20 +37,16 @@ retained checkpoint references.`,
 		&cobra.Command{
 			Use: "ls", Short: "List the volumes", Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				ctx := cmd.Context()
-				b, err := open(ctx, g, redisNone)
-				if err != nil {
-					return err
-				}
-				defer b.close()
-				res, err := b.Volumes(ctx)
-				if err != nil {
-					return err
-				}
-				if res.Volumes == nil {
-					res.Volumes = []echostore.VolumeStatus{}
-				}
-				return printJSON(g.stdout, res.Volumes)
+				return withBackend(cmd, g, redisNone, func(b backend) error {
+					res, err := b.Volumes(cmd.Context())
+					if err != nil {
+						return err
+					}
+					if res.Volumes == nil {
+						res.Volumes = []echostore.VolumeStatus{}
+					}
+					return printJSON(g.stdout, res.Volumes)
+				})
 			},
 		},
 		volumeCmd(g, "info VOLUME", "Show a volume's LSNs, pages and bytes", redisNone,
