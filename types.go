@@ -163,6 +163,18 @@ type ArchiveStatus struct {
 	AppTrimmed *archive.AppTrim `json:"app_trimmed,omitempty"`
 }
 
+// The confirmation words of the commands that drop what exists nowhere
+// else: the HTTP API's confirm parameter and the CLI's flag (--WORD) are
+// these, everywhere.
+const (
+	// DeleteConfirm confirms the delete of a stream and its archived
+	// history (DELETE /v1/streams/{q}/{s}, archive delete).
+	DeleteConfirm = "yes-delete-history"
+	// DeleteDeadConfirm confirms the delete of dead letters (DELETE
+	// /v1/queues/{q}/dead, queue delete-dead).
+	DeleteDeadConfirm = "yes-delete-jobs"
+)
+
 // DeleteResult is the answer of a stream's delete (Node.Delete).
 type DeleteResult struct {
 	// Deleted is always true in an answer.

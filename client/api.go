@@ -23,7 +23,7 @@ import (
 
 // DeleteConfirm is the confirmation a delete of a stream sends (serve
 // refuses a delete without it).
-const DeleteConfirm = "yes-delete-history"
+const DeleteConfirm = echostore.DeleteConfirm
 
 // streamPath is the API path of ref, with sub appended.
 func streamPath(ref names.StreamRef, sub string) string {
@@ -371,7 +371,7 @@ func (j listedJob) decode() (echostore.ListedJob, error) {
 // DeleteDeadConfirm is the confirmation a delete of dead letters sends
 // (serve refuses the delete without it: a deleted dead letter exists
 // nowhere else).
-const DeleteDeadConfirm = "yes-delete-jobs"
+const DeleteDeadConfirm = echostore.DeleteDeadConfirm
 
 // DeleteDead deletes dead letters of queue q by entry (DELETE
 // /v1/queues/{q}/dead, confirmed).

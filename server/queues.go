@@ -15,7 +15,7 @@ import (
 // DeleteDeadConfirm is the value of the confirm parameter that DELETE
 // /v1/queues/{q}/dead insists on: a deleted dead letter exists nowhere
 // else.
-const DeleteDeadConfirm = "yes-delete-jobs"
+const DeleteDeadConfirm = echostore.DeleteDeadConfirm
 
 // maxListedQueues bounds GET /v1/queues.
 const maxListedQueues = echostore.MaxListedQueues

@@ -22,7 +22,7 @@ import (
 
 // DeleteConfirm is the value of the confirm parameter that DELETE
 // /v1/streams/{q}/{s} insists on (the CLI's --yes-delete-history).
-const DeleteConfirm = "yes-delete-history"
+const DeleteConfirm = echostore.DeleteConfirm
 
 // DeleteOut is the answer of DELETE /v1/streams/{q}/{s}, field for field
 // what `echostore archive delete` prints: echostore.DeleteResult.

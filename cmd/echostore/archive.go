@@ -193,7 +193,7 @@ are left out (low 0, retained = archived).`,
 }
 
 // confirmDeleteFlag is the flag archive delete insists on.
-const confirmDeleteFlag = "yes-delete-history"
+const confirmDeleteFlag = echostore.DeleteConfirm
 
 func newArchiveDeleteCmd(g *globals) *cobra.Command {
 	var yes bool

@@ -128,7 +128,7 @@ taken over fails the command.`,
 }
 
 // confirmDeleteDeadFlag is the flag queue delete-dead insists on.
-const confirmDeleteDeadFlag = "yes-delete-jobs"
+const confirmDeleteDeadFlag = echostore.DeleteDeadConfirm
 
 func newQueueDeleteDeadCmd(g *globals) *cobra.Command {
 	var yes bool
