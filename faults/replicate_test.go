@@ -18,6 +18,7 @@ import (
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/crashtest"
+	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/server"
 )
 
@@ -59,8 +60,15 @@ func TestServeReplicatesByDefault(t *testing.T) {
 	}
 	_, rurl := ownMinIO(t, "replicate")
 	data := t.TempDir()
-	redis := servers.Redis(t).URL
-	p := crashtest.Start(t, "TestServeReplicateChild", data+"|"+redis+"|"+rurl)
+	// A Redis of its own: on the package's shared one, serve's discovery
+	// adopts the archived streams of the tests running beside it, whose
+	// volumes and remote requests are not this test's to count.
+	red, err := testserver.StartRedis(t.Context(), testserver.RedisConfig{})
+	if err != nil {
+		testserver.Unavailable(t, err)
+	}
+	t.Cleanup(func() { red.Stop() })
+	p := crashtest.Start(t, "TestServeReplicateChild", data+"|"+red.URL+"|"+rurl)
 	line, err := p.Next()
 	if err != nil {
 		t.Fatal(err)
