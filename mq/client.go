@@ -137,8 +137,8 @@ func (c *Client) Stats() Stats {
 	return Stats{Chunks: c.stats.chunks.Load(), Remints: c.stats.remints.Load(), Retries: c.stats.retries.Load()}
 }
 
-// Connect parses opts.URL, connects, and checks the server: Redis ≥ 7 (or
-// Valkey) and, on every master, a maxmemory-policy that does not evict
+// Connect parses opts.URL, connects, and checks the server: Redis ≥ 7
+// and, on every master, a maxmemory-policy that does not evict
 // (invariant 9). An evicting policy fails with an error wrapping
 // ErrEvictingPolicy unless opts.AllowEviction or the URL's allow_eviction
 // option is set.
@@ -272,7 +272,7 @@ func (c *Client) checkServers(ctx context.Context, allowEviction bool) error {
 			return fmt.Errorf("INFO server on %s: %w", addr, err)
 		}
 		if major := infoField(server, "redis_version"); !atLeast7(major) {
-			return fmt.Errorf("server %s runs Redis %s; echostore needs Redis 7 or later (or Valkey)", addr, major)
+			return fmt.Errorf("server %s runs Redis %s; echostore needs Redis 7 or later", addr, major)
 		}
 		memory, err := res[2].ToString()
 		if err != nil {

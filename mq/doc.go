@@ -1,4 +1,4 @@
-// Package mq is EchoMQ, echostore's live tier on Redis (≥ 7) or Valkey, a
+// Package mq is EchoMQ, echostore's live tier on Redis (≥ 7, tested with 7.0), a
 // single server or a Redis Cluster: streams of records, their
 // retention, lanes that announce events to blocked followers, job queues
 // with consumer groups, retries and dead letters, and the script primitive

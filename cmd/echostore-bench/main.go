@@ -129,7 +129,7 @@ with the ratio. Progress shows on a terminal only.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.redis, "redis", defaultRedis,
-		"Redis/Valkey URL of the all suite (a private redis-server is started if none answers there) [$ECHOSTORE_REDIS]")
+		"Redis URL of the all suite (a private redis-server is started if none answers there) [$ECHOSTORE_REDIS]")
 	pf.StringVar(&g.data, "data", defaultData,
 		"folder under which champ makes (and removes) its temporary folder [$ECHOSTORE_DATA]")
 	root.AddCommand(newGraftCmd(g), newChampCmd(g), newAllCmd(g), newRESPCmd(g), newPeersCmd(g), newHTTPCmd(g), newScaleCmd(g), newScaleServeCmd(g))

@@ -1,4 +1,4 @@
-// Command echostore keeps Redis/Valkey streams bounded in memory without
+// Command echostore keeps Redis streams bounded in memory without
 // losing a record: what retention trims is first folded into a durable,
 // versioned page store replicated to object storage, and one merge-read
 // returns the archive and the live tail as a single ordered stream.

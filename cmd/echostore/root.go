@@ -187,7 +187,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "echostore",
 		Short: "Bounded Redis streams with a durable, replicated archive",
-		Long: `echostore keeps Redis/Valkey streams bounded in memory without losing a record.
+		Long: `echostore keeps Redis streams bounded in memory without losing a record.
 What retention trims is first folded into a versioned page store (Graft) that
 replicates to object storage; one merge-read returns archive and live tail as a
 single ordered stream.`,
@@ -202,7 +202,7 @@ single ordered stream.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitError{exitUsage, err} })
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.redis, "redis", defaultRedis,
-		"Redis/Valkey URL (redis:// or rediss://); keep a password out of it, in --redis-password-file [$ECHOSTORE_REDIS]")
+		"Redis URL (redis:// or rediss://); keep a password out of it, in --redis-password-file [$ECHOSTORE_REDIS]")
 	pf.StringVar(&g.redisPasswordFile, "redis-password-file", "",
 		"file whose first line is the Redis password (so that it shows in no process list) [$ECHOSTORE_REDIS_PASSWORD_FILE]")
 	pf.StringVar(&g.data, "data", defaultData,
