@@ -37,6 +37,10 @@ var leafArgs = map[string]struct {
 	"queue ack":         {args: []string{"q", "1-1"}},
 	"queue claim":       {args: []string{"q"}},
 	"queue dead":        {args: []string{"q"}},
+	"queue delete-dead": {args: []string{"q", "1-1", "--yes-delete-jobs"}},
+	"queue fail":        {args: []string{"q", "1-1", "--error", "boom"}},
+	"queue jobs":        {args: []string{"q", "--state", "ready"}},
+	"queue list":        {},
 	"queue redrive":     {args: []string{"q", "--all"}},
 	"queue status":      {args: []string{"q"}},
 	"remote keys":       {},
@@ -44,6 +48,7 @@ var leafArgs = map[string]struct {
 	"restore":           {args: []string{"--force"}}, // into the shared data dir: it reaches the remote
 	"serve":             {args: []string{"--listen", "127.0.0.1:0"}},
 	"stream append":     {args: []string{"q", "s", "k=v"}},
+	"stream groups":     {args: []string{"q", "s"}},
 	"stream read":       {args: []string{"q", "s", "--archive-only"}},
 	"stream replay":     {args: []string{"q", "s", "--into", "k"}},
 	"volume checkpoint": {args: []string{"v"}},
