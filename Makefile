@@ -7,6 +7,10 @@ BENCHCOUNT ?= 5
 BENCHARGS ?=
 SOAK ?= 10m
 SOAKTIMEOUT ?= 40m
+# The peers the benchmarks measure (asynq, River and pgx) are behind the
+# peers build tag: the default build links none of them; every target here
+# that builds, vets or tests the benchmarks passes it.
+TAGS ?= peers
 # The packages whose crash, fence, outage and corruption tests the fault
 # suite runs beside its own (docs/RELIABILITY.md says what each proves): the
 # tests marked //echostore:fault on the line above their func, collected and
@@ -21,7 +25,7 @@ all: build
 ## build: the echostore binary and the benchmarks' echostore-bench, into bin/
 build:
 	$(GO) build -o bin/echostore ./cmd/echostore
-	$(GO) build -o bin/echostore-bench ./cmd/echostore-bench
+	$(GO) build -tags $(TAGS) -o bin/echostore-bench ./cmd/echostore-bench
 
 ## run: the main job on embedded defaults (installs redis-server if it can)
 run: build
@@ -31,18 +35,19 @@ run: build
 test: lint
 	bash scripts/deps.sh redis minio
 	@mkdir -p bin
-	$(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile bin/test.json -- -race -count=1 -timeout 20m $(PKGS)
+	$(GO) tool gotestsum --format pkgname-and-test-fails --jsonfile bin/test.json -- -tags $(TAGS) -race -count=1 -timeout 20m $(PKGS)
 	@echo "the ten slowest tests:"; $(GO) tool gotestsum tool slowest --jsonfile bin/test.json --threshold 1s | head -10
 
 ## test-short: the tests without the race detector (faster while editing)
 test-short:
-	$(GO) test -count=1 $(PKGS)
+	$(GO) test -tags $(TAGS) -count=1 $(PKGS)
 
 ## lint: gofmt and go vet must be clean
 lint:
 	@out=$$(gofmt -l . | grep -v '^vendor/' || true); \
 	if [[ -n $$out ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags $(TAGS) ./cmd/echostore-bench/... ./internal/testserver/
 	$(GO) run ./internal/faultlist -list $(FAULTPKGS) >/dev/null
 
 ## bench: every suite of bin/echostore-bench, rewriting docs/BENCHMARKS.md's
@@ -54,7 +59,7 @@ bench: build
 ## gobench: every go benchmark, $(BENCHCOUNT) runs each (feed the output to benchstat)
 gobench:
 	bash scripts/deps.sh redis minio
-	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) $(PKGS)
+	$(GO) test -tags $(TAGS) -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) $(PKGS)
 
 ## fuzz: a short run ($(FUZZTIME)) of every fuzz target in the module
 fuzz:

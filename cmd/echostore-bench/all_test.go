@@ -3,16 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/echostore/echostore/cmd/echostore-bench/internal/all"
-	"github.com/echostore/echostore/internal/bench"
 	"github.com/echostore/echostore/internal/testserver"
 )
 
@@ -25,6 +22,7 @@ func TestCLIBenchAll(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every benchmark suite")
 	}
+	needPeers(t)
 	if _, err := testserver.RedisBinary(); err != nil {
 		testserver.Unavailable(t, err)
 	}
@@ -80,57 +78,16 @@ func runLong(t *testing.T, args ...string) (string, string, error) {
 	return stdout.String(), stderr.String(), err
 }
 
-// TestCLIBenchPeers runs `echostore-bench peers --tiny --json` against a
-// private redis-server and checks that every goal of issue 19 stands
-// beside its anchor, each from runs of its own.
-func TestCLIBenchPeers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a benchmark suite")
+// needPeers skips a test that runs the peers suite in a build without them
+// (go test without -tags peers); under CI it fails instead: make test
+// passes the tag.
+func needPeers(t *testing.T) {
+	t.Helper()
+	if all.PeersBuilt {
+		return
 	}
-	if _, err := testserver.RedisBinary(); err != nil {
-		testserver.Unavailable(t, err)
+	if os.Getenv("CI") != "" {
+		t.Fatal("built without the peers: run the tests with -tags peers (make test does)")
 	}
-	stdout, stderr, err := runLong(t, "--redis", "redis://127.0.0.1:1/0", "peers", "--tiny", "--json", "--no-minio", "--dir", t.TempDir())
-	if err != nil {
-		t.Fatalf("bench peers: %v\n%s", err, stderr)
-	}
-	var rep bench.Report
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
-		t.Fatalf("%v\n%s", err, stdout)
-	}
-	// The processing goal's anchor is the faster of one asynq Server and
-	// two.
-	goals := map[string][]string{
-		"echostore async enqueue, 4 callers: jobs/s": {"asynq Client.Enqueue, 4 callers: jobs/s"},
-		"echostore claim + ack consumer: processing": {"asynq Server, no-op handler: processing", "asynq, 2 Servers, no-op handler: processing"},
-	}
-	for name, anchors := range goals {
-		row := rep.Row(name)
-		if row == nil || !slices.Contains(anchors, row.Anchor) || row.Met == nil || len(row.Runs) != 1 || row.Value <= 0 || row.AnchorValue <= 0 {
-			t.Errorf("row %q: %+v", name, row)
-		}
-	}
-	for _, name := range goals["echostore claim + ack consumer: processing"] {
-		if row := rep.Row(name); row == nil || row.Value <= 0 {
-			t.Errorf("row %q: %+v", name, row)
-		}
-	}
-	if rep.Row("echostore sync enqueue, MinIO, 4 callers: jobs/s") != nil {
-		t.Error("a MinIO row with --no-minio")
-	}
-	// River's rows, informational (no goal), or one row that says why
-	// they are left out when there is no Postgres.
-	if _, err := testserver.PostgresBinaries(); err != nil {
-		if row := rep.Row("River: left out"); row == nil || !strings.Contains(row.Note, "not found") {
-			t.Errorf("no Postgres, and no left-out row that says so: %+v", row)
-		}
-	} else {
-		for _, name := range []string{"River Client.Insert, 1 caller: jobs/s", "River Client.Insert, 4 callers: jobs/s",
-			"River Client, no-op Worker: processing"} {
-			row := rep.Row(name)
-			if row == nil || row.Value <= 0 || len(row.Runs) != 1 || row.Anchor == "" || row.Met != nil {
-				t.Errorf("row %q: %+v", name, row)
-			}
-		}
-	}
+	t.Skip("built without the peers (asynq, River): go test -tags peers runs this test")
 }

@@ -68,3 +68,31 @@ func TestEchostoreLinksNoBench(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultBuildLinksNoPeers: the peers the benchmarks measure (asynq, and
+// River with pgx) are behind the peers build tag: no package of the module
+// links them in the default build, and make passes -tags peers where they
+// are measured and tested.
+func TestDefaultBuildLinksNoPeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to list the imports with")
+	}
+	out, err := exec.Command(gobin, "list", "-deps", "github.com/echostore/echostore/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		for _, bad := range []string{"github.com/hibiken/asynq", "github.com/riverqueue/", "github.com/jackc/"} {
+			if strings.HasPrefix(p, bad) {
+				t.Errorf("the default build links %s", p)
+			}
+		}
+	}
+	if !strings.Contains(string(out), "github.com/echostore/echostore/cmd/echostore-bench/internal/all") {
+		t.Fatalf("go list did not list the benchmark suites:\n%s", out)
+	}
+}

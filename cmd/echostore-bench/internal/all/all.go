@@ -224,6 +224,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("bench all: no suite %q (suites: %s)", k, strings.Join(SuiteKeys, ", "))
 		}
 	}
+	if !PeersBuilt && (len(cfg.Only) == 0 || slices.Contains(cfg.Only, "peers")) {
+		return nil, fmt.Errorf("bench all: %w", errNoPeers) // before any suite runs
+	}
 	if len(cfg.Only) == 0 {
 		if err := os.MkdirAll(filepath.Join(cfg.Out, "bench"), 0o755); err != nil {
 			return nil, fmt.Errorf("bench all: --out: %w", err)

@@ -138,6 +138,12 @@ func TestRunTiny(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every suite")
 	}
+	if !PeersBuilt { // every suite includes the peers
+		if os.Getenv("CI") != "" {
+			t.Fatal("built without the peers: run the tests with -tags peers (make test does)")
+		}
+		t.Skip("built without the peers (asynq, River): go test -tags peers runs this test")
+	}
 	if _, err := testserver.RedisBinary(); err != nil {
 		testserver.Unavailable(t, err)
 	}

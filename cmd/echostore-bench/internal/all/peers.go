@@ -1,3 +1,5 @@
+//go:build peers
+
 package all
 
 import (
@@ -8,7 +10,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -22,57 +23,6 @@ import (
 	"github.com/echostore/echostore/internal/bench"
 	"github.com/echostore/echostore/names"
 )
-
-// PeersOptions size the peers suite: echostore's accept tier beside asynq
-// (github.com/hibiken/asynq) on the same Redis, and River
-// (github.com/riverqueue/river) on a private Postgres, in the same run.
-type PeersOptions struct {
-	Runs    int           // repetitions; each figure is the median of its runs
-	Callers []int         // concurrent enqueue callers, one level each
-	Window  time.Duration // length of each enqueue level, at most
-	// LevelJobs ends an enqueue level early once its callers made that
-	// many calls: it bounds the jobs a level leaves to dispatch (and the
-	// suite's run time) alike for every system.
-	LevelJobs int
-	Jobs      int // jobs processed per processing run, by each side
-
-	// AsynqConcurrency is the asynq server's Config.Concurrency (its
-	// handler goroutines). The suite measures one Server, and Consumers
-	// Servers sharing the jobs (AsynqConcurrency/Consumers each, at least
-	// one), as many as echostore's consumers: a Server dequeues one task at
-	// a time, so asynq scales its processing out by more Servers.
-	AsynqConcurrency int
-	// Consumers and ClaimBatch shape echostore's consumer: Consumers
-	// goroutines, each claiming up to ClaimBatch jobs and acknowledging
-	// them in one call.
-	Consumers, ClaimBatch int
-}
-
-// asynqModule is the module path of asynq, for its version in the build.
-const asynqModule = "github.com/hibiken/asynq"
-
-// The rows of the peers report that carry a goal, and their anchors.
-const (
-	peerAsynqEnqueue  = "asynq Client.Enqueue"
-	peerAsync         = "echostore async enqueue"
-	peerAsyncDispatch = "echostore async enqueue, until in the job stream"
-	peerSyncFile      = "echostore sync enqueue, file://"
-	peerSyncMinIO     = "echostore sync enqueue, MinIO"
-	peerAsynqServer   = "asynq Server, no-op handler: processing"
-	peerAsynqServers  = "asynq, %d Servers, no-op handler: processing"
-	peerClaimAck      = "echostore claim + ack consumer: processing"
-)
-
-func peerRow(system string, callers int, what string) string {
-	s := "callers"
-	if callers == 1 {
-		s = "caller"
-	}
-	return fmt.Sprintf("%s, %d %s: %s", system, callers, s, what)
-}
-
-// peersSteps is the progress steps of runPeers.
-func peersSteps(o PeersOptions) int { return o.Runs * (len(o.Callers)*5 + 3) }
 
 // peerEnv is what each measurement of the suite talks to.
 type peerEnv struct {
@@ -562,21 +512,12 @@ func (asynqLogger) Fatal(args ...any) {
 	slog.Error("asynq (fatal)", "msg", fmt.Sprint(args...))
 }
 
+// asynqModule is the module path of asynq, for its version in the build.
+const asynqModule = "github.com/hibiken/asynq"
+
 // AsynqVersion is the asynq module version linked into the binary ("" if
 // the build has no module information).
 func AsynqVersion() string { return moduleVersion(asynqModule) }
 
-// moduleVersion is the version of module path linked into the binary (""
-// if the build has no module information).
-func moduleVersion(path string) string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
-	}
-	for _, m := range bi.Deps {
-		if m.Path == path {
-			return m.Version
-		}
-	}
-	return ""
-}
+// PeersBuilt reports whether this build has the peers (-tags peers).
+const PeersBuilt = true

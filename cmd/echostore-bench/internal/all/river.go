@@ -1,3 +1,5 @@
+//go:build peers
+
 package all
 
 import (
@@ -20,24 +22,6 @@ import (
 
 // riverModule is the module path of River, for its version in the build.
 const riverModule = "github.com/riverqueue/river"
-
-// The River rows of the peers report (informational: issue 19 sets no goal
-// on River).
-const (
-	peerRiverInsert  = "River Client.Insert"
-	peerRiverProcess = "River Client, no-op Worker: processing"
-	peerRiverLeftOut = "River: left out"
-)
-
-// River's processing settings: those of River's own benchmark (`river
-// bench`: FetchCooldown 2 ms, FetchPollInterval 20 ms; River's defaults,
-// 100 ms and 1 s, cap a queue at MaxWorkers jobs per 100 ms), and
-// MaxWorkers 1,000, the number its benchmark's notes found best.
-const (
-	riverMaxWorkers        = 1000
-	riverFetchCooldown     = 2 * time.Millisecond
-	riverFetchPollInterval = 20 * time.Millisecond
-)
 
 // riverArgs is the job River inserts: its JSON is the suite's payload
 // (syncPayload), byte for byte.
