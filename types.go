@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/accept"
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
@@ -165,14 +166,14 @@ type ArchiveStatus struct {
 
 // The confirmation words of the commands that drop what exists nowhere
 // else: the HTTP API's confirm parameter and the CLI's flag (--WORD) are
-// these, everywhere.
+// these, everywhere (package api).
 const (
 	// DeleteConfirm confirms the delete of a stream and its archived
 	// history (DELETE /v1/streams/{q}/{s}, archive delete).
-	DeleteConfirm = "yes-delete-history"
+	DeleteConfirm = api.DeleteConfirm
 	// DeleteDeadConfirm confirms the delete of dead letters (DELETE
 	// /v1/queues/{q}/dead, queue delete-dead).
-	DeleteDeadConfirm = "yes-delete-jobs"
+	DeleteDeadConfirm = api.DeleteDeadConfirm
 )
 
 // DeleteResult is the answer of a stream's delete (Node.Delete).

@@ -38,10 +38,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/echostore/echostore/api"
 )
 
 // SocketName is the name of serve's unix socket in its data dir.
-const SocketName = "serve.sock"
+const SocketName = api.SocketName
 
 // DialTimeout bounds how long a connection to serve may take to open.
 const DialTimeout = 2 * time.Second
@@ -107,13 +109,10 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// Health is serve's GET /healthz: Status "ok" (200), or "degraded" or
-// "shutting_down" (503) with the state of Redis and the remote.
-type Health struct {
-	Status string `json:"status"`
-	Redis  string `json:"redis"`
-	Remote string `json:"remote"`
-}
+// Health is serve's GET /healthz (api.Health): Status "ok" (200), or
+// "degraded" or "shutting_down" (503) with the state of Redis and the
+// remote.
+type Health = api.Health
 
 // Health asks serve for its health. A 503 answer is no error: its Health
 // says why (the caller reads Status); an answer that is not serve's fails.
@@ -280,30 +279,30 @@ func (e *Error) Is(target error) bool {
 
 // The error codes of serve's answers ({"error":{"code":…}}).
 const (
-	CodeBadRequest          = "bad_request"
-	CodeInvalidName         = "invalid_name"
-	CodeInvalidInput        = "invalid_input"
-	CodeUnauthorized        = "unauthorized"
-	CodeForbidden           = "forbidden"
-	CodePeerRefused         = "peer_refused"
-	CodeNotFound            = "not_found"
-	CodeMethodNotAllowed    = "method_not_allowed"
-	CodeTimeout             = "timeout"
-	CodeConflict            = "conflict"
-	CodeIDConflict          = "id_conflict"
-	CodeWrongType           = "wrong_type"
-	CodeWouldDiscard        = "would_discard"
-	CodeRemoteMismatch      = "remote_mismatch"
-	CodeTooLarge            = "too_large"
-	CodeTooManyStreams      = "too_many_streams"
-	CodeTooManyQueues       = "too_many_queues"
-	CodeInsufficientStorage = "insufficient_storage"
-	CodeUnavailable         = "unavailable"
-	CodeInternal            = "internal"
-	CodeRemoteKey           = "remote_key"
-	CodeCrossSite           = "cross_site"
-	CodeUnsupportedMedia    = "unsupported_media_type"
-	CodeMisdirected         = "misdirected"
+	CodeBadRequest          = api.CodeBadRequest
+	CodeInvalidName         = api.CodeInvalidName
+	CodeInvalidInput        = api.CodeInvalidInput
+	CodeUnauthorized        = api.CodeUnauthorized
+	CodeForbidden           = api.CodeForbidden
+	CodePeerRefused         = api.CodePeerRefused
+	CodeNotFound            = api.CodeNotFound
+	CodeMethodNotAllowed    = api.CodeMethodNotAllowed
+	CodeTimeout             = api.CodeTimeout
+	CodeConflict            = api.CodeConflict
+	CodeIDConflict          = api.CodeIDConflict
+	CodeWrongType           = api.CodeWrongType
+	CodeWouldDiscard        = api.CodeWouldDiscard
+	CodeRemoteMismatch      = api.CodeRemoteMismatch
+	CodeTooLarge            = api.CodeTooLarge
+	CodeTooManyStreams      = api.CodeTooManyStreams
+	CodeTooManyQueues       = api.CodeTooManyQueues
+	CodeInsufficientStorage = api.CodeInsufficientStorage
+	CodeUnavailable         = api.CodeUnavailable
+	CodeInternal            = api.CodeInternal
+	CodeRemoteKey           = api.CodeRemoteKey
+	CodeCrossSite           = api.CodeCrossSite
+	CodeUnsupportedMedia    = api.CodeUnsupportedMediaType
+	CodeMisdirected         = api.CodeMisdirected
 )
 
 // sentinel is an error a caller branches on; an *Error matches it by code.

@@ -2,42 +2,22 @@ package resp
 
 import (
 	"strings"
+
+	"github.com/echostore/echostore/api"
 )
 
-// Scope is what an authenticated connection may do; each includes the ones
-// below it (they match serve's token scopes, server.Scope).
-type Scope int
+// Scope is what an authenticated connection may do: its token's scope
+// (api.Scope, serve's): each scope includes the ones
+// below it, ScopeAdmin ⊇ ScopeWrite ⊇ ScopeRead.
+type Scope = api.Scope
 
-// The scopes, lowest first.
+// The scopes, lowest first (api's).
 const (
-	// ScopeNone may do nothing but authenticate.
-	ScopeNone Scope = iota
-	// ScopeRead runs commands that change no data (Redis's read-only
-	// commands, connection state, subscribing).
-	ScopeRead
-	// ScopeWrite also runs commands that write data.
-	ScopeWrite
-	// ScopeAdmin also runs server administration (CONFIG, ACL changes,
-	// CLIENT KILL, SHUTDOWN, …). No scope lifts the write rule (package
-	// writerule): what would drop entries of an archived stream that the
-	// archive has not folded, or delete, overwrite, expire or rename it or
-	// echostore's own keys (emq:…), is refused to admin too; admin alone
-	// may run XGROUP DESTROY, SETID and DELCONSUMER on a stream under emq:.
-	ScopeAdmin
+	ScopeNone  = api.ScopeNone
+	ScopeRead  = api.ScopeRead
+	ScopeWrite = api.ScopeWrite
+	ScopeAdmin = api.ScopeAdmin
 )
-
-// String names the scope as serve's configuration does.
-func (s Scope) String() string {
-	switch s {
-	case ScopeRead:
-		return "read"
-	case ScopeWrite:
-		return "write"
-	case ScopeAdmin:
-		return "admin"
-	}
-	return "none"
-}
 
 // readCommands change no data: the read scope runs them.
 var readCommands = set(

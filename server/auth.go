@@ -13,58 +13,28 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/echostore/echostore/api"
 )
 
 // MinTokenLen is the shortest bearer token the server accepts (bytes): a
 // shorter one is refused at start. `openssl rand -hex 32` makes a good one.
 const MinTokenLen = 16
 
-// Scope is what a bearer token may do. Each scope includes the ones below
-// it: ScopeAdmin ⊇ ScopeWrite ⊇ ScopeRead.
-type Scope int
+// Scope is what a token may do (api.Scope): each scope includes the ones
+// below it, ScopeAdmin ⊇ ScopeWrite ⊇ ScopeRead.
+type Scope = api.Scope
 
-// The scopes, lowest first.
+// The scopes, lowest first (api's).
 const (
-	// ScopeNone may do nothing (the zero Scope).
-	ScopeNone Scope = iota
-	// ScopeRead reads: streams, archive status, queues, dead letters,
-	// volumes, the event stream and /metrics.
-	ScopeRead
-	// ScopeWrite also appends, enqueues, claims, acknowledges, redrives and
-	// cycles (a cycle folds before it trims: it drops nothing).
-	ScopeWrite
-	// ScopeAdmin also runs what can drop history or move a volume:
-	// volume reset, push, pull and hydrate, a cycle with a retention
-	// (retain_count, retain_age), the delete of a stream and the fault
-	// route.
-	ScopeAdmin
+	ScopeNone  = api.ScopeNone
+	ScopeRead  = api.ScopeRead
+	ScopeWrite = api.ScopeWrite
+	ScopeAdmin = api.ScopeAdmin
 )
 
-// String returns the scope's name as a configuration gives it.
-func (s Scope) String() string {
-	switch s {
-	case ScopeRead:
-		return "read"
-	case ScopeWrite:
-		return "write"
-	case ScopeAdmin:
-		return "admin"
-	}
-	return "none"
-}
-
-// ParseScope parses "read", "write" or "admin".
-func ParseScope(v string) (Scope, error) {
-	switch v {
-	case "read":
-		return ScopeRead, nil
-	case "write":
-		return ScopeWrite, nil
-	case "admin":
-		return ScopeAdmin, nil
-	}
-	return ScopeNone, fmt.Errorf("scope %q: want read, write or admin", v)
-}
+// ParseScope parses "read", "write" or "admin" (api.ParseScope).
+func ParseScope(v string) (Scope, error) { return api.ParseScope(v) }
 
 // authToken is a token the server accepts, with its value.
 type authToken struct {

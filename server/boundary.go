@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/echostore/echostore/api"
 )
 
 // Error codes of the browser boundary and of scoped tokens.
@@ -16,15 +18,15 @@ const (
 	// CodeCrossSite: 403, a request another site's page sent (an Origin
 	// that is not the server's, a Sec-Fetch-Site other than same-origin
 	// or none).
-	CodeCrossSite = "cross_site"
+	CodeCrossSite = api.CodeCrossSite
 	// CodeUnsupportedMediaType: 415, a request that changes state without
 	// Content-Type application/json or application/x-ndjson.
-	CodeUnsupportedMediaType = "unsupported_media_type"
+	CodeUnsupportedMediaType = api.CodeUnsupportedMediaType
 	// CodeMisdirected: 421, a Host that is neither the listen address nor
 	// in allowed_hosts.
-	CodeMisdirected = "misdirected"
+	CodeMisdirected = api.CodeMisdirected
 	// CodeForbidden: 403, a token without the scope the route needs.
-	CodeForbidden = "forbidden"
+	CodeForbidden = api.CodeForbidden
 )
 
 // checkAllowedHosts checks and normalises Config.AllowedHosts: each is a

@@ -9,6 +9,7 @@ import (
 
 	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
@@ -19,38 +20,38 @@ import (
 
 // Error codes of the JSON error body {"error":{"code":…,"message":…}}.
 const (
-	CodeBadRequest   = "bad_request"   // 400: a malformed parameter or body
-	CodeInvalidName  = "invalid_name"  // 400: a queue, stream or volume name
-	CodeInvalidInput = "invalid_input" // 400: a record or job that cannot be stored
-	CodeUnauthorized = "unauthorized"  // 401: missing or wrong bearer token
-	CodeNotFound     = "not_found"     // 404
+	CodeBadRequest   = api.CodeBadRequest   // 400: a malformed parameter or body
+	CodeInvalidName  = api.CodeInvalidName  // 400: a queue, stream or volume name
+	CodeInvalidInput = api.CodeInvalidInput // 400: a record or job that cannot be stored
+	CodeUnauthorized = api.CodeUnauthorized // 401: missing or wrong bearer token
+	CodeNotFound     = api.CodeNotFound     // 404
 	// CodeMethodNotAllowed: 405, the route exists for other methods.
-	CodeMethodNotAllowed = "method_not_allowed"
+	CodeMethodNotAllowed = api.CodeMethodNotAllowed
 	// CodeTooManyStreams: 403, a new stream beyond the server's max_streams.
-	CodeTooManyStreams = "too_many_streams"
+	CodeTooManyStreams = api.CodeTooManyStreams
 	// CodeTooManyQueues: 403, a new job queue beyond the server's max_queues.
-	CodeTooManyQueues = "too_many_queues"
-	CodeConflict      = "conflict" // 409: the lease was lost, the volume is behind
+	CodeTooManyQueues = api.CodeTooManyQueues
+	CodeConflict      = api.CodeConflict // 409: the lease was lost, the volume is behind
 	// CodeIDConflict: 409, an enqueue under the id of an earlier job with
 	// another payload.
-	CodeIDConflict = "id_conflict"
+	CodeIDConflict = api.CodeIDConflict
 	// CodeWrongType: 409, the stream's Redis key holds another type (a
 	// hash, a string, …) than a stream; the message names the key and type.
-	CodeWrongType   = "wrong_type"
-	CodeTimeout     = "timeout"     // 408: the body did not arrive within body_timeout
-	CodeTooLarge    = "too_large"   // 413: the body exceeds the server's limit
-	CodeUnavailable = "unavailable" // 503: shutting down, Redis unreachable or loading
-	CodeInternal    = "internal"    // 500
+	CodeWrongType   = api.CodeWrongType
+	CodeTimeout     = api.CodeTimeout     // 408: the body did not arrive within body_timeout
+	CodeTooLarge    = api.CodeTooLarge    // 413: the body exceeds the server's limit
+	CodeUnavailable = api.CodeUnavailable // 503: shutting down, Redis unreachable or loading
+	CodeInternal    = api.CodeInternal    // 500
 	// CodeRemoteKey: 500, an object of the remote this server cannot open
 	// with its keys: sealed with a key it lacks, encrypted while it has no
 	// key, or not encrypted while it has one (remote_key_file, docs/SERVE.md).
-	CodeRemoteKey = "remote_key"
+	CodeRemoteKey = api.CodeRemoteKey
 )
 
 // CodeInsufficientStorage is the code of 507: the data dir or the remote
 // object store is full; nothing was written, and writes are accepted again
 // once space is freed.
-const CodeInsufficientStorage = "insufficient_storage"
+const CodeInsufficientStorage = api.CodeInsufficientStorage
 
 // apiError is an error with its HTTP status and code.
 type apiError struct {

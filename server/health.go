@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/redact"
 )
@@ -21,13 +22,10 @@ const (
 	HealthCacheFor = 2 * time.Second
 )
 
-// Health is the body of GET /healthz: "ok" or "degraded", and each
-// dependency's state, "ok" or "unavailable: <reason>" (secrets hidden).
-type Health struct {
-	Status string `json:"status"`
-	Redis  string `json:"redis"`
-	Remote string `json:"remote"`
-}
+// Health is the body of GET /healthz (api.Health): "ok" or "degraded",
+// and each dependency's state, "ok" or "unavailable: <reason>" (secrets
+// hidden).
+type Health = api.Health
 
 // health checks Redis and the remote, at most once per HealthCacheFor.
 type health struct {

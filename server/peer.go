@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+
+	"github.com/echostore/echostore/api"
 )
 
 // CodePeerRefused: 403, a request over the unix socket whose peer is
 // neither serve's own user nor root (whatever token it carries).
-const CodePeerRefused = "peer_refused"
+const CodePeerRefused = api.CodePeerRefused
 
 // peer is the process at the other end of a unix socket connection, as
 // the kernel reports it (SO_PEERCRED): what the socket trusts instead of a

@@ -95,7 +95,7 @@ func TestMemRemoteNeedsDev(t *testing.T) {
 		t.Fatalf("mem:// without Dev: %v, want ErrMemRemote", err)
 	}
 	e := start(t, Config{Remote: "mem://", Dev: true})
-	if code, _, h := e.health(); code != 200 || h != (Health{"ok", "ok", "ok"}) {
+	if code, _, h := e.health(); code != 200 || h != (Health{Status: "ok", Redis: "ok", Remote: "ok"}) {
 		t.Fatalf("mem:// with Dev: healthz %d %+v", code, h)
 	}
 }
@@ -123,7 +123,7 @@ func TestRemoteUnavailable(t *testing.T) {
 	}
 	e, _ := startLogged(t, Config{Redis: servers.Redis(t).URL, Remote: m.URL("health")})
 	q := queueName(t)
-	if code, _, h := e.health(); code != 200 || h != (Health{"ok", "ok", "ok"}) {
+	if code, _, h := e.health(); code != 200 || h != (Health{Status: "ok", Redis: "ok", Remote: "ok"}) {
 		t.Fatalf("healthz with MinIO up: %d %+v", code, h)
 	}
 	e.must("POST", "/v1/queues/"+q+"/jobs?mode=sync", `{"payload":{"n":1}}`)
@@ -150,7 +150,7 @@ func TestRemoteUnavailable(t *testing.T) {
 	if err := m.Restart(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, h := e.waitHealth(http.StatusOK); h != (Health{"ok", "ok", "ok"}) {
+	if _, h := e.waitHealth(http.StatusOK); h != (Health{Status: "ok", Redis: "ok", Remote: "ok"}) {
 		t.Errorf("healthz after MinIO is back: %+v", h)
 	}
 	e.must("POST", "/v1/queues/"+q+"/jobs?mode=sync", `{"payload":{"n":3}}`)
@@ -244,7 +244,7 @@ func TestHealthRedisDown(t *testing.T) {
 	}
 	t.Cleanup(func() { r.Stop() })
 	e, _ := startLogged(t, Config{Redis: r.URL})
-	if code, _, h := e.health(); code != 200 || h != (Health{"ok", "ok", "ok"}) {
+	if code, _, h := e.health(); code != 200 || h != (Health{Status: "ok", Redis: "ok", Remote: "ok"}) {
 		t.Fatalf("healthz: %d %+v", code, h)
 	}
 	if err := r.Kill(); err != nil {
@@ -257,7 +257,7 @@ func TestHealthRedisDown(t *testing.T) {
 	if err := r.Restart(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, h := e.waitHealth(http.StatusOK); h != (Health{"ok", "ok", "ok"}) {
+	if _, h := e.waitHealth(http.StatusOK); h != (Health{Status: "ok", Redis: "ok", Remote: "ok"}) {
 		t.Errorf("healthz after Redis is back: %+v", h)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
@@ -52,7 +53,7 @@ var (
 // holds the data dir (docs/rfc/0004-processes-and-nodes.md). It authenticates its peer by
 // uid (SO_PEERCRED): serve's own user and root have the admin scope
 // without a token, any other user is refused (403 CodePeerRefused).
-const SocketName = "serve.sock"
+const SocketName = api.SocketName
 
 // ShutdownTimeout bounds how long Run waits, once its context ends, for the
 // HTTP requests in flight to finish.

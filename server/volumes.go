@@ -10,6 +10,7 @@ import (
 	"time"
 
 	echostore "github.com/echostore/echostore"
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/names"
 )
@@ -19,11 +20,11 @@ const (
 	// CodeWouldDiscard (409): a reset to the remote would discard
 	// acknowledged records (graft.ErrWouldDiscard); repeat the count with
 	// discard=N to go on.
-	CodeWouldDiscard = "would_discard"
+	CodeWouldDiscard = api.CodeWouldDiscard
 	// CodeRemoteMismatch (409): the remote attached is not the one the
 	// volume was pushed to, or lacks its pushed commits
 	// (graft.ErrRemoteMismatch).
-	CodeRemoteMismatch = "remote_mismatch"
+	CodeRemoteMismatch = api.CodeRemoteMismatch
 )
 
 // volumeCode returns the status and code of the replication errors that

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/xid"
 )
@@ -16,16 +17,16 @@ import (
 // redis-py's NoPermissionError) and the word echostore.
 const Prefix = "NOPERM echostore: "
 
-// Scope is the caller's token scope, with the values of resp.Scope and
-// serve's scopes (server.Scope): each includes the ones below it.
-type Scope int
+// Scope is the caller's token scope (api.Scope): each scope includes the ones
+// below it, ScopeAdmin ⊇ ScopeWrite ⊇ ScopeRead.
+type Scope = api.Scope
 
-// The scopes.
+// The scopes, lowest first (api's).
 const (
-	ScopeNone Scope = iota
-	ScopeRead
-	ScopeWrite
-	ScopeAdmin
+	ScopeNone  = api.ScopeNone
+	ScopeRead  = api.ScopeRead
+	ScopeWrite = api.ScopeWrite
+	ScopeAdmin = api.ScopeAdmin
 )
 
 // Role is what a key is to echostore.
