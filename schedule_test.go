@@ -229,3 +229,47 @@ func TestRunNeedsRedis(t *testing.T) {
 		t.Fatalf("Run: %v, want ErrNoRedis", err)
 	}
 }
+
+// TestRunCheckpointsOutbox: a node whose outbox keeps no time bound of its
+// own (Config.FlushInterval -1, as serve opens it) makes an async job
+// durable by Run's checkpoints (RunOptions.CheckpointEvery), each reported.
+func TestRunCheckpointsOutbox(t *testing.T) {
+	ctx := t.Context()
+	node, err := echostore.Open(ctx, echostore.Config{Data: t.TempDir(), Redis: redisURL, Remote: "file://" + t.TempDir(), FlushInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close(context.Background())
+	q, err := names.ParseQueue(fmt.Sprintf("ckpt-%d", time.Now().UnixNano()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.Enqueue(ctx, q, []byte(`{"n":1}`), echostore.EnqueueOptions{Mode: echostore.Async}); err != nil {
+		t.Fatal(err)
+	}
+	if st := node.Outbox().Stats(); st.Appended == st.Durable {
+		t.Fatalf("the async job is durable before any checkpoint: %+v", st)
+	}
+	checkpoints := make(chan error, 16)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- node.Run(runCtx, echostore.RunOptions{Beat: time.Hour, CheckpointEvery: 5 * time.Millisecond,
+			OnCheckpoint: func(took time.Duration, err error) { checkpoints <- err }})
+	}()
+	select {
+	case err := <-checkpoints:
+		if err != nil {
+			t.Fatalf("checkpoint: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no checkpoint within a minute")
+	}
+	if st := node.Outbox().Stats(); st.Appended != st.Durable {
+		t.Fatalf("after a checkpoint the outbox holds records not durable: %+v", st)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
