@@ -211,7 +211,7 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("echostore: create data dir %s: %w", cfg.Data, err)
 	}
 	n.store, err = waitLock(ctx, cfg.LockWait, graft.ErrLocked, func() (*graft.Store, error) {
-		return graft.Open(ctx, filepath.Join(cfg.Data, "graft"), graft.Options{Logger: cfg.Logger, Notifier: notifier, CacheSize: cfg.CacheSize})
+		return graft.Open(ctx, filepath.Join(cfg.Data, GraftDir), graft.Options{Logger: cfg.Logger, Notifier: notifier, CacheSize: cfg.CacheSize})
 	})
 	if errors.Is(err, graft.ErrLocked) {
 		return nil, fmt.Errorf("%w (%s): %w", ErrDataLocked, cfg.Data, err)
@@ -294,7 +294,7 @@ func (n *Node) needData(op string) error {
 func (n *Node) startJobs(ctx context.Context) error {
 	cfg := n.cfg
 	out, err := waitLock(ctx, cfg.LockWait, accept.ErrBusy, func() (*accept.Outbox, error) {
-		return accept.Open(ctx, filepath.Join(cfg.Data, "accept", "outbox"),
+		return accept.Open(ctx, filepath.Join(cfg.Data, AcceptDir, OutboxDir),
 			accept.Options{K: cfg.OutboxK, FlushInterval: cfg.FlushInterval, Logger: cfg.Logger})
 	})
 	if errors.Is(err, accept.ErrBusy) {

@@ -89,15 +89,10 @@ var (
 	ErrRestorePending = errors.New("echostore: the data directory holds an unfinished restore")
 )
 
-// RestoreMarker is the file a restore of a data dir that holds no store
-// writes in it before it creates anything else, and removes once every
-// volume is restored: a data dir that holds it is incomplete.
-const RestoreMarker = "restore.pending"
-
 // restoreIgnored are the entries of a data dir that a restore treats as
 // empty: serve's token (which serve writes before it opens the node) and
 // socket, and a new filesystem's lost+found.
-var restoreIgnored = []string{"serve.token", "serve.sock", "lost+found"}
+var restoreIgnored = []string{TokenFile, SocketFile, "lost+found"}
 
 // NotEmptyError reports a restore refused because the data dir holds
 // something. It wraps ErrNotEmpty.
@@ -201,7 +196,7 @@ func readDataState(dir string) (dataState, error) {
 			continue
 		case name == RestoreMarker:
 			st.pending = true
-		case name == "graft" || name == "accept":
+		case name == GraftDir || name == AcceptDir:
 			st.store = true
 		}
 		st.entries = append(st.entries, name)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/durable"
 	"github.com/echostore/echostore/mq"
@@ -41,7 +42,7 @@ import (
 // digits (16 random bytes) and a line feed, written by the first serve on
 // the data dir and kept for its life, so that a restarted node is the same
 // node to the others.
-const NodeIDFile = "node-id"
+const NodeIDFile = echostore.NodeIDFile
 
 // HeartbeatTTL is how long a node's heartbeat lives in Redis: a node that
 // stops heartbeating (killed, cut off) is out of its group this long after

@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/echostore/echostore"
 )
 
 // serveTokenName is the file in the data dir that holds serve's admin
 // token when no token is given (docs/SERVE.md, Tokens and scopes).
-const serveTokenName = "serve.token"
+const serveTokenName = echostore.TokenFile
 
 // serveTokenBytes is how many random bytes a new serve.token holds (hex
 // encoded: 64 characters).
