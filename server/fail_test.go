@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	echostore "github.com/echostore/echostore"
 )
@@ -17,6 +18,7 @@ func TestFailRoute(t *testing.T) {
 	e := start(t, Config{})
 	q := queueName(t)
 	e.must("POST", "/v1/queues/"+q+"/jobs?mode=sync", `{"payload":{"n":1}}`)
+	waitJobStream(t, e, q, 1) // a sync enqueue answers once pushed; dispatch follows
 	var claim echostore.ClaimResult
 	if err := json.Unmarshal(e.must("POST", "/v1/queues/"+q+"/claim?consumer=w1", ""), &claim); err != nil || len(claim.Jobs) != 1 {
 		t.Fatalf("claim: %+v, %v", claim, err)
@@ -37,5 +39,26 @@ func TestFailRoute(t *testing.T) {
 	var st echostore.QueueStatus
 	if err := json.Unmarshal(e.must("GET", "/v1/queues/"+q, ""), &st); err != nil || st.Delayed != 1 || st.Pending != 0 {
 		t.Fatalf("queue status after the fail: %+v, %v; want the job delayed for its next attempt", st, err)
+	}
+}
+
+// waitJobStream waits until queue q's job stream holds n jobs (the accept
+// tier dispatches an acknowledged job in the background), failing the test
+// after a minute.
+func waitJobStream(t *testing.T, e *env, q string, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var st echostore.QueueStatus
+		if err := json.Unmarshal(e.must("GET", "/v1/queues/"+q, ""), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Length >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job stream of %s holds %d jobs after a minute, want %d: %+v", q, st.Length, n, st)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
