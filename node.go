@@ -468,7 +468,8 @@ func (n *Node) closeAll(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, CloseTimeout)
 		defer cancel()
 	}
-	n.stopGC() // before the store and the remote it uses close
+	n.sched.close() // Run returns; the beat in flight ends first, and no beat runs after it
+	n.stopGC()      // before the store and the remote it uses close
 	var errs []error
 	if n.repl != nil {
 		n.repl.stop() // the pushes in flight are canceled; their commits wait for the next open

@@ -91,7 +91,30 @@ type schedule struct {
 	policies map[names.StreamRef]StreamPolicy
 	drivers  map[driverKey]*archive.Driver
 	ret      *mq.Retention
+	closing  chan struct{} // closed by close: Run returns (made on first use, done)
 	beat     sync.Mutex
+	closed   bool // under beat: the node is closing, no beat runs
+	once     sync.Once
+}
+
+// done returns the channel close closes.
+func (s *schedule) done() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing == nil {
+		s.closing = make(chan struct{})
+	}
+	return s.closing
+}
+
+// close ends the schedule as the node closes: Run returns, the beat in
+// flight is waited for, and no beat runs after it.
+func (s *schedule) close() {
+	s.done()
+	s.once.Do(func() { close(s.closing) })
+	s.beat.Lock()
+	s.closed = true
+	s.beat.Unlock()
 }
 
 // driverKey names one archive driver: what its cycles trim after and the
@@ -107,38 +130,50 @@ func (p StreamPolicy) driverKey() driverKey { return driverKey{p.TrimAfter, p.Re
 // replacing the policy it had. Without Redis it fails with ErrNoRedis; an
 // archived policy needs the data dir too.
 func (n *Node) Declare(ref names.StreamRef, p StreamPolicy) error {
+	_, err := n.declare(ref, p, false)
+	return err
+}
+
+// declare is Declare; with onlyNew it declares ref only if it is not
+// declared, and reports whether it did.
+func (n *Node) declare(ref names.StreamRef, p StreamPolicy, onlyNew bool) (bool, error) {
 	if ref.IsZero() {
-		return fmt.Errorf("declare: no stream: %w", names.ErrInvalid)
+		return false, fmt.Errorf("declare: no stream: %w", names.ErrInvalid)
 	}
 	live, err := n.live()
 	if err != nil {
-		return err
+		return false, err
 	}
 	s := &n.sched
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.policies[ref]; ok && onlyNew {
+		return false, nil
+	}
 	if s.ret == nil {
 		s.ret = live.NewRetention(nil)
 	}
 	if p.Archived {
 		d, err := n.driverLocked(p.driverKey())
 		if err != nil {
-			return fmt.Errorf("declare %s: %w", ref, err)
+			return false, fmt.Errorf("declare %s: %w", ref, err)
 		}
 		if err := d.Declare(ref, p.Window); err != nil {
-			return fmt.Errorf("declare %s: %w", ref, err)
+			return false, fmt.Errorf("declare %s: %w", ref, err)
 		}
 	} else if err := s.ret.Declare(ref, p.Window); err != nil {
-		return fmt.Errorf("declare %s: %w", ref, err)
+		return false, fmt.Errorf("declare %s: %w", ref, err)
 	}
-	if old, ok := s.policies[ref]; ok && (old.Archived != p.Archived || old.driverKey() != p.driverKey()) {
+	// The old policy's driver forgets ref if it is another one (a trim-only
+	// stream has the one retention, whatever its other fields say).
+	if old, ok := s.policies[ref]; ok && (old.Archived != p.Archived || p.Archived && old.driverKey() != p.driverKey()) {
 		s.forgetLocked(ref, old)
 	}
 	if s.policies == nil {
 		s.policies = map[names.StreamRef]StreamPolicy{}
 	}
 	s.policies[ref] = p
-	return nil
+	return true, nil
 }
 
 // driverLocked returns the archive driver of k, made on first use; s.mu is
@@ -198,11 +233,16 @@ func (n *Node) Declared() []DeclaredStream {
 // stream that opts.Pick chooses, then a retention trim of every declared
 // trim-only stream. One stream's failure does not stop the others: each
 // report carries its own error. A beat that has begun runs to its end;
-// Delete waits for it.
+// Delete and Close wait for it. The callbacks of opts run inside the beat:
+// they may Declare and Undeclare, but a Beat or a Delete from one would
+// wait for itself.
 func (n *Node) Beat(ctx context.Context, opts BeatOptions) {
 	s := &n.sched
 	s.beat.Lock()
 	defer s.beat.Unlock()
+	if s.closed {
+		return
+	}
 	s.mu.Lock()
 	keys := slices.SortedFunc(maps.Keys(s.drivers), func(a, b driverKey) int {
 		return cmp.Or(cmp.Compare(a.ta, b.ta), cmp.Compare(a.retain.Count, b.retain.Count), cmp.Compare(a.retain.MaxAge, b.retain.MaxAge))
@@ -249,6 +289,7 @@ func (n *Node) Beat(ctx context.Context, opts BeatOptions) {
 // with or without Run. A beat that has begun when ctx ends runs to its end,
 // unaffected by ctx's cancellation; Run returns once it and the
 // checkpoints have stopped: nil, or the error of a node without Redis.
+// Close ends Run as ctx's end would (after the beat in flight).
 func (n *Node) Run(ctx context.Context, opts RunOptions) error {
 	if _, err := n.live(); err != nil {
 		return err
@@ -257,6 +298,15 @@ func (n *Node) Run(ctx context.Context, opts RunOptions) error {
 	if beat <= 0 {
 		beat = DefaultBeat
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // Close ends Run as its context would
+		select {
+		case <-n.sched.done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	var wg sync.WaitGroup
 	if opts.CheckpointEvery > 0 {
 		wg.Go(func() {

@@ -273,3 +273,71 @@ func TestRunCheckpointsOutbox(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// TestDeclareTrimOnlyAgain: a trim-only stream declared again with other
+// archive-only fields (TrimAfter, Retain) stays trimmed: its one retention
+// entry is replaced, not forgotten.
+func TestDeclareTrimOnlyAgain(t *testing.T) {
+	node, run := runNode(t)
+	ref := streamRef(t, "again")
+	if err := node.Declare(ref, echostore.StreamPolicy{Window: echostore.Window{Keep: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Declare(ref, echostore.StreamPolicy{Window: echostore.Window{Keep: 2}, TrimAfter: echostore.TrimAfterRemote}); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, node, ref, 6)
+	trims := make(chan echostore.TrimReport, 64)
+	beats := run(echostore.BeatOptions{OnTrim: func(r echostore.TrimReport) { trims <- r }})
+	waitBeats(t, beats, 2)
+	select {
+	case r := <-trims:
+		if r.Ref != ref || r.Result.Trimmed != 4 {
+			t.Fatalf("trim report %+v, want 4 trimmed of %s", r, ref)
+		}
+	default:
+		t.Fatal("two beats and no trim: the stream declared again was forgotten")
+	}
+}
+
+// TestCloseEndsRun: Close ends a Run whose context is still live, after the
+// beat in flight, and no beat cycles the closed node's streams.
+func TestCloseEndsRun(t *testing.T) {
+	ctx := t.Context()
+	node, err := echostore.Open(ctx, echostore.Config{Data: t.TempDir(), Redis: redisURL, Remote: "file://" + t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := streamRef(t, "closed")
+	if err := node.Declare(ref, echostore.StreamPolicy{Archived: true, Window: echostore.Window{Keep: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, node, ref, 3)
+	cycled := make(chan echostore.CycleReport, 1024)
+	done := make(chan error, 1)
+	go func() {
+		done <- node.Run(ctx, echostore.RunOptions{Beat: time.Millisecond, BeatOptions: echostore.BeatOptions{
+			OnCycle: func(r echostore.CycleReport) { cycled <- r }}})
+	}()
+	select {
+	case <-cycled:
+	case <-time.After(time.Minute):
+		t.Fatal("no cycle within a minute")
+	}
+	if err := node.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Run still runs a minute after Close")
+	}
+	for len(cycled) > 0 {
+		if r := <-cycled; r.Err != nil {
+			t.Fatalf("a cycle met the closing node: %+v", r)
+		}
+	}
+}

@@ -309,8 +309,8 @@ func (n *Node) Delete(ctx context.Context, ref names.StreamRef) (DeleteResult, e
 	p, declared := n.Undeclare(ref)
 	res, err := a.Delete(ctx, ref)
 	if err != nil {
-		if declared {
-			if derr := n.Declare(ref, p); derr != nil {
+		if declared { // as it was, unless it was declared again meanwhile
+			if _, derr := n.declare(ref, p, true); derr != nil {
 				n.log.Error("echostore: stream not declared again after a failed delete", ref.LogAttr(), "err", derr)
 			}
 		}

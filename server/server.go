@@ -472,10 +472,12 @@ func (s *Server) Run(ctx context.Context) error {
 
 	// The node runs the beat and the outbox's checkpoints (Node.Run); each
 	// beat is serve's (Beat), around the node's.
+	beatCtx, stopBeat := context.WithCancel(ctx) // ends with ctx, or when HTTP fails
+	defer stopBeat()
 	beatDone := make(chan struct{})
 	go func() {
 		defer close(beatDone)
-		_ = s.node.Run(ctx, echostore.RunOptions{Beat: s.cfg.Beat, CheckpointEvery: s.cfg.CheckpointEvery,
+		_ = s.node.Run(beatCtx, echostore.RunOptions{Beat: s.cfg.Beat, CheckpointEvery: s.cfg.CheckpointEvery,
 			OnCheckpoint: s.checkpointed, BeatFunc: s.Beat}) // the node has Redis (newServer)
 	}()
 
@@ -488,6 +490,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.log.Info("serve: shutting down")
 	close(s.done)
 	s.hub.closeAll()
+	stopBeat()
 	<-beatDone // the beat in flight finishes: it runs without ctx's cancellation
 	if m := s.fleet(); m != nil {
 		// Its cycles are over: the others take its streams on their next beat.
@@ -904,5 +907,13 @@ func (s *Server) deleteStream(ctx context.Context, ref names.StreamRef) (echosto
 	}
 	s.log.Info("serve: archived stream deleted; no longer cycled", ref.LogAttr(), "volume", res.Volume,
 		"declared", declared)
+	// An append through the API during the delete declared the stream
+	// again (touch), and the node's delete undeclared it after: the node
+	// keeps what serve keeps.
+	if st, ok := s.lookup(ref); ok {
+		if derr := s.node.Declare(ref, st.policy()); derr != nil {
+			s.log.Error("serve: a stream used during its delete is not declared again", ref.LogAttr(), "err", derr)
+		}
+	}
 	return res, nil
 }
