@@ -14,6 +14,10 @@ import (
 // by TestMain.
 var redisURL string
 
+// servers are the other servers the tests share (a Redis Cluster), started
+// on first use and stopped when the tests end.
+var servers testserver.Pool
+
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
@@ -26,5 +30,5 @@ func run(m *testing.M) int {
 	}
 	defer r.Stop()
 	redisURL = r.URL
-	return m.Run()
+	return servers.Run(m)
 }

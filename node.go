@@ -91,6 +91,8 @@ type Node struct {
 	restored *RestoreResult // what Open's restore did (Config.Restore), or nil
 
 	sched schedule // the declared streams and their drivers (schedule.go)
+	id    string   // the node's id (NodeIDFile), "" for a live-only node
+	group group    // its membership while Run runs (group.go)
 
 	mu     sync.Mutex
 	closed bool
@@ -220,6 +222,9 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("echostore: open data dir %s: %w", cfg.Data, err)
 	}
 	n.store.AttachRemote(n.rs)
+	if n.id, err = loadNodeID(cfg.Data); err != nil {
+		return nil, err
+	}
 	if plan.skip != "" {
 		n.restored = &RestoreResult{Data: cfg.Data, Remote: redact.URL(n.rurl), Node: cfg.Node, Mode: cfg.Restore.String(),
 			Reason: plan.skip, Volumes: []RestoredVolume{}, Skipped: []SkippedVolume{}}
@@ -469,6 +474,7 @@ func (n *Node) closeAll(ctx context.Context) error {
 		defer cancel()
 	}
 	n.sched.close() // Run returns; the beat in flight ends first, and no beat runs after it
+	n.leave(ctx)    // before Redis closes: the others take its share at once
 	n.stopGC()      // before the store and the remote it uses close
 	var errs []error
 	if n.repl != nil {

@@ -52,9 +52,10 @@ type TrimReport = mq.TrimReport
 // BeatOptions adjust one beat (Beat, RunOptions).
 type BeatOptions struct {
 	// Pick returns which of the declared archived streams this beat cycles
-	// (nil, or a nil func returned: every one). A node that shares its
-	// streams with others (serve's group) cycles its share; a node that
-	// skips idle streams, the ones due.
+	// (a nil func returned: every one). Nil picks those the node Cycles: of
+	// a running node in a group, its share and those with commits the
+	// remote lacks; of any other, every one. A node that skips idle
+	// streams picks the ones due.
 	Pick func(ctx context.Context, archived []DeclaredStream) func(names.StreamRef) bool
 	// OnCycle, if set, is called with each archive cycle's report, in name
 	// order; OnTrim with each retention trim's.
@@ -76,9 +77,25 @@ type RunOptions struct {
 	BeatOptions
 	// BeatFunc, if set, runs each beat in place of Beat(ctx,
 	// opts.BeatOptions): a caller that does more around a beat (serve:
-	// heartbeats, discovery and armed faults before it, the volume gauges
-	// after) calls Beat from it.
+	// discovery and armed faults before it, the volume gauges after) calls
+	// Beat from it.
 	BeatFunc func(ctx context.Context)
+
+	// Alone keeps the node out of its group: no heartbeats, and it cycles
+	// every archived stream declared on it. Otherwise Run joins the group
+	// of the nodes on its Redis and its remote (group.go): it heartbeats
+	// every HeartbeatEvery and before each beat, each beat cycles the
+	// node's share (Owns), a node that dies is out of the group within
+	// HeartbeatTTL and its share moves to the others, and Run leaves the
+	// group when it returns.
+	Alone bool
+	// Addr is what the node's heartbeat gives as its address
+	// (GroupMember.Addr): where its API answers, if it has one.
+	Addr string
+	// OnGroup, if set, is called after each heartbeat that read the group,
+	// with the view and whether it changed (other nodes, or another streams
+	// epoch: the group met a new archived stream).
+	OnGroup func(v *GroupView, changed bool)
 }
 
 // schedule is what the node keeps of its declared streams: each one's
@@ -254,7 +271,9 @@ func (n *Node) Beat(ctx context.Context, opts BeatOptions) {
 	ret := s.ret
 	s.mu.Unlock()
 	var keep func(names.StreamRef) bool
-	if opts.Pick != nil {
+	if opts.Pick == nil && n.Group() != nil {
+		keep = func(ref names.StreamRef) bool { return n.Cycles(ctx, ref) }
+	} else if opts.Pick != nil {
 		var archived []DeclaredStream
 		for _, d := range n.Declared() {
 			if d.Policy.Archived {
@@ -283,8 +302,8 @@ func (n *Node) Beat(ctx context.Context, opts BeatOptions) {
 }
 
 // Run keeps the declared streams bounded until ctx ends: a beat every
-// opts.Beat (Beat), and, with opts.CheckpointEvery, the accept outbox's
-// checkpoints. Replication and the remote GC run in the background on
+// opts.Beat (Beat), its group's heartbeats unless opts.Alone, and, with
+// opts.CheckpointEvery, the accept outbox's checkpoints. Replication and the remote GC run in the background on
 // their own (Config.ReplicateEvery, Config.GCEvery) from Open to Close,
 // with or without Run. A beat that has begun when ctx ends runs to its end,
 // unaffected by ctx's cancellation; Run returns once it and the
@@ -308,6 +327,15 @@ func (n *Node) Run(ctx context.Context, opts RunOptions) error {
 		}
 	}()
 	var wg sync.WaitGroup
+	if !opts.Alone {
+		n.join(GroupMember{Addr: opts.Addr, Node: n.cfg.Node, Started: startedNow()}, opts.OnGroup)
+		// Its cycles are over when Run returns: the others take its share
+		// on their next beat.
+		defer n.leave(context.WithoutCancel(ctx))
+		n.Heartbeat(ctx) // a failure: until one succeeds, it cycles every stream
+		n.log.Info("echostore: node", "id", n.id, "group", n.Group().name())
+		wg.Go(func() { every(ctx, HeartbeatEvery, func() { n.Heartbeat(ctx) }) })
+	}
 	if opts.CheckpointEvery > 0 {
 		wg.Go(func() {
 			every(ctx, opts.CheckpointEvery, func() {
@@ -320,6 +348,11 @@ func (n *Node) Run(ctx context.Context, opts RunOptions) error {
 	}
 	every(ctx, beat, func() {
 		bctx := context.WithoutCancel(ctx)
+		if !opts.Alone {
+			// A fresh view: a node that died or left since the last beat
+			// no longer has a share.
+			n.Heartbeat(bctx)
+		}
 		if opts.BeatFunc != nil {
 			opts.BeatFunc(bctx)
 		} else {

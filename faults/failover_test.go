@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/internal/crashtest"
 	"github.com/echostore/echostore/mq"
@@ -521,7 +522,7 @@ func (g *failGroup) pick(per int, among ...string) (streams []string, owner map[
 	have := map[string]int{}
 	for i := 0; len(streams) < per*len(among); i++ {
 		s := fmt.Sprintf("s%d", i)
-		o := byID[server.ShareOf(ids, mustRef(g.t, g.q, s))]
+		o := byID[echostore.ShareOf(ids, mustRef(g.t, g.q, s))]
 		if have[o] < per {
 			have[o]++
 			streams = append(streams, s)
@@ -725,7 +726,7 @@ func failoverKill(t *testing.T, count int, declare bool) {
 	}
 	t.Logf("%d nodes, %d streams (%d of the killed node's; declared %v); first folds after %v; the killed node's streams cycled again %v after the kill (all streams past the kill's acknowledgements: %v; %v with the settling); bound: heartbeat/lease TTL %v + beat %v + a cycle",
 		count, len(streams), len(mine), declare, first.Round(time.Millisecond), rto.Round(time.Millisecond), rtoAll.Round(time.Millisecond),
-		took.Round(time.Millisecond), server.HeartbeatTTL, failBeat)
+		took.Round(time.Millisecond), echostore.HeartbeatTTL, failBeat)
 	t.Logf("acknowledged %d records (%d of unknown outcome: the batch in flight at the kill), %d read back through %d surviving nodes, none lost; longest live stream %d entries (window %d); %d volume pulls by the takers; %d waits on a lease held by another node",
 		acked, unknown, read, len(survivors), most.Load(), failKeep, pulled, held)
 }

@@ -72,7 +72,7 @@ func (s *Server) discover(ctx context.Context) {
 			s.log.Warn("serve: discovery of archived streams", "err", err)
 			break
 		}
-		if _, known := s.lookup(k); known || !s.owns(k) {
+		if _, known := s.lookup(k); known || !s.node.Owns(k) {
 			continue
 		}
 		vol, err := s.archiveVolume(ctx, k)

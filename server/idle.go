@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +30,7 @@ import (
 //     that waits for a push with trim_after remote, one held back): it is
 //     cycled every beat until the window holds;
 //   - the node cycles it without owning it (commits the remote lacks,
-//     Server.cycles);
+//     Node.Cycles);
 //   - an append through echostore named it in its slot's change feed
 //     (mq.DirtySetKey), which the beat reads once per slot;
 //   - or the sweep read its top (XINFO STREAM's length and
@@ -75,7 +74,7 @@ type top struct {
 // successful cycle.
 type memo struct {
 	top    top       // the stream's top after that cycle (as read before it, less its trim)
-	view   string    // the membership it was cycled under (viewKey)
+	view   string    // the membership it was cycled under (GroupView.Key)
 	held   bool      // consumer groups held its trim back (capped or stalled)
 	probed time.Time // the last cycle or probe
 }
@@ -95,22 +94,6 @@ func (b *idleBeat) forget(ref names.StreamRef) {
 	b.mu.Unlock()
 }
 
-// viewKey names the membership a memo was made under: the live nodes of
-// the node's view and how often they changed since the node started (a
-// node that joined and left between two beats changes it too), "" without
-// a view.
-func (s *Server) viewKey() string {
-	m := s.fleet()
-	if m == nil {
-		return ""
-	}
-	v := m.view()
-	if v == nil {
-		return ""
-	}
-	return strconv.FormatUint(v.gen, 10) + ":" + strings.Join(v.nodes, ",")
-}
-
 // candidate is a declared archived stream the beat cycles here (cycles),
 // with what decides whether it is due.
 type candidate struct {
@@ -128,7 +111,7 @@ type candidate struct {
 // Redis makes every candidate due: the beat then cycles them all, as it
 // did before it skipped idle streams.
 func (s *Server) dueStreams(ctx context.Context, cands []candidate, now time.Time) map[names.StreamRef]top {
-	view := s.viewKey()
+	view := s.node.Group().Key()
 	b := s.idle
 	due := make(map[names.StreamRef]bool, len(cands))
 	all := func() map[names.StreamRef]top {

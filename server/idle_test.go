@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
@@ -278,17 +279,17 @@ func TestBeatTwoNodesShareTheFeed(t *testing.T) {
 			t.Fatalf("append: %d %s", code, out)
 		}
 	}
-	a.srv.Beat(ctx)
-	a.srv.Beat(ctx)
+	a.srv.beatNow(ctx)
+	a.srv.beatNow(ctx)
 	b := start(t, cfg())
 	// Both see both (each beat heartbeats; the second reads the other).
 	for _, e := range []*env{a, b, a, b} {
-		e.srv.Beat(ctx)
+		e.srv.beatNow(ctx)
 	}
 	nodes := []string{a.srv.NodeID(), b.srv.NodeID()}
 	shares := map[string]int{}
 	for _, ref := range refs {
-		shares[ShareOf(nodes, ref)]++
+		shares[echostore.ShareOf(nodes, ref)]++
 	}
 	if shares[nodes[0]] == 0 || shares[nodes[1]] == 0 {
 		t.Skipf("the streams all fell to one node (%v); the test needs both shares", shares)
@@ -305,11 +306,11 @@ func TestBeatTwoNodesShareTheFeed(t *testing.T) {
 		}
 	}
 	appendAll(1)
-	a.srv.Beat(ctx)
-	b.srv.Beat(ctx)
+	a.srv.beatNow(ctx)
+	b.srv.beatNow(ctx)
 	appendAll(5) // every stream through a
 	feed := mq.DirtyOf(refs[0])
-	a.srv.Beat(ctx)
+	a.srv.beatNow(ctx)
 	left, err := a.srv.mq.FeedKeys(ctx, feed)
 	if err != nil {
 		t.Fatal(err)
@@ -317,7 +318,7 @@ func TestBeatTwoNodesShareTheFeed(t *testing.T) {
 	slices.Sort(left)
 	var want []string
 	for _, ref := range refs {
-		if ShareOf(nodes, ref) == nodes[1] {
+		if echostore.ShareOf(nodes, ref) == nodes[1] {
 			want = append(want, mq.StreamKey(ref))
 		}
 	}
@@ -325,10 +326,10 @@ func TestBeatTwoNodesShareTheFeed(t *testing.T) {
 	if !slices.Equal(left, want) {
 		t.Fatalf("after a's beat the feed holds %q, want b's share %q", left, want)
 	}
-	b.srv.Beat(ctx)
+	b.srv.beatNow(ctx)
 	for _, ref := range refs {
 		if got, err := a.srv.mq.Len(ctx, ref); err != nil || got != 2 {
-			t.Errorf("%s (share of %s): live %d after both beats (%v), want 2", ref, ShareOf(nodes, ref)[:6], got, err)
+			t.Errorf("%s (share of %s): live %d after both beats (%v), want 2", ref, echostore.ShareOf(nodes, ref)[:6], got, err)
 		}
 	}
 	if left, _ := a.srv.mq.FeedKeys(ctx, feed); len(left) != 0 {
@@ -340,7 +341,7 @@ func TestBeatTwoNodesShareTheFeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := cyclesOf(a.srv, refs)
-	a.srv.Beat(ctx)
+	a.srv.beatNow(ctx)
 	after := cyclesOf(a.srv, refs)
 	for i, ref := range refs {
 		if after[i] <= before[i] {

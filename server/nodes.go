@@ -3,11 +3,8 @@ package server
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"net/http"
 	"slices"
-
-	"github.com/echostore/echostore/names"
 )
 
 // maxListedShare bounds the streams GET /v1/nodes names per node (every
@@ -55,50 +52,36 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request) error {
 // nodeList reads the group as the latest view has it, and each member's
 // heartbeat value (one Redis round trip; a failure leaves them blank).
 func (s *Server) nodeList(ctx context.Context) NodeList {
-	out := NodeList{Self: s.nodeID, Nodes: []NodeRow{}}
-	var v *view
-	if m := s.fleet(); m != nil {
-		v = m.view()
-	}
-	s.mu.Lock()
-	refs := make([]names.StreamRef, 0, len(s.streams))
-	for k, st := range s.streams {
-		if st.archived {
-			refs = append(refs, k)
-		}
-	}
-	s.mu.Unlock()
+	id := s.node.ID()
+	out := NodeList{Self: id, Nodes: []NodeRow{}}
+	v := s.node.Group()
+	refs := s.archivedStreams()
 	if v == nil {
 		// Alone: this node cycles every stream it knows.
-		row := NodeRow{ID: s.nodeID, Self: true, Node: s.cfg.Node, Addr: s.Addr().String()}
+		row := NodeRow{ID: id, Self: true, Node: s.cfg.Node, Addr: s.Addr().String()}
 		for _, k := range refs {
 			row.Streams = append(row.Streams, apiPath(k))
 		}
 		out.Nodes = append(out.Nodes, finishRow(row))
 		return out
 	}
-	out.Group = v.group
+	out.Group = v.Group
 	rows := map[string]*NodeRow{}
-	keys := make([]string, 0, len(v.nodes))
-	for _, id := range v.nodes {
-		rows[id] = &NodeRow{ID: id, Self: id == v.self, HeartbeatLeftMs: v.left[id]}
-		keys = append(keys, NodeKey(v.group, id))
+	for _, id := range v.Nodes {
+		rows[id] = &NodeRow{ID: id, Self: id == v.Self, HeartbeatLeftMs: v.Left[id]}
 	}
-	if vals, err := s.mq.Run(ctx, scriptNodeInfos, keys, nil).Strings(); err == nil && len(vals) == len(keys) {
-		for i, raw := range vals {
-			var in nodeInfo
-			if raw != "" && json.Unmarshal([]byte(raw), &in) == nil {
-				r := rows[v.nodes[i]]
-				r.Node, r.Addr, r.Started = in.Node, in.Addr, in.Started
-			}
+	if ms, err := s.node.GroupMembers(ctx, v); err == nil {
+		for _, m := range ms {
+			r := rows[m.ID]
+			r.Node, r.Addr, r.Started = m.Node, m.Addr, m.Started
 		}
 	}
 	for _, k := range refs {
-		if r := rows[v.owner(k)]; r != nil {
+		if r := rows[v.Owner(k)]; r != nil {
 			r.Streams = append(r.Streams, apiPath(k))
 		}
 	}
-	for _, id := range v.nodes {
+	for _, id := range v.Nodes {
 		out.Nodes = append(out.Nodes, finishRow(*rows[id]))
 	}
 	return out

@@ -105,12 +105,7 @@ type Server struct {
 	watched  map[names.StreamRef]bool // archived streams whose volume is watched (watchVolume)
 	faults   map[names.StreamRef]bool // armed one-shot faults (fault.go)
 	runCtx   context.Context          // the volume watcher's context, set by Run
-	// nodeID is the node's id, kept in the data dir (NodeIDFile).
-	nodeID string
-	fm     *fleetMetrics // the group's gauges (members.go)
-	// members is the node's heartbeat and view of its group while Run
-	// runs (members.go); nil before.
-	members *members
+	fm       *fleetMetrics            // the group's gauges (fleet.go)
 	// unannounced are the archived streams met through the API whose
 	// registration or announcement to the group failed: the beat retries.
 	unannounced map[names.StreamRef]bool
@@ -212,9 +207,6 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 	}()
 	if s.mq == nil {
 		return nil, fmt.Errorf("%w: the node has no Redis", ErrConfig)
-	}
-	if s.nodeID, err = loadNodeID(cfg.Data); err != nil {
-		return nil, err
 	}
 	s.fm = newFleetMetrics(s.m.reg)
 	s.health = newHealth(s, cfg.Redis, node.RemoteURL())
@@ -442,17 +434,6 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
-	m := newMembers(s)
-	m.heartbeat(runCtx) // a failure: until one succeeds, it cycles every archived stream it knows
-	s.mu.Lock()
-	s.members = m
-	s.mu.Unlock()
-	s.log.Info("serve: node", "id", m.id, "group", m.view().groupName())
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		m.loop(runCtx)
-	}()
 	for _, st := range archived {
 		s.watchVolume(runCtx, st)
 	}
@@ -470,15 +451,16 @@ func (s *Server) Run(ctx context.Context) error {
 	s.serveRESP(runCtx)
 	s.log.Info("serve: listening", "addr", s.Addr().String(), "socket", s.sock != nil, "data", s.cfg.Data, "beat", s.cfg.Beat)
 
-	// The node runs the beat and the outbox's checkpoints (Node.Run); each
-	// beat is serve's (Beat), around the node's.
+	// The node runs the beat, its group's heartbeats and the outbox's
+	// checkpoints (Node.Run); each beat is serve's (Beat), around the
+	// node's.
 	beatCtx, stopBeat := context.WithCancel(ctx) // ends with ctx, or when HTTP fails
 	defer stopBeat()
 	beatDone := make(chan struct{})
 	go func() {
 		defer close(beatDone)
 		_ = s.node.Run(beatCtx, echostore.RunOptions{Beat: s.cfg.Beat, CheckpointEvery: s.cfg.CheckpointEvery,
-			OnCheckpoint: s.checkpointed, BeatFunc: s.Beat}) // the node has Redis (newServer)
+			OnCheckpoint: s.checkpointed, BeatFunc: s.Beat, Addr: s.Addr().String(), OnGroup: s.onGroup}) // the node has Redis (newServer)
 	}()
 
 	var err error
@@ -491,11 +473,7 @@ func (s *Server) Run(ctx context.Context) error {
 	close(s.done)
 	s.hub.closeAll()
 	stopBeat()
-	<-beatDone // the beat in flight finishes: it runs without ctx's cancellation
-	if m := s.fleet(); m != nil {
-		// Its cycles are over: the others take its streams on their next beat.
-		m.leave(context.WithoutCancel(ctx))
-	}
+	<-beatDone // the beat in flight finishes (it runs without ctx's cancellation); Run has left the group
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
 	if herr := s.http.Shutdown(sctx); herr != nil && err == nil {
@@ -558,22 +536,16 @@ func every(ctx context.Context, d time.Duration, f func()) {
 	}
 }
 
-// Beat runs one cycle of the archive drivers over every declared archived
-// stream that is this node's share of its group (members.go; every one for
-// a node alone, or a server not running) or whose volume holds commits here
-// that the remote lacks (cycles), and of retention over every
-// declared stream, first heartbeating and adopting the archived streams
-// discovered in Redis, and refreshes the volume metrics. A stream
-// with an armed fault runs its cycle through the faulty archiver instead.
+// Beat is serve's beat, which the node's Run calls after its heartbeat:
+// it adopts the archived streams discovered in Redis, runs the node's beat
+// (Node.Beat) over the streams the node Cycles (its share of its group, or
+// every one for a node alone) that are due (idle.go), and refreshes the
+// volume metrics. A stream with an armed fault runs its cycle through the
+// faulty archiver instead.
 func (s *Server) Beat(ctx context.Context) {
 	s.beatMu.Lock()
 	defer s.beatMu.Unlock()
 	defer s.m.beats.Inc()
-	if m := s.fleet(); m != nil {
-		// A fresh view: a node that died or left since the last beat no
-		// longer has a share.
-		m.heartbeat(ctx)
-	}
 	s.announceAgain(ctx)
 	s.discover(ctx)
 	s.countShare()
@@ -583,15 +555,15 @@ func (s *Server) Beat(ctx context.Context) {
 	}
 	// The node's beat: of the archived streams, those this node cycles and
 	// of those the ones due (idle.go); then trim-only retention.
-	view := s.viewKey()
+	view := s.node.Group().Key()
 	var due map[names.StreamRef]top
 	s.node.Beat(ctx, echostore.BeatOptions{
 		Pick: func(ctx context.Context, archived []echostore.DeclaredStream) func(names.StreamRef) bool {
 			var cands []candidate
 			for _, d := range archived {
-				if s.cycles(ctx, d.Ref) {
+				if s.node.Cycles(ctx, d.Ref) {
 					cands = append(cands, candidate{ref: d.Ref, key: mq.StreamKey(d.Ref), feed: mq.DirtyOf(d.Ref),
-						aged: d.Policy.Retain.MaxAge > 0 || d.Policy.Window.MaxAge > 0, keep: int64(d.Policy.Window.Keep), owned: s.owns(d.Ref)})
+						aged: d.Policy.Retain.MaxAge > 0 || d.Policy.Window.MaxAge > 0, keep: int64(d.Policy.Window.Keep), owned: s.node.Owns(d.Ref)})
 				}
 			}
 			due = s.dueStreams(ctx, cands, time.Now())

@@ -1,14 +1,19 @@
 package server
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/names"
 )
 
@@ -32,14 +37,7 @@ func TestShareLocalVolume(t *testing.T) {
 	}
 	// The node ids decide the shares: they are made before the nodes start.
 	aData, bData := t.TempDir(), t.TempDir()
-	aID, err := loadNodeID(aData)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bID, err := loadNodeID(bData)
-	if err != nil {
-		t.Fatal(err)
-	}
+	aID, bID := newNodeID(t, aData), newNodeID(t, bData)
 	ref := func(s string) names.StreamRef {
 		r, err := names.ParseStreamRef(q, s)
 		if err != nil {
@@ -51,7 +49,7 @@ func TestShareLocalVolume(t *testing.T) {
 	var held, owned string
 	for i := 0; held == "" || owned == ""; i++ {
 		n := fmt.Sprintf("s%d", i)
-		if ShareOf([]string{aID, bID}, ref(n)) == aID {
+		if echostore.ShareOf([]string{aID, bID}, ref(n)) == aID {
 			if held == "" {
 				held = n
 			} else {
@@ -82,7 +80,7 @@ func TestShareLocalVolume(t *testing.T) {
 	}
 	// b alone: it folds held (trim_after local: nothing pushed).
 	appendN(b, held, 10)
-	b.srv.Beat(ctx)
+	b.srv.beatNow(ctx)
 	if n := live(held); n != 2 {
 		t.Fatalf("b alone: %s holds %d live entries, want 2", held, n)
 	}
@@ -91,21 +89,17 @@ func TestShareLocalVolume(t *testing.T) {
 	a := start(t, cf)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var v *view
-		if m := a.srv.fleet(); m != nil {
-			v = m.view()
-		}
-		if v != nil && len(v.nodes) == 2 {
+		if v := a.srv.node.Heartbeat(ctx); v != nil && len(v.Nodes) == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a does not see b: %+v", v)
+			t.Fatalf("a does not see b: %+v", a.srv.node.Group())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	b.srv.Beat(ctx) // b's view has a now
-	if !a.srv.owns(ref(held)) || b.srv.owns(ref(held)) || !a.srv.owns(ref(owned)) {
-		t.Fatalf("shares: a owns %s %v, %s %v; b owns %s %v", held, a.srv.owns(ref(held)), owned, a.srv.owns(ref(owned)), held, b.srv.owns(ref(held)))
+	b.srv.beatNow(ctx) // b's view has a now
+	if !a.srv.node.Owns(ref(held)) || b.srv.node.Owns(ref(held)) || !a.srv.node.Owns(ref(owned)) {
+		t.Fatalf("shares: a owns %s %v, %s %v; b owns %s %v", held, a.srv.node.Owns(ref(held)), owned, a.srv.node.Owns(ref(owned)), held, b.srv.node.Owns(ref(held)))
 	}
 	// The console's view of the group, from a: both nodes live, with their
 	// heartbeats and addresses, and both streams a's share.
@@ -128,14 +122,14 @@ func TestShareLocalVolume(t *testing.T) {
 	}
 	appendN(a, held, 10)
 	appendN(a, owned, 10)
-	a.srv.Beat(ctx) // held: refused (its volume is b's, unpushed); owned: folded
+	a.srv.beatNow(ctx) // held: refused (its volume is b's, unpushed); owned: folded
 	if n := live(held); n != 12 {
 		t.Fatalf("after a's beat %s holds %d live entries, want 12 (the owner lacks its volume: nothing trimmed)", held, n)
 	}
 	if n := live(owned); n != 2 {
 		t.Fatalf("after a's beat %s holds %d live entries, want 2", owned, n)
 	}
-	b.srv.Beat(ctx) // held: b's volume has what the remote lacks; owned: a's
+	b.srv.beatNow(ctx) // held: b's volume has what the remote lacks; owned: a's
 	if n := live(held); n != 2 {
 		t.Fatalf("after b's beat %s holds %d live entries, want 2: the node with the volume cycles it", held, n)
 	}
@@ -145,4 +139,24 @@ func TestShareLocalVolume(t *testing.T) {
 	if v, _ := b.srv.archiveVolume(ctx, ref(owned)); v != nil {
 		t.Fatalf("b cycled %s, a's share", owned)
 	}
+}
+
+// newNodeID writes a new node id into data dir dir, as the node's first
+// Open would, and returns it.
+func newNodeID(t *testing.T, dir string) string {
+	t.Helper()
+	var raw [16]byte
+	rand.Read(raw[:])
+	id := hex.EncodeToString(raw[:])
+	if err := os.WriteFile(filepath.Join(dir, NodeIDFile), []byte(id+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// beatNow runs one beat as the node's Run does: a heartbeat, then
+// serve's Beat.
+func (s *Server) beatNow(ctx context.Context) {
+	s.node.Heartbeat(ctx)
+	s.Beat(ctx)
 }

@@ -279,9 +279,9 @@ func (s *Server) handleCycle(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if m := s.fleet(); !known && m != nil {
+	if !known {
 		// The cycle registered it: the group's nodes discover it now.
-		if err := m.streamMet(r.Context()); err != nil {
+		if err := s.node.Announce(r.Context(), ref); err != nil {
 			s.log.Warn("serve: a new archived stream not announced to the group; found by the next periodic discovery", ref.LogAttr(), "err", err)
 		}
 	}

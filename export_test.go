@@ -1,0 +1,37 @@
+package echostore
+
+import "context"
+
+// What the tests of the group reach inside a node: joining without Run,
+// one heartbeat, the node-number check and leaving, so that a test can
+// stop a node's heartbeats as a kill would.
+
+// LoadNodeID and ParseNodeID are loadNodeID and parseNodeID.
+var (
+	LoadNodeID  = loadNodeID
+	ParseNodeID = parseNodeID
+)
+
+// JoinGroup makes n a member of its group as Run does, with no heartbeat.
+func (n *Node) JoinGroup(addr string) {
+	n.join(GroupMember{Addr: addr, Node: n.cfg.Node, Started: startedNow()}, nil)
+}
+
+// RefreshGroup is one heartbeat.
+func (n *Node) RefreshGroup(ctx context.Context) (*GroupView, bool, error) { return n.refresh(ctx) }
+
+// ClashesWith runs the node-number check over v and returns the nodes it
+// found with n's number.
+func (n *Node) ClashesWith(ctx context.Context, v *GroupView) map[string]bool {
+	n.checkNodeNumbers(ctx, v)
+	n.group.mu.Lock()
+	defer n.group.mu.Unlock()
+	out := map[string]bool{}
+	for id := range n.group.clash {
+		out[id] = true
+	}
+	return out
+}
+
+// LeaveGroup is leave.
+func (n *Node) LeaveGroup(ctx context.Context) { n.leave(ctx) }
