@@ -91,6 +91,7 @@ type Node struct {
 	restored *RestoreResult // what Open's restore did (Config.Restore), or nil
 
 	sched schedule // the declared streams and their drivers (schedule.go)
+	idle  idleBeat // what the beat knows of idle archived streams (idle.go)
 	id    string   // the node's id (NodeIDFile), "" for a live-only node
 	group group    // its membership while Run runs (group.go)
 

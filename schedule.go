@@ -52,11 +52,21 @@ type TrimReport = mq.TrimReport
 // BeatOptions adjust one beat (Beat, RunOptions).
 type BeatOptions struct {
 	// Pick returns which of the declared archived streams this beat cycles
-	// (a nil func returned: every one). Nil picks those the node Cycles: of
-	// a running node in a group, its share and those with commits the
-	// remote lacks; of any other, every one. A node that skips idle
-	// streams picks the ones due.
+	// (a nil func returned: every one). Nil picks, of those the node Cycles
+	// (of a running node in a group, its share and those with commits the
+	// remote lacks; of any other, every one), the ones due: an idle stream
+	// costs a beat nothing (idle.go).
 	Pick func(ctx context.Context, archived []DeclaredStream) func(names.StreamRef) bool
+	// Sweep bounds how long an idle archived stream that others append to
+	// (plain XADD, not through the node) waits for its cycle: the beat
+	// reads the top of every idle stream of the node's share once per
+	// Sweep (0: DefaultSweep), or per one second for each SweepProbes of
+	// them if that is longer. Every is the period of the beats (0:
+	// DefaultBeat; Run sets it), over which the sweep spreads its reads.
+	Sweep, Every time.Duration
+	// OnPicked, if set, gets the counts of each beat's pick of the due
+	// streams (with a nil Pick).
+	OnPicked func(BeatPicked)
 	// OnCycle, if set, is called with each archive cycle's report, in name
 	// order; OnTrim with each retention trim's.
 	OnCycle func(CycleReport)
@@ -190,6 +200,7 @@ func (n *Node) declare(ref names.StreamRef, p StreamPolicy, onlyNew bool) (bool,
 		s.policies = map[names.StreamRef]StreamPolicy{}
 	}
 	s.policies[ref] = p
+	n.idle.forget(ref) // declared again: cycled on the next beat
 	return true, nil
 }
 
@@ -229,6 +240,7 @@ func (n *Node) Undeclare(ref names.StreamRef) (StreamPolicy, bool) {
 	if ok {
 		s.forgetLocked(ref, p)
 		delete(s.policies, ref)
+		n.idle.forget(ref)
 	}
 	return p, ok
 }
@@ -270,22 +282,27 @@ func (n *Node) Beat(ctx context.Context, opts BeatOptions) {
 	}
 	ret := s.ret
 	s.mu.Unlock()
-	var keep func(names.StreamRef) bool
-	if opts.Pick == nil && n.Group() != nil {
-		keep = func(ref names.StreamRef) bool { return n.Cycles(ctx, ref) }
-	} else if opts.Pick != nil {
-		var archived []DeclaredStream
-		for _, d := range n.Declared() {
-			if d.Policy.Archived {
-				archived = append(archived, d)
-			}
+	var archived []DeclaredStream
+	for _, d := range n.Declared() {
+		if d.Policy.Archived {
+			archived = append(archived, d)
 		}
+	}
+	var keep func(names.StreamRef) bool
+	var due map[names.StreamRef]top // the idle skip's, with a nil Pick
+	view := n.Group().Key()
+	if opts.Pick != nil {
 		keep = opts.Pick(ctx, archived)
+	} else if len(archived) > 0 {
+		keep, due = n.pickDue(ctx, archived, opts)
 	}
 	for _, d := range drivers {
 		reps, _ := d.CycleFunc(ctx, keep) // each report carries its own error
-		if opts.OnCycle != nil {
-			for _, r := range reps {
+		for _, r := range reps {
+			if due != nil {
+				n.idle.cycled(r.Ref, due[r.Ref], r.Result, r.Err, view, time.Now())
+			}
+			if opts.OnCycle != nil {
 				opts.OnCycle(r)
 			}
 		}
@@ -316,6 +333,9 @@ func (n *Node) Run(ctx context.Context, opts RunOptions) error {
 	beat := opts.Beat
 	if beat <= 0 {
 		beat = DefaultBeat
+	}
+	if opts.Every == 0 {
+		opts.Every = beat
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

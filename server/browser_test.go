@@ -311,9 +311,21 @@ func screenshot(t *testing.T, ctx context.Context, docs bool) {
 }
 
 // click clicks the button of class cls in the stream's row.
+//
+// It finds and clicks the button in one step inside the page: the table is
+// drawn again on every refresh, and a button found by one DevTools call
+// can be gone by the next ("Could not find node with given id").
 func click(t *testing.T, ctx context.Context, key, cls string) {
 	t.Helper()
-	mustDo(t, ctx, chromedp.Click(`#streams tr[data-key="`+key+`"] button.`+cls))
+	if _, err := chromedp.Run(ctx, chromedp.PollFunction[bool](`(sel) => {
+		const b = document.querySelector(sel);
+		if (!b) return false;
+		b.click();
+		return true;
+	}`, chromedp.WithPollingArgs(`#streams tr[data-key="`+key+`"] button.`+cls),
+		chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(0))); err != nil {
+		t.Fatalf("click %s of stream %s: %v", cls, key, err)
+	}
 }
 
 // waitCell waits until cell i of the stream's row contains text.

@@ -31,7 +31,7 @@ const (
 	DefaultBeat = 5 * time.Second
 	// DefaultSweep is how often the beat reads the top of an idle archived
 	// stream to find entries that others appended (Config.Sweep).
-	DefaultSweep = 60 * time.Second
+	DefaultSweep = echostore.DefaultSweep
 	// DefaultKeep is the window of a stream that comes into being on first
 	// use: the newest DefaultKeep records stay live, the rest are archived.
 	DefaultKeep = 10000

@@ -35,7 +35,7 @@ type metrics struct {
 	http       *prometheus.HistogramVec
 	checkpoint prometheus.Histogram
 	// beatStreams: the archived streams of the last beat, by what it did
-	// with them (idle.go).
+	// with them (echostore's idle.go).
 	beatStreams *prometheus.GaugeVec
 	// beats counts the beats run.
 	beats prometheus.Counter

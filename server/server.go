@@ -75,7 +75,6 @@ type Server struct {
 	// faulty runs the next cycle of a stream with an armed fault (fault.go).
 	faulty *archive.Archiver
 	disc   *discoverer    // archived streams registered in Redis; nil if off
-	idle   *idleBeat      // what the beat knows of idle archived streams (idle.go)
 	out    *accept.Outbox // node's accept outbox, <data>/accept/outbox
 	hub    *hub
 	m      *metrics
@@ -192,7 +191,6 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 		m:           newMetrics(),
 		done:        make(chan struct{}),
 		streams:     map[names.StreamRef]stream{},
-		idle:        newIdleBeat(),
 		admitted:    map[names.StreamRef]bool{},
 		faults:      map[names.StreamRef]bool{},
 		watched:     map[names.StreamRef]bool{},
@@ -308,7 +306,6 @@ func (s *Server) declare(st stream) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	s.m.declared(st.ref, st.archived)
-	s.idle.forget(st.ref) // declared again: cycled on the next beat
 	k := st.ref
 	s.mu.Lock()
 	s.streams[k] = st
@@ -335,7 +332,6 @@ func (s *Server) forget(ref names.StreamRef) (stream, bool) {
 	delete(s.faults, ref)
 	s.mu.Unlock()
 	s.node.Undeclare(ref)
-	s.idle.forget(ref)
 	return prev, ok
 }
 
@@ -539,7 +535,7 @@ func every(ctx context.Context, d time.Duration, f func()) {
 // Beat is serve's beat, which the node's Run calls after its heartbeat:
 // it adopts the archived streams discovered in Redis, runs the node's beat
 // (Node.Beat) over the streams the node Cycles (its share of its group, or
-// every one for a node alone) that are due (idle.go), and refreshes the
+// every one for a node alone) that are due (echostore's idle.go), and refreshes the
 // volume metrics. A stream with an armed fault runs its cycle through the
 // faulty archiver instead.
 func (s *Server) Beat(ctx context.Context) {
@@ -554,23 +550,17 @@ func (s *Server) Beat(ctx context.Context) {
 		s.node.Undeclare(st.ref) // cycled below, through the faulty archiver
 	}
 	// The node's beat: of the archived streams, those this node cycles and
-	// of those the ones due (idle.go); then trim-only retention.
-	view := s.node.Group().Key()
-	var due map[names.StreamRef]top
+	// of those the ones due (the idle skip, echostore's idle.go); then
+	// trim-only retention.
 	s.node.Beat(ctx, echostore.BeatOptions{
-		Pick: func(ctx context.Context, archived []echostore.DeclaredStream) func(names.StreamRef) bool {
-			var cands []candidate
-			for _, d := range archived {
-				if s.node.Cycles(ctx, d.Ref) {
-					cands = append(cands, candidate{ref: d.Ref, key: mq.StreamKey(d.Ref), feed: mq.DirtyOf(d.Ref),
-						aged: d.Policy.Retain.MaxAge > 0 || d.Policy.Window.MaxAge > 0, keep: int64(d.Policy.Window.Keep), owned: s.node.Owns(d.Ref)})
-				}
-			}
-			due = s.dueStreams(ctx, cands, time.Now())
-			return func(ref names.StreamRef) bool { _, ok := due[ref]; return ok }
+		Sweep: s.cfg.Sweep, Every: s.cfg.Beat,
+		OnPicked: func(p echostore.BeatPicked) {
+			s.m.beatStreams.WithLabelValues("due").Set(float64(p.Due))
+			s.m.beatStreams.WithLabelValues("swept").Set(float64(p.Swept))
+			s.m.beatStreams.WithLabelValues("probed").Set(float64(p.Probed))
+			s.m.beatStreams.WithLabelValues("idle").Set(float64(p.Idle))
 		},
 		OnCycle: func(r echostore.CycleReport) {
-			s.cycled(r.Ref, due[r.Ref], r.Result, r.Err, view, time.Now())
 			if !r.Result.Missing { // a declared stream whose key does not exist yet is not reported
 				s.reportCycle(ctx, r.Ref, r.Result, r.Err)
 			}
@@ -579,7 +569,6 @@ func (s *Server) Beat(ctx context.Context) {
 	})
 	for _, st := range faulted {
 		res, err := s.faulty.Cycle(ctx, st.ref, st.window)
-		s.idle.forget(st.ref) // cycled again on the next beat
 		s.reportCycle(ctx, st.ref, res, err)
 		if derr := s.node.Declare(st.ref, st.policy()); derr != nil {
 			s.log.Error("serve: stream not declared again after its fault", "queue", st.ref.Queue(), "stream", st.ref.Stream(), "err", derr)

@@ -1,6 +1,7 @@
-package server
+package echostore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -39,11 +40,40 @@ import (
 //     streams) or removed by others (app trims). The sweep reads every
 //     other stream of the share at least once per Config.Sweep, or per
 //     one second for each SweepProbes of them if that is longer
-//     (sweepEvery).
+//     (BeatOptions.Sweep, sweepEvery).
 //
 // Any other stream is left alone by the beat: no lease, no seam, no script
 // and no XINFO. Its archive, its trim and its metrics are those of its last
 // cycle, which nothing since has made stale.
+
+// DefaultSweep is how often the beat reads the top of an idle archived
+// stream to find entries that others appended, when BeatOptions.Sweep is
+// zero.
+const DefaultSweep = 60 * time.Second
+
+// BeatPicked counts what a beat's pick of the due streams found (the idle
+// skip, BeatOptions.OnPicked).
+type BeatPicked struct {
+	Due    int // cycled by this beat
+	Swept  int // of those, found moved by the sweep
+	Probed int // idle streams whose top the sweep read
+	Idle   int // left alone
+}
+
+// pickDue is the beat's pick when BeatOptions.Pick is nil: of archived,
+// the streams the node Cycles that are due. It returns the pick and the
+// top read of each due stream before its cycle.
+func (n *Node) pickDue(ctx context.Context, archived []DeclaredStream, opts BeatOptions) (func(names.StreamRef) bool, map[names.StreamRef]top) {
+	var cands []candidate
+	for _, d := range archived {
+		if n.Cycles(ctx, d.Ref) {
+			cands = append(cands, candidate{ref: d.Ref, key: mq.StreamKey(d.Ref), feed: mq.DirtyOf(d.Ref),
+				aged: d.Policy.Retain.MaxAge > 0 || d.Policy.Window.MaxAge > 0, keep: int64(d.Policy.Window.Keep), owned: n.Owns(d.Ref)})
+		}
+	}
+	due := n.dueStreams(ctx, cands, opts, time.Now())
+	return func(ref names.StreamRef) bool { _, ok := due[ref]; return ok }, due
+}
 
 // probeChunk bounds the streams whose top one probe script reads.
 const probeChunk = 200
@@ -79,19 +109,26 @@ type memo struct {
 	probed time.Time // the last cycle or probe
 }
 
-// idleBeat keeps the beat's memos; its own mutex guards them.
+// idleBeat keeps the beat's memos; its own mutex guards them. Its zero
+// value knows no stream.
 type idleBeat struct {
 	mu    sync.Mutex
 	memos map[names.StreamRef]memo
 }
-
-func newIdleBeat() *idleBeat { return &idleBeat{memos: map[names.StreamRef]memo{}} }
 
 // forget drops ref's memo: its next beat cycles it.
 func (b *idleBeat) forget(ref names.StreamRef) {
 	b.mu.Lock()
 	delete(b.memos, ref)
 	b.mu.Unlock()
+}
+
+// remember sets ref's memo; b.mu is held.
+func (b *idleBeat) rememberLocked(ref names.StreamRef, m memo) {
+	if b.memos == nil {
+		b.memos = map[names.StreamRef]memo{}
+	}
+	b.memos[ref] = m
 }
 
 // candidate is a declared archived stream the beat cycles here (cycles),
@@ -110,9 +147,9 @@ type candidate struct {
 // first (so that an append after that names them again). An error of
 // Redis makes every candidate due: the beat then cycles them all, as it
 // did before it skipped idle streams.
-func (s *Server) dueStreams(ctx context.Context, cands []candidate, now time.Time) map[names.StreamRef]top {
-	view := s.node.Group().Key()
-	b := s.idle
+func (n *Node) dueStreams(ctx context.Context, cands []candidate, opts BeatOptions, now time.Time) map[names.StreamRef]top {
+	view := n.Group().Key()
+	b := &n.idle
 	due := make(map[names.StreamRef]bool, len(cands))
 	all := func() map[names.StreamRef]top {
 		out := make(map[names.StreamRef]top, len(cands))
@@ -128,9 +165,9 @@ func (s *Server) dueStreams(ctx context.Context, cands []candidate, now time.Tim
 	}
 	dirty := map[string]bool{}
 	for feed := range feeds {
-		keys, err := s.mq.FeedKeys(ctx, feed)
+		keys, err := n.mq.FeedKeys(ctx, feed)
 		if err != nil {
-			s.log.Warn("serve: read the change feed; cycling every stream", "feed", feed, "err", err)
+			n.log.Warn("echostore: beat: read the change feed; cycling every stream", "feed", feed, "err", err)
 			return all()
 		}
 		for _, k := range keys {
@@ -162,8 +199,8 @@ func (s *Server) dueStreams(ctx context.Context, cands []candidate, now time.Tim
 		}
 	}
 	slices.SortStableFunc(idle, func(x, y candidate) int { return b.memos[x.ref].probed.Compare(b.memos[y.ref].probed) })
-	every := sweepEvery(s.cfg.Sweep, len(idle))
-	share := int((int64(len(idle))*int64(s.cfg.Beat) + int64(every) - 1) / int64(every))
+	every := sweepEvery(cmp.Or(opts.Sweep, DefaultSweep), len(idle))
+	share := int((int64(len(idle))*int64(cmp.Or(opts.Every, DefaultBeat)) + int64(every) - 1) / int64(every))
 	var sweep []candidate
 	for i, c := range idle {
 		if i < share || now.Sub(b.memos[c.ref].probed) >= every {
@@ -180,8 +217,8 @@ func (s *Server) dueStreams(ctx context.Context, cands []candidate, now time.Tim
 			}
 		}
 		if len(taken) > 0 {
-			if err := s.mq.TakeFromFeed(ctx, feed, taken...); err != nil {
-				s.log.Warn("serve: take streams out of the change feed; cycling every stream", "feed", feed, "err", err)
+			if err := n.mq.TakeFromFeed(ctx, feed, taken...); err != nil {
+				n.log.Warn("echostore: beat: take streams out of the change feed; cycling every stream", "feed", feed, "err", err)
 				return all()
 			}
 		}
@@ -195,9 +232,9 @@ func (s *Server) dueStreams(ctx context.Context, cands []candidate, now time.Tim
 		}
 	}
 	probe = append(probe, sweep...)
-	tops, err := s.probe(ctx, probe)
+	tops, err := n.probe(ctx, probe)
 	if err != nil {
-		s.log.Warn("serve: read the streams' tops; cycling every stream", "err", err)
+		n.log.Warn("echostore: beat: read the streams' tops; cycling every stream", "err", err)
 		return all()
 	}
 	out := make(map[names.StreamRef]top, len(due))
@@ -212,12 +249,11 @@ func (s *Server) dueStreams(ctx context.Context, cands []candidate, now time.Tim
 			continue
 		}
 		m.probed = now
-		b.memos[c.ref] = m
+		b.rememberLocked(c.ref, m)
 	}
-	s.m.beatStreams.WithLabelValues("due").Set(float64(len(due)))
-	s.m.beatStreams.WithLabelValues("swept").Set(float64(swept))
-	s.m.beatStreams.WithLabelValues("probed").Set(float64(len(sweep)))
-	s.m.beatStreams.WithLabelValues("idle").Set(float64(len(cands) - len(due)))
+	if opts.OnPicked != nil {
+		opts.OnPicked(BeatPicked{Due: len(due), Swept: swept, Probed: len(sweep), Idle: len(cands) - len(due)})
+	}
 	for ref := range due {
 		out[ref] = tops[ref]
 	}
@@ -227,8 +263,7 @@ func (s *Server) dueStreams(ctx context.Context, cands []candidate, now time.Tim
 // cycled records the outcome of a beat's cycle of ref, whose top before
 // the cycle was before: a success is a memo, a failure none (the next
 // beat cycles it again).
-func (s *Server) cycled(ref names.StreamRef, before top, res archive.CycleResult, err error, view string, now time.Time) {
-	b := s.idle
+func (b *idleBeat) cycled(ref names.StreamRef, before top, res archive.CycleResult, err error, view string, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err != nil || !before.read || res.Missing {
@@ -240,13 +275,13 @@ func (s *Server) cycled(ref names.StreamRef, before top, res archive.CycleResult
 	}
 	after := before
 	after.length = max(before.length-res.Trimmed, 0)
-	b.memos[ref] = memo{top: after, view: view, probed: now,
-		held: res.CappedBy != "" || len(res.Stalled) > 0}
+	b.rememberLocked(ref, memo{top: after, view: view, probed: now,
+		held: res.CappedBy != "" || len(res.Stalled) > 0})
 }
 
 // probe reads the top of each stream of cands, one script per slot and
 // probeChunk streams.
-func (s *Server) probe(ctx context.Context, cands []candidate) (map[names.StreamRef]top, error) {
+func (n *Node) probe(ctx context.Context, cands []candidate) (map[names.StreamRef]top, error) {
 	groups := map[string][]candidate{}
 	var order []string
 	for _, c := range cands {
@@ -259,26 +294,26 @@ func (s *Server) probe(ctx context.Context, cands []candidate) (map[names.Stream
 	for _, feed := range order {
 		g := groups[feed]
 		for len(g) > 0 {
-			n := min(len(g), probeChunk)
-			keys := make([]string, n)
-			for i, c := range g[:n] {
+			k := min(len(g), probeChunk)
+			keys := make([]string, k)
+			for i, c := range g[:k] {
 				keys[i] = c.key
 			}
-			reply, err := s.mq.Run(ctx, scriptProbe, keys, nil).Strings()
+			reply, err := n.mq.Run(ctx, scriptProbe, keys, nil).Strings()
 			if err != nil {
-				return nil, fmt.Errorf("probe the tops of %d streams: %w", n, err)
+				return nil, fmt.Errorf("probe the tops of %d streams: %w", k, err)
 			}
-			if len(reply) != 2*n {
-				return nil, fmt.Errorf("probe the tops of %d streams: %d values in the reply", n, len(reply))
+			if len(reply) != 2*k {
+				return nil, fmt.Errorf("probe the tops of %d streams: %d values in the reply", k, len(reply))
 			}
-			for i, c := range g[:n] {
+			for i, c := range g[:k] {
 				t := top{read: true, last: reply[2*i+1]}
 				if l, err := strconv.ParseInt(reply[2*i], 10, 64); err == nil && l >= 0 {
 					t.exists, t.length = true, l
 				}
 				out[c.ref] = t
 			}
-			g = g[n:]
+			g = g[k:]
 		}
 	}
 	return out, nil
