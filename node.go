@@ -90,10 +90,11 @@ type Node struct {
 
 	restored *RestoreResult // what Open's restore did (Config.Restore), or nil
 
-	sched schedule // the declared streams and their drivers (schedule.go)
-	idle  idleBeat // what the beat knows of idle archived streams (idle.go)
-	id    string   // the node's id (NodeIDFile), "" for a live-only node
-	group group    // its membership while Run runs (group.go)
+	sched schedule  // the declared streams and their drivers (schedule.go)
+	idle  idleBeat  // what the beat knows of idle archived streams (idle.go)
+	disc  discovery // the streams Adoptable left alone (discover.go)
+	id    string    // the node's id (NodeIDFile), "" for a live-only node
+	group group     // its membership while Run runs (group.go)
 
 	mu     sync.Mutex
 	closed bool

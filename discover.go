@@ -1,0 +1,120 @@
+package echostore
+
+import (
+	"context"
+	"iter"
+	"log/slog"
+	"sync"
+
+	"github.com/echostore/echostore/archive"
+	"github.com/echostore/echostore/names"
+)
+
+// Adoptable is an archived stream registered in Redis that the node may
+// adopt (Node.Adoptable): its archive volume is in the data dir
+// (LocalVolume), or nothing was folded for it yet, or its volume is in the
+// remote (a cycle here pulls it first: the takeover of a dead or departed
+// node's stream).
+type Adoptable struct {
+	Ref         names.StreamRef
+	LocalVolume bool
+}
+
+// discovery remembers the streams Adoptable left alone, so that each is
+// logged once; its zero value knows none.
+type discovery struct {
+	mu   sync.Mutex
+	seen map[names.StreamRef]bool
+}
+
+// Adoptable yields the archived streams registered in Redis (one SCAN of
+// every master: archive.ArchivedStreams) that are not declared on the node,
+// that it Owns (its share of its group; alone, all of them) and whose
+// archive it can reach. A stream folded whose volume is in neither the data
+// dir nor the remote (folded with trim_after local on another data dir,
+// never pushed) is left alone, and so is one whose seam cache or remote log
+// cannot be read: a cycle here would refuse it, its volume behind the
+// seam. Each one left alone is logged once. A failed scan yields its
+// error and ends the iteration; a node without Redis yields ErrNoRedis.
+func (n *Node) Adoptable(ctx context.Context) iter.Seq2[Adoptable, error] {
+	return func(yield func(Adoptable, error) bool) {
+		live, err := n.live()
+		if err != nil {
+			yield(Adoptable{}, err)
+			return
+		}
+		for k, err := range archive.ArchivedStreams(ctx, live) {
+			if err != nil {
+				yield(Adoptable{}, err)
+				return
+			}
+			if n.declaredAs(k) || !n.Owns(k) {
+				continue
+			}
+			a, ok := n.adoptable(ctx, k)
+			if ok && !yield(a, nil) {
+				return
+			}
+		}
+	}
+}
+
+// adoptable tells whether the node can cycle k, an archived stream not
+// declared on it, logging once why not.
+func (n *Node) adoptable(ctx context.Context, k names.StreamRef) (Adoptable, bool) {
+	if n.store == nil {
+		return Adoptable{}, false
+	}
+	vol, err := n.archiveVolume(ctx, k)
+	if err != nil {
+		n.leftAlone(k, "echostore: discovery: archived stream left alone: its archive volume cannot be opened", err)
+		return Adoptable{}, false
+	}
+	if vol != nil {
+		return Adoptable{Ref: k, LocalVolume: true}, true
+	}
+	_, folded, err := archive.GetArchived(ctx, n.mq, k)
+	if err == nil && folded {
+		var head uint64
+		if n.rs != nil {
+			head, err = n.remoteHead(ctx, k.Volume())
+		}
+		if err == nil && head == 0 {
+			n.leftAlone(k, "echostore: discovery: archived stream left alone: its archive volume is neither in this data dir nor in the remote (another node folds it, or folded it with trim_after local and never pushed it)", nil)
+			return Adoptable{}, false
+		}
+	}
+	if err != nil {
+		n.leftAlone(k, "echostore: discovery: archived stream left alone: its seam cache or remote log cannot be read", err)
+		return Adoptable{}, false
+	}
+	return Adoptable{Ref: k}, true
+}
+
+// declaredAs reports whether ref is declared on the node.
+func (n *Node) declaredAs(ref names.StreamRef) bool {
+	s := &n.sched
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.policies[ref]
+	return ok
+}
+
+// leftAlone logs msg, once per stream, for a stream discovery leaves alone.
+func (n *Node) leftAlone(k names.StreamRef, msg string, err error) {
+	d := &n.disc
+	d.mu.Lock()
+	first := !d.seen[k]
+	if d.seen == nil {
+		d.seen = map[names.StreamRef]bool{}
+	}
+	d.seen[k] = true
+	d.mu.Unlock()
+	if first {
+		attrs := []any{k.LogAttr()}
+		if err != nil {
+			attrs = append(attrs, slog.Any("err", err))
+		}
+		n.log.Info(msg, attrs...)
+	}
+}

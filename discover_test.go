@@ -1,0 +1,65 @@
+package echostore_test
+
+import (
+	"testing"
+
+	"github.com/echostore/echostore"
+	"github.com/echostore/echostore/names"
+)
+
+// TestAdoptable: of the archived streams registered in Redis, a node may
+// adopt those not declared on it whose archive it can reach: its own
+// volume, or one in its remote; a stream folded elsewhere and never pushed
+// is left alone, and a declared one is not listed.
+func TestAdoptable(t *testing.T) {
+	ctx := t.Context()
+	remoteURL := "file://" + t.TempDir()
+	open := func(remote string) *echostore.Node {
+		node, err := echostore.Open(ctx, echostore.Config{Data: t.TempDir(), Redis: redisURL, Remote: remote})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { node.Close(t.Context()) })
+		return node
+	}
+	a := open(remoteURL)
+	local, pushed := streamRef(t, "local"), streamRef(t, "pushed")
+	for _, ref := range []names.StreamRef{local, pushed} {
+		appendN(t, a, ref, 5)
+		if _, err := a.Cycle(ctx, ref, echostore.CycleOptions{Window: echostore.Window{Keep: 2}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Push(ctx, pushed.Volume()); err != nil {
+		t.Fatal(err)
+	}
+	adoptable := func(n *echostore.Node) map[names.StreamRef]echostore.Adoptable {
+		out := map[names.StreamRef]echostore.Adoptable{}
+		for ad, err := range n.Adoptable(ctx) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ad.Ref == local || ad.Ref == pushed { // Redis holds other tests' streams too
+				out[ad.Ref] = ad
+			}
+		}
+		return out
+	}
+	if got := adoptable(a); len(got) != 2 || !got[local].LocalVolume || !got[pushed].LocalVolume {
+		t.Fatalf("the folding node may adopt %+v, want both streams, each with its local volume", got)
+	}
+	if err := a.Declare(local, echostore.StreamPolicy{Archived: true, Window: echostore.Window{Keep: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := adoptable(a); len(got) != 1 || !got[pushed].LocalVolume {
+		t.Fatalf("after declaring %s the folding node may adopt %+v, want %s alone", local, got, pushed)
+	}
+	b := open(remoteURL) // another data dir on the same remote
+	if got := adoptable(b); len(got) != 1 || got[pushed].LocalVolume || got[pushed].Ref != pushed {
+		t.Fatalf("a node on the remote may adopt %+v, want %s (its volume in the remote) alone", got, pushed)
+	}
+	c := open("file://" + t.TempDir()) // another remote: neither volume within reach
+	if got := adoptable(c); len(got) != 0 {
+		t.Fatalf("a node on another remote may adopt %+v, want none", got)
+	}
+}
