@@ -1,6 +1,7 @@
 package echostore_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/echostore/echostore"
@@ -61,5 +62,28 @@ func TestAdoptable(t *testing.T) {
 	c := open("file://" + t.TempDir()) // another remote: neither volume within reach
 	if got := adoptable(c); len(got) != 0 {
 		t.Fatalf("a node on another remote may adopt %+v, want none", got)
+	}
+}
+
+// TestProbe: a node's Probe answers nil for a Redis and a remote that
+// answer, and ErrNoRedis for a node without Redis.
+func TestProbe(t *testing.T) {
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name      string
+		redis     string
+		wantRedis error
+	}{{"with Redis", redisURL, nil}, {"without Redis", "", echostore.ErrNoRedis}} {
+		t.Run(tc.name, func(t *testing.T) {
+			node, err := echostore.Open(ctx, echostore.Config{Data: t.TempDir(), Redis: tc.redis, Remote: "file://" + t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer node.Close(ctx)
+			rerr, serr := node.Probe(ctx)
+			if !errors.Is(rerr, tc.wantRedis) || (tc.wantRedis == nil) != (rerr == nil) || serr != nil {
+				t.Fatalf("Probe: redis %v, remote %v; want redis %v, remote nil", rerr, serr, tc.wantRedis)
+			}
+		})
 	}
 }

@@ -1,6 +1,13 @@
 package echostore
 
-import "context"
+import (
+	"context"
+
+	"github.com/echostore/echostore/graft/remote"
+)
+
+// Remote returns the node's remote store, for tests that read its objects.
+func (n *Node) Remote() remote.Store { return n.rs }
 
 // What the tests of the group reach inside a node: joining without Run,
 // one heartbeat, the node-number check and leaving, so that a test can

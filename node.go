@@ -415,9 +415,6 @@ func (n *Node) OnLSN(f func(graft.Event)) (stop func()) {
 	return n.lsn.Local(f)
 }
 
-// Remote returns the node's remote store.
-func (n *Node) Remote() remote.Store { return n.rs }
-
 // RemoteMeter returns the requests and bytes the node's remote store has
 // sent and received since Open (zero for a live-only node).
 func (n *Node) RemoteMeter() remote.Meter {
@@ -518,6 +515,30 @@ func (n *Node) live() (*mq.Client, error) {
 		return nil, ErrNoRedis
 	}
 	return n.mq, nil
+}
+
+// Probe checks, concurrently and with one cheap request each, that the
+// node's Redis and its remote answer (a PING; a GET of remote.ProbeKey,
+// which need not exist). Each error is nil, or why it does not: ErrNoRedis
+// for a node without Redis, one wrapping remote.ErrUnavailable for a remote
+// out of reach or refusing the credentials. A node without a remote
+// (Config.LiveOnly) has a nil remote error.
+func (n *Node) Probe(ctx context.Context) (redisErr, remoteErr error) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if n.rs != nil {
+			remoteErr = remote.Probe(ctx, n.rs)
+		}
+	}()
+	if live, err := n.live(); err != nil {
+		redisErr = err
+	} else {
+		redisErr = live.Ping(ctx)
+	}
+	wg.Wait()
+	return redisErr, remoteErr
 }
 
 // OutboxK returns the accept outbox's loss window K (Config.OutboxK).

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/api"
-	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/redact"
 )
 
@@ -51,12 +50,7 @@ func (h *health) check(ctx context.Context) Health {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), HealthTimeout)
 	defer cancel()
-	var wg sync.WaitGroup
-	var rerr, serr error
-	wg.Add(2)
-	go func() { defer wg.Done(); rerr = h.s.mq.Ping(ctx) }()
-	go func() { defer wg.Done(); serr = remote.Probe(ctx, h.s.rs) }()
-	wg.Wait()
+	rerr, serr := h.s.node.Probe(ctx)
 	got := Health{Status: "ok", Redis: h.state(rerr), Remote: h.state(serr)}
 	if rerr != nil || serr != nil {
 		got.Status = "degraded"

@@ -20,7 +20,6 @@ import (
 	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
-	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
@@ -68,10 +67,9 @@ type Server struct {
 	node   *echostore.Node
 	// ownNode: the server opened node (Open) and closes it.
 	ownNode bool
-	// mq, store and rs are node's Redis, graft store and remote.
+	// mq and store are node's Redis and graft store.
 	mq    *mq.Client
 	store *graft.Store
-	rs    remote.Store
 	// faulty runs the next cycle of a stream with an armed fault (fault.go).
 	faulty *archive.Archiver
 	disc   *discoverer    // archived streams registered in Redis; nil if off
@@ -185,7 +183,6 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 		ownNode:     own,
 		mq:          node.Live(),
 		store:       node.Store(),
-		rs:          node.Remote(),
 		out:         node.Outbox(),
 		hub:         newHub(),
 		m:           newMetrics(),
