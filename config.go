@@ -56,7 +56,7 @@ type Config struct {
 	// FlushInterval is the outbox's time bound: a partial block is cut and
 	// synced once its oldest record is this old (default
 	// accept.DefaultFlushInterval). Negative: never by time; the caller
-	// then calls Node.Outbox().Flush itself (serve does, to time each
+	// then calls Node.CheckpointOutbox itself (serve does, to time each
 	// checkpoint).
 	FlushInterval time.Duration
 	// ReplicateEvery turns on background replication: every volume with

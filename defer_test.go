@@ -96,7 +96,7 @@ func TestDeferJobsTouchesNoRemote(t *testing.T) {
 	if got := calls.Load(); got != 0 {
 		t.Fatalf("the remote was called %d times by stream operations, want 0", got)
 	}
-	if b.Outbox() != nil {
+	if _, ok := b.OutboxStats(); ok {
 		t.Fatal("the outbox is open before any job operation")
 	}
 	// The first job operation starts the tier, whose recovery pushes.

@@ -442,12 +442,23 @@ func (n *Node) AcceptQueues() []accept.QueueStats {
 	return tier.Stats()
 }
 
-// Outbox returns the accept outbox (nil without Redis, and with
+// outbox returns the accept outbox (nil without Redis, and with
 // Config.DeferJobs until the first job operation).
-func (n *Node) Outbox() *accept.Outbox {
+func (n *Node) outbox() *accept.Outbox {
 	n.jobsMu.Lock()
 	defer n.jobsMu.Unlock()
 	return n.out
+}
+
+// OutboxStats returns the accept outbox's counters, and false while the
+// node has none (no Redis; with Config.DeferJobs, until the first job
+// operation).
+func (n *Node) OutboxStats() (accept.Stats, bool) {
+	out := n.outbox()
+	if out == nil {
+		return accept.Stats{}, false
+	}
+	return out.Stats(), true
 }
 
 // Close closes the node: the accept tier (its committers finish the

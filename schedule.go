@@ -387,7 +387,7 @@ func (n *Node) Run(ctx context.Context, opts RunOptions) error {
 // block and an fsync) if some are not, and returns how long that took (0
 // when there was nothing to do, or no outbox yet).
 func (n *Node) CheckpointOutbox(ctx context.Context) (time.Duration, error) {
-	out := n.Outbox()
+	out := n.outbox()
 	if out == nil {
 		return 0, nil
 	}

@@ -247,7 +247,7 @@ func TestRunCheckpointsOutbox(t *testing.T) {
 	if _, err := node.Enqueue(ctx, q, []byte(`{"n":1}`), echostore.EnqueueOptions{Mode: echostore.Async}); err != nil {
 		t.Fatal(err)
 	}
-	if st := node.Outbox().Stats(); st.Appended == st.Durable {
+	if st, _ := node.OutboxStats(); st.Appended == st.Durable {
 		t.Fatalf("the async job is durable before any checkpoint: %+v", st)
 	}
 	checkpoints := make(chan error, 16)
@@ -265,7 +265,7 @@ func TestRunCheckpointsOutbox(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("no checkpoint within a minute")
 	}
-	if st := node.Outbox().Stats(); st.Appended != st.Durable {
+	if st, _ := node.OutboxStats(); st.Appended != st.Durable {
 		t.Fatalf("after a checkpoint the outbox holds records not durable: %+v", st)
 	}
 	stop()

@@ -69,7 +69,7 @@ func TestCheckpointMetric(t *testing.T) {
 		t.Fatalf("checkpoints before any job: %q", got)
 	}
 	e.must("POST", "/v1/queues/"+q+"/jobs?mode=async", `{"payload":{"n":1}}`)
-	if st := e.srv.out.Stats(); st.Appended == st.Durable {
+	if st, _ := e.srv.node.OutboxStats(); st.Appended == st.Durable {
 		t.Fatalf("the async job is durable before serve's checkpoint: %+v", st)
 	}
 	e.srv.checkpoint(t.Context())

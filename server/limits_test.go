@@ -127,13 +127,13 @@ func TestMaxQueues(t *testing.T) {
 	e := start(t, Config{MaxQueues: 2})
 	e.must("POST", "/v1/queues/"+q+"a/jobs?mode=sync", `{"payload":{"n":1}}`)
 	e.must("POST", "/v1/queues/"+q+"b/jobs?mode=async", `{"payload":{"n":1}}`)
-	live := e.srv.out.Stats().Live
+	live := e.srv.outboxLen()
 	code, b := e.do("POST", "/v1/queues/"+q+"c/jobs?mode=sync", "", strings.NewReader(`{"payload":{"n":1}}`))
 	e.wantError(code, b, http.StatusForbidden, CodeTooManyQueues)
 	if !strings.Contains(string(b), "max_queues") {
 		t.Fatalf("%s; want a message naming max_queues", b)
 	}
-	if got := e.srv.out.Stats().Live; got > live {
+	if got := e.srv.outboxLen(); got > live {
 		t.Fatalf("the refused job was recorded: %d intents live, had %d", got, live)
 	}
 	e.must("POST", "/v1/queues/"+q+"a/jobs?mode=sync", `{"payload":{"n":2}}`)

@@ -161,7 +161,7 @@ func TestMalformedCorpus(t *testing.T) {
 	v.job0 = job.ID
 	// The job's dispatch follows its push in the background: wait (with a
 	// deadline) until it is done, so that nothing changes during the corpus.
-	for deadline := time.Now().Add(30 * time.Second); e.srv.out.Len() != 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); e.srv.outboxLen() != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the setup job was not dispatched within 30s")
 		}
@@ -239,7 +239,7 @@ func (e *env) fingerprint(redisURL string) []string {
 	for _, v := range vols {
 		out = append(out, fmt.Sprintf("volume %s %+v", v.Volume, v))
 	}
-	out = append(out, fmt.Sprintf("outbox %d", e.srv.out.Len()))
+	out = append(out, fmt.Sprintf("outbox %d", e.srv.outboxLen()))
 	slices.Sort(out)
 	return out
 }

@@ -158,12 +158,12 @@ func (m *metrics) declared(ref names.StreamRef, archived bool) {
 // watchOutbox adds the accept tier's gauges, read from the outbox at each
 // scrape: the records not yet durable against the loss window K, and the
 // intents accepted and not yet committed.
-func (m *metrics) watchOutbox(out *accept.Outbox, k int) {
+func (m *metrics) watchOutbox(stats func() (accept.Stats, bool), k int) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "echostore_accept_undurable_records",
 			Help: "Outbox log records acknowledged and not yet durable (at most echostore_accept_loss_window_records).",
-		}, func() float64 { st := out.Stats(); return float64(st.Appended - st.Durable) }),
+		}, func() float64 { st, _ := stats(); return float64(st.Appended - st.Durable) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "echostore_accept_loss_window_records",
 			Help: "K: the most outbox records a crash can lose.",
@@ -171,7 +171,7 @@ func (m *metrics) watchOutbox(out *accept.Outbox, k int) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "echostore_accept_pending_intents",
 			Help: "Jobs accepted and not yet committed to their queue's accept volume.",
-		}, func() float64 { return float64(out.Stats().Live) }),
+		}, func() float64 { st, _ := stats(); return float64(st.Live) }),
 	)
 }
 

@@ -138,8 +138,7 @@ func (s *Server) queueList(ctx context.Context) (QueueList, error) {
 		}
 		out.Queues = append(out.Queues, row)
 	}
-	if s.out != nil {
-		st := s.out.Stats()
+	if st, ok := s.node.OutboxStats(); ok {
 		out.Accept = AcceptStatus{Pending: st.Live, Undurable: st.Appended - st.Durable, K: s.node.OutboxK()}
 	}
 	return out, nil

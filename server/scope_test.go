@@ -468,7 +468,7 @@ func (f *fixture) quiesced() string {
 	if err := f.srv.node.Drain(f.t.Context()); err != nil {
 		f.t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); f.srv.out.Len() != 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); f.srv.outboxLen() != 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			f.t.Fatal("the jobs enqueued were not dispatched within 30s")
 		}

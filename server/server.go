@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	echostore "github.com/echostore/echostore"
-	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
@@ -72,8 +71,7 @@ type Server struct {
 	store *graft.Store
 	// faulty runs the next cycle of a stream with an armed fault (fault.go).
 	faulty *archive.Archiver
-	disc   *discoverer    // archived streams registered in Redis; nil if off
-	out    *accept.Outbox // node's accept outbox, <data>/accept/outbox
+	disc   *discoverer // archived streams registered in Redis; nil if off
 	hub    *hub
 	m      *metrics
 	// health checks Redis and the remote for /healthz (health.go).
@@ -183,7 +181,6 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 		ownNode:     own,
 		mq:          node.Live(),
 		store:       node.Store(),
-		out:         node.Outbox(),
 		hub:         newHub(),
 		m:           newMetrics(),
 		done:        make(chan struct{}),
@@ -224,7 +221,7 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 	if *cfg.Discover {
 		s.disc = newDiscoverer()
 	}
-	s.m.watchOutbox(s.out, node.OutboxK())
+	s.m.watchOutbox(node.OutboxStats, node.OutboxK())
 	s.m.reg.MustRegister(newQueueCollector(s.m.jobs, node.QueueStatus))
 	s.m.watchNode(node, cfg.Logger)
 	for _, st := range cfg.declaredStreams() { // checked by withDefaults

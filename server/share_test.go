@@ -159,3 +159,9 @@ func (s *Server) beatNow(ctx context.Context) {
 	s.node.Heartbeat(ctx)
 	s.Beat(ctx)
 }
+
+// outboxLen returns the intents the node's accept outbox holds uncommitted.
+func (s *Server) outboxLen() int {
+	st, _ := s.node.OutboxStats()
+	return st.Live
+}

@@ -72,7 +72,7 @@ func TestStrictBodies(t *testing.T) {
 	if _, ok := e.srv.lookup(mustRef(t, q, "s")); ok {
 		t.Fatal("a refused append declared its stream")
 	}
-	if n := e.srv.out.Len(); n != 0 {
+	if n := e.srv.outboxLen(); n != 0 {
 		t.Fatalf("refused enqueues left %d intents in the outbox", n)
 	}
 }
@@ -240,7 +240,7 @@ func TestSlowBody(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a body cut short: %d, want 400", resp.StatusCode)
 	}
-	if n := e.srv.out.Len(); n != 0 {
+	if n := e.srv.outboxLen(); n != 0 {
 		t.Fatalf("a cut-off body left %d intents", n)
 	}
 }

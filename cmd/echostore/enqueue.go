@@ -80,8 +80,8 @@ Prints {"id":…,"mode":…,"lsn":…,"volume":…}.`,
 			if b.node != nil && m == accept.Async {
 				// K bounds the loss of a crash, not of an exit. (serve keeps
 				// running: its accept tier holds the job.)
-				if err := b.node.Outbox().Flush(ctx); err != nil {
-					return fmt.Errorf("checkpoint the outbox: %w", err)
+				if _, err := b.node.CheckpointOutbox(ctx); err != nil {
+					return err
 				}
 			}
 			if err := printJSON(g.stdout, r); err != nil {
