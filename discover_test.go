@@ -1,8 +1,10 @@
 package echostore_test
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/names"
@@ -85,5 +87,61 @@ func TestProbe(t *testing.T) {
 				t.Fatalf("Probe: redis %v, remote %v; want redis %v, remote nil", rerr, serr, tc.wantRedis)
 			}
 		})
+	}
+}
+
+// TestBeatDiscovers: with BeatOptions.Adopt, the first beat offers the
+// streams the node may adopt, the next ones within DiscoverEvery offer
+// none, a change of the node's group makes the next beat offer them again,
+// and a stream Adopt declares is not offered after.
+func TestBeatDiscovers(t *testing.T) {
+	ctx := t.Context()
+	remoteURL := "file://" + t.TempDir()
+	folder := open(t, echostore.Config{Data: t.TempDir(), Redis: redisURL, Remote: remoteURL})
+	ref := streamRef(t, "found")
+	appendN(t, folder, ref, 5)
+	if _, err := folder.Cycle(ctx, ref, echostore.CycleOptions{Window: echostore.Window{Keep: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := folder.Push(ctx, ref.Volume()); err != nil {
+		t.Fatal(err)
+	}
+	node := open(t, echostore.Config{Data: t.TempDir(), Redis: redisURL, Remote: remoteURL})
+	policy := echostore.StreamPolicy{Archived: true, Window: echostore.Window{Keep: 2}}
+	take := false // whether adopt declares what it is offered
+	beat := func(every time.Duration) (offered int) {
+		t.Helper()
+		node.Beat(ctx, echostore.BeatOptions{DiscoverEvery: every, Adopt: func(_ context.Context, a echostore.Adoptable) error {
+			if a.Ref != ref { // Redis holds other tests' streams too
+				return errors.New("not this test's")
+			}
+			offered++
+			if !take {
+				return errors.New("left alone by the test")
+			}
+			return node.Declare(a.Ref, policy)
+		}})
+		return offered
+	}
+	if n := beat(0); n != 1 {
+		t.Fatalf("the first beat offered %s %d times, want once", ref, n)
+	}
+	if n := beat(0); n != 0 {
+		t.Fatalf("the second beat offered %s %d times, want none within DiscoverEvery", ref, n)
+	}
+	node.JoinGroup("")
+	t.Cleanup(func() { node.LeaveGroup(context.WithoutCancel(ctx)) })
+	if v := node.Heartbeat(ctx); v == nil {
+		t.Fatal("no view of the group after joining it")
+	}
+	take = true
+	if n := beat(0); n != 1 {
+		t.Fatalf("the beat after the group changed offered %s %d times, want once", ref, n)
+	}
+	if d := node.Declared(); len(d) != 1 || d[0].Ref != ref || !d[0].Policy.Archived {
+		t.Fatalf("declared %+v, want the adopted %s archived", d, ref)
+	}
+	if n := beat(time.Nanosecond); n != 0 { // due on every beat, but declared
+		t.Fatalf("a beat offered the declared %s %d times", ref, n)
 	}
 }

@@ -441,6 +441,7 @@ func (n *Node) Heartbeat(ctx context.Context) *GroupView {
 	v, changed, err := n.refresh(ctx)
 	if changed && v != nil {
 		n.checkNodeNumbers(ctx, v)
+		n.disc.force() // the shares moved, or a node met a new archived stream
 	}
 	g := &n.group
 	g.mu.Lock()

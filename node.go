@@ -379,10 +379,10 @@ func (n *Node) newArchiver(ta archive.TrimAfter, retain archive.Retention) (*arc
 	return a, nil
 }
 
-// Archiver returns an archiver over the node with the given settings, for
-// a caller that schedules cycles itself (serve's drivers:
-// archive.Archiver.NewDriver). Without Redis it fails with ErrNoRedis.
-func (n *Node) Archiver(ta TrimAfter, retain Retention) (*archive.Archiver, error) {
+// archiver returns an archiver over the node with the given settings (the
+// schedule's drivers: archive.Archiver.NewDriver). Without Redis it fails
+// with ErrNoRedis.
+func (n *Node) archiver(ta TrimAfter, retain Retention) (*archive.Archiver, error) {
 	if err := n.needData("archive"); err != nil {
 		return nil, err
 	}

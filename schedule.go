@@ -68,9 +68,20 @@ type BeatOptions struct {
 	// streams (with a nil Pick).
 	OnPicked func(BeatPicked)
 	// OnCycle, if set, is called with each archive cycle's report, in name
-	// order; OnTrim with each retention trim's.
+	// order (a stream with an armed fault last: ArmFault); OnTrim with each
+	// retention trim's.
 	OnCycle func(CycleReport)
 	OnTrim  func(TrimReport)
+	// Adopt, if set, makes the beat discover the archived streams of the
+	// node's Redis it may adopt (Adoptable: its share, not declared, its
+	// archive within reach) on the first beat, then at most once per
+	// DiscoverEvery (0: DefaultDiscoverEvery), and at once after the
+	// node's group changed (a node died or joined, or one of them met a
+	// new archived stream: Announce). Each one is offered to Adopt before
+	// the beat's cycles; Adopt declares those it takes (Declare) and
+	// returns why it leaves one alone, which is logged once per stream.
+	Adopt         func(ctx context.Context, a Adoptable) error
+	DiscoverEvery time.Duration
 }
 
 // RunOptions adjust Run.
@@ -87,8 +98,8 @@ type RunOptions struct {
 	BeatOptions
 	// BeatFunc, if set, runs each beat in place of Beat(ctx,
 	// opts.BeatOptions): a caller that does more around a beat (serve:
-	// discovery and armed faults before it, the volume gauges after) calls
-	// Beat from it.
+	// the group's gauges before it, the volume gauges after) calls Beat
+	// from it.
 	BeatFunc func(ctx context.Context)
 
 	// Alone keeps the node out of its group: no heartbeats, and it cycles
@@ -118,7 +129,8 @@ type schedule struct {
 	policies map[names.StreamRef]StreamPolicy
 	drivers  map[driverKey]*archive.Driver
 	ret      *mq.Retention
-	closing  chan struct{} // closed by close: Run returns (made on first use, done)
+	faults   map[names.StreamRef]bool // armed one-shot faults (fault.go)
+	closing  chan struct{}            // closed by close: Run returns (made on first use, done)
 	beat     sync.Mutex
 	closed   bool // under beat: the node is closing, no beat runs
 	once     sync.Once
@@ -211,7 +223,7 @@ func (n *Node) driverLocked(k driverKey) (*archive.Driver, error) {
 	if d, ok := s.drivers[k]; ok {
 		return d, nil
 	}
-	a, err := n.Archiver(k.ta, k.retain)
+	a, err := n.archiver(k.ta, k.retain)
 	if err != nil {
 		return nil, err
 	}
@@ -242,6 +254,7 @@ func (n *Node) Undeclare(ref names.StreamRef) (StreamPolicy, bool) {
 		delete(s.policies, ref)
 		n.idle.forget(ref)
 	}
+	delete(s.faults, ref)
 	return p, ok
 }
 
@@ -258,9 +271,11 @@ func (n *Node) Declared() []DeclaredStream {
 	return out
 }
 
-// Beat runs one beat now: an archive cycle of every declared archived
+// Beat runs one beat now: the discovery of the streams to adopt (with
+// opts.Adopt, when due), an archive cycle of every declared archived
 // stream that opts.Pick chooses, then a retention trim of every declared
-// trim-only stream. One stream's failure does not stop the others: each
+// trim-only stream. A stream with an armed fault (ArmFault) is cycled
+// whatever the pick, through the fault. One stream's failure does not stop the others: each
 // report carries its own error. A beat that has begun runs to its end;
 // Delete and Close wait for it. The callbacks of opts run inside the beat:
 // they may Declare and Undeclare, but a Beat or a Delete from one would
@@ -271,6 +286,9 @@ func (n *Node) Beat(ctx context.Context, opts BeatOptions) {
 	defer s.beat.Unlock()
 	if s.closed {
 		return
+	}
+	if opts.Adopt != nil {
+		n.discover(ctx, opts.Adopt, opts.DiscoverEvery)
 	}
 	s.mu.Lock()
 	keys := slices.SortedFunc(maps.Keys(s.drivers), func(a, b driverKey) int {
@@ -296,6 +314,14 @@ func (n *Node) Beat(ctx context.Context, opts BeatOptions) {
 	} else if len(archived) > 0 {
 		keep, due = n.pickDue(ctx, archived, opts)
 	}
+	faulted := n.takeFaults(archived)
+	if len(faulted) > 0 { // cycled below, through the fault
+		pick, skip := keep, map[names.StreamRef]bool{}
+		for _, d := range faulted {
+			skip[d.Ref] = true
+		}
+		keep = func(ref names.StreamRef) bool { return !skip[ref] && (pick == nil || pick(ref)) }
+	}
 	for _, d := range drivers {
 		reps, _ := d.CycleFunc(ctx, keep) // each report carries its own error
 		for _, r := range reps {
@@ -305,6 +331,13 @@ func (n *Node) Beat(ctx context.Context, opts BeatOptions) {
 			if opts.OnCycle != nil {
 				opts.OnCycle(r)
 			}
+		}
+	}
+	for _, d := range faulted {
+		r := n.cycleFaulty(ctx, d)
+		n.idle.forget(d.Ref) // its trim was skipped: due on the next beat
+		if opts.OnCycle != nil {
+			opts.OnCycle(r)
 		}
 	}
 	if ret == nil {

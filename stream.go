@@ -192,17 +192,21 @@ func (n *Node) Cycle(ctx context.Context, ref names.StreamRef, opts CycleOptions
 	if err := opts.Window.Validate(); err != nil {
 		return CycleResult{}, fmt.Errorf("cycle %s: window: %w: %w", ref, err, ErrInvalid)
 	}
-	a, err := n.Archiver(opts.TrimAfter, opts.Retain)
+	a, err := n.archiver(opts.TrimAfter, opts.Retain)
 	if err != nil {
 		return CycleResult{}, err
 	}
-	return n.CycleWith(ctx, a, ref, opts.Window)
+	if n.takeFault(ref) { // ArmFault: this cycle folds, then fails before its trim
+		if a, err = n.faultyArchiver(); err != nil {
+			return CycleResult{}, err
+		}
+	}
+	return n.cycleWith(ctx, a, ref, opts.Window)
 }
 
-// CycleWith runs one cycle of the stream with the archiver a (one of
-// Archiver's, or another over the node's store and Redis) and returns its
-// result as Cycle does.
-func (n *Node) CycleWith(ctx context.Context, a *archive.Archiver, ref names.StreamRef, w Window) (CycleResult, error) {
+// cycleWith runs one cycle of the stream with the archiver a and returns
+// its result as Cycle does.
+func (n *Node) cycleWith(ctx context.Context, a *archive.Archiver, ref names.StreamRef, w Window) (CycleResult, error) {
 	if ref.IsZero() {
 		return CycleResult{}, fmt.Errorf("cycle: no stream: %w", names.ErrInvalid)
 	}
@@ -297,7 +301,7 @@ func (n *Node) Delete(ctx context.Context, ref names.StreamRef) (DeleteResult, e
 	if ref.IsZero() {
 		return DeleteResult{}, fmt.Errorf("delete: no stream: %w", names.ErrInvalid)
 	}
-	a, err := n.Archiver(archive.TrimAfterLocal, archive.Retention{})
+	a, err := n.archiver(archive.TrimAfterLocal, archive.Retention{})
 	if err != nil {
 		return DeleteResult{}, err
 	}

@@ -211,8 +211,9 @@ func (f *fixture) state() string {
 	for _, o := range out.Contents {
 		fmt.Fprintf(&b, "object %s %d\n", aws.ToString(o.Key), aws.ToInt64(o.Size))
 	}
+	faults := f.srv.node.Faults()
 	f.srv.mu.Lock()
-	fmt.Fprintf(&b, "faults %v streams %d\n", f.srv.faults, len(f.srv.streams))
+	fmt.Fprintf(&b, "faults %v streams %d\n", faults, len(f.srv.streams))
 	f.srv.mu.Unlock()
 	return b.String()
 }

@@ -226,7 +226,7 @@ type Config struct {
 	MaxQueues int `yaml:"max_queues"`
 	// Discover adopts the archived streams registered in Redis (the sets
 	// emq:{Q}:archived) that are neither declared nor used through the API,
-	// on the first beat and then at most every DiscoverEvery (nil: true).
+	// on the first beat and then at most every echostore.DefaultDiscoverEvery (nil: true).
 	Discover *bool `yaml:"discover"`
 	// GCEvery is how often serve's background remote GC runs over the
 	// data dir's volumes (default DefaultGCEvery; negative, e.g. -1s:

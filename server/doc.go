@@ -9,9 +9,10 @@
 //     from New until Run returns; a second process on the same data dir is
 //     refused at once (ErrDataLocked), never left waiting.
 //   - One Redis client (mq.Client) and the remote (graft/remote), attached
-//     to the store so that trim_after: remote can push. Discovery
-//     (discover.go) lists the archived streams through it
-//     (archive.ArchivedStreams), unless Config.Discover is false.
+//     to the store so that trim_after: remote can push. The node's beat
+//     discovers the archived streams registered in Redis it may adopt
+//     (echostore.BeatOptions.Adopt), and serve's adopt (discover.go) takes
+//     them within max_streams, unless Config.Discover is false.
 //   - Two archive drivers (archive.Driver: trim after local, trim after
 //     remote) and one mq.Retention, cycled together on each beat.
 //   - The accept outbox (<data>/accept/outbox) and the two-tier enqueue
@@ -19,8 +20,8 @@
 //   - The unix socket <data>/serve.sock (SocketName), mode 0600, on which the
 //     same API answers; removed on shutdown. The CLI's commands that need
 //     the data dir go through it while serve runs (docs/rfc/0004-processes-and-nodes.md).
-//   - A faulty archiver (fault.go) that runs a stream's next cycle when an
-//     admin armed a fault (a route that exists only with Config.Faults): it
+//   - The fault route (fault.go, only with Config.Faults): an admin arms a
+//     fault for a stream's next cycle (echostore.Node.ArmFault), which
 //     folds, then fails before the trim.
 //   - A private prometheus.Registry: nothing is registered globally.
 //
@@ -32,7 +33,8 @@
 //     named in Config.Queues are cycled from the first beat on, and so are
 //     archived streams registered in Redis whose volume is in this data dir
 //     or that were never folded (discovery, on the first beat and at most
-//     every DiscoverEvery).
+//     every echostore.DefaultDiscoverEvery, or at once after the group
+//     changed).
 //   - Streams are bounded: at most Config.MaxStreams (declared, met through
 //     the API, cycled through it undeclared, or discovered) at a time. A
 //     new stream beyond it is refused with ErrTooManyStreams (HTTP 403,

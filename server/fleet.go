@@ -44,13 +44,10 @@ func newFleetMetrics(reg *prometheus.Registry) *fleetMetrics {
 }
 
 // onGroup observes each heartbeat of the node's Run that read the group:
-// the live nodes' gauge, and, when the view changed, the next discovery
-// made due at once.
-func (s *Server) onGroup(v *echostore.GroupView, changed bool) {
+// the live nodes' gauge (a changed view makes the node's next discovery
+// due at once by itself).
+func (s *Server) onGroup(v *echostore.GroupView, _ bool) {
 	s.fm.nodesLive.Set(float64(len(v.Nodes)))
-	if changed && s.disc != nil {
-		s.disc.force()
-	}
 }
 
 // countShare sets the gauges of the archived streams this node cycles and

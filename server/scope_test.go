@@ -264,10 +264,7 @@ func TestFaultRouteOff(t *testing.T) {
 		q := queueName(t)
 		code, b := e.do("POST", "/v1/streams/"+q+"/s/fault", adminToken, nil)
 		e.wantError(code, b, http.StatusNotFound, CodeNotFound)
-		e.srv.mu.Lock()
-		n := len(e.srv.faults)
-		e.srv.mu.Unlock()
-		if n != 0 {
+		if n := len(e.srv.node.Faults()); n != 0 {
 			t.Fatalf("%d faults armed", n)
 		}
 		if _, b := e.do("GET", "/", "", nil); strings.Contains(string(b), `name="echostore-faults" content="on"`) {

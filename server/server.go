@@ -69,11 +69,8 @@ type Server struct {
 	// mq and store are node's Redis and graft store.
 	mq    *mq.Client
 	store *graft.Store
-	// faulty runs the next cycle of a stream with an armed fault (fault.go).
-	faulty *archive.Archiver
-	disc   *discoverer // archived streams registered in Redis; nil if off
-	hub    *hub
-	m      *metrics
+	hub   *hub
+	m     *metrics
 	// health checks Redis and the remote for /healthz (health.go).
 	health *health
 	ln     net.Listener // --listen
@@ -88,9 +85,10 @@ type Server struct {
 	uid int
 
 	done chan struct{} // closed when shutdown starts: SSE streams end
-	// beatMu orders a beat (with its discovery) and a delete: a stream
-	// deleted is not declared again by a beat's discovery that listed it
-	// before (the node orders its own beat and Delete the same way).
+	// beatMu orders a beat (with the node's discovery, which adopts into
+	// streams) and a delete: a stream deleted is not declared again by a
+	// beat's discovery that listed it before (the node orders its own beat
+	// and Delete the same way).
 	beatMu  sync.Mutex
 	mu      sync.Mutex
 	streams map[names.StreamRef]stream
@@ -98,7 +96,6 @@ type Server struct {
 	// declared, and those cycled through the API undeclared (admit).
 	admitted map[names.StreamRef]bool
 	watched  map[names.StreamRef]bool // archived streams whose volume is watched (watchVolume)
-	faults   map[names.StreamRef]bool // armed one-shot faults (fault.go)
 	runCtx   context.Context          // the volume watcher's context, set by Run
 	fm       *fleetMetrics            // the group's gauges (fleet.go)
 	// unannounced are the archived streams met through the API whose
@@ -186,7 +183,6 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 		done:        make(chan struct{}),
 		streams:     map[names.StreamRef]stream{},
 		admitted:    map[names.StreamRef]bool{},
-		faults:      map[names.StreamRef]bool{},
 		watched:     map[names.StreamRef]bool{},
 		unannounced: map[names.StreamRef]bool{},
 		uid:         os.Getuid(),
@@ -209,18 +205,7 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 		s.log.Error("serve: the remote is unavailable; starting anyway: sync enqueues and pushes fail (503) until it is back, /healthz reports it",
 			"remote", redact.URL(node.RemoteURL()), "reason", h.Remote)
 	}
-	for _, ta := range []archive.TrimAfter{archive.TrimAfterLocal, archive.TrimAfterRemote} {
-		if _, err := node.Archiver(ta, archive.Retention{}); err != nil {
-			return nil, err
-		}
-	}
-	if s.faulty, err = newFaultyArchiver(archive.Options{Store: s.store, Live: s.mq, Logger: cfg.Logger}); err != nil {
-		return nil, fmt.Errorf("serve: %w", err)
-	}
 	s.m.watchGC(node)
-	if *cfg.Discover {
-		s.disc = newDiscoverer()
-	}
 	s.m.watchOutbox(node.OutboxStats, node.OutboxK())
 	s.m.reg.MustRegister(newQueueCollector(s.m.jobs, node.QueueStatus))
 	s.m.watchNode(node, cfg.Logger)
@@ -323,9 +308,8 @@ func (s *Server) forget(ref names.StreamRef) (stream, bool) {
 	prev, ok := s.streams[ref]
 	delete(s.streams, ref)
 	delete(s.admitted, ref)
-	delete(s.faults, ref)
 	s.mu.Unlock()
-	s.node.Undeclare(ref)
+	s.node.Undeclare(ref) // and its armed fault
 	return prev, ok
 }
 
@@ -527,26 +511,22 @@ func every(ctx context.Context, d time.Duration, f func()) {
 }
 
 // Beat is serve's beat, which the node's Run calls after its heartbeat:
-// it adopts the archived streams discovered in Redis, runs the node's beat
-// (Node.Beat) over the streams the node Cycles (its share of its group, or
-// every one for a node alone) that are due (echostore's idle.go), and refreshes the
-// volume metrics. A stream with an armed fault runs its cycle through the
-// faulty archiver instead.
+// it retries the announcements that failed, runs the node's beat
+// (Node.Beat: the discovery of the archived streams to adopt, when due,
+// which serve's adopt takes within max_streams; the cycles of the streams
+// the node Cycles that are due or have an armed fault; trim-only
+// retention), and refreshes the group's and the volumes' gauges.
 func (s *Server) Beat(ctx context.Context) {
 	s.beatMu.Lock()
 	defer s.beatMu.Unlock()
 	defer s.m.beats.Inc()
 	s.announceAgain(ctx)
-	s.discover(ctx)
-	s.countShare()
-	faulted := s.takeFaults()
-	for _, st := range faulted {
-		s.node.Undeclare(st.ref) // cycled below, through the faulty archiver
+	var adopt func(context.Context, echostore.Adoptable) error
+	if *s.cfg.Discover {
+		adopt = s.adopt
 	}
-	// The node's beat: of the archived streams, those this node cycles and
-	// of those the ones due (the idle skip, echostore's idle.go); then
-	// trim-only retention.
 	s.node.Beat(ctx, echostore.BeatOptions{
+		Adopt: adopt,
 		Sweep: s.cfg.Sweep, Every: s.cfg.Beat,
 		OnPicked: func(p echostore.BeatPicked) {
 			s.m.beatStreams.WithLabelValues("due").Set(float64(p.Due))
@@ -561,13 +541,7 @@ func (s *Server) Beat(ctx context.Context) {
 		},
 		OnTrim: func(r echostore.TrimReport) { s.reportTrim(ctx, r) },
 	})
-	for _, st := range faulted {
-		res, err := s.faulty.Cycle(ctx, st.ref, st.window)
-		s.reportCycle(ctx, st.ref, res, err)
-		if derr := s.node.Declare(st.ref, st.policy()); derr != nil {
-			s.log.Error("serve: stream not declared again after its fault", "queue", st.ref.Queue(), "stream", st.ref.Stream(), "err", derr)
-		}
-	}
+	s.countShare()
 	s.refreshVolumes(ctx)
 }
 
@@ -592,16 +566,10 @@ func (s *Server) checkpointed(took time.Duration, err error) {
 func (s *Server) checkpoint(ctx context.Context) { s.checkpointed(s.node.CheckpointOutbox(ctx)) }
 
 // cycle runs one archive cycle of the stream now (the HTTP cycle) with
-// the window w and st's trim_after and retention, through the faulty
-// archiver if a fault is armed.
+// the window w and st's trim_after and retention (through the fault, if
+// one is armed: Node.ArmFault).
 func (s *Server) cycle(ctx context.Context, ref names.StreamRef, st stream, w archive.Window) (echostore.CycleResult, error) {
-	var res echostore.CycleResult
-	var err error
-	if s.takeFault(st.ref) {
-		res, err = s.node.CycleWith(ctx, s.faulty, ref, w)
-	} else {
-		res, err = s.node.Cycle(ctx, ref, echostore.CycleOptions{Window: w, TrimAfter: st.trimAfter, Retain: st.retain})
-	}
+	res, err := s.node.Cycle(ctx, ref, echostore.CycleOptions{Window: w, TrimAfter: st.trimAfter, Retain: st.retain})
 	ar := archive.CycleResult{Folded: res.Folded, Trimmed: res.Trimmed, Dropped: res.Dropped, State: res.State,
 		Stalled: res.StalledGroups, TooLarge: res.TooLarge}
 	if res.AppTrimmed != nil {
