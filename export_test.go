@@ -3,8 +3,18 @@ package echostore
 import (
 	"context"
 
+	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/mq"
 )
+
+// Live returns the node's Redis client, for tests that read or write below
+// the node.
+func (n *Node) Live() *mq.Client { return n.mq }
+
+// Store returns the node's graft store, for tests that make or read
+// volumes below the node.
+func (n *Node) Store() *graft.Store { return n.store }
 
 // Remote returns the node's remote store, for tests that read its objects.
 func (n *Node) Remote() remote.Store { return n.rs }

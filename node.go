@@ -395,13 +395,9 @@ func (n *Node) archiver(ta TrimAfter, retain Retention) (*archive.Archiver, erro
 	return n.newArchiver(ta, retain)
 }
 
-// Live returns the node's Redis client (nil without Redis): the lower layer
-// for a caller that needs more than Node's methods (serve's retention,
-// discovery and events).
-func (n *Node) Live() *mq.Client { return n.mq }
-
-// Store returns the node's graft store, the remote attached.
-func (n *Node) Store() *graft.Store { return n.store }
+// HasRedis reports whether the node was opened with Redis (Config.Redis):
+// without it, only the data dir's volumes and archive reads answer.
+func (n *Node) HasRedis() bool { return n.mq != nil }
 
 // OnLSN calls f with every LSN event (a commit or a push of a volume of
 // the data dir) that the node announces on the volumes' lanes, from now on

@@ -320,6 +320,11 @@ func (n *Node) Delete(ctx context.Context, ref names.StreamRef) (DeleteResult, e
 		}
 		return DeleteResult{}, err
 	}
+	// Its key leaves the change feed (no append adds it again: it is no
+	// longer registered as archived).
+	if ferr := n.mq.TakeFromFeed(ctx, mq.DirtyOf(ref), mq.StreamKey(ref)); ferr != nil {
+		n.log.Warn("echostore: a deleted stream left in the change feed", ref.LogAttr(), "err", ferr)
+	}
 	return DeleteResult{Deleted: true, Volume: res.Volume, VolumeDropped: res.VolumeDropped, LiveEntries: res.LiveEntries,
 		RemoteKept: !res.RemoteDeleted, RemoteObjects: res.RemoteObjects}, nil
 }

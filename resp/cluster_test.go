@@ -25,7 +25,7 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer node.Close(ctx)
-	s, err := resp.New(resp.Config{Upstream: resp.Upstream{Addr: cl.Addrs[0]}, Archive: node, Lookup: resp.QueueLookup{Live: node.Live()}})
+	s, err := resp.New(resp.Config{Upstream: resp.Upstream{Addr: cl.Addrs[0]}, Archive: node, Lookup: node})
 	if err != nil {
 		t.Fatal(err)
 	}

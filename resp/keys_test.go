@@ -94,7 +94,7 @@ func TestArchivedKeyWriteScope(t *testing.T) {
 	if _, err := e.node.Cycle(ctx, ref, echostore.CycleOptions{Window: echostore.Window{Keep: 5}}); err != nil {
 		t.Fatal(err)
 	}
-	seam, ok, err := archive.GetArchived(ctx, e.node.Live(), ref)
+	seam, ok, err := archive.GetArchived(ctx, e.live, ref)
 	if err != nil || !ok {
 		t.Fatalf("seam cache of orders: %v, %v", ok, err)
 	}

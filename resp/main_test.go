@@ -12,6 +12,7 @@ import (
 
 	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/internal/testserver"
+	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/resp"
 )
@@ -24,8 +25,9 @@ func TestMain(m *testing.M) { os.Exit(servers.Run(m)) }
 type env struct {
 	t     testing.TB
 	node  *echostore.Node
-	redis string // redis-server's address
-	front string // the front's address
+	live  *mq.Client // a client of the node's Redis, for what the tests read or write below the node
+	redis string     // redis-server's address
+	front string     // the front's address
 }
 
 // token values of newEnv's tokens.
@@ -49,7 +51,11 @@ func newEnv(t testing.TB, tokens bool) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := resp.Config{Upstream: resp.Upstream{Addr: r.Addr}, Archive: node, Lookup: resp.StreamLookup{Live: node.Live()}}
+	live, err := mq.Connect(ctx, mq.Options{URL: r.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := resp.Config{Upstream: resp.Upstream{Addr: r.Addr}, Archive: node, Lookup: node}
 	if tokens {
 		cfg.Authenticate = func(_, pass []byte) (resp.Identity, bool) {
 			switch string(pass) {
@@ -77,8 +83,9 @@ func newEnv(t testing.TB, tokens bool) *env {
 		s.Close()
 		<-done
 		node.Close(ctx)
+		live.Close()
 	})
-	return &env{t: t, node: node, redis: r.Addr, front: ln.Addr().String()}
+	return &env{t: t, node: node, live: live, redis: r.Addr, front: ln.Addr().String()}
 }
 
 // ref makes a stream of the test's own and returns it and its key.

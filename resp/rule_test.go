@@ -46,13 +46,13 @@ func TestWriteRuleAttacks(t *testing.T) {
 	jkey := mq.JobsKey(q)
 	var jobs []string
 	for i := range 8 {
-		res, err := e.node.Live().Enqueue(ctx, q, mq.Job{Fields: []mq.Field{{Name: "n", Value: string(rune('a' + i))}}})
+		res, err := e.live.Enqueue(ctx, q, mq.Job{Fields: []mq.Field{{Name: "n", Value: string(rune('a' + i))}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		jobs = append(jobs, res.EntryID)
 	}
-	if _, err := e.node.Live().Claim(ctx, q, "c1", 3); err != nil {
+	if _, err := e.live.Claim(ctx, q, "c1", 3); err != nil {
 		t.Fatal(err)
 	}
 	direct.must("SET", "x", "scratch")
@@ -62,7 +62,7 @@ func TestWriteRuleAttacks(t *testing.T) {
 	dump = dump[strings.IndexByte(dump, '\n')+1 : len(dump)-2]
 	watermark := func(key string) xid.ID {
 		t.Helper()
-		seam, ok, err := archive.GetArchived(ctx, e.node.Live(), refs[key])
+		seam, ok, err := archive.GetArchived(ctx, e.live, refs[key])
 		if err != nil || !ok {
 			t.Fatalf("seam cache of %s: %v, %v", key, ok, err)
 		}

@@ -196,11 +196,11 @@ func (f *fixture) state() string {
 		}
 		fmt.Fprintf(&b, "redis %s %x\n", k, v)
 	}
-	infos, err := f.srv.store.Volumes(ctx)
+	vols, err := f.srv.node.Volumes(ctx)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	for _, in := range infos {
+	for _, in := range vols.Volumes {
 		fmt.Fprintf(&b, "volume %s local %d remote %d sync %d pages %d horizon %d\n",
 			in.Volume, in.LocalLSN, in.RemoteLSN, in.SyncLSN, in.Pages, in.Horizon)
 	}

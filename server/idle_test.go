@@ -83,7 +83,7 @@ func (e *idleEnv) xadd(i, k int) {
 
 func (e *idleEnv) live(i int) int64 {
 	e.t.Helper()
-	n, err := e.srv.mq.Len(e.t.Context(), e.refs[i])
+	n, err := e.srv.live(e.t).Len(e.t.Context(), e.refs[i])
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -159,14 +159,14 @@ func TestBeatCyclesFedStreams(t *testing.T) {
 	if n := e.live(last); n != 6 {
 		t.Fatalf("live %d before the beat, want 6", n)
 	}
-	if got, _ := e.srv.mq.FeedKeys(t.Context(), mq.DirtyOf(e.refs[last])); !slices.Equal(got, []string{mq.StreamKey(e.refs[last])}) {
+	if got, _ := e.srv.live(t).FeedKeys(t.Context(), mq.DirtyOf(e.refs[last])); !slices.Equal(got, []string{mq.StreamKey(e.refs[last])}) {
 		t.Fatalf("the change feed holds %q, want %s", got, e.refs[last])
 	}
 	e.srv.Beat(t.Context())
 	if n := e.live(last); n != 2 {
 		t.Fatalf("live %d after the beat, want 2: the appended stream was not cycled", n)
 	}
-	if got, _ := e.srv.mq.FeedKeys(t.Context(), mq.DirtyOf(e.refs[last])); len(got) != 0 {
+	if got, _ := e.srv.live(t).FeedKeys(t.Context(), mq.DirtyOf(e.refs[last])); len(got) != 0 {
 		t.Fatalf("the change feed still holds %q after the beat", got)
 	}
 }
@@ -311,7 +311,7 @@ func TestBeatTwoNodesShareTheFeed(t *testing.T) {
 	appendAll(5) // every stream through a
 	feed := mq.DirtyOf(refs[0])
 	a.srv.beatNow(ctx)
-	left, err := a.srv.mq.FeedKeys(ctx, feed)
+	left, err := a.srv.live(t).FeedKeys(ctx, feed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,11 +328,11 @@ func TestBeatTwoNodesShareTheFeed(t *testing.T) {
 	}
 	b.srv.beatNow(ctx)
 	for _, ref := range refs {
-		if got, err := a.srv.mq.Len(ctx, ref); err != nil || got != 2 {
+		if got, err := a.srv.live(t).Len(ctx, ref); err != nil || got != 2 {
 			t.Errorf("%s (share of %s): live %d after both beats (%v), want 2", ref, echostore.ShareOf(nodes, ref)[:6], got, err)
 		}
 	}
-	if left, _ := a.srv.mq.FeedKeys(ctx, feed); len(left) != 0 {
+	if left, _ := a.srv.live(t).FeedKeys(ctx, feed); len(left) != 0 {
 		t.Errorf("after both beats the feed holds %q", left)
 	}
 	// b leaves: a takes over b's share, idle as it is, on its next beat

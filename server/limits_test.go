@@ -59,7 +59,7 @@ func TestMaxStreams(t *testing.T) {
 	if reg, err := archive.IsArchived(ctx, c, mustRef(t, q, "d")); err != nil || reg {
 		t.Fatalf("a refused stream is registered as archived (%v)", err)
 	}
-	if _, err := e.srv.store.Volume(ctx, volName("archive."+q+".d")); !errors.Is(err, graft.ErrVolumeNotFound) {
+	if _, err := e.srv.node.VolumeStatus(ctx, volName("archive."+q+".d")); !errors.Is(err, graft.ErrVolumeNotFound) {
 		t.Fatalf("a refused stream has a volume: %v", err)
 	}
 

@@ -71,11 +71,7 @@ func TestLSNEventsWithoutLaneWatchers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := e.srv.store.Volume(t.Context(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := v.Push(t.Context()); err != nil {
+	if _, err := e.srv.node.Push(t.Context(), name); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.After(30 * time.Second)

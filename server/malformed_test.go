@@ -232,12 +232,12 @@ func (e *env) fingerprint(redisURL string) []string {
 		}
 		out = append(out, k+" "+typ+n)
 	}
-	vols, err := e.srv.store.Volumes(e.t.Context())
+	vols, err := e.srv.node.Volumes(e.t.Context())
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	for _, v := range vols {
-		out = append(out, fmt.Sprintf("volume %s %+v", v.Volume, v))
+	for _, v := range vols.Volumes {
+		out = append(out, fmt.Sprintf("volume %s %+v", v.Volume, v.Info))
 	}
 	out = append(out, fmt.Sprintf("outbox %d", e.srv.outboxLen()))
 	slices.Sort(out)

@@ -35,7 +35,7 @@ func (s *Server) listenRESP() error {
 	cfg := resp.Config{
 		Upstream: up,
 		Archive:  s.node,
-		Lookup:   resp.StreamLookup{Live: s.mq},
+		Lookup:   s.node,
 		Logger:   s.log,
 	}
 	if len(s.cfg.tokens) > 0 {

@@ -221,7 +221,7 @@ func TestSecurityTrickledBodyCutOff(t *testing.T) {
 		}
 	}
 	n := 0
-	for _, err := range e.srv.mq.Read(t.Context(), mustRef(t, q, "s"), xid.Min, xid.Max, 0, false) {
+	for _, err := range e.srv.live(t).Read(t.Context(), mustRef(t, q, "s"), xid.Min, xid.Max, 0, false) {
 		if err != nil {
 			t.Fatal(err)
 		}

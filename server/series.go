@@ -127,7 +127,7 @@ func (s *Server) sample(ctx context.Context, now time.Time) Sample {
 	t.mu.Unlock()
 	slices.Sort(lat)
 	p := Sample{T: now.UnixMilli(), SyncP50: quantile(lat, 0.5), SyncP99: quantile(lat, 0.99), RedisUsed: -1, LiveEquivalent: -1}
-	if used, err := s.mq.UsedMemory(ctx); err == nil {
+	if used, err := s.node.UsedMemory(ctx); err == nil {
 		p.RedisUsed = used
 		if live > 0 {
 			p.LiveEquivalent = int64(float64(used) * float64(live+archived) / float64(live))

@@ -24,7 +24,6 @@ import (
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/redact"
 	"github.com/echostore/echostore/resp"
-	"github.com/echostore/echostore/xid"
 )
 
 // Sentinel errors of New and Run.
@@ -66,11 +65,8 @@ type Server struct {
 	node   *echostore.Node
 	// ownNode: the server opened node (Open) and closes it.
 	ownNode bool
-	// mq and store are node's Redis and graft store.
-	mq    *mq.Client
-	store *graft.Store
-	hub   *hub
-	m     *metrics
+	hub     *hub
+	m       *metrics
 	// health checks Redis and the remote for /healthz (health.go).
 	health *health
 	ln     net.Listener // --listen
@@ -176,8 +172,6 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 		log:         cfg.Logger,
 		node:        node,
 		ownNode:     own,
-		mq:          node.Live(),
-		store:       node.Store(),
 		hub:         newHub(),
 		m:           newMetrics(),
 		done:        make(chan struct{}),
@@ -193,7 +187,7 @@ func newServer(ctx context.Context, node *echostore.Node, cfg Config, own bool) 
 			s.closeAll()
 		}
 	}()
-	if s.mq == nil {
+	if !node.HasRedis() {
 		return nil, fmt.Errorf("%w: the node has no Redis", ErrConfig)
 	}
 	s.fm = newFleetMetrics(s.m.reg)
@@ -614,17 +608,10 @@ func (s *Server) reportCycle(ctx context.Context, ref names.StreamRef, res archi
 		s.reportStalled(ref, res.Stalled)
 		ev.Stalled = len(res.Stalled)
 	}
-	if info, ierr := s.mq.Info(ctx, ref); ierr == nil {
-		ev.Live = info.Length
-		s.m.live.WithLabelValues(q, st).Set(float64(info.Length))
-		if n, lerr := s.liveAbove(ctx, ref, res.State); lerr == nil {
-			ev.Lag = n
-		}
-		lag := 0.0
-		if last, perr := xid.Parse(info.LastXID); perr == nil && info.Length > 0 && !res.State.Empty() && res.State.W.Less(last) {
-			lag = float64(int64(last.Ms)-int64(res.State.W.Ms)) / 1000
-		}
-		s.m.wLag.WithLabelValues(q, st).Set(lag)
+	if tail, terr := s.node.LiveTail(ctx, ref, res.State); terr == nil {
+		ev.Live, ev.Lag = tail.Length, tail.AboveW
+		s.m.live.WithLabelValues(q, st).Set(float64(tail.Length))
+		s.m.wLag.WithLabelValues(q, st).Set(tail.Lag.Seconds())
 	}
 	s.m.tally.cycled(ref.String(), ev)
 	s.hub.publish("cycle/"+ref.String(), "cycle", ev)
@@ -655,33 +642,6 @@ func (s *Server) reportStalled(ref names.StreamRef, groups []archive.StalledGrou
 	s.hub.publish(key, "stalled", StalledEvent{Queue: q, Stream: st, Policy: policy.String(), Groups: groups})
 }
 
-// liveAbove counts the live entries above W: the part of the live tail the
-// archive does not hold (the seam's "W | live" split). Entries at or below W
-// stay live only while a consumer group holds them back, so the part counted
-// by a read is small.
-func (s *Server) liveAbove(ctx context.Context, ref names.StreamRef, state archive.State) (int64, error) {
-	info, err := s.mq.Info(ctx, ref)
-	if err != nil || info.Length == 0 || state.Empty() {
-		return info.Length, err
-	}
-	first, err := xid.Parse(info.FirstXID)
-	if err != nil {
-		return 0, fmt.Errorf("live entries of %s above W: %w", ref, err)
-	}
-	if state.W.Less(first) {
-		return info.Length, nil
-	}
-	var below int64
-	for _, rerr := range s.mq.Read(ctx, ref, first, state.W, 0, false) {
-		var ee *mq.EntryError
-		if rerr != nil && !errors.As(rerr, &ee) {
-			return 0, rerr
-		}
-		below++
-	}
-	return max(info.Length-below, 0), nil
-}
-
 // reportTrim records a retention trim in the metrics and the events.
 func (s *Server) reportTrim(ctx context.Context, r mq.TrimReport) {
 	result := "ok"
@@ -701,9 +661,9 @@ func (s *Server) reportTrim(ctx context.Context, r mq.TrimReport) {
 	if r.Err != nil {
 		ev.Error = r.Err.Error()
 	}
-	if n, err := s.mq.Len(ctx, r.Ref); err == nil {
-		ev.Live, ev.Lag = n, n
-		s.m.live.WithLabelValues(q, st).Set(float64(n))
+	if tail, err := s.node.LiveTail(ctx, r.Ref, archive.State{}); err == nil {
+		ev.Live, ev.Lag = tail.Length, tail.Length
+		s.m.live.WithLabelValues(q, st).Set(float64(tail.Length))
 	}
 	s.m.tally.cycled(r.Ref.String(), ev)
 	s.hub.publish("cycle/"+r.Ref.String(), "cycle", ev)
@@ -729,13 +689,11 @@ func (s *Server) refreshVolumes(ctx context.Context) {
 // publishVolume publishes an "lsn" event with the volume's LSNs as the data
 // dir has them.
 func (s *Server) publishVolume(ctx context.Context, vol names.Volume, kind string) {
-	v, err := s.store.Volume(ctx, vol)
+	in, err := s.node.VolumeStatus(ctx, vol)
 	if err != nil {
 		return // not in this data dir (yet)
 	}
-	name := vol.String()
-	in := v.Info()
-	lag, _ := s.node.ReplicationLag(ctx, vol) // the data dir alone; on error the LSNs alone
+	name, lag := vol.String(), in.Lag
 	s.m.localLSN.WithLabelValues(name).Set(float64(in.LocalLSN))
 	s.m.remoteLSN.WithLabelValues(name).Set(float64(in.RemoteLSN))
 	s.hub.publish("lsn/"+name, "lsn", LSNEvent{Volume: name, LocalLSN: in.LocalLSN, RemoteLSN: in.RemoteLSN, Lag: lag, Kind: kind})
@@ -815,11 +773,6 @@ func (s *Server) deleteStream(ctx context.Context, ref names.StreamRef) (echosto
 			}
 		}
 		return res, err
-	}
-	// Its key leaves the change feed (no append adds it again: it is no
-	// longer registered as archived).
-	if ferr := s.mq.TakeFromFeed(ctx, mq.DirtyOf(ref), mq.StreamKey(ref)); ferr != nil {
-		s.log.Warn("serve: a deleted stream left in the change feed", ref.LogAttr(), "err", ferr)
 	}
 	// The stream's gauges and newest cycle event go with it.
 	s.hub.forget("cycle/" + ref.String())

@@ -74,7 +74,7 @@ func TestShareLocalVolume(t *testing.T) {
 	}
 	live := func(s string) int64 {
 		t.Helper()
-		n, err := b.srv.mq.Len(ctx, ref(s))
+		n, err := b.srv.live(t).Len(ctx, ref(s))
 		if err != nil {
 			t.Fatal(err)
 		}

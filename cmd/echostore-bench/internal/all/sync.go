@@ -135,15 +135,11 @@ func syncTier(ctx context.Context, e *env, remoteURL, dir, queue string, opts ac
 	if err != nil {
 		return nil, err
 	}
-	vol, err := node.Store().Volume(ctx, vn)
-	if err != nil {
-		return nil, err
-	}
 	var levels []SyncLevel
 	for _, c := range callers {
 		p.Step(fmt.Sprintf("%s: %d callers", name, c))
 		pusher.Take()
-		lv, err := syncLevel(ctx, node, vol, q, c, window)
+		lv, err := syncLevel(ctx, node, vn, q, c, window)
 		if err != nil {
 			return nil, err
 		}
@@ -158,8 +154,15 @@ func syncTier(ctx context.Context, e *env, remoteURL, dir, queue string, opts ac
 }
 
 // syncLevel runs callers goroutines enqueueing with Sync for window.
-func syncLevel(ctx context.Context, node *echostore.Node, vol *graft.Volume, q names.Queue, callers int, window time.Duration) (SyncLevel, error) {
-	head0 := vol.Head()
+func syncLevel(ctx context.Context, node *echostore.Node, vol names.Volume, q names.Queue, callers int, window time.Duration) (SyncLevel, error) {
+	head := func() (uint64, error) {
+		st, err := node.VolumeStatus(ctx, vol)
+		return st.LocalLSN, err
+	}
+	head0, err := head()
+	if err != nil {
+		return SyncLevel{}, err
+	}
 	lats := make([][]time.Duration, callers)
 	errs := make([]error, callers)
 	var wg sync.WaitGroup
@@ -184,10 +187,14 @@ func syncLevel(ctx context.Context, node *echostore.Node, vol *graft.Volume, q n
 	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
 		return SyncLevel{}, err
 	}
+	head1, err := head()
+	if err != nil {
+		return SyncLevel{}, err
+	}
 	all := slices.Concat(lats...)
 	slices.Sort(all)
 	lv := SyncLevel{Callers: callers, Jobs: len(all), JobsPerSec: float64(len(all)) / elapsed.Seconds(),
-		P50: ms(bench.Percentile(all, 50)), P99: ms(bench.Percentile(all, 99)), Commits: vol.Head() - head0}
+		P50: ms(bench.Percentile(all, 50)), P99: ms(bench.Percentile(all, 99)), Commits: head1 - head0}
 	if lv.Commits > 0 {
 		lv.JobsPerCommit = float64(lv.Jobs) / float64(lv.Commits)
 	}

@@ -178,7 +178,7 @@ func Run(ctx context.Context, cfg Config) (*bench.Report, error) {
 	}
 	defer node.Close(context.WithoutCancel(ctx))
 	front, err := resp.New(resp.Config{Upstream: resp.Upstream{Addr: r.Addr}, Archive: node,
-		Lookup: resp.QueueLookup{Live: node.Live()}, Logger: quiet})
+		Lookup: node, Logger: quiet})
 	if err != nil {
 		return nil, err
 	}
