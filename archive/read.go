@@ -28,14 +28,19 @@ func Read(ctx context.Context, vol *graft.Volume, from, to xid.ID, reverse bool)
 			yield(mq.Record{}, fmt.Errorf("read archive %s: %w", vol.Name(), err))
 			return
 		}
-		defer snap.Close()
-		st, err := stateAt(ctx, snap)
-		if err != nil {
-			yield(mq.Record{}, err)
-			return
-		}
-		readAt(ctx, snap, st, from, to, reverse, yield)
+		readSnapshot(ctx, snap, from, to, reverse, yield)
 	}
+}
+
+// readSnapshot is Read at snap, which it closes.
+func readSnapshot(ctx context.Context, snap *graft.Snapshot, from, to xid.ID, reverse bool, yield func(mq.Record, error) bool) {
+	defer snap.Close()
+	st, err := stateAt(ctx, snap)
+	if err != nil {
+		yield(mq.Record{}, err)
+		return
+	}
+	readAt(ctx, snap, st, from, to, reverse, yield)
 }
 
 // ReadTime is Read over the records whose ids' milliseconds lie in

@@ -50,11 +50,20 @@ func (v *Volume) GC(ctx context.Context) (GCStats, error) {
 		return GCStats{}, err
 	}
 
+	// The history (Options.History) holds H at the newest commit older
+	// than it; commits only add LSNs above, so the bound read before the
+	// pins are counted still holds.
+	st0 := v.state.Load()
+	keep, err := v.historyBound(ctx, max(st0.Horizon, v.floorNow()), st0.Head, v.s.now())
+	if err != nil {
+		return GCStats{}, fmt.Errorf("graft: GC of volume %q: history: %w", v.name, err)
+	}
+
 	// Choose H and publish it as the floor: from here on no snapshot below it
 	// can be opened, and the pins that hold it back are all counted.
 	v.pinMu.Lock()
 	st := v.state.Load()
-	h := min(st.Head, st.KeepFrom)
+	h := min(st.Head, st.KeepFrom, keep)
 	for l := range v.pins {
 		h = min(h, l)
 	}

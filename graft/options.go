@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/echostore/echostore/graft/remote"
+	"github.com/echostore/echostore/names"
 )
 
 // ArchiveBase is the first archive page index. Business pages live below it,
@@ -68,6 +70,15 @@ type Options struct {
 	// replays nothing; after a crash Open replays up to this much WAL.
 	// Default DefaultMemTableSize.
 	MemTableSize uint64
+	// History says how long GC keeps the past states of a volume readable
+	// (SnapshotAt, the as-of reads of an archive): the horizon stays at or
+	// below the newest commit made more than History(vol) ago, so every
+	// state since then can still be opened, at the cost of the page
+	// versions later commits replaced. nil, or 0 for a volume: GC keeps no
+	// past state beyond the pins and the replication's sync point.
+	History func(vol names.Volume) time.Duration
+	// Now is the clock History is measured on (nil: time.Now).
+	Now func() time.Time
 	// ReadOnly opens the store for reading only: Open does no writes and no
 	// fsyncs (about 1 ms instead of several), which suits CLI reads. Every
 	// write (CreateVolume of a new volume, Commit, GC, SetKeepFrom, Compact)
