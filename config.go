@@ -82,6 +82,14 @@ type Config struct {
 	// (128 MiB); below graft.MinCacheSize, or negative, Open refuses it
 	// (ErrConfig) before it opens anything. serve sets it from cache_size.
 	CacheSize int64
+	// History is how long the archive volumes keep their past states
+	// readable for as-of reads (ReadOptions.AsOf; graft.Options.History):
+	// the local GC keeps every state of the last History, and so the
+	// pages that retention dropped or a fold replaced stay on disk that
+	// much longer. 0: none (an as-of read reaches back to the GC horizon
+	// alone, the last replicated state at best); negative: Open refuses
+	// it. serve sets it from history.
+	History time.Duration
 	// Replicator is the push of the accept volumes (default
 	// graft.Replication{}, Graft's own push); a caller may wrap it, to time
 	// the pushes.

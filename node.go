@@ -126,6 +126,9 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("%w: cache size %d bytes: want at least %d (128 MiB: the block cache also holds the store's memtables), or 0 for the default (%d)",
 			ErrConfig, cfg.CacheSize, graft.MinCacheSize, graft.DefaultCacheSize)
 	}
+	if cfg.History < 0 {
+		return nil, fmt.Errorf("%w: history %v: want 0 (none) or a positive duration", ErrConfig, cfg.History)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -215,7 +218,8 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("echostore: create data dir %s: %w", cfg.Data, err)
 	}
 	n.store, err = waitLock(ctx, cfg.LockWait, graft.ErrLocked, func() (*graft.Store, error) {
-		return graft.Open(ctx, filepath.Join(cfg.Data, GraftDir), graft.Options{Logger: cfg.Logger, Notifier: notifier, CacheSize: cfg.CacheSize})
+		return graft.Open(ctx, filepath.Join(cfg.Data, GraftDir), graft.Options{Logger: cfg.Logger, Notifier: notifier, CacheSize: cfg.CacheSize,
+			History: archiveHistory(cfg.History)})
 	})
 	if errors.Is(err, graft.ErrLocked) {
 		return nil, fmt.Errorf("%w (%s): %w", ErrDataLocked, cfg.Data, err)

@@ -57,6 +57,18 @@ func (n *Node) Read(ctx context.Context, ref names.StreamRef, opts ReadOptions) 
 		to = xid.Max
 	}
 	rg := archive.Range{From: opts.From, To: to, Limit: opts.Limit, Reverse: opts.Reverse}
+	if !opts.AsOf.IsZero() {
+		switch {
+		case opts.Side == ReadLiveOnly:
+			return fail(fmt.Errorf("read as of %s: an as-of read reads the archive; the live stream keeps no past: %w", opts.AsOf, ErrInvalid))
+		case opts.AsOf.LSN != 0 && !opts.AsOf.Time.IsZero():
+			return fail(fmt.Errorf("read as of: give an LSN or a time, not both: %w", ErrInvalid))
+		}
+		if err := n.needData("read as of"); err != nil {
+			return fail(err)
+		}
+		return n.readAsOf(ctx, ref, rg, opts.AsOf)
+	}
 	switch opts.Side {
 	case ReadLiveOnly:
 		live, err := n.live()

@@ -99,6 +99,12 @@ type ReadOptions struct {
 	Reverse bool
 	// Side is the side of the seam to read (default ReadMerged).
 	Side ReadSide
+	// AsOf, if set, reads the archive as it stood then (an LSN of its
+	// volume, or a time): the records it held, those retention dropped
+	// since included, while the volume keeps that state (Config.History;
+	// else wrapping archive.ErrAsOfGone). An as-of read reads the archive
+	// alone: Side must not be ReadLiveOnly.
+	AsOf AsOf
 }
 
 // CycleOptions are the settings of one archive cycle.

@@ -58,6 +58,9 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeTimeout          = "timeout"  // 408: the body did not arrive in time
 	CodeConflict         = "conflict" // 409: the lease was lost, the volume is behind
+	// CodeGone: 410, an as-of read of a state the archive no longer keeps
+	// (its GC horizon passed it); the message says which LSNs it keeps.
+	CodeGone = "gone"
 	// CodeIDConflict: 409, an enqueue under the id of an earlier job with
 	// another payload.
 	CodeIDConflict = "id_conflict"

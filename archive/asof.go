@@ -37,7 +37,7 @@ func (e *AsOfError) Error() string {
 	if errors.Is(e.Err, ErrAsOfFuture) {
 		return fmt.Sprintf("archive %s as of %s: its newest commit is LSN %d", e.Volume, at, e.Head)
 	}
-	return fmt.Sprintf("archive %s as of %s: no longer kept; it keeps LSNs %d to %d (the GC horizon moves with the remote's checkpoints and the local GC)",
+	return fmt.Sprintf("archive %s as of %s: no longer kept; the volume keeps LSNs %d to %d (a node's history setting keeps its past states longer)",
 		e.Volume, at, e.Horizon, e.Head)
 }
 

@@ -138,6 +138,9 @@ func (c *Client) Read(ctx context.Context, ref names.StreamRef, opts echostore.R
 		case echostore.ReadArchiveOnly:
 			v.Set("archive_only", "true")
 		}
+		if !opts.AsOf.IsZero() {
+			v.Set("as_of", opts.AsOf.String())
+		}
 		resp, err := c.do(ctx, request{method: http.MethodGet, path: streamPath(ref, ""), query: v})
 		if err != nil {
 			yield(echostore.Record{}, err)

@@ -289,6 +289,7 @@ const (
 	CodeMethodNotAllowed    = api.CodeMethodNotAllowed
 	CodeTimeout             = api.CodeTimeout
 	CodeConflict            = api.CodeConflict
+	CodeGone                = api.CodeGone
 	CodeIDConflict          = api.CodeIDConflict
 	CodeWrongType           = api.CodeWrongType
 	CodeWouldDiscard        = api.CodeWouldDiscard
@@ -331,6 +332,9 @@ var (
 	// behind, a job was enqueued twice under one id, or the stream's key
 	// holds another type (ErrWrongType).
 	ErrConflict error = &sentinel{"client: conflict", []string{CodeConflict, CodeIDConflict, CodeWrongType}, http.StatusConflict}
+	// ErrGone: an as-of read of a state the archive no longer keeps; the
+	// message says which LSNs it keeps.
+	ErrGone error = &sentinel{"client: no longer kept", []string{CodeGone}, http.StatusGone}
 	// ErrWrongType: the stream's Redis key holds another type (a hash, a
 	// string, …): nothing was done; the message names the key and its type.
 	ErrWrongType error = &sentinel{"client: the key holds another type than a stream", []string{CodeWrongType}, 0}

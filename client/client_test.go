@@ -267,7 +267,7 @@ func TestCodes(t *testing.T) {
 		{client.CodeInvalidInput, server.CodeInvalidInput}, {client.CodeUnauthorized, server.CodeUnauthorized},
 		{client.CodeForbidden, server.CodeForbidden}, {client.CodePeerRefused, server.CodePeerRefused},
 		{client.CodeNotFound, server.CodeNotFound}, {client.CodeMethodNotAllowed, server.CodeMethodNotAllowed},
-		{client.CodeTimeout, server.CodeTimeout}, {client.CodeConflict, server.CodeConflict},
+		{client.CodeTimeout, server.CodeTimeout}, {client.CodeConflict, server.CodeConflict}, {client.CodeGone, server.CodeGone},
 		{client.CodeIDConflict, server.CodeIDConflict}, {client.CodeWouldDiscard, server.CodeWouldDiscard},
 		{client.CodeWrongType, server.CodeWrongType},
 		{client.CodeRemoteMismatch, server.CodeRemoteMismatch}, {client.CodeTooLarge, server.CodeTooLarge},

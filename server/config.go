@@ -198,6 +198,11 @@ type Config struct {
 	// 19). 0: graft.DefaultCacheSize (128 MiB); below graft.MinCacheSize is
 	// refused at start.
 	CacheSize ByteSize `yaml:"cache_size"`
+	// History is how long the archive volumes keep their past states for
+	// as-of reads (history: 24h; echostore.Config.History): ?as_of= and
+	// stream read --as-of reach back this far at least. 0 (the default):
+	// as far as the local GC horizon alone; negative is refused at start.
+	History time.Duration `yaml:"history"`
 	// MaxBody bounds a request body in bytes (default DefaultMaxBody).
 	MaxBody int64 `yaml:"max_body"`
 	// BodyTimeout bounds how long a request's body may take to arrive once
@@ -463,6 +468,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.GCGrace < 0 {
 		return c, fmt.Errorf("%w: gc_grace %v: want a positive duration", ErrConfig, c.GCGrace)
+	}
+	if c.History < 0 {
+		return c, fmt.Errorf("%w: history %v: want 0 (none) or a positive duration", ErrConfig, c.History)
 	}
 	if c.CacheSize == 0 {
 		c.CacheSize = graft.DefaultCacheSize

@@ -32,6 +32,8 @@ const (
 	// CodeTooManyQueues: 403, a new job queue beyond the server's max_queues.
 	CodeTooManyQueues = api.CodeTooManyQueues
 	CodeConflict      = api.CodeConflict // 409: the lease was lost, the volume is behind
+	// CodeGone: 410, an as-of read of a state the archive no longer keeps.
+	CodeGone = api.CodeGone
 	// CodeIDConflict: 409, an enqueue under the id of an earlier job with
 	// another payload.
 	CodeIDConflict = api.CodeIDConflict
@@ -95,6 +97,10 @@ func classify(err error) (int, string) {
 		return http.StatusServiceUnavailable, CodeUnavailable
 	case errors.Is(err, sealed.ErrUnknownKey), errors.Is(err, sealed.ErrNotSealed), errors.Is(err, remote.ErrSealed):
 		return http.StatusInternalServerError, CodeRemoteKey
+	case errors.Is(err, archive.ErrAsOfFuture):
+		return http.StatusBadRequest, CodeBadRequest
+	case errors.Is(err, archive.ErrAsOfGone):
+		return http.StatusGone, CodeGone
 	case errors.Is(err, graft.ErrVolumeNotFound), errors.Is(err, mq.ErrNoJob), errors.Is(err, archive.ErrNoStream):
 		return http.StatusNotFound, CodeNotFound
 	case errors.Is(err, graft.ErrWouldDiscard), errors.Is(err, graft.ErrRemoteMismatch):

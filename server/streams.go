@@ -114,8 +114,8 @@ func (s *Server) handleAppend(w http.ResponseWriter, r *http.Request) (err error
 	return nil
 }
 
-// readRange parses from, to, limit, reverse of a read, and whether it is
-// live_only or archive_only.
+// readRange parses from, to, limit, reverse of a read, whether it is
+// live_only or archive_only, and its as_of.
 func readRange(r *http.Request) (echostore.ReadOptions, error) {
 	q := r.URL.Query()
 	rg := echostore.ReadOptions{From: xid.Min, To: xid.Max, Limit: DefaultMaxReadLimit}
@@ -145,6 +145,14 @@ func readRange(r *http.Request) (echostore.ReadOptions, error) {
 	archiveOnly, err := boolParam(q.Get("archive_only"))
 	if err != nil {
 		return rg, badRequest("archive_only: %w", err)
+	}
+	if v := q.Get("as_of"); v != "" {
+		if rg.AsOf, err = echostore.ParseAsOf(v); err != nil {
+			return rg, badRequest("as_of: %w", err)
+		}
+		if liveOnly {
+			return rg, badRequest("as_of reads the archive as it stood then; live_only reads the live stream, which keeps no past: give one")
+		}
 	}
 	switch {
 	case liveOnly && archiveOnly:

@@ -94,7 +94,7 @@ type session struct {
 // pushes pending jobs. Redis is the caller's to add, as it needs it.
 func (g *globals) nodeConfig(keys *sealed.Keyring, node int) echostore.Config {
 	return echostore.Config{Data: g.data, Remote: g.remote, RemoteKeys: keys, Node: node, LockWait: lockWait, Logger: g.log,
-		Drivers: drivers.All(), DeferJobs: true}
+		Drivers: drivers.All(), DeferJobs: true, History: g.historyD}
 }
 
 // open returns the backend of a command: the serve that holds --data, if

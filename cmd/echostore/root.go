@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -42,6 +43,12 @@ type globals struct {
 	// redisPasswordFile is --redis-password-file, ECHOSTORE_REDIS_PASSWORD_FILE:
 	// the Redis password, kept out of the command line and the environment.
 	redisPasswordFile string
+	// history (--history, ECHOSTORE_HISTORY) is how long the archive
+	// volumes keep their past states for as-of reads
+	// (echostore.Config.History): serve's history:, for the commands that
+	// open the data dir themselves.
+	history  string
+	historyD time.Duration
 
 	stdout io.Writer
 	stderr io.Writer
@@ -78,6 +85,7 @@ func (g *globals) resolve(cmd *cobra.Command) error {
 		{"remote", "ECHOSTORE_REMOTE", &g.remote},
 		{"remote-key-file", "ECHOSTORE_REMOTE_KEY_FILE", &g.remoteKeyFile},
 		{"redis-password-file", "ECHOSTORE_REDIS_PASSWORD_FILE", &g.redisPasswordFile},
+		{"history", "ECHOSTORE_HISTORY", &g.history},
 	} {
 		if fl := cmd.Flags().Lookup(f.flag); fl != nil && fl.Changed {
 			continue
@@ -85,6 +93,13 @@ func (g *globals) resolve(cmd *cobra.Command) error {
 		if v, ok := os.LookupEnv(f.env); ok && v != "" {
 			*f.dst = v
 		}
+	}
+	if g.history != "" {
+		d, err := time.ParseDuration(g.history)
+		if err != nil || d < 0 {
+			return usageError("--history %q: want a duration such as 24h (0: none)", g.history)
+		}
+		g.historyD = d
 	}
 	if fl := cmd.Flags().Lookup("remote-old-key-file"); (fl == nil || !fl.Changed) && os.Getenv("ECHOSTORE_REMOTE_OLD_KEY_FILES") != "" {
 		g.remoteOldKeyFiles = strings.Split(os.Getenv("ECHOSTORE_REMOTE_OLD_KEY_FILES"), ",")
@@ -213,6 +228,8 @@ single ordered stream.`,
 		"file holding the key that encrypts every object written to the remote: 32 random bytes, or 64 hex digits (openssl rand -hex 32 > FILE; chmod 600); else the key in $ECHOSTORE_REMOTE_KEY [$ECHOSTORE_REMOTE_KEY_FILE]")
 	pf.StringArrayVar(&g.remoteOldKeyFiles, "remote-old-key-file", nil,
 		"file holding an older key that still reads the objects it sealed (repeatable; during a rotation) [$ECHOSTORE_REMOTE_OLD_KEY_FILES, comma separated]")
+	pf.StringVar(&g.history, "history", "",
+		"how long the archive volumes keep their past states for stream read --as-of, such as 24h (serve: history:; default none) [$ECHOSTORE_HISTORY]")
 	pf.StringVar(&g.tokenFile, "token-file", envOr("ECHOSTORE_TOKEN_FILE", ""),
 		"file holding the bearer token (serve: an admin token; other commands: sent to the serve holding --data); else $ECHOSTORE_TOKEN [$ECHOSTORE_TOKEN_FILE]")
 

@@ -68,6 +68,10 @@ var scriptModes = []string{"direct", "serve"}
 // same bytes on stdout and exit with the same statuses, command for command
 // (ids, entry ids, hashes and times aside: each run mints its own; they are
 // replaced by their order of first appearance before comparing).
+// scriptHistory is how long the scripts' archive volumes keep their past
+// states, serve's and the commands' alike.
+const scriptHistory = time.Hour
+
 func TestScripts(t *testing.T) {
 	if _, err := testserver.RedisBinary(); err != nil {
 		testserver.Unavailable(t, err)
@@ -133,6 +137,9 @@ func setupScript(e *testscript.Env, mode, transcripts string) error {
 	e.Setenv("ECHOSTORE_DATA", data)
 	e.Setenv("ECHOSTORE_REMOTE", remoteURL)
 	e.Setenv("REDIS_ADDR", r.Addr)
+	// Every state of the last hour stays readable (stream read --as-of), in
+	// both modes alike.
+	e.Setenv("ECHOSTORE_HISTORY", scriptHistory.String())
 	name := "script"
 	if n, ok := e.T().(interface{ Name() string }); ok {
 		name = filepath.Base(n.Name())
@@ -154,6 +161,7 @@ func setupScript(e *testscript.Env, mode, transcripts string) error {
 		// LSN (and a delete's remote objects) depend on timing. Serve's
 		// own replication is tested in faults and server.
 		ReplicateEvery: -1,
+		History:        scriptHistory,
 		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

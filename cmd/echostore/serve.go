@@ -107,6 +107,9 @@ the data dir is closed, and serve exits 0.`,
 			pick(&cfg.Redis, "redis", "ECHOSTORE_REDIS", g.redis)
 			pick(&cfg.Data, "data", "ECHOSTORE_DATA", g.data)
 			pick(&cfg.Remote, "remote", "ECHOSTORE_REMOTE", g.remote)
+			if given("history", "ECHOSTORE_HISTORY") {
+				cfg.History = g.historyD
+			}
 			// The remote's keys: --remote-key-file (or its variable), else
 			// ECHOSTORE_REMOTE_KEY, else the file's remote_key_file.
 			envK, kerr := envKey()

@@ -345,9 +345,10 @@ func newStreamReadCmd(g *globals) *cobra.Command {
 		liveOnly    bool
 		archiveOnly bool
 		key         string
+		asOf        string
 	)
 	cmd := &cobra.Command{
-		Use:   "read (QUEUE STREAM | --key K) [--from ID] [--to ID] [--limit N] [--reverse] [--live-only|--archive-only]",
+		Use:   "read (QUEUE STREAM | --key K) [--from ID] [--to ID] [--limit N] [--reverse] [--live-only|--archive-only|--as-of LSN|TIME]",
 		Short: "Print the records of a stream as JSON lines {\"id\":…,\"fields\":{…}}",
 		Long: `Print the records of a stream with ids in [--from, --to] (both inclusive, each
 a branded id EVT_… or a Redis stream id <ms>-<seq>) as JSON lines, oldest first
@@ -361,12 +362,28 @@ the read fails rather than print the live tail alone.
 --live-only reads Redis alone; --archive-only reads the data dir alone and
 works with Redis down.
 
+--as-of reads the archive as it stood at a volume LSN (archive status prints
+it) or at a time (RFC 3339, 2026-03-01T12:00:00Z: the newest commit by then):
+the records it held, those retention has dropped since included, as long as
+the volume keeps that state (serve's history: setting); an older state fails
+and says which LSNs are kept. It reads the archive alone and needs no Redis.
+
 With --key K the stream is the application's own key K; its ids print as Redis
 ids (<ms>-<seq>).`,
 		Args: exactStream(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if liveOnly && archiveOnly {
 				return usageError("--live-only and --archive-only exclude each other: give one, or neither for the merge-read")
+			}
+			var at echostore.AsOf
+			if cmd.Flags().Changed("as-of") {
+				if liveOnly {
+					return usageError("--as-of reads the archive as it stood then; --live-only reads the live stream, which keeps no past: give one")
+				}
+				var err error
+				if at, err = echostore.ParseAsOf(asOf); err != nil {
+					return usageError("--as-of: %v", err)
+				}
 			}
 			lo, hi := xid.Min, xid.Max
 			var err error
@@ -390,12 +407,12 @@ ids (<ms>-<seq>).`,
 			if err != nil {
 				return err
 			}
-			opts := echostore.ReadOptions{From: lo, To: hi, Limit: limit, Reverse: reverse}
+			opts := echostore.ReadOptions{From: lo, To: hi, Limit: limit, Reverse: reverse, AsOf: at}
 			need := redisRequired
 			switch {
 			case liveOnly:
 				opts.Side, need = echostore.ReadLiveOnly, redisLive
-			case archiveOnly:
+			case archiveOnly, !at.IsZero():
 				opts.Side, need = echostore.ReadArchiveOnly, redisNone
 			}
 			ctx := cmd.Context()
@@ -418,5 +435,6 @@ ids (<ms>-<seq>).`,
 	f.IntVar(&limit, "limit", 0, "print at most N records (0: all)")
 	f.BoolVar(&reverse, "reverse", false, "newest first")
 	f.StringVar(&key, "key", "", keyFlagUsage)
+	f.StringVar(&asOf, "as-of", "", "read the archive as it stood at this volume LSN or RFC 3339 time")
 	return cmd
 }
