@@ -105,8 +105,8 @@ terminal; the summary is one JSON line:
 			if !ok {
 				return fmt.Errorf("stream replay: this backend cannot replay")
 			}
-			p := newReplayBar(g)
-			opts.Progress = p.set
+			p := newRecordBar(g, "replay")
+			opts.Progress = func(rp echostore.ReplayProgress) { p.set(rp.Copied) }
 			res, err := r.Replay(ctx, ref, opts)
 			p.done()
 			if err != nil {
@@ -133,35 +133,32 @@ func replaySource(key string, byKey bool, args []string) (names.StreamRef, error
 	return ref, err
 }
 
-// replayBar is a progress line on stderr while stdout is a terminal,
-// nothing otherwise: the records copied and the rate (the range's size is
-// not known before it is read).
-type replayBar struct {
-	g  *globals
+// recordBar is a progress line on stderr while stdout is a terminal,
+// nothing otherwise: the records done and the rate (a range's size is not
+// known before it is read); replay and export show it.
+type recordBar struct {
 	pb *progressbar.ProgressBar
 }
 
-// newReplayBar starts the line now, so that its elapsed time and rate
-// count from the start of the replay, not from its first report (through
-// serve that comes after the first request).
-func newReplayBar(g *globals) *replayBar {
-	b := &replayBar{g: g}
+func newRecordBar(g *globals, what string) *recordBar {
+	b := &recordBar{}
 	if isTerminal(g.stdout) {
 		b.pb = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(g.stderr),
-			progressbar.OptionSetDescription("replay"), progressbar.OptionShowCount(),
+			progressbar.OptionSetDescription(what), progressbar.OptionShowCount(),
 			progressbar.OptionShowIts(), progressbar.OptionSetItsString("records"),
 			progressbar.OptionSetWidth(30), progressbar.OptionClearOnFinish())
 	}
 	return b
 }
 
-func (b *replayBar) set(p echostore.ReplayProgress) {
+// set shows n records done.
+func (b *recordBar) set(n int64) {
 	if b.pb != nil {
-		_ = b.pb.Set64(p.Copied)
+		_ = b.pb.Set64(n)
 	}
 }
 
-func (b *replayBar) done() {
+func (b *recordBar) done() {
 	if b.pb != nil {
 		_ = b.pb.Finish()
 	}

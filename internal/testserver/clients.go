@@ -23,6 +23,10 @@ var (
 	jsOnce sync.Once
 	jsDir  string
 	jsErr  error
+
+	duckOnce sync.Once
+	duckDir  string
+	duckErr  error
 )
 
 // PythonRedis returns a python3 that imports redis-py, installing
@@ -71,27 +75,42 @@ func IORedis(ctx context.Context) (string, error) {
 	return jsDir, jsErr
 }
 
-func ioredis(ctx context.Context) (string, error) {
+func ioredis(ctx context.Context) (string, error) { return npmInstall(ctx, "ioredis", "ioredis@6") }
+
+// DuckDB returns a node_modules directory that holds DuckDB's Node API
+// (@duckdb/node-api; put it in NODE_PATH), installing it with npm into the
+// cache folder on first use, as IORedis does.
+func DuckDB(ctx context.Context) (string, error) {
+	duckOnce.Do(func() {
+		duckDir, duckErr = npmInstall(ctx, filepath.Join("@duckdb", "node-api"), "@duckdb/node-api@1.5.6-r.1")
+	})
+	return duckDir, duckErr
+}
+
+// npmInstall installs pkg@version (spec) into the cache folder's npm
+// prefix unless mod (its folder under node_modules) is there, and returns
+// the node_modules directory.
+func npmInstall(ctx context.Context, mod, spec string) (string, error) {
 	if _, err := exec.LookPath("node"); err != nil {
 		return "", fmt.Errorf("node: %w (install it: apt-get install -y nodejs npm)", ErrMissing)
 	}
 	prefix := filepath.Join(filepath.Dir(CacheBin()), "npm")
 	mods := filepath.Join(prefix, "node_modules")
-	if _, err := os.Stat(filepath.Join(mods, "ioredis", "package.json")); err == nil {
+	if _, err := os.Stat(filepath.Join(mods, mod, "package.json")); err == nil {
 		return mods, nil
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		return "", fmt.Errorf("ioredis: %w (install npm: apt-get install -y npm)", ErrMissing)
+		return "", fmt.Errorf("%s: %w (install npm: apt-get install -y npm)", spec, ErrMissing)
 	}
 	if err := os.MkdirAll(prefix, 0o755); err != nil {
 		return "", err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--prefix", prefix, "ioredis@6")
+	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--prefix", prefix, spec)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("npm install ioredis: %w\n%s", err, tailOf(out))
+		return "", fmt.Errorf("npm install %s: %w\n%s", spec, err, tailOf(out))
 	}
 	return mods, nil
 }

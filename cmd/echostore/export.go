@@ -1,0 +1,77 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/echostore/echostore"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/xid"
+)
+
+func newExportCmd(g *globals) *cobra.Command {
+	var (
+		dir, to, key string
+		rows         int
+	)
+	cmd := &cobra.Command{
+		Use:   "export (QUEUE STREAM | --key K) --dir DIR [--to ID] [--rows-per-file N]",
+		Short: "Write a stream's archive and live tail to Parquet files, for DuckDB, pyarrow or Spark",
+		Long: `Write the records of the stream, as stream read reads them (the archive, then
+the live tail), to Parquet files in DIR: one row per record with its id, its
+Redis id, its time and its fields (a list of name and value, as bytes), and a
+typed column f_<name> for each field that every record of a file has and whose
+values parse as one type (docs/EXPORT.md). DIR/manifest.json lists the files
+in id order and the watermark: the Redis id of the last record written.
+
+The export is incremental: run it again and it writes only what came after the
+watermark, in new files. --to ID stops at ID (inclusive). Each file is written
+whole and renamed into place before the manifest names it; an export
+interrupted writes the same file again the next time. A progress line shows
+on stderr when stdout is a terminal; the summary is one JSON line:
+{"files":[…],"rows":…,"resumed_after":…,"watermark":…,"manifest":…}.
+
+Query the folder as one table:
+
+  duckdb -c "select count(*) from read_parquet('DIR/*.parquet', union_by_name = true)"`,
+		Args: exactStream(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dir == "" {
+				return usageError("give --dir DIR: the folder the files and the manifest go to")
+			}
+			if rows < 0 {
+				return usageError("--rows-per-file %d: want 1 or more (0: %d)", rows, echostore.DefaultExportRows)
+			}
+			opts := echostore.ExportOptions{Dir: dir, RowsPerFile: rows, To: xid.Max}
+			if to != "" {
+				var err error
+				if opts.To, err = mq.ParseID(to, true); err != nil {
+					return usageError("--to: %w", err)
+				}
+			}
+			ref, _, err := streamArgs(key, cmd.Flags().Changed("key"), args)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			b, err := open(ctx, g, redisRequired)
+			if err != nil {
+				return err
+			}
+			defer b.close()
+			p := newRecordBar(g, "export")
+			opts.Progress = func(ep echostore.ExportProgress) { p.set(ep.Rows) }
+			res, err := echostore.ExportFrom(ctx, b.Read, ref, opts)
+			p.done()
+			if err != nil {
+				return err
+			}
+			return printJSON(g.stdout, res)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "dir", "", "the folder the Parquet files and manifest.json go to (made if missing; an export there is continued)")
+	f.StringVar(&to, "to", "", "highest id to export, inclusive (EVT_… or <ms>-<seq>; default: all)")
+	f.IntVar(&rows, "rows-per-file", 0, "most records in one file (0: 1048576)")
+	f.StringVar(&key, "key", "", keyFlagUsage)
+	return cmd
+}
