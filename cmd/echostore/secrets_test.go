@@ -28,6 +28,7 @@ var leafArgs = map[string]struct {
 	skip string
 }{
 	"archive cycle":     {args: []string{"q", "s", "--keep", "5", "--trim-after", "remote"}},
+	"export":            {args: []string{"q", "s", "--dir", "/nonexistent/export"}},
 	"bench":             {args: []string{"all"}}, // hidden: says where the benchmarks went
 	"archive delete":    {args: []string{"q", "s", "--yes-delete-history"}},
 	"archive status":    {args: []string{"q", "s"}},
