@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/names"
@@ -67,31 +68,9 @@ func (n *Node) readAsOf(ctx context.Context, ref names.StreamRef, rg archive.Ran
 	}
 }
 
-// AsOf names a past state of a stream's archive for a read
-// (ReadOptions.AsOf): a volume LSN (the LSN of an archive cycle's
-// CycleResult.State, ArchiveStatus.LSN), or a time, which is the newest
-// commit made by then. The zero AsOf is the present: the read is not an
-// as-of read. LSN 0 with no time is the zero AsOf; ask for the empty
-// archive before its first commit by a time before it.
-type AsOf struct {
-	LSN  uint64
-	Time time.Time
-}
-
-// IsZero reports whether a is the present.
-func (a AsOf) IsZero() bool { return a.LSN == 0 && a.Time.IsZero() }
-
-// String returns the LSN in decimal or the time in RFC 3339, as ParseAsOf
-// reads them; "" for the zero AsOf.
-func (a AsOf) String() string {
-	switch {
-	case !a.Time.IsZero():
-		return a.Time.UTC().Format(time.RFC3339Nano)
-	case a.LSN > 0:
-		return strconv.FormatUint(a.LSN, 10)
-	}
-	return ""
-}
+// AsOf is api.AsOf: a past state of a stream's archive for a read, a
+// volume LSN or a time (ReadOptions.AsOf).
+type AsOf = api.AsOf
 
 // ParseAsOf reads an AsOf: a volume LSN (decimal, 1 or more) or a time in
 // RFC 3339 (2026-03-01T12:00:00Z, with fractions of a second or an

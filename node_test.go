@@ -156,7 +156,7 @@ func TestJSONKeyOrder(t *testing.T) {
 		{echostore.Receipt{ID: "JOB_x", Mode: "sync", LSN: &lsn, Volume: "accept.q.0"}, `{"id":"JOB_x","mode":"sync","lsn":7,"volume":"accept.q.0"}`},
 		{echostore.Receipt{ID: "JOB_x", Mode: "async", Volume: "accept.q.0"}, `{"id":"JOB_x","mode":"async","lsn":null,"volume":"accept.q.0"}`},
 		{echostore.RedriveResult{Entries: []string{}}, `{"entries":[],"redriven":0}`},
-		{echostore.ResetResult{VolumeInfo: echostore.VolumeInfo{Info: graft.Info{Volume: mustVolume(t, "v"), Created: time.Unix(0, 0).UTC()}}, Dropped: 1},
+		{echostore.ResetResult{VolumeInfo: echostore.VolumeInfo{GraftInfo: graft.Info{Volume: mustVolume(t, "v"), Created: time.Unix(0, 0).UTC()}}, Dropped: 1},
 			`{"volume":"v","local_lsn":0,"remote_lsn":0,"sync_lsn":0,"pages":0,"bytes":0,"gc_horizon":0,"created":"1970-01-01T00:00:00Z","unfetched_frames":0,"replication_lag":{"commits":0,"seconds":0},"dropped":1,"discarded":0}`},
 	} {
 		if got := mustJSON(t, c.v); got != c.want {

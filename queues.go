@@ -5,53 +5,36 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
 
-// ListedJob is one job of a JobList: its state, entry, id, attempts and
-// fields.
-type ListedJob = mq.ListedJob
+// ListedJob is api.ListedJob: one job of a JobList, its state, entry, id,
+// attempts and fields.
+type ListedJob = api.ListedJob
 
-// JobState is a state of the jobs of a queue: ready, pending, delayed or
-// dead (mq.ParseJobState reads it).
-type JobState = mq.JobState
+// JobState is api.JobState: a state of the jobs of a queue, ready,
+// pending, delayed or dead (api.ParseJobState reads it).
+type JobState = api.JobState
 
-// JobList is the answer of Node.Jobs: jobs of one state, oldest first.
-type JobList struct {
-	Jobs []ListedJob `json:"jobs"`
-}
+// JobList is api.JobList: the answer of Node.Jobs, jobs of one state,
+// oldest first.
+type JobList = api.JobList
 
-// DeleteDeadResult is the answer of Node.DeleteDead: how many dead
-// letters were deleted.
-type DeleteDeadResult struct {
-	Deleted int64 `json:"deleted"`
-}
+// DeleteDeadResult is api.DeleteDeadResult: the answer of Node.DeleteDead.
+type DeleteDeadResult = api.DeleteDeadResult
 
-// StreamGroup is one consumer group of a stream: XINFO GROUPS, whether it
-// holds entries back from trimming, and the last archive cycle's verdict on
-// it.
-type StreamGroup struct {
-	mq.GroupInfo
-	// HoldsTrim: the group has entries pending or not yet delivered, which
-	// no trim passes (unless stalled_groups: archive and it is stalled).
-	HoldsTrim bool `json:"holds_trim"`
-	// Stalled is the last archive cycle's reason for finding the group
-	// stalled (max_live, max_hold, passed), "" if it did not.
-	Stalled string `json:"stalled"`
-}
+// StreamGroup is api.StreamGroup: one consumer group of a stream, XINFO
+// GROUPS, whether it holds the trim back and the last cycle's verdict.
+type StreamGroup = api.StreamGroup
 
-// GroupList is the answer of Node.Groups.
-type GroupList struct {
-	Groups []StreamGroup `json:"groups"`
-	// CheckedAt is when the last archive cycle judged the groups (RFC
-	// 3339; "" before any).
-	CheckedAt string `json:"checked_at"`
-}
+// GroupList is api.GroupList: the answer of Node.Groups.
+type GroupList = api.GroupList
 
 // MaxListedQueues bounds Node.Queues.
-const MaxListedQueues = 1000
+const MaxListedQueues = api.MaxListedQueues
 
 // Queues lists the queues that have a job stream in Redis, at most
 // MaxListedQueues, in the order Redis's SCAN finds them.

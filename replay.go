@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
@@ -33,8 +34,8 @@ var (
 )
 
 // DefaultReplayRate is the rate of a replay that gives none, in records per
-// second.
-const DefaultReplayRate = 10000
+// second (api.DefaultReplayRate).
+const DefaultReplayRate = api.DefaultReplayRate
 
 // MaxReplayBatch bounds the records one write of a replay sends (one Redis
 // script call); a batch also stops at replayBatchBytes of names and values.
@@ -48,57 +49,19 @@ const replayBatchBytes = 1 << 20
 // replay refuses as its target unless forced.
 const ReplayNamespace = "emq:"
 
-// ReplayLimiter paces a replay: WaitN blocks until n more records may be
-// written or ctx ends. *rate.Limiter (golang.org/x/time/rate) is one.
-type ReplayLimiter interface {
-	WaitN(ctx context.Context, n int) error
-}
+// ReplayLimiter is api.ReplayLimiter: what paces a replay (WaitN);
+// *rate.Limiter (golang.org/x/time/rate) is one.
+type ReplayLimiter = api.ReplayLimiter
 
-// ReplayOptions are the range, target and pace of a replay (Node.Replay).
-type ReplayOptions struct {
-	// From and To bound the ids of the source's records to copy,
-	// inclusive; xid.Min and xid.Max (the zero To is xid.Max) leave an end
-	// open.
-	From, To xid.ID
-	// Into is the Redis key of the target stream.
-	Into string
-	// Rate is the most records written per second (0: DefaultReplayRate).
-	// It also sizes the batches: a tenth of a second's worth, from 1 to
-	// MaxReplayBatch records.
-	Rate float64
-	// Limit is the most records this call copies (≤ 0: all); a replay cut
-	// short by it says Done false, and the next call goes on from there.
-	Limit int
-	// Force lets Into be a stream of a queue (emq:{Q}:stream:S, in
-	// echostore's namespace ReplayNamespace) that is neither archived nor
-	// the source; no other key of the namespace is ever a target.
-	Force bool
-	// Limiter, if set, paces the writes instead of a token bucket of Rate
-	// (Rate still sizes the batches).
-	Limiter ReplayLimiter
-	// Progress, if set, is called after each batch written.
-	Progress func(ReplayProgress)
-}
+// ReplayOptions is api.ReplayOptions: the range, target and pace of a
+// replay (Node.Replay).
+type ReplayOptions = api.ReplayOptions
 
-// ReplayProgress is where a running replay is: the records it copied so
-// far and the Redis id of the last of them.
-type ReplayProgress struct {
-	Copied int64
-	Last   string
-}
+// ReplayProgress is api.ReplayProgress: where a running replay is.
+type ReplayProgress = api.ReplayProgress
 
-// ReplayResult is the answer of a replay: the target, the records copied,
-// the target's last id when the replay began if the target held part of
-// the range already (a resumed or repeated replay; null otherwise), the
-// Redis id of the last record copied (null if none), and whether the range
-// is done (false only when Limit cut the replay short).
-type ReplayResult struct {
-	Into         string  `json:"into"`
-	Copied       int64   `json:"copied"`
-	ResumedAfter *string `json:"resumed_after"`
-	Last         *string `json:"last"`
-	Done         bool    `json:"done"`
-}
+// ReplayResult is api.ReplayResult: the answer of a replay.
+type ReplayResult = api.ReplayResult
 
 // replayID renders the id of a record as the Redis id it gets in the
 // target: the one place a replay turns a record id into text.

@@ -36,25 +36,6 @@ const (
 	MaxLagScan = 10000
 )
 
-// ReplicationLag is how far a volume's remote log trails its local log: the
-// local commits not yet pushed, the records on them where the volume's kind
-// says what a record is, and the age of the oldest of them.
-type ReplicationLag struct {
-	// Commits is local LSN − sync LSN: the local commits no remote commit
-	// covers yet.
-	Commits uint64 `json:"commits"`
-	// Records counts the records those commits wrote: for an archive
-	// volume (archive.Q.S, or a key stream's) the archived records, for an
-	// accept volume (accept.Q.N) the jobs. nil where it is not known (any
-	// other volume, more than MaxLagScan commits behind, or commit records
-	// collected by GC).
-	Records *uint64 `json:"records,omitempty"`
-	// Seconds is the age of the oldest commit not yet pushed (0: none, or
-	// not known: GC collected its commit record, which happens only to a
-	// volume never pushed).
-	Seconds float64 `json:"seconds"`
-}
-
 // ReplicationStats are the counts of the node's background replication
 // (Config.ReplicateEvery) since Open.
 type ReplicationStats struct {

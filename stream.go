@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
@@ -30,7 +31,7 @@ func (n *Node) Append(ctx context.Context, ref names.StreamRef, records [][]Fiel
 	if err != nil {
 		return AppendResult{}, err
 	}
-	return AppendResult{IDs: mq.FormatIDs(ids, idForm(ref))}, nil
+	return AppendResult{IDs: mq.FormatIDs(ids, api.StreamIDForm(ref))}, nil
 }
 
 // Read yields the records of the stream in opts' range. The merge-read
@@ -163,26 +164,17 @@ func watermark(ref names.StreamRef, st archive.State) *string {
 // FormatID renders id the way the ids of ref print everywhere (appends,
 // reads, watermarks): "EVT_…" for a stream of a queue, whose ids echostore
 // minted, and the Redis id "<ms>-<seq>" (e.g. 1733052000000-0) for a
-// stream at a key, whose ids are the application's. It is the one place
-// that chooses the form per stream.
+// stream at a key, whose ids are the application's (api.StreamIDForm
+// chooses).
 func FormatID(ref names.StreamRef, id xid.ID) string {
-	return mq.FormatID(id, idForm(ref))
-}
-
-// idForm is how the ids of ref's stream print: Redis ids for a stream at a
-// key, branded ids (where they are branded) for a stream of a queue.
-func idForm(ref names.StreamRef) mq.IDForm {
-	if ref.IsKey() {
-		return mq.IDRedis
-	}
-	return mq.IDBranded
+	return mq.FormatID(id, api.StreamIDForm(ref))
 }
 
 // AppendRecordJSON appends rec as one JSON object
 // {"id":…,"fields":{…}}, its id as FormatID renders it for ref (for a
 // stream of a queue exactly mq.AppendJSON).
 func AppendRecordJSON(dst []byte, ref names.StreamRef, rec Record) []byte {
-	return mq.AppendJSONAs(dst, rec, idForm(ref))
+	return mq.AppendJSONAs(dst, rec, api.StreamIDForm(ref))
 }
 
 // Cycle runs one fold-then-trim cycle of the stream now: the records

@@ -26,10 +26,10 @@ func (n *Node) Volumes(ctx context.Context) (VolumeList, error) {
 	out := VolumeList{Volumes: make([]VolumeStatus, 0, len(infos))}
 	now := time.Now()
 	for _, in := range infos {
-		st := VolumeStatus{Info: in}
+		st := VolumeStatus{GraftInfo: in}
 		if vol, err := n.store.Volume(ctx, in.Volume); err == nil {
-			st.Info = vol.Info() // the lag's own reading
-			if st.Lag, err = lagOf(ctx, vol, st.Info, now); err != nil {
+			st.GraftInfo = vol.Info() // the lag's own reading
+			if st.Lag, err = lagOf(ctx, vol, st.GraftInfo, now); err != nil {
 				return VolumeList{}, err
 			}
 		} else if !errors.Is(err, graft.ErrVolumeNotFound) {
@@ -60,7 +60,7 @@ func (n *Node) VolumeStatus(ctx context.Context, v names.Volume) (VolumeStatus, 
 	if err != nil {
 		return VolumeStatus{}, err
 	}
-	return VolumeStatus{Info: in, Lag: lag}, nil
+	return VolumeStatus{GraftInfo: in, Lag: lag}, nil
 }
 
 // VolumeInfo returns the state of volume v of the data dir; a volume the
@@ -87,7 +87,7 @@ func infoOf(ctx context.Context, vol *graft.Volume) (VolumeInfo, error) {
 	if err != nil {
 		return VolumeInfo{}, err
 	}
-	return VolumeInfo{Info: in, UnfetchedFrames: u, Lag: lag}, nil
+	return VolumeInfo{GraftInfo: in, UnfetchedFrames: u, Lag: lag}, nil
 }
 
 // volume returns volume v of the data dir. create makes a volume the data

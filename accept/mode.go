@@ -1,29 +1,23 @@
 package accept
 
-import "fmt"
+import (
+	"fmt"
 
-// Mode is the durability an enqueue asks for.
-type Mode uint8
+	"github.com/echostore/echostore/api"
+)
 
+// Mode is api.Mode: the durability an enqueue asks for.
+type Mode = api.Mode
+
+// The modes (api.ModeAsync, api.ModeSync).
 const (
 	// Async acknowledges once the intent is recorded in the outbox: a crash
 	// loses at most the outbox's K acknowledged records.
-	Async Mode = iota + 1
+	Async = api.ModeAsync
 	// Sync acknowledges only after the intent's batch is one Graft commit on
 	// the queue's accept volume and that commit is pushed to the remote.
-	Sync
+	Sync = api.ModeSync
 )
-
-// String returns "async" or "sync".
-func (m Mode) String() string {
-	switch m {
-	case Async:
-		return "async"
-	case Sync:
-		return "sync"
-	}
-	return fmt.Sprintf("Mode(%d)", uint8(m))
-}
 
 // ParseMode parses "async" or "sync".
 func ParseMode(s string) (Mode, error) {

@@ -2,11 +2,18 @@
 // error codes of its JSON error body, the token scopes of its HTTP API and
 // its RESP front, the name of its unix socket, the confirmation words of
 // the commands that drop what exists nowhere else, and the body of
-// /healthz. The server, the client, the RESP front and the write rule all
-// name these; none defines its own.
+// /healthz; and the values the API carries, with their JSON: records and
+// their codec (record.go, json.go: the one place that renders a record
+// and the one that parses it back), jobs and queues (jobs.go), streams and
+// reads (stream.go), archive cycles and status (archive.go), volumes
+// (volume.go) and replays (replay.go). The server, the client, the RESP
+// front and the write rule all name these; none defines its own, and the
+// engine's packages (the root package, mq, archive, graft, accept) give
+// them their own names by aliases.
 //
-// It imports the standard library alone, so that any program may speak
-// the contract without linking the engine (TestLeaf).
+// It imports the standard library and the leaf packages its values are
+// made of, xid, brand and names, alone, so that any program may speak the
+// contract without linking the engine (TestLeaf).
 package api
 
 import "fmt"

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
@@ -37,21 +38,9 @@ const (
 	seamLostFrom  = "lost-from"  // the lowest id known removed without a fold (Redis id)
 )
 
-// AppTrim reports entries of an archived stream removed by someone else
-// (the application's MAXLEN, XTRIM or XDEL) before they were folded.
-type AppTrim struct {
-	// Kind is "xdel" (max-deleted-entry-id above W) or "trim" (the oldest
-	// unfolded entry the last cycle left is gone); "" when none was seen.
-	Kind string `json:"kind"`
-	// From is the lowest id known removed unfolded (Redis id form): for
-	// "xdel" the max-deleted-entry-id, for "trim" the entry the last cycle
-	// left first. Entries from W's successor up to the stream's first
-	// entry may be missing from the archive.
-	From string `json:"from"`
-}
-
-// Detected reports whether t reports a removal.
-func (t AppTrim) Detected() bool { return t.Kind != "" }
+// AppTrim is api.AppTrim: entries of an archived stream removed by
+// someone else before they were folded.
+type AppTrim = api.AppTrim
 
 // xidOf parses a Redis stream id "ms-seq".
 func xidOf(s string) (ms, seq uint64, ok bool) {

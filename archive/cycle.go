@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
@@ -23,24 +24,18 @@ import (
 // and for the archive.
 type Window = mq.Window
 
-// TrimAfter says what a cycle waits for before it trims what it folded.
-type TrimAfter int
+// TrimAfter is api.TrimAfter: what a cycle waits for before it trims
+// what it folded.
+type TrimAfter = api.TrimAfter
 
+// The TrimAfter settings (api's).
 const (
 	// TrimAfterLocal trims once the fold is durable in the local volume.
-	TrimAfterLocal TrimAfter = iota
+	TrimAfterLocal = api.TrimAfterLocal
 	// TrimAfterRemote trims only what a push to the remote covers: with
 	// more than one node this is what keeps failover lossless.
-	TrimAfterRemote
+	TrimAfterRemote = api.TrimAfterRemote
 )
-
-// String returns "local" or "remote".
-func (t TrimAfter) String() string {
-	if t == TrimAfterRemote {
-		return "remote"
-	}
-	return "local"
-}
 
 // ParseTrimAfter parses "local" or "remote".
 func ParseTrimAfter(s string) (TrimAfter, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/mq"
@@ -65,30 +66,9 @@ func (e *SliceError) Unwrap() []error {
 	return []error{ErrBadSlice}
 }
 
-// State is where an archive volume stands at one LSN.
-type State struct {
-	// Pages is the number of record pages; they are at ArchiveBase+0 up to
-	// ArchiveBase+Pages-1, in id order. Zero: nothing was ever folded.
-	Pages uint64
-	// W is the watermark: the id of the newest folded record (meaningless
-	// while Pages is zero). Every record with id ≤ W is in the archive.
-	W xid.ID
-	// Low is the offset of the first retained page: retention dropped the
-	// pages below it (in id order, so the oldest records). Low ≤ Pages; W
-	// does not move when pages are dropped.
-	Low uint64
-	// LSN is the volume LSN this state was read at.
-	LSN uint64
-}
-
-// Retained returns the number of record pages still readable, Pages − Low.
-func (s State) Retained() uint64 { return s.Pages - s.Low }
-
-// Empty reports whether nothing was ever folded.
-func (s State) Empty() bool { return s.Pages == 0 }
-
-// Covers reports whether id is at or below W, i.e. belongs to the archive.
-func (s State) Covers(id xid.ID) bool { return s.Pages > 0 && !s.W.Less(id) }
+// State is api.ArchiveState: where an archive volume stands at one LSN
+// (Pages, the watermark W, Low, LSN).
+type State = api.ArchiveState
 
 // formatID prints an id as records print it: EVT_… when it has a branded
 // id, else its Redis id.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
@@ -65,42 +66,9 @@ const heldCountCap = 10000
 // heldPage is the most entries one count script reads.
 const heldPage = 1000
 
-// StalledGroup is one consumer group that holds back a stream's trim past
-// its limits, as a cycle found it.
-type StalledGroup struct {
-	// Group is the consumer group's name.
-	Group string `json:"group"`
-	// Pending is the number of entries delivered to its consumers and not
-	// acknowledged (XPENDING).
-	Pending int64 `json:"pending"`
-	// LastDelivered is the id of the last entry delivered to the group.
-	LastDelivered string `json:"last_delivered"`
-	// Lag is the number of entries not yet delivered to the group (XINFO
-	// GROUPS; nil when Redis cannot tell, after deletions).
-	Lag *int64 `json:"lag"`
-	// Hold is the lowest id the group holds: its oldest pending entry, or
-	// the successor of LastDelivered.
-	Hold string `json:"hold"`
-	// Oldest is the id of the oldest live entry the group holds ("" when
-	// it holds none: entries it holds were trimmed, see ReasonPassed).
-	Oldest string `json:"oldest"`
-	// Held is the number of live records the group holds beyond the cut,
-	// counted up to the larger of MaxLive + 1 and 10,000; HeldMore says
-	// there are more.
-	Held     int64 `json:"held"`
-	HeldMore bool  `json:"held_more,omitempty"`
-	// Age is how old the oldest entry the group holds was at the cycle,
-	// from its id's milliseconds (Hold's when entries it holds were
-	// trimmed).
-	Age        time.Duration `json:"-"`
-	AgeSeconds float64       `json:"age_seconds"`
-	// Reason is ReasonMaxLive, ReasonMaxHold or both, comma-separated, or
-	// ReasonPassed.
-	Reason string `json:"reason"`
-	// Passed: the cycle trimmed past the group's entries (StalledArchive);
-	// its pending entries list may name ids no longer in the stream.
-	Passed bool `json:"passed"`
-}
+// StalledGroup is api.StalledGroup: one consumer group that holds back a
+// stream's trim past its limits, as a cycle found it.
+type StalledGroup = api.StalledGroup
 
 // scriptGroupsHolding lists the consumer groups whose oldest pending or
 // first undelivered entry is below a cut.

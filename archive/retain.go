@@ -6,33 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/xid"
 )
 
-// Retention is the archive's retention horizon: below it, archived pages
-// are dropped, oldest first. Both limits apply (a record is kept while it
-// is among the newest Count archived records and minted within MaxAge);
-// zero means that limit does not apply, and the zero Retention keeps
-// everything. W does not move: a dropped record is gone, not live again.
-type Retention struct {
-	// MaxAge drops archived records minted more than MaxAge before now.
-	MaxAge time.Duration
-	// Count keeps at most the newest Count archived records.
-	Count uint64
-}
-
-// IsZero reports whether r keeps everything.
-func (r Retention) IsZero() bool { return r.MaxAge <= 0 && r.Count == 0 }
-
-// Validate refuses a negative age.
-func (r Retention) Validate() error {
-	if r.MaxAge < 0 {
-		return fmt.Errorf("archive retention: negative age %v", r.MaxAge)
-	}
-	return nil
-}
+// Retention is api.Retention: the archive's retention horizon (the newest
+// Count archived records, minted within MaxAge).
+type Retention = api.Retention
 
 // Retain applies retention r to the archive in vol as of now: it computes
 // the first page to keep (the count limit from the page count, the age

@@ -2,10 +2,10 @@ package archive
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/durable"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/mq"
@@ -69,24 +69,13 @@ const (
 	MaxRecordBytes = 1 << 30
 )
 
-// ErrTooLarge: a record is larger than the archive holds (MaxRecordBytes).
-var ErrTooLarge = errors.New("archive: record larger than the archive holds")
+// ErrTooLarge: a record is larger than the archive holds (MaxRecordBytes)
+// (api.ErrTooLarge).
+var ErrTooLarge = api.ErrTooLarge
 
-// TooLargeError says which record was too large, and by how much.
-type TooLargeError struct {
-	ID    xid.ID `json:"-"`     // the record's id
-	XID   string `json:"id"`    // the same, as a Redis id
-	Bytes int    `json:"bytes"` // its body's length
-	Max   int    `json:"max"`   // MaxRecordBytes
-}
-
-// Error describes the record.
-func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("archive: record %s is %d bytes, at most %d are archived", e.XID, e.Bytes, e.Max)
-}
-
-// Unwrap returns ErrTooLarge.
-func (e *TooLargeError) Unwrap() error { return ErrTooLarge }
+// TooLargeError is api.TooLargeError: which record was too large, and by
+// how much. It wraps ErrTooLarge.
+type TooLargeError = api.TooLargeError
 
 // recordBodySize returns the length of r's body: 4 + Σ (8 + name + value).
 func recordBodySize(r mq.Record) int {

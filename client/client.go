@@ -6,7 +6,10 @@
 // Volumes, VolumeInfo, Push, Pull, Hydrate, Reset, Checkpoint, GC), with the same
 // request and result types, so that a program (the echostore CLI is one) can
 // be written once against an interface and run on a Node it opened or on
-// the serve that holds the data dir.
+// the serve that holds the data dir. Those types are package api's, the
+// wire contract (the root package's are aliases of them), so a program
+// that speaks to serve through this package links no engine: no Pebble,
+// Redis client or cloud SDK (TestLinksNoEngine).
 //
 // # Authentication
 //

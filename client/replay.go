@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/echostore/echostore"
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/xid"
 )
@@ -34,10 +34,10 @@ type replayBody struct {
 // each; opts.Limiter is not used (serve paces each request at opts.Rate).
 // The result adds up the requests'. On an error after some records were
 // copied the result says how many.
-func (c *Client) Replay(ctx context.Context, ref names.StreamRef, opts echostore.ReplayOptions) (echostore.ReplayResult, error) {
+func (c *Client) Replay(ctx context.Context, ref names.StreamRef, opts api.ReplayOptions) (api.ReplayResult, error) {
 	rate := opts.Rate
 	if rate == 0 {
-		rate = echostore.DefaultReplayRate
+		rate = api.DefaultReplayRate
 	}
 	// Each request is about replayRequestSeconds of records at the rate
 	// (at least one record), so that progress arrives that often however
@@ -45,22 +45,22 @@ func (c *Client) Replay(ctx context.Context, ref names.StreamRef, opts echostore
 	chunk := int(max(1, min(rate*replayRequestSeconds, 1<<30)))
 	b := replayBody{Into: opts.Into, Rate: opts.Rate}
 	if !opts.From.IsZero() {
-		b.From = echostore.FormatID(ref, opts.From)
+		b.From = api.FormatID(opts.From, api.StreamIDForm(ref))
 	}
 	if !opts.To.IsZero() && opts.To != xid.Max {
-		b.To = echostore.FormatID(ref, opts.To)
+		b.To = api.FormatID(opts.To, api.StreamIDForm(ref))
 	}
 	q := url.Values{}
 	if opts.Force {
 		q.Set("force", "true")
 	}
-	out := echostore.ReplayResult{Into: opts.Into}
+	out := api.ReplayResult{Into: opts.Into}
 	for i := 0; ; i++ {
 		b.Limit = chunk
 		if opts.Limit > 0 {
 			b.Limit = min(chunk, opts.Limit-int(out.Copied))
 		}
-		var got echostore.ReplayResult
+		var got api.ReplayResult
 		if err := c.call(ctx, request{method: http.MethodPost, path: streamPath(ref, "/replay"), query: q, body: b}, &got); err != nil {
 			if out.Copied > 0 {
 				return out, fmt.Errorf("replay of %s into %s stopped after %d records (the last %s; run it again to go on): %w",
@@ -76,7 +76,7 @@ func (c *Client) Replay(ctx context.Context, ref names.StreamRef, opts echostore
 			out.Last = got.Last
 		}
 		if opts.Progress != nil && got.Copied > 0 {
-			opts.Progress(echostore.ReplayProgress{Copied: out.Copied, Last: *out.Last})
+			opts.Progress(api.ReplayProgress{Copied: out.Copied, Last: *out.Last})
 		}
 		switch {
 		case got.Done:

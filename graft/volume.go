@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/names"
 )
@@ -69,19 +70,10 @@ func newVolume(s *Store, vol names.Volume, key []byte, rec volumeRecord) *Volume
 	return v
 }
 
-// Info describes a volume. JSON field names are those of `echostore volume
-// info`.
-type Info struct {
-	Volume    names.Volume `json:"volume"`
-	LocalLSN  uint64       `json:"local_lsn"`  // head: the newest local commit
-	RemoteLSN uint64       `json:"remote_lsn"` // newest remote LSN pushed or applied; 0 before the first
-	SyncLSN   uint64       `json:"sync_lsn"`   // the local LSN that remote commit covers (the sync point)
-	Pages     uint64       `json:"pages"`      // pages present at the head
-	Bytes     uint64       `json:"bytes"`      // sum of their lengths
-	Horizon   uint64       `json:"gc_horizon"` // lowest readable LSN
-	KeepFrom  uint64       `json:"-"`          // GC never passes it; Unpinned if unset
-	Created   time.Time    `json:"created"`
-}
+// Info is api.GraftInfo: a volume's name, LSNs (local, remote, sync
+// point), pages and bytes, GC horizon, KeepFrom and creation time. JSON
+// field names are those of `echostore volume info`.
+type Info = api.GraftInfo
 
 func (r volumeRecord) info(name names.Volume) Info {
 	return Info{

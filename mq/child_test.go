@@ -78,7 +78,7 @@ func producerChild() error {
 		size := min(1+(sent+p)%7, n-sent)
 		batch := make([][]Field, size)
 		for i := range batch {
-			batch[i] = []Field{{"p", index}, {"n", strconv.Itoa(sent + i)}}
+			batch[i] = []Field{{Name: "p", Value: index}, {Name: "n", Value: strconv.Itoa(sent + i)}}
 		}
 		ids, err := c.AppendBatch(ctx, ref, batch)
 		if err != nil {
@@ -209,7 +209,7 @@ func TestOrderAcrossProcesses(t *testing.T) {
 				if !ok {
 					t.Fatalf("producer %d record %d: reported id %s is not in the stream", p, n, xid)
 				}
-				if want := fmt.Sprintf("%v", []Field{{"p", strconv.Itoa(p)}, {"n", strconv.Itoa(n)}}); fmt.Sprint(rec.Fields) != want {
+				if want := fmt.Sprintf("%v", []Field{{Name: "p", Value: strconv.Itoa(p)}, {Name: "n", Value: strconv.Itoa(n)}}); fmt.Sprint(rec.Fields) != want {
 					t.Fatalf("id %s holds %v, producer %d appended %s under it", xid, rec.Fields, p, want)
 				}
 				delete(byID, xid) // each reported id once

@@ -143,10 +143,10 @@ var benchKeySeq atomic.Int64
 
 func benchFields() []Field {
 	return []Field{
-		{"type", "order.created"},
-		{"order", "ord_0001234567"},
-		{"amount", "1299"},
-		{"note", "a short, ordinary payload of a few dozen bytes"},
+		{Name: "type", Value: "order.created"},
+		{Name: "order", Value: "ord_0001234567"},
+		{Name: "amount", Value: "1299"},
+		{Name: "note", Value: "a short, ordinary payload of a few dozen bytes"},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/names"
 )
@@ -104,7 +105,7 @@ func (c *Client) sendQueued(ctx context.Context, ref names.StreamRef, s *streamS
 	s.mu.Lock()
 	n, bytes := 0, 0
 	for n < len(s.queue) && n < c.opts.ChunkRecords {
-		b := size(s.queue[n].fields) + 16*len(s.queue[n].fields)
+		b := api.FieldsSize(s.queue[n].fields) + 16*len(s.queue[n].fields)
 		if n > 0 && bytes+b > c.opts.ChunkBytes {
 			break
 		}

@@ -133,7 +133,7 @@ func TestEnqueueBatchMatchesEnqueue(t *testing.T) {
 					j.RunAt = now.Add(offsets[k])
 				}
 				for _, name := range names[:rapid.IntRange(0, len(names)).Draw(rt, "fields")] {
-					j.Fields = append(j.Fields, Field{name, rapid.StringMatching(`[a-z0-9 "/\\é]{0,20}`).Draw(rt, "value")})
+					j.Fields = append(j.Fields, Field{Name: name, Value: rapid.StringMatching(`[a-z0-9 "/\\é]{0,20}`).Draw(rt, "value")})
 				}
 				jobs[i] = j
 			}

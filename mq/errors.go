@@ -7,28 +7,32 @@ import (
 	"strings"
 
 	"github.com/redis/rueidis"
+
+	"github.com/echostore/echostore/api"
 )
 
 // Sentinel errors. Callers branch on them with errors.Is; the errors
 // returned carry the queue, stream or record they concern.
 var (
 	// ErrInvalidRecord is wrapped by every error about a record that cannot
-	// be stored: no fields, a duplicate field name, invalid UTF-8, too large.
-	ErrInvalidRecord = errors.New("invalid record")
+	// be stored: no fields, a duplicate field name, invalid UTF-8, too large
+	// (api.ErrInvalidRecord; the next three are api's too).
+	ErrInvalidRecord = api.ErrInvalidRecord
 	// ErrEmptyRecord: a record with no fields (Redis keeps no such entry).
-	ErrEmptyRecord = fmt.Errorf("record has no fields: %w", ErrInvalidRecord)
+	ErrEmptyRecord = api.ErrEmptyRecord
 	// ErrDuplicateField: two fields of one record share a name.
-	ErrDuplicateField = fmt.Errorf("duplicate field name: %w", ErrInvalidRecord)
+	ErrDuplicateField = api.ErrDuplicateField
 	// ErrInvalidUTF8: a field name or value is not valid UTF-8.
-	ErrInvalidUTF8 = fmt.Errorf("field is not valid UTF-8: %w", ErrInvalidRecord)
+	ErrInvalidUTF8 = api.ErrInvalidUTF8
 	// ErrTooLarge: a record has more fields or bytes than Limits allow.
 	ErrTooLarge = fmt.Errorf("record too large: %w", ErrInvalidRecord)
 	// ErrReservedField: a job field uses a name the job queue keeps for
 	// itself (see ReservedJobFields).
 	ErrReservedField = fmt.Errorf("reserved field name: %w", ErrInvalidRecord)
 
-	// ErrSyntax: JSON text that is not a record (or not a fields object).
-	ErrSyntax = errors.New("malformed record JSON")
+	// ErrSyntax: JSON text that is not a record (or not a fields object)
+	// (api.ErrSyntax).
+	ErrSyntax = api.ErrSyntax
 
 	// ErrForeignEntry: a reply to a stream read that is not an entry: an id
 	// that is not a Redis id, no fields, or an odd number of field strings.
@@ -86,22 +90,9 @@ var (
 	ErrBadURL = errors.New("invalid redis URL")
 )
 
-// RecordError says which record and field of an input is invalid. It wraps
-// one of the ErrInvalidRecord sentinels.
-type RecordError struct {
-	Index int    // position of the record in the batch (0 for a single one)
-	Field string // the field name concerned, if any
-	Err   error  // the sentinel that applies, possibly wrapped with detail
-}
-
-func (e *RecordError) Error() string {
-	if e.Field != "" {
-		return fmt.Sprintf("record %d, field %q: %v", e.Index, clip(e.Field), e.Err)
-	}
-	return fmt.Sprintf("record %d: %v", e.Index, e.Err)
-}
-
-func (e *RecordError) Unwrap() error { return e.Err }
+// RecordError is api.RecordError: which record and field of an input is
+// invalid, wrapping one of the ErrInvalidRecord sentinels.
+type RecordError = api.RecordError
 
 // EntryError reports a stream entry that is not a record (ErrForeignEntry).
 // XID is its raw id. It wraps ErrForeignEntry and the cause.

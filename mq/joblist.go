@@ -14,118 +14,41 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/echostore/echostore/brand"
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/names"
 )
 
-// JobState is where a job of a queue is: what a listing of the queue's
-// jobs selects. The zero value is no state.
-type JobState int
+// JobState is api.JobState: where a job of a queue is, what a listing of
+// the queue's jobs selects.
+type JobState = api.JobState
 
-// The states of a job.
+// The states of a job (api's).
 const (
 	// Ready: in the job stream, not yet delivered to any consumer.
-	Ready JobState = iota + 1
+	Ready = api.JobReady
 	// Pending: delivered to a consumer and not yet acknowledged.
-	Pending
+	Pending = api.JobPending
 	// Delayed: waiting in the delayed set for its time (RunAt, or a retry's
 	// backoff).
-	Delayed
+	Delayed = api.JobDelayed
 	// DeadState: a dead letter (it used up its attempts).
-	DeadState
+	DeadState = api.JobDead
 )
 
-// ErrJobState: a job state that is not one of ready, pending, delayed and
-// dead.
 var (
-	ErrJobState = errors.New("mq: unknown job state (want ready, pending, delayed or dead)")
+	// ErrJobState: a job state that is not one of ready, pending, delayed
+	// and dead (api.ErrJobState).
+	ErrJobState = api.ErrJobState
 	// ErrListLimit: a listing of jobs of more than 1000 or fewer than 1.
 	ErrListLimit = errors.New("mq: list limit out of range (want 1 to 1000)")
 )
 
-// String returns the state's name: ready, pending, delayed or dead.
-func (s JobState) String() string {
-	switch s {
-	case Ready:
-		return "ready"
-	case Pending:
-		return "pending"
-	case Delayed:
-		return "delayed"
-	case DeadState:
-		return "dead"
-	}
-	return "JobState(" + strconv.Itoa(int(s)) + ")"
-}
+// ParseJobState is api.ParseJobState: it parses a state's name.
+func ParseJobState(s string) (JobState, error) { return api.ParseJobState(s) }
 
-// ParseJobState parses a state's name.
-func ParseJobState(s string) (JobState, error) {
-	for _, st := range []JobState{Ready, Pending, Delayed, DeadState} {
-		if s == st.String() {
-			return st, nil
-		}
-	}
-	return 0, fmt.Errorf("job state %q: %w", clip(s), ErrJobState)
-}
-
-// ListedJob is one job of a listing of a queue's jobs in one state.
-type ListedJob struct {
-	// State is the state the listing selected.
-	State JobState
-	// EntryID is the job's entry: in the job stream (ready, pending) or in
-	// the dead letters (dead); "" for a delayed job, which has none yet.
-	EntryID string
-	// ID is the job's id.
-	ID brand.ID
-	// Attempt is the delivery the job is on (pending), will get next
-	// (ready, delayed), or the attempts it made (dead).
-	Attempt int
-	// Consumer holds a pending job; Idle is how long since its delivery.
-	Consumer string
-	Idle     time.Duration
-	// Due is when a delayed job becomes ready.
-	Due time.Time
-	// Error is why a dead letter's last attempt failed.
-	Error string
-	// Fields are the job's fields.
-	Fields []Field
-}
-
-// MarshalJSON renders the job as
-// {"state":…,"entry":…,"id":"JOB_…","attempt":n,"consumer":…,"idle_ms":n,"due":…,"error":…,"fields":{…}},
-// with entry, consumer, idle_ms, due and error only where its state has
-// them.
-func (j ListedJob) MarshalJSON() ([]byte, error) {
-	b := append(make([]byte, 0, 96+2*size(j.Fields)), `{"state":"`...)
-	b = append(b, j.State.String()...)
-	b = append(b, '"')
-	if j.EntryID != "" {
-		b = append(b, `,"entry":`...)
-		b = appendString(b, j.EntryID)
-	}
-	b = append(b, `,"id":"`...)
-	b = brand.JOB.AppendFormat(b, j.ID)
-	b = append(b, `","attempt":`...)
-	b = strconv.AppendInt(b, int64(j.Attempt), 10)
-	if j.State == Pending {
-		b = append(b, `,"consumer":`...)
-		b = appendString(b, j.Consumer)
-		b = append(b, `,"idle_ms":`...)
-		b = strconv.AppendInt(b, j.Idle.Milliseconds(), 10)
-	}
-	if j.State == Delayed {
-		b = append(b, `,"due":"`...)
-		b = j.Due.UTC().AppendFormat(b, time.RFC3339Nano)
-		b = append(b, '"')
-	}
-	if j.State == DeadState {
-		b = append(b, `,"error":`...)
-		b = appendString(b, j.Error)
-	}
-	b = append(b, `,"fields":`...)
-	b = AppendFieldsJSON(b, j.Fields)
-	return append(b, '}'), nil
-}
+// ListedJob is api.ListedJob: one job of a listing of a queue's jobs in
+// one state.
+type ListedJob = api.ListedJob
 
 // Jobs lists up to n (1 to 1000) jobs of q in state st, oldest first:
 // ready jobs after the group's last delivered entry, pending ones with
@@ -361,20 +284,9 @@ func (c *Client) UsedMemory(ctx context.Context) (int64, error) {
 	return total, nil
 }
 
-// GroupInfo is one consumer group of a stream (XINFO GROUPS).
-type GroupInfo struct {
-	// Name is the group's name.
-	Name string `json:"group"`
-	// Consumers are the group's consumers; Pending the entries delivered
-	// to them and not acknowledged.
-	Consumers int64 `json:"consumers"`
-	Pending   int64 `json:"pending"`
-	// LastDelivered is the id of the last entry delivered to the group.
-	LastDelivered string `json:"last_delivered"`
-	// Lag is the entries not yet delivered to the group (nil when Redis
-	// cannot tell, after deletions, or before Redis 7).
-	Lag *int64 `json:"lag"`
-}
+// GroupInfo is api.GroupInfo: one consumer group of a stream (XINFO
+// GROUPS).
+type GroupInfo = api.GroupInfo
 
 // Groups returns the consumer groups of the stream ref, by name (none for a
 // stream without groups or without entries).

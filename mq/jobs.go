@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/names"
 	"github.com/redis/rueidis"
@@ -141,35 +142,14 @@ func (e *EnqueueError) Error() string {
 
 func (e *EnqueueError) Unwrap() error { return e.Err }
 
-// Delivery is a claimed job.
-type Delivery struct {
-	ID      brand.ID // the job's id
-	EntryID string   // the job stream entry: what Ack and Fail take
-	Attempt int      // 1 for the first delivery
-	Fields  []Field  // the job's fields
-}
+// Delivery is api.Job: a claimed job.
+type Delivery = api.Job
 
-// DeadLetter is a job that used up its attempts.
-type DeadLetter struct {
-	EntryID  string   // its entry in the dead-letter stream
-	ID       brand.ID // the job's id
-	Attempts int      // attempts made
-	Error    string   // why the last attempt failed
-	Fields   []Field  // the job's fields
-}
+// DeadLetter is api.DeadLetter: a job that used up its attempts.
+type DeadLetter = api.DeadLetter
 
-// QueueStatus describes a job queue.
-type QueueStatus struct {
-	Queue     string `json:"queue"`     // the queue's name
-	Length    int64  `json:"length"`    // entries in the job stream
-	Pending   int64  `json:"pending"`   // claimed, not yet acknowledged
-	Lag       int64  `json:"lag"`       // not yet delivered to any consumer
-	Delayed   int64  `json:"delayed"`   // waiting for their time
-	Dead      int64  `json:"dead"`      // dead letters
-	Consumers int64  `json:"consumers"` // consumers holding pending jobs
-	// NextDue is when the next delayed job is due (RFC 3339), "" if none.
-	NextDue string `json:"next_due"`
-}
+// QueueStatus is api.QueueStatus: what describes a job queue.
+type QueueStatus = api.QueueStatus
 
 func (c *Client) now() time.Time { return c.opts.Jobs.Clock() }
 

@@ -4,28 +4,15 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/echostore/echostore/xid"
+	"github.com/echostore/echostore/api"
 )
 
-// Field is one (name, value) pair of a record. Both are byte strings as
-// Redis keeps them: a record read from Redis may hold any bytes, empty
-// values and duplicate names; on input (Limits.Check) both must be valid
-// UTF-8 and names distinct.
-type Field struct {
-	Name  string // the field's name
-	Value string // its value
-}
+// Field is api.Field: one (name, value) pair of a record.
+type Field = api.Field
 
-// Record is a stream entry: its Redis id and its fields in stored order.
-// Every entry Redis stores is a Record, whatever its bytes or id. Its JSON
-// form is {"id":"EVT_…","fields":{…}} with the fields in stored order
-// (AppendJSON gives the forms of ids without a branded id and of fields
-// that are not a UTF-8 object); AppendJSONAs is the one place that renders
-// a record, so a record prints byte-identically wherever it was read from.
-type Record struct {
-	ID     xid.ID  // the entry's Redis id
-	Fields []Field // the fields in stored order
-}
+// Record is api.Record: a stream entry, its Redis id and its fields in
+// stored order, whose JSON AppendJSONAs renders.
+type Record = api.Record
 
 // Limits bound what one record may hold. A zero field means the default.
 type Limits struct {
@@ -81,7 +68,7 @@ func (l Limits) Check(fields []Field) error {
 	if size > l.MaxBytes {
 		return &RecordError{Err: fmt.Errorf("%d bytes of names and values, at most %d allowed: %w", size, l.MaxBytes, ErrTooLarge)}
 	}
-	if name, dup := duplicateName(fields); dup {
+	if name, dup := api.DuplicateName(fields); dup {
 		return &RecordError{Field: name, Err: ErrDuplicateField}
 	}
 	return nil
@@ -100,49 +87,8 @@ func (l Limits) CheckSize(fields []Field) error {
 	if len(fields) > l.MaxFields {
 		return &RecordError{Err: fmt.Errorf("%d fields, at most %d allowed: %w", len(fields), l.MaxFields, ErrTooLarge)}
 	}
-	if n := size(fields); n > l.MaxBytes {
+	if n := api.FieldsSize(fields); n > l.MaxBytes {
 		return &RecordError{Err: fmt.Errorf("%d bytes of names and values, at most %d allowed: %w", n, l.MaxBytes, ErrTooLarge)}
 	}
 	return nil
-}
-
-// duplicateName returns a name that occurs twice in fields, if any.
-func duplicateName(fields []Field) (string, bool) {
-	if len(fields) <= 16 {
-		for i := 1; i < len(fields); i++ {
-			for j := 0; j < i; j++ {
-				if fields[i].Name == fields[j].Name {
-					return fields[i].Name, true
-				}
-			}
-		}
-		return "", false
-	}
-	seen := make(map[string]struct{}, len(fields))
-	for _, f := range fields {
-		if _, ok := seen[f.Name]; ok {
-			return f.Name, true
-		}
-		seen[f.Name] = struct{}{}
-	}
-	return "", false
-}
-
-// size returns the bytes of names and values of fields.
-func size(fields []Field) int {
-	n := 0
-	for _, f := range fields {
-		n += len(f.Name) + len(f.Value)
-	}
-	return n
-}
-
-// Get returns the value of the field named name and whether there is one.
-func (r Record) Get(name string) (string, bool) {
-	for _, f := range r.Fields {
-		if f.Name == name {
-			return f.Value, true
-		}
-	}
-	return "", false
 }

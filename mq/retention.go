@@ -10,49 +10,32 @@ import (
 	"strings"
 	"time"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/xid"
 )
 
-// Window declares how much of a stream retention keeps. Both limits apply:
-// an entry stays while it is among the newest Keep and younger than MaxAge.
-// A zero limit does not apply; a zero Window keeps everything.
-type Window struct {
-	Keep   int64         // keep the newest Keep entries (0: no count limit)
-	MaxAge time.Duration // keep entries younger than MaxAge (0: no age limit)
-	// Groups bounds what a consumer group may hold back beyond the window
-	// before it counts as stalled, and what an archive cycle then does
-	// (package archive, groups.go). Trim-only retention (Retention) never
-	// trims past a group and ignores it.
-	Groups GroupLimits
-}
+// Window is api.Window: how much of a stream retention keeps (the newest
+// Keep, younger than MaxAge) and what its consumer groups may hold back.
+type Window = api.Window
 
-// StalledPolicy is what an archive cycle does about a stalled consumer
-// group: one that holds back the trim beyond GroupLimits.
-type StalledPolicy int
+// StalledPolicy is api.StalledPolicy: what an archive cycle does about a
+// stalled consumer group.
+type StalledPolicy = api.StalledPolicy
 
+// The stalled-group policies (api's).
 const (
 	// StalledHold (the default) keeps the trim capped at the group's
-	// oldest pending or undelivered entry: the live stream over-retains,
-	// and the cycle raises the alarm.
-	StalledHold StalledPolicy = iota
+	// oldest pending or undelivered entry.
+	StalledHold = api.StalledHold
 	// StalledArchive trims past the stalled group's entries anyway, up to
-	// the archive's watermark (never an unarchived record): the archive
-	// serves them. The group's pending entries list keeps the ids of
-	// trimmed entries.
-	StalledArchive
+	// the archive's watermark.
+	StalledArchive = api.StalledArchive
 )
 
-// String returns "hold" or "archive".
-func (p StalledPolicy) String() string {
-	if p == StalledArchive {
-		return "archive"
-	}
-	return "hold"
-}
-
-// ErrStalledPolicy is wrapped by ParseStalledPolicy's error.
-var ErrStalledPolicy = errors.New("stalled_groups: want hold or archive")
+// ErrStalledPolicy is wrapped by ParseStalledPolicy's error
+// (api.ErrStalledPolicy).
+var ErrStalledPolicy = api.ErrStalledPolicy
 
 // ParseStalledPolicy parses "hold" or "archive" ("" is hold).
 func ParseStalledPolicy(s string) (StalledPolicy, error) {
@@ -65,59 +48,17 @@ func ParseStalledPolicy(s string) (StalledPolicy, error) {
 	return 0, fmt.Errorf("stalled_groups %q: %w", s, ErrStalledPolicy)
 }
 
-// Defaults of GroupLimits.
+// Defaults of GroupLimits (api's).
 const (
 	// DefaultMaxLiveFactor: MaxLive 0 means DefaultMaxLiveFactor × Keep.
-	DefaultMaxLiveFactor = 10
+	DefaultMaxLiveFactor = api.DefaultMaxLiveFactor
 	// DefaultMaxHoldMargin: MaxHold 0 means MaxAge + DefaultMaxHoldMargin.
-	DefaultMaxHoldMargin = time.Hour
+	DefaultMaxHoldMargin = api.DefaultMaxHoldMargin
 )
 
-// GroupLimits bound what one consumer group may hold back beyond a
-// stream's window. A group holds back the trim when its oldest pending
-// entry, or its first undelivered one, is below the cut the cycle asks
-// for; it is stalled when it holds more than MaxLive records beyond that
-// cut, or when the oldest entry it holds is older than MaxHold.
-//
-// The zero value is the default: MaxLive 10 × Keep (no record limit for a
-// window without Keep), MaxHold MaxAge + 1h, Stalled hold. A negative limit
-// turns it off.
-type GroupLimits struct {
-	// MaxLive is the most records beyond the cut a group may hold back
-	// (0: DefaultMaxLiveFactor × the window's Keep; < 0: no limit).
-	MaxLive int64
-	// MaxHold is the greatest age of the oldest entry a group holds back
-	// (0: the window's MaxAge + DefaultMaxHoldMargin; < 0: no limit).
-	MaxHold time.Duration
-	// Stalled is what an archive cycle does about a stalled group.
-	Stalled StalledPolicy
-}
-
-// Limits returns the limits g sets for a stream of window w, its defaults
-// filled: 0 means no limit.
-func (g GroupLimits) Limits(w Window) (maxLive int64, maxHold time.Duration) {
-	switch {
-	case g.MaxLive > 0:
-		maxLive = g.MaxLive
-	case g.MaxLive == 0 && w.Keep > 0:
-		maxLive = DefaultMaxLiveFactor * w.Keep
-	}
-	switch {
-	case g.MaxHold > 0:
-		maxHold = g.MaxHold
-	case g.MaxHold == 0:
-		maxHold = w.MaxAge + DefaultMaxHoldMargin
-	}
-	return maxLive, maxHold
-}
-
-// validate reports whether g's policy is one there is.
-func (g GroupLimits) validate() error {
-	if g.Stalled != StalledHold && g.Stalled != StalledArchive {
-		return fmt.Errorf("stalled policy %d: %w", g.Stalled, ErrStalledPolicy)
-	}
-	return nil
-}
+// GroupLimits is api.GroupLimits: what one consumer group may hold back
+// beyond a stream's window before it counts as stalled.
+type GroupLimits = api.GroupLimits
 
 // TrimReport says what one Cycle did to one stream.
 type TrimReport struct {

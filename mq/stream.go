@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/xid"
@@ -160,7 +161,7 @@ func (c *Client) chunkEnd(n, start int, fields func(i int) []Field) int {
 	bytes := 0
 	for i := start; i < n; i++ {
 		fs := fields(i)
-		b := size(fs) + 16*len(fs)
+		b := api.FieldsSize(fs) + 16*len(fs)
 		if i > start && (i-start >= c.opts.ChunkRecords || bytes+b > c.opts.ChunkBytes) {
 			return i
 		}

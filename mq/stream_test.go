@@ -53,7 +53,7 @@ func TestAppendRead(t *testing.T) {
 		}
 		checkIncreasing(t, all, false)
 		for i, rec := range all {
-			want := []Field{{"n", strconv.Itoa(i)}, {"kind", "single"}}
+			want := []Field{{Name: "n", Value: strconv.Itoa(i)}, {Name: "kind", Value: "single"}}
 			if i > 0 {
 				want = batch[i-1]
 				if rec.ID != ids[i-1].XID() {

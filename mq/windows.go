@@ -2,25 +2,12 @@ package mq
 
 import (
 	"cmp"
-	"errors"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/echostore/echostore/names"
 )
-
-// errNegativeWindow is wrapped by Window.Validate.
-var errNegativeWindow = errors.New("negative window limit")
-
-// Validate reports whether w's limits are usable (neither is negative, and
-// its stalled-group policy is one there is).
-func (w Window) Validate() error {
-	if w.Keep < 0 || w.MaxAge < 0 {
-		return errNegativeWindow
-	}
-	return w.Groups.validate()
-}
 
 // StreamWindow is one stream and its declared window.
 type StreamWindow struct {

@@ -237,7 +237,7 @@ func (e *env) fingerprint(redisURL string) []string {
 		e.t.Fatal(err)
 	}
 	for _, v := range vols.Volumes {
-		out = append(out, fmt.Sprintf("volume %s %+v", v.Volume, v.Info))
+		out = append(out, fmt.Sprintf("volume %s %+v", v.Volume, v.GraftInfo))
 	}
 	out = append(out, fmt.Sprintf("outbox %d", e.srv.outboxLen()))
 	slices.Sort(out)

@@ -5,39 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/echostore/echostore/api"
 )
 
-// GCOptions configures remote garbage collection.
-type GCOptions struct {
-	// KeepCheckpoints is how many of the newest checkpoints to retain
-	// (values below 1 mean 1). The oldest retained one is the GC horizon.
-	KeepCheckpoints int
-	// MinAge protects unreferenced segments younger than this: a writer
-	// uploads a commit's segments before it publishes the commit, so a
-	// young unreferenced segment may belong to a commit in flight. It must
-	// exceed the longest time a prepared commit waits before it is
-	// published; a writer whose pending commit is older prepares it again.
-	MinAge time.Duration
-	// Grace holds the horizon back to a checkpoint whose marker is at
-	// least Grace old: the horizon is the older of the KeepCheckpoints-th
-	// newest checkpoint and the newest checkpoint written at or before
-	// now − Grace (no such checkpoint: nothing is collected). A reader that
-	// pulled less than Grace ago holds a state at or above such a
-	// checkpoint's LSN only if it pulled after it was written; one that
-	// pulled before it may need segments only older commits reference, and
-	// those are kept until the next checkpoint after its pull is Grace old.
-	// So a follower or lazy reader faults no page on a deleted object for
-	// Grace after its last pull (docs/REMOTE.md, "Remote GC"). Zero: no
-	// age is required (the KeepCheckpoints-th newest is the horizon).
-	Grace time.Duration
-	// TrimLog also replaces the commit objects below the horizon with
-	// tombstones and deletes the checkpoint markers older than it. A
-	// tombstone keeps the LSN's key taken (the fence): were the key
-	// deleted, a stale writer could create that LSN again.
-	TrimLog bool
-	// Now returns the current time (time.Now if nil).
-	Now func() time.Time
-}
+// GCOptions is api.GCOptions: the checkpoints to keep, the age that
+// protects young segments, the grace of the horizon, whether to trim the
+// log, and the clock of a remote garbage collection.
+type GCOptions = api.GCOptions
 
 // GCResult reports what GC did.
 type GCResult struct {

@@ -1,4 +1,4 @@
-package mq
+package api
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 // UnmarshalJSON parses what MarshalJSON renders,
 // {"id":"JOB_…","entry":"<xid>","attempt":n,"fields":{…}}, the fields in
 // order (a client of serve's API reads claimed jobs with it).
-func (d *Delivery) UnmarshalJSON(data []byte) error {
+func (d *Job) UnmarshalJSON(data []byte) error {
 	var v struct {
 		ID      string          `json:"id"`
 		Entry   string          `json:"entry"`
@@ -28,7 +28,7 @@ func (d *Delivery) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return fmt.Errorf("job %s: fields: %w", v.ID, err)
 	}
-	*d = Delivery{ID: id, EntryID: v.Entry, Attempt: v.Attempt, Fields: fields}
+	*d = Job{ID: id, EntryID: v.Entry, Attempt: v.Attempt, Fields: fields}
 	return nil
 }
 
