@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/brand"
 	"github.com/echostore/echostore/durable"
 	"github.com/echostore/echostore/mq"
@@ -292,7 +293,7 @@ func decodeRecordPage(b []byte, d *pageDecoder) (mq.Record, error) {
 		}
 	}
 	if version == pageVersion && len(fields) > 1 {
-		if dup, ok := duplicateName(fields); ok {
+		if dup, ok := api.DuplicateName(fields); ok {
 			return bad("duplicate field %q", dup)
 		}
 	}
@@ -324,27 +325,4 @@ func cutField(b []byte) (field, rest []byte, ok bool) {
 		return nil, nil, false
 	}
 	return b[4 : 4+l], b[4+l:], true
-}
-
-// duplicateName returns a name that occurs twice in fields, if one does. A
-// few fields are compared pairwise, which costs less than hashing them.
-func duplicateName(fields []mq.Field) (string, bool) {
-	if len(fields) <= 16 {
-		for i := 1; i < len(fields); i++ {
-			for j := range i {
-				if fields[i].Name == fields[j].Name {
-					return fields[i].Name, true
-				}
-			}
-		}
-		return "", false
-	}
-	seen := make(map[string]struct{}, len(fields))
-	for _, f := range fields {
-		if _, dup := seen[f.Name]; dup {
-			return f.Name, true
-		}
-		seen[f.Name] = struct{}{}
-	}
-	return "", false
 }
