@@ -82,6 +82,15 @@ type Config struct {
 	// (128 MiB); below graft.MinCacheSize, or negative, Open refuses it
 	// (ErrConfig) before it opens anything. serve sets it from cache_size.
 	CacheSize int64
+	// ReadMostly sizes the graft store for a process that reads the data
+	// dir once and briefly and writes little (the CLI's export): a block
+	// cache of ReadMostlyCacheSize and memtables of a quarter of it
+	// (CacheSize is then ignored), and the compactions the last writer
+	// left owing deferred to the next open without it
+	// (graft.Options.DeferCompactions). Such a process's resident memory
+	// is then its own, not the archive's: measured, an export of 10M
+	// records in docs/BENCHMARKS.md. serve never sets it.
+	ReadMostly bool
 	// History is how long the archive volumes keep their past states
 	// readable for as-of reads (ReadOptions.AsOf; graft.Options.History):
 	// the local GC keeps every state of the last History, and so the
@@ -141,3 +150,7 @@ func DefaultRemote(data string) (string, error) {
 	}
 	return "file://" + filepath.ToSlash(filepath.Join(abs, "remote")), nil
 }
+
+// ReadMostlyCacheSize is the block cache of a Config.ReadMostly node: an
+// archive read once in order finds nothing again in a larger one.
+const ReadMostlyCacheSize = 8 << 20

@@ -21,9 +21,6 @@ var servers testserver.Pool
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	if os.Getenv(exportChildEnv) != "" { // a child of TestExportMemoryFlat: the parent's Redis
-		return m.Run()
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r, err := testserver.StartRedis(ctx, testserver.RedisConfig{})

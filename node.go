@@ -217,9 +217,12 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
 		return nil, fmt.Errorf("echostore: create data dir %s: %w", cfg.Data, err)
 	}
+	gopts := graft.Options{Logger: cfg.Logger, Notifier: notifier, CacheSize: cfg.CacheSize, History: archiveHistory(cfg.History)}
+	if cfg.ReadMostly {
+		gopts.CacheSize, gopts.MemTableSize, gopts.DeferCompactions = ReadMostlyCacheSize, ReadMostlyCacheSize/4, true
+	}
 	n.store, err = waitLock(ctx, cfg.LockWait, graft.ErrLocked, func() (*graft.Store, error) {
-		return graft.Open(ctx, filepath.Join(cfg.Data, GraftDir), graft.Options{Logger: cfg.Logger, Notifier: notifier, CacheSize: cfg.CacheSize,
-			History: archiveHistory(cfg.History)})
+		return graft.Open(ctx, filepath.Join(cfg.Data, GraftDir), gopts)
 	})
 	if errors.Is(err, graft.ErrLocked) {
 		return nil, fmt.Errorf("%w (%s): %w", ErrDataLocked, cfg.Data, err)

@@ -128,15 +128,7 @@ func TestExportDuckDB(t *testing.T) {
 		got[0]["first"] != ids[0] || got[0]["last"] != ids[len(ids)-1] {
 		t.Fatalf("DuckDB: %v; the merge-read: %d records, %s … %s", got, len(ids), ids[0], ids[len(ids)-1])
 	}
-	groups := duckdb(t, "select f_kind as kind, count(*) as n from "+table+" group by f_kind order by f_kind")
-	if len(groups) != len(kinds) {
-		t.Fatalf("DuckDB groups %v, the merge-read's %v", groups, kinds)
-	}
-	for _, g := range groups {
-		if g["n"] != fmt.Sprint(kinds[g["kind"].(string)]) {
-			t.Fatalf("DuckDB groups %v, the merge-read's %v", groups, kinds)
-		}
-	}
+	checkKinds(t, table, kinds)
 	row := duckdb(t, "select f_n + 1 as next, f_price * 2 as twice, hex(list_filter(fields, x -> x.name = 'blob'::blob)[1].value) as blob, "+
 		"len(list_filter(fields, x -> x.name = 'even'::blob)) as even from "+table+" where f_n = 7")
 	if len(row) != 1 || row[0]["next"] != "8" || row[0]["twice"] != 15.0 || row[0]["blob"] != "00FF070A" || row[0]["even"] != "0" {
@@ -146,4 +138,20 @@ func TestExportDuckDB(t *testing.T) {
 	if err != nil || !strings.Contains(string(manifest), `"queue": "`+ref.Queue().String()+`"`) {
 		t.Fatalf("manifest: %v\n%s", err, manifest)
 	}
+}
+
+// checkKinds holds DuckDB's count of the records of each f_kind in table
+// to the merge-read's kinds, and returns DuckDB's rows.
+func checkKinds(t *testing.T, table string, kinds map[string]int) []map[string]any {
+	t.Helper()
+	groups := duckdb(t, "select f_kind as kind, count(*) as n from "+table+" group by f_kind order by f_kind")
+	if len(groups) != len(kinds) {
+		t.Fatalf("DuckDB groups %v, the merge-read's %v", groups, kinds)
+	}
+	for _, g := range groups {
+		if g["n"] != fmt.Sprint(kinds[g["kind"].(string)]) {
+			t.Fatalf("DuckDB groups %v, the merge-read's %v", groups, kinds)
+		}
+	}
+	return groups
 }

@@ -85,6 +85,13 @@ type Options struct {
 	// fails with ErrReadOnly. The directory is still locked. Unsynced data
 	// in the WAL is replayed into memory, not flushed.
 	ReadOnly bool
+	// DeferCompactions opens the store with Pebble's automatic
+	// compactions off, for a process that reads the store once and
+	// briefly (the CLI's export): the compactions the last writer left
+	// owing cost memory and time that such a reader need not spend, and
+	// the next open without DeferCompactions does them. Writes are not
+	// stalled for the tables that pile up in the meantime.
+	DeferCompactions bool
 	// FS is the filesystem Pebble runs on; nil means the operating system's.
 	// Tests pass vfs.NewMem or vfs.NewCrashableMem.
 	FS vfs.FS

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,6 +100,10 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 			Logger:             pebbleLogger{l: opts.Logger, fatal: fatal},
 			ReadOnly:           readOnly,
 			Lock:               lock,
+		}
+		if opts.DeferCompactions {
+			po.DisableAutomaticCompactions = true
+			po.L0StopWritesThreshold = math.MaxInt32
 		}
 		if tunePebble != nil {
 			tunePebble(po)

@@ -99,8 +99,9 @@ func (g *globals) nodeConfig(keys *sealed.Keyring, node int) echostore.Config {
 
 // open returns the backend of a command: the serve that holds --data, if
 // one answers on <data>/serve.sock, else a Node opened on --data with
-// Redis as need says.
-func open(ctx context.Context, g *globals, need redisNeed) (*session, error) {
+// Redis as need says. tune, if given, adjusts the Config of a Node opened
+// here (not a serve's).
+func open(ctx context.Context, g *globals, need redisNeed, tune ...func(*echostore.Config)) (*session, error) {
 	// The remote's keys are checked before anything is contacted.
 	keys, err := g.keyring()
 	if err != nil {
@@ -131,6 +132,9 @@ func open(ctx context.Context, g *globals, need redisNeed) (*session, error) {
 		} else {
 			cfg.Redis = g.redis
 		}
+	}
+	for _, t := range tune {
+		t(&cfg)
 	}
 	n, err := echostore.Open(ctx, cfg)
 	switch {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"runtime/debug"
+
 	"github.com/spf13/cobra"
 
 	"github.com/echostore/echostore"
@@ -53,7 +55,7 @@ Query the folder as one table:
 				return err
 			}
 			ctx := cmd.Context()
-			b, err := open(ctx, g, redisRequired)
+			b, err := open(ctx, g, redisRequired, leanStore)
 			if err != nil {
 				return err
 			}
@@ -74,4 +76,17 @@ Query the folder as one table:
 	f.IntVar(&rows, "rows-per-file", 0, "most records in one file (0: 1048576)")
 	f.StringVar(&key, "key", "", keyFlagUsage)
 	return cmd
+}
+
+// exportGCPercent is the export's GOGC: what it allocates per record is
+// garbage at once (its live heap is a row group), so a heap let grow to
+// twice the live one would hold only garbage.
+const exportGCPercent = 50
+
+// leanStore opens the data dir for a CLI export (Config.ReadMostly), so
+// that the export's resident memory stays flat however long the history
+// (TestExportMemoryFlat).
+func leanStore(cfg *echostore.Config) {
+	cfg.ReadMostly = true
+	debug.SetGCPercent(exportGCPercent)
 }
