@@ -20,6 +20,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	pzstd "github.com/parquet-go/parquet-go/compress/zstd"
 
+	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/durable"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/names"
@@ -47,7 +48,7 @@ import (
 // takes the union by name (DuckDB: read_parquet(…, union_by_name = true)).
 
 // ExportManifest is the name of the manifest in an export's folder.
-const ExportManifest = "manifest.json"
+const ExportManifest = api.ExportManifest
 
 // DefaultExportRows is how many records an export writes to one file at
 // most when ExportOptions.RowsPerFile is zero.
@@ -87,59 +88,20 @@ type ExportOptions struct {
 	Progress func(ExportProgress)
 }
 
-// ExportProgress is how far an export has come.
-type ExportProgress struct {
-	Rows  int64  // records written by this export
-	Files int    // files written by this export
-	Last  string // the id of the last record written
-}
+// ExportProgress is api.ExportProgress.
+type ExportProgress = api.ExportProgress
 
-// ExportFile describes one file of an export, in its manifest.
-type ExportFile struct {
-	// Name is the file's name in the folder: part-<ms>-<seq>.parquet after
-	// the Redis id of its last record, zero-padded so that the names sort
-	// in id order.
-	Name string `json:"name"`
-	Rows int64  `json:"rows"`
-	// FirstID and LastID are its first and last records' ids (as printed),
-	// FirstRedisID and LastRedisID their Redis ids.
-	FirstID      string `json:"first_id"`
-	LastID       string `json:"last_id"`
-	FirstRedisID string `json:"first_redis_id"`
-	LastRedisID  string `json:"last_redis_id"`
-	// Typed are its typed columns (f_<name>), by name.
-	Typed []ExportColumn `json:"typed"`
-}
+// ExportFile is api.ExportFile.
+type ExportFile = api.ExportFile
 
-// ExportColumn is one typed column of a file: the field it holds and its
-// type, "int64", "double" or "string".
-type ExportColumn struct {
-	Field string `json:"field"`
-	Type  string `json:"type"`
-}
+// ExportColumn is api.ExportColumn.
+type ExportColumn = api.ExportColumn
 
-// ExportManifestFile is the manifest of an export's folder: the stream, the
-// files in id order, and the watermark of the export: the Redis id of the
-// last record written (null before any).
-type ExportManifestFile struct {
-	Format    int          `json:"format"`
-	Queue     string       `json:"queue,omitempty"`
-	Stream    string       `json:"stream,omitempty"`
-	Key       string       `json:"key,omitempty"`
-	Watermark *string      `json:"watermark"`
-	Files     []ExportFile `json:"files"`
-}
+// ExportManifestFile is api.ExportManifestFile.
+type ExportManifestFile = api.ExportManifestFile
 
-// ExportResult is the answer of an export: the files it wrote (none when
-// nothing came after the last export), the records in them, the watermark
-// it resumed after (null: the first export) and the manifest's path.
-type ExportResult struct {
-	Files        []ExportFile `json:"files"`
-	Rows         int64        `json:"rows"`
-	ResumedAfter *string      `json:"resumed_after"`
-	Watermark    *string      `json:"watermark"`
-	Manifest     string       `json:"manifest"`
-}
+// ExportResult is api.ExportResult.
+type ExportResult = api.ExportResult
 
 // ErrExportSealed: an export into an encrypted remote (ExportOptions.Remote).
 var ErrExportSealed = errors.New("echostore: the remote is encrypted: an export there would be plaintext beside sealed volumes; export to a folder")

@@ -192,6 +192,12 @@ func TestBrowserStreamDetail(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the key stream's history", `document.getElementById("scrub-at").textContent.startsWith("records 1–6 of 6")`)
+	// Its export into the bucket: the six records, and where they went.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { for (const tr of document.querySelectorAll("#streams tr"))
+		if (tr.dataset.key === `+strconv.Quote(keyName)+`) { tr.querySelector("button.export").click(); return true; } return false; })()`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the export's answer", `/^exported 6 records of .* in 1 files: exports\/archive-key.*\/manifest\.json$/.test(document.getElementById("state").textContent)`)
 
 	// A stream of a queue with a consumer group that stalls.
 	ids := appendN(e, q, "s", 0, 20)

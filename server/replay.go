@@ -84,15 +84,8 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
 	opts.Force = force
 	// A shutdown stops the replay at its next batch, so that it never
 	// holds serve's shutdown up (a run again goes on where it stopped).
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := s.untilShutdown(r.Context())
 	defer cancel()
-	go func() {
-		select {
-		case <-s.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	res, err := s.node.Replay(ctx, ref, opts)
 	if res.Copied > 0 || err != nil {
 		queue, stream := refLabels(ref)
@@ -109,4 +102,19 @@ func (s *Server) handleReplay(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, res)
 	return nil
+}
+
+// untilShutdown returns ctx, ended also by serve's shutdown: a long
+// request (a replay, an export) stops at its next step and never holds
+// the shutdown up. The caller must call cancel.
+func (s *Server) untilShutdown(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }

@@ -54,6 +54,7 @@ func (s *Server) routes() []route {
 	api("GET /v1/streams/{q}/{s}/archive", s.handleStatus)
 	api("GET /v1/streams/{q}/{s}/groups", s.handleGroups)
 	api("POST /v1/streams/{q}/{s}/replay", s.handleReplay)
+	api("POST /v1/streams/{q}/{s}/export", s.handleExport)
 	// The same operations on the stream at any Redis key K, path-escaped
 	// as one segment.
 	api("POST /v1/keys/{k}", s.handleAppend)
@@ -63,6 +64,7 @@ func (s *Server) routes() []route {
 	api("GET /v1/keys/{k}/archive", s.handleStatus)
 	api("GET /v1/keys/{k}/groups", s.handleGroups)
 	api("POST /v1/keys/{k}/replay", s.handleReplay)
+	api("POST /v1/keys/{k}/export", s.handleExport)
 	api("GET /v1/queues", s.handleQueues)
 	api("GET /v1/series", s.handleSeries)
 	api("GET /v1/nodes", s.handleNodes)

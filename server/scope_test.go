@@ -40,6 +40,8 @@ var wantScope = map[string]Scope{
 	"POST /v1/keys/{k}/cycle?retain_count=5": ScopeAdmin,
 	"POST /v1/keys/{k}/replay":               ScopeWrite,
 	"POST /v1/keys/{k}/replay?force=true":    ScopeAdmin,
+	"POST /v1/keys/{k}/export":               ScopeAdmin,
+	"POST /v1/streams/{q}/{s}/export":        ScopeAdmin,
 	"GET /v1/queues/{q}":                     ScopeRead,
 	"GET /v1/queues/{q}/dead":                ScopeRead,
 	"GET /v1/queues":                         ScopeRead,

@@ -6,6 +6,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/echostore/echostore"
+	"github.com/echostore/echostore/api"
+	"github.com/echostore/echostore/client"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/xid"
 )
@@ -14,9 +16,10 @@ func newExportCmd(g *globals) *cobra.Command {
 	var (
 		dir, to, key string
 		rows         int
+		intoRemote   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "export (QUEUE STREAM | --key K) --dir DIR [--to ID] [--rows-per-file N]",
+		Use:   "export (QUEUE STREAM | --key K) (--dir DIR | --into-remote) [--to ID] [--rows-per-file N]",
 		Short: "Write a stream's archive and live tail to Parquet files, for DuckDB, pyarrow or Spark",
 		Long: `Write the records of the stream, as stream read reads them (the archive, then
 the live tail), to Parquet files in DIR: one row per record with its id, its
@@ -26,7 +29,10 @@ values parse as one type (docs/EXPORT.md). DIR/manifest.json lists the files
 in id order and the watermark: the Redis id of the last record written.
 
 The export is incremental: run it again and it writes only what came after the
-watermark, in new files. --to ID stops at ID (inclusive). Each file is written
+watermark, in new files. --to ID stops at ID (inclusive). --into-remote puts
+the files and the manifest into the remote bucket instead, under
+exports/<the stream's volume>/ (through serve when it holds --data); an
+encrypted remote refuses it. Each file is written
 whole and renamed into place before the manifest names it; an export
 interrupted writes the same file again the next time. A progress line shows
 on stderr when stdout is a terminal; the summary is one JSON line:
@@ -37,8 +43,8 @@ Query the folder as one table:
   duckdb -c "select count(*) from read_parquet('DIR/*.parquet', union_by_name = true)"`,
 		Args: exactStream(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if dir == "" {
-				return usageError("give --dir DIR: the folder the files and the manifest go to")
+			if (dir == "") == !intoRemote {
+				return usageError("give --dir DIR (the folder the files and the manifest go to) or --into-remote (the remote bucket), one of them")
 			}
 			if rows < 0 {
 				return usageError("--rows-per-file %d: want 1 or more (0: %d)", rows, echostore.DefaultExportRows)
@@ -62,7 +68,17 @@ Query the folder as one table:
 			defer b.close()
 			p := newRecordBar(g, "export")
 			opts.Progress = func(ep echostore.ExportProgress) { p.set(ep.Rows) }
-			res, err := echostore.ExportFrom(ctx, b.Read, ref, opts)
+			var res echostore.ExportResult
+			switch c, viaServe := b.backend.(*client.Client); {
+			case !intoRemote:
+				res, err = echostore.ExportFrom(ctx, b.Read, ref, opts)
+			case viaServe:
+				body := api.ExportBody{To: to, RowsPerFile: rows}
+				res, err = c.ExportRemote(ctx, ref, body)
+			default:
+				opts.Dir, opts.Remote = "", true
+				res, err = b.node.Export(ctx, ref, opts)
+			}
 			p.done()
 			if err != nil {
 				return err
@@ -74,6 +90,7 @@ Query the folder as one table:
 	f.StringVar(&dir, "dir", "", "the folder the Parquet files and manifest.json go to (made if missing; an export there is continued)")
 	f.StringVar(&to, "to", "", "highest id to export, inclusive (EVT_… or <ms>-<seq>; default: all)")
 	f.IntVar(&rows, "rows-per-file", 0, "most records in one file (0: 1048576)")
+	f.BoolVar(&intoRemote, "into-remote", false, "put the files and the manifest into the remote bucket, under exports/<volume>/, instead of --dir")
 	f.StringVar(&key, "key", "", keyFlagUsage)
 	return cmd
 }
