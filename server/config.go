@@ -313,6 +313,17 @@ func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// UnmarshalText parses text with ParseByteSize, so that a ByteSize
+// decodes from any text format (a configuration file, flag.TextVar).
+func (b *ByteSize) UnmarshalText(text []byte) error {
+	v, err := ParseByteSize(string(text))
+	if err != nil {
+		return err
+	}
+	*b = v
+	return nil
+}
+
 // String writes b in the largest binary unit that divides it (1GiB,
 // 1536MiB, 100B).
 func (b ByteSize) String() string {

@@ -158,6 +158,14 @@ func TestConfigCacheSize(t *testing.T) {
 			t.Errorf("%q: %v, want ErrConfig saying %q", yml, err, msg)
 		}
 	}
+	// UnmarshalText is ParseByteSize, for any text decoder.
+	var b ByteSize
+	if err := b.UnmarshalText([]byte("1536 MiB")); err != nil || b != 1536<<20 {
+		t.Errorf("UnmarshalText(1536 MiB): %v %v", b, err)
+	}
+	if err := b.UnmarshalText([]byte("1GB")); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `size "1GB"`) {
+		t.Errorf("UnmarshalText(1GB): %v, want ErrConfig", err)
+	}
 	for b, want := range map[ByteSize]string{1 << 30: "1GiB", 1536 << 20: "1536MiB", 100: "100B", 0: "0B", 1025: "1025B"} {
 		if got := b.String(); got != want {
 			t.Errorf("ByteSize(%d).String() = %q, want %q", int64(b), got, want)
