@@ -1,19 +1,14 @@
 package server
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	echostore "github.com/echostore/echostore"
 	"github.com/echostore/echostore/accept"
@@ -56,120 +51,125 @@ var ErrConfig = errors.New("invalid serve configuration")
 // the window drops is archived (folded, then trimmed) or only trimmed.
 type StreamConfig struct {
 	// Name is the stream's name (in a Queue's Streams list).
-	Name string `yaml:"name"`
+	Name string
 	// Key is the Redis key of a stream an application writes (in the
 	// top-level Streams list, names.ParseKey): the stream is K itself.
-	Key string `yaml:"key"`
+	Key string
 	// Keep leaves the newest Keep records live (0: no count limit).
-	Keep int64 `yaml:"keep"`
+	Keep int64
 	// MaxAge leaves records younger than MaxAge live (0: no age limit).
-	MaxAge time.Duration `yaml:"max_age"`
+	MaxAge time.Duration
 	// Archived: fold before trim (nil: the default's).
-	Archived *bool `yaml:"archived"`
+	Archived *bool
 	// TrimAfter is "local" or "remote" ("": the default's).
-	TrimAfter string `yaml:"trim_after"`
+	TrimAfter string
 	// RetainCount keeps at most the newest RetainCount archived records,
 	// dropping older ones on every cycle (archive.Retention.Count; 0: no
 	// limit). With RetainAge, the stream's retention horizon; a stream
 	// that gives neither has the default's.
-	RetainCount uint64 `yaml:"retain_count"`
+	RetainCount uint64
 	// RetainAge drops archived records minted longer ago than RetainAge on
 	// every cycle (archive.Retention.MaxAge; 0: no limit).
-	RetainAge time.Duration `yaml:"retain_age"`
+	RetainAge time.Duration
 	// MaxLive is the most records beyond the window a consumer group may
 	// hold back before it is stalled (archive.GroupLimits.MaxLive; 0: the
 	// default's, else 10 × keep; negative: no limit).
-	MaxLive int64 `yaml:"max_live"`
+	MaxLive int64
 	// MaxHold is the greatest age of the oldest entry a consumer group may
 	// hold back before it is stalled (archive.GroupLimits.MaxHold; 0: the
 	// default's, else max_age + 1h; negative: no limit).
-	MaxHold time.Duration `yaml:"max_hold"`
+	MaxHold time.Duration
 	// StalledGroups is what a cycle does about a stalled group: "hold"
 	// (keep its entries live) or "archive" (trim past them; the archive
 	// serves them). "": the default's, else hold.
-	StalledGroups string `yaml:"stalled_groups"`
+	StalledGroups string
 }
 
 // QueueConfig declares a queue and its streams.
 type QueueConfig struct {
-	Name    string         `yaml:"name"`
-	Streams []StreamConfig `yaml:"streams"`
+	// Name is the queue's name (names.ParseQueue).
+	Name string
+	// Streams are the queue's streams, each by its Name.
+	Streams []StreamConfig
 }
 
 // Config configures a Server. The zero value of every field but Data and
-// Redis means its default; LoadConfig reads one from YAML.
+// Redis means its default; New (and Checked) refuse a value out of range
+// with an error wrapping ErrConfig or ErrInsecure. Serve's YAML file
+// (--config, docs/SERVE.md) is decoded into one by cmd/echostore; the
+// comments name a field's key in that file where it has one.
 type Config struct {
 	// Listen is the HTTP address (default DefaultListen). A non-loopback
 	// address needs a token (Token or Tokens).
-	Listen string `yaml:"listen"`
+	Listen string
 	// RESP, if set, is the address of the RESP front (package resp): the
 	// Redis protocol, archived streams read as archive ∪ live, every other
 	// command relayed to Redis (docs/RESP.md). It needs AUTH with a token
 	// when the server has tokens; an address other than loopback needs a
 	// token, as Listen does.
-	RESP string `yaml:"resp"`
+	RESP string
 	// Token, if set, is a bearer token with the admin scope (at least
 	// MinTokenLen bytes). Tokens, whose values are read from files, keep
 	// them out of the configuration.
-	Token string `yaml:"token"`
+	Token string
 	// Tokens are the bearer tokens the server accepts, each with its
 	// scopes. With Token and Tokens both empty the API is open to every
 	// caller that passes the browser boundary (loopback only).
-	Tokens []TokenConfig `yaml:"tokens"`
+	Tokens []TokenConfig
 	// AllowedHosts are the Host header values the server answers besides
 	// its listen address ("name" for any port, or "name:port"): the names
 	// a reverse proxy or a DNS name in front of it gives. Any other Host is
 	// 421 Misdirected Request (a DNS-rebinding page reads nothing).
-	AllowedHosts []string `yaml:"allowed_hosts"`
+	AllowedHosts []string
 	// MetricsPublic serves /metrics without a token; by default it needs
 	// the read scope once the server has a token (its series name every
 	// queue and stream).
-	MetricsPublic bool `yaml:"metrics_public"`
+	MetricsPublic bool
 	// Faults registers the fault route, POST /v1/streams/{q}/{s}/fault
 	// (admin scope), which makes the next cycle of a stream skip its trim:
 	// for demos and drills only. Without it the route does not exist (404).
-	Faults bool `yaml:"faults"`
+	Faults bool
 	// Redis is the Redis URL.
-	Redis string `yaml:"redis"`
+	Redis string
 	// Data is the data directory; its graft store is Data/graft.
-	Data string `yaml:"data"`
+	Data string
 	// Remote is the object-store URL (default file://<Data>/remote).
-	Remote string `yaml:"remote"`
+	Remote string
 	// RemoteKeyFile, if set, encrypts at rest every object written to the
 	// remote, with the key the file holds: 32 random bytes, or them as 64
 	// hex digits or 44 base64 characters (openssl rand -hex 32;
 	// graft/remote/sealed.ParseKey). Anything else is refused at start.
-	RemoteKeyFile string `yaml:"remote_key_file"`
+	RemoteKeyFile string
 	// RemoteOldKeyFiles are keys that still read objects sealed before a
 	// rotation (never write); they need RemoteKeyFile (or RemoteKey).
-	RemoteOldKeyFiles []string `yaml:"remote_old_key_files"`
+	RemoteOldKeyFiles []string
 	// RemoteKey is the key in place of RemoteKeyFile (serve parses it from
-	// ECHOSTORE_REMOTE_KEY); RemoteKeyFile wins. Not in the YAML: a
-	// configuration file names a key file.
-	RemoteKey sealed.Key `yaml:"-"`
+	// ECHOSTORE_REMOTE_KEY); RemoteKeyFile wins. Serve's configuration
+	// file has no key for it: a file names a key file.
+	RemoteKey sealed.Key
 	// Dev allows a mem:// remote (serve --dev): the remote log then lives
 	// in the process's memory, so a sync enqueue's acknowledgement means
 	// nothing after a crash. For demos and tests only.
-	Dev bool `yaml:"dev"`
+	Dev bool
 	// Node is the node number of the ids this server mints.
-	Node int `yaml:"node"`
+	Node int
 	// Restore rebuilds a data dir that holds no store (a lost disk) from
 	// the remote before serving (echostore.RestoreIfEmpty): every archive
 	// volume of the remote and this node's accept volumes, lazily; a data
 	// dir that holds a store opens as it is, one that holds anything else
 	// is refused (echostore.ErrNotEmpty). The remote must be outside the
 	// data dir.
-	Restore bool `yaml:"restore"`
+	Restore bool
 	// Beat is how often the archive driver and retention run (default
 	// DefaultBeat).
-	Beat time.Duration `yaml:"beat"`
+	Beat time.Duration
 	// Sweep bounds how long an archived stream that others append to
 	// (plain XADD, key streams) waits for its cycle: the beat cycles an
 	// archived stream only when something may have changed (appends
 	// through echostore name it in the change feed, emq:{Q}:dirty), and
 	// reads the top of every other stream of its share once per Sweep
 	// (default DefaultSweep; docs/SERVE.md, "The beat").
-	Sweep time.Duration `yaml:"sweep"`
+	Sweep time.Duration
 	// ReplicateEvery is the background replication's bound: every archive
 	// and accept volume is pushed within ReplicateEvery of its first commit
 	// not yet pushed, whatever trim_after says; a quiet volume makes no
@@ -177,19 +177,19 @@ type Config struct {
 	// echostore.DefaultReplicateEvery (1s); negative: off (volumes reach
 	// the remote only through trim_after: remote, sync enqueues and
 	// `volume push`).
-	ReplicateEvery time.Duration `yaml:"replicate_every"`
+	ReplicateEvery time.Duration
 	// Defaults applies to streams that come into being on first use and
 	// fills what a declared stream leaves out. Zero: archived, Keep
 	// DefaultKeep, trim after local.
-	Defaults StreamConfig `yaml:"defaults"`
+	Defaults StreamConfig
 	// Queues declares queues and streams; their streams are cycled from
 	// the first beat on, used or not.
-	Queues []QueueConfig `yaml:"queues"`
+	Queues []QueueConfig
 	// Streams declares streams at any Redis key, each by its Key (no
 	// Name): the streams applications already write. They are cycled from
 	// the first beat on; one whose key does not exist yet is skipped until
 	// it does.
-	Streams []StreamConfig `yaml:"streams"`
+	Streams []StreamConfig
 	// CacheSize is the data dir's block cache (cache_size: 1GiB): the
 	// archive blocks merge-reads read stay in memory decompressed, up to
 	// this much (echostore.Config.CacheSize, graft.Options.CacheSize). A
@@ -197,58 +197,58 @@ type Config struct {
 	// archive's size on disk times two or three (docs/BENCHMARKS.md, issue
 	// 19). 0: graft.DefaultCacheSize (128 MiB); below graft.MinCacheSize is
 	// refused at start.
-	CacheSize ByteSize `yaml:"cache_size"`
+	CacheSize ByteSize
 	// History is how long the archive volumes keep their past states for
 	// as-of reads (history: 24h; echostore.Config.History): ?as_of= and
 	// stream read --as-of reach back this far at least. 0 (the default):
 	// as far as the local GC horizon alone; negative is refused at start.
-	History time.Duration `yaml:"history"`
+	History time.Duration
 	// MaxBody bounds a request body in bytes (default DefaultMaxBody).
-	MaxBody int64 `yaml:"max_body"`
+	MaxBody int64
 	// BodyTimeout bounds how long a request's body may take to arrive once
 	// its headers are in (default DefaultBodyTimeout): a client that trickles
 	// a body is cut off instead of holding a handler.
-	BodyTimeout time.Duration `yaml:"body_timeout"`
+	BodyTimeout time.Duration
 	// CheckpointEvery is how often serve checkpoints the accept outbox's
 	// records not yet durable (default accept.DefaultFlushInterval): with
 	// the K records of a block, the bound of what a crash can lose.
-	CheckpointEvery time.Duration `yaml:"checkpoint_every"`
+	CheckpointEvery time.Duration
 	// SampleEvery is how often serve samples the dashboard's live charts
 	// (default DefaultSampleEvery; they reach 15 minutes back).
-	SampleEvery time.Duration `yaml:"sample_every"`
+	SampleEvery time.Duration
 	// MaxStreams bounds the streams the server cycles: those the
 	// configuration declares, those met through the API and those
 	// discovered in Redis (default DefaultMaxStreams; there is no
 	// unlimited). A stream beyond it is refused (ErrTooManyStreams) before
 	// anything is written for it; a configuration that declares more is
 	// refused at start. Deleting a stream frees its place.
-	MaxStreams int `yaml:"max_streams"`
+	MaxStreams int
 	// MaxQueues bounds the job queues the accept tier takes (each has an
 	// accept volume, a committer and a dispatcher): an enqueue on a queue
 	// new beyond it is refused (accept.ErrTooManyQueues, HTTP 403) before
 	// anything is recorded. Queues with work left from before a restart are
 	// always taken. Default accept.DefaultMaxQueues; there is no unlimited.
-	MaxQueues int `yaml:"max_queues"`
+	MaxQueues int
 	// Discover adopts the archived streams registered in Redis (the sets
 	// emq:{Q}:archived) that are neither declared nor used through the API,
 	// on the first beat and then at most every echostore.DefaultDiscoverEvery (nil: true).
-	Discover *bool `yaml:"discover"`
+	Discover *bool
 	// GCEvery is how often serve's background remote GC runs over the
 	// data dir's volumes (default DefaultGCEvery; negative, e.g. -1s:
 	// never): each pass checkpoints the remote logs that moved and deletes
 	// what no checkpoint older than GCGrace, nor any commit after it,
 	// references (echostore.Config.GCEvery; docs/REMOTE.md, "Remote GC").
-	GCEvery time.Duration `yaml:"gc_every"`
+	GCEvery time.Duration
 	// GCGrace is how long a reader's pull stays good: no remote object a
 	// state pulled within it references is deleted (default
 	// echostore.DefaultGCGrace). A follower idle for longer pulls again.
-	GCGrace time.Duration `yaml:"gc_grace"`
+	GCGrace time.Duration
 
 	// AllowEviction connects to a Redis whose maxmemory-policy may evict
 	// (tests only; eviction drops streams silently).
-	AllowEviction bool `yaml:"-"`
+	AllowEviction bool
 	// Logger receives the server's logs (default slog.Default()).
-	Logger *slog.Logger `yaml:"-"`
+	Logger *slog.Logger
 
 	// tokens are Token and Tokens with their values, read by withDefaults.
 	tokens []authToken
@@ -260,7 +260,7 @@ type Config struct {
 // number of bytes (134217728) or of a binary unit: KiB, MiB, GiB or TiB
 // (128MiB, 1GiB; a space before the unit is allowed). Anything else (a
 // fraction, a negative size, a decimal unit such as GB, a size past 2^63)
-// is refused when the configuration is parsed.
+// is refused by ParseByteSize.
 type ByteSize int64
 
 // byteUnits are the units a ByteSize takes, largest first.
@@ -300,14 +300,12 @@ func ParseByteSize(s string) (ByteSize, error) {
 	return ByteSize(v << shift), nil
 }
 
-// UnmarshalYAML parses a scalar with ParseByteSize.
-func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("%w: line %d: want a size such as 1GiB", ErrConfig, n.Line)
-	}
-	v, err := ParseByteSize(n.Value)
+// UnmarshalText parses text with ParseByteSize, so that a ByteSize
+// decodes from any text format (a configuration file, flag.TextVar).
+func (b *ByteSize) UnmarshalText(text []byte) error {
+	v, err := ParseByteSize(string(text))
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return err
 	}
 	*b = v
 	return nil
@@ -327,79 +325,16 @@ func (b ByteSize) String() string {
 // TokenConfig is one bearer token of Config.Tokens.
 type TokenConfig struct {
 	// Name names the token in errors and logs (never its value).
-	Name string `yaml:"name"`
+	Name string
 	// Scopes are "read", "write" and/or "admin"; the token may do what the
 	// highest of them allows (admin includes write, write includes read).
-	Scopes []string `yaml:"scopes"`
+	Scopes []string
 	// File holds the token (a trailing newline is trimmed). It must exist,
 	// hold at least MinTokenLen bytes and not be readable by every user.
-	File string `yaml:"file"`
-	// Value is the token itself, for a Config built in code (no YAML key:
-	// a configuration file gives File).
-	Value string `yaml:"-"`
-}
-
-// LoadConfig reads a YAML configuration file. Unknown keys are errors. A
-// file that holds a token (token:) must not be readable by every user.
-func LoadConfig(path string) (Config, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	c, err := ParseConfig(b)
-	if err != nil {
-		return c, err
-	}
-	if c.Token != "" {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-		if fi.Mode().Perm()&0o004 != 0 {
-			return Config{}, fmt.Errorf("%w: %s holds a token (token:) and is readable by every user of the machine (mode %v): chmod o-r %s, or move the token to a file of its own (tokens: [{name, scopes, file}])",
-				ErrConfig, path, fi.Mode().Perm(), path)
-		}
-	}
-	return c, nil
-}
-
-// ParseConfig parses a YAML configuration. Unknown keys are errors.
-func ParseConfig(b []byte) (Config, error) {
-	// Every number of the configuration is a whole number (counts, a node
-	// number) or a duration: a fraction would be truncated silently by the
-	// decoder (keep: 1.9 would keep 1), so it is refused first.
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	if n := findFloat(&doc); n != nil {
-		return Config{}, fmt.Errorf("%w: line %d: %s is not a whole number (every number of the configuration is a count or a node number; durations take units, e.g. 1.5s)", ErrConfig, n.Line, n.Value)
-	}
-	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	return c, nil
-}
-
-// findFloat returns the first scalar of n tagged as a float, nil if none,
-// except the values of name: and key: (a queue, stream or key may be named
-// 1.5 without quotes).
-func findFloat(n *yaml.Node) *yaml.Node {
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" {
-		return n
-	}
-	for i, c := range n.Content {
-		if n.Kind == yaml.MappingNode && i%2 == 1 && (n.Content[i-1].Value == "name" || n.Content[i-1].Value == "key") {
-			continue
-		}
-		if f := findFloat(c); f != nil {
-			return f
-		}
-	}
-	return nil
+	File string
+	// Value is the token itself, for a Config built in code (serve's
+	// configuration file has no key for it: a file gives File).
+	Value string
 }
 
 // stream is a resolved StreamConfig.

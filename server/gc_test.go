@@ -11,16 +11,12 @@ import (
 	"github.com/echostore/echostore/graft"
 )
 
-// TestConfigGC: gc_every and gc_grace parse, default to DefaultGCEvery and
-// echostore.DefaultGCGrace, reach the node's config (a negative gc_every
-// turns the background GC off), and a negative gc_grace is refused.
+// TestConfigGC: GCEvery and GCGrace default to DefaultGCEvery and
+// echostore.DefaultGCGrace, reach the node's config (a negative GCEvery
+// turns the background GC off), and a negative GCGrace is refused.
 func TestConfigGC(t *testing.T) {
-	c, err := ParseConfig([]byte("gc_every: 30s\ngc_grace: 2h\n"))
+	c, err := checked(Config{GCEvery: 30 * time.Second, GCGrace: 2 * time.Hour})
 	if err != nil {
-		t.Fatal(err)
-	}
-	c.Data, c.Redis = "d", "r"
-	if c, err = c.withDefaults(); err != nil {
 		t.Fatal(err)
 	}
 	if nc := c.NodeConfig(); nc.GCEvery != 30*time.Second || nc.GCGrace != 2*time.Hour {
@@ -40,12 +36,7 @@ func TestConfigGC(t *testing.T) {
 	if nc := off.NodeConfig(); nc.GCEvery != 0 {
 		t.Fatalf("gc_every -1s: node GCEvery %v, want 0 (off)", nc.GCEvery)
 	}
-	c, err = ParseConfig([]byte("gc_grace: -1s\n"))
-	if err == nil {
-		c.Data, c.Redis = "d", "r"
-		_, err = c.withDefaults()
-	}
-	if !errors.Is(err, ErrConfig) {
+	if _, err = checked(Config{GCGrace: -time.Second}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("gc_grace -1s: %v, want ErrConfig", err)
 	}
 }
@@ -108,54 +99,48 @@ func gcMetricValue(text, name string) float64 {
 	return -1
 }
 
-// TestConfigCacheSize: cache_size parses as a whole number of bytes or of
-// a binary unit, defaults to graft's, reaches the node's config (and so
-// the graft store, TestCacheSize in the root package), and every other
-// spelling, or a size below graft.MinCacheSize, is ErrConfig with the key
-// and the value in the message.
+// TestConfigCacheSize: CacheSize defaults to graft's and reaches the
+// node's config (and so the graft store, TestCacheSize in the root
+// package); a size below graft.MinCacheSize is ErrConfig naming the key
+// and the value. ParseByteSize takes a whole number of bytes or of a
+// binary unit, and refuses every other spelling with ErrConfig saying why.
 func TestConfigCacheSize(t *testing.T) {
-	check := func(yml string) (Config, error) {
-		c, err := ParseConfig([]byte(yml))
+	for size, want := range map[ByteSize]int64{0: graft.DefaultCacheSize, 1 << 30: 1 << 30, graft.MinCacheSize: graft.MinCacheSize} {
+		c, err := checked(Config{CacheSize: size})
 		if err != nil {
-			return c, err
-		}
-		c.Data, c.Redis = "d", "r"
-		return c.withDefaults()
-	}
-	for yml, want := range map[string]int64{
-		"":                         graft.DefaultCacheSize,
-		"cache_size: 1GiB\n":       1 << 30,
-		"cache_size: 1536 MiB\n":   1536 << 20,
-		"cache_size: 134217728\n":  134217728,
-		"cache_size: 262144KiB\n":  256 << 20,
-		"cache_size: 1TiB\n":       1 << 40,
-		"cache_size: \"2GiB\"\n":   2 << 30,
-		"cache_size: 134217728B\n": 134217728,
-	} {
-		c, err := check(yml)
-		if err != nil {
-			t.Fatalf("%q: %v", yml, err)
+			t.Fatalf("%v: %v", size, err)
 		}
 		if got := c.NodeConfig().CacheSize; got != want {
-			t.Errorf("%q: node CacheSize %d, want %d", yml, got, want)
+			t.Errorf("%v: node CacheSize %d, want %d", size, got, want)
 		}
 	}
-	for yml, msg := range map[string]string{
-		"cache_size: 64MiB\n":                    "cache_size 64MiB: want at least 128MiB",
-		"cache_size: 1\n":                        "want at least 128MiB",
-		"cache_size: 1GB\n":                      `size "1GB": not a whole number`,
-		"cache_size: 1gib\n":                     `size "1gib"`,
-		"cache_size: 1.5GiB\n":                   `size "1.5GiB"`,
-		"cache_size: 1.5\n":                      "not a whole number",
-		"cache_size: -1GiB\n":                    "negative",
-		"cache_size: GiB\n":                      "no number",
-		"cache_size: 9999999TiB\n":               "too large",
-		"cache_size: [1]\n":                      "want a size",
-		"cache_size: \"99999999999999999999\"\n": "too large",
+	for size, msg := range map[ByteSize]string{64 << 20: "cache_size 64MiB: want at least 128MiB", 1: "want at least 128MiB"} {
+		if _, err := checked(Config{CacheSize: size}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%v: %v, want ErrConfig saying %q", size, err, msg)
+		}
+	}
+	for s, want := range map[string]ByteSize{
+		"1GiB": 1 << 30, "1536 MiB": 1536 << 20, "134217728": 134217728, "262144KiB": 256 << 20,
+		"1TiB": 1 << 40, "134217728B": 134217728, " 2GiB ": 2 << 30, "0": 0,
 	} {
-		_, err := check(yml)
-		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), msg) {
-			t.Errorf("%q: %v, want ErrConfig saying %q", yml, err, msg)
+		var got ByteSize
+		if err := got.UnmarshalText([]byte(s)); err != nil || got != want {
+			t.Errorf("%q: %v %v, want %v", s, got, err, want)
+		}
+	}
+	for s, msg := range map[string]string{
+		"1GB":                  `size "1GB": not a whole number`,
+		"1gib":                 `size "1gib"`,
+		"1.5GiB":               `size "1.5GiB"`,
+		"1.5":                  "not a whole number",
+		"-1GiB":                "negative",
+		"GiB":                  "no number",
+		"":                     "no number",
+		"9999999TiB":           "too large",
+		"99999999999999999999": "too large",
+	} {
+		if _, err := ParseByteSize(s); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%q: %v, want ErrConfig saying %q", s, err, msg)
 		}
 	}
 	for b, want := range map[ByteSize]string{1 << 30: "1GiB", 1536 << 20: "1536MiB", 100: "100B", 0: "0B", 1025: "1025B"} {

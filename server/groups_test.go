@@ -218,26 +218,21 @@ func TestStalledGroupsConfig(t *testing.T) {
 		t.Fatalf("merge-read: %d records, want 20", len(got))
 	}
 
-	for _, bad := range []string{
-		"queues: [{name: a, streams: [{name: s, stalled_groups: later}]}]",
-		"defaults: {stalled_groups: drop}",
-		"queues: [{name: a, streams: [{name: s, archived: false, stalled_groups: archive}]}]",
+	no := false
+	for _, bad := range []Config{
+		{Queues: []QueueConfig{{Name: "a", Streams: []StreamConfig{{Name: "s", StalledGroups: "later"}}}}},
+		{Defaults: StreamConfig{StalledGroups: "drop"}},
+		{Queues: []QueueConfig{{Name: "a", Streams: []StreamConfig{{Name: "s", Archived: &no, StalledGroups: "archive"}}}}},
 	} {
-		c, err := ParseConfig([]byte(bad))
-		if err == nil {
-			c.Data, c.Redis = "d", "r"
-			_, err = c.withDefaults()
-		}
-		if !errors.Is(err, ErrConfig) {
-			t.Errorf("%q: %v, want ErrConfig", bad, err)
+		if _, err := checked(bad); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: %v, want ErrConfig", bad, err)
 		}
 	}
-	c, err := ParseConfig([]byte("defaults: {max_live: 7, stalled_groups: archive}\nqueues: [{name: a, streams: [{name: s, max_hold: 2h}]}]"))
+	c, err := checked(Config{
+		Defaults: StreamConfig{MaxLive: 7, StalledGroups: "archive"},
+		Queues:   []QueueConfig{{Name: "a", Streams: []StreamConfig{{Name: "s", MaxHold: 2 * time.Hour}}}},
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	c.Data, c.Redis = "d", "r"
-	if c, err = c.withDefaults(); err != nil {
 		t.Fatal(err)
 	}
 	s, err := c.resolve(mustRef(t, "a", "s"), c.Queues[0].Streams[0])

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/internal/testserver"
@@ -18,17 +19,15 @@ import (
 // TestConfigKeyStreams: top-level streams are named by their key, and
 // what a key stream's entry may not hold is refused.
 func TestConfigKeyStreams(t *testing.T) {
-	c, err := ParseConfig([]byte(`
-defaults: {keep: 50}
-streams:
-  - {key: orders, keep: 100, max_age: 24h, trim_after: remote}
-  - {key: "app/eu:orders", archived: false}
-`))
+	no := false
+	c, err := checked(Config{
+		Defaults: StreamConfig{Keep: 50},
+		Streams: []StreamConfig{
+			{Key: "orders", Keep: 100, MaxAge: 24 * time.Hour, TrimAfter: "remote"},
+			{Key: "app/eu:orders", Archived: &no},
+		},
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	c.Data, c.Redis = "d", "redis://x"
-	if c, err = c.withDefaults(); err != nil {
 		t.Fatal(err)
 	}
 	all := c.declaredStreams()
@@ -45,22 +44,17 @@ streams:
 	if st, ok := c.declared(all[0].ref); !ok || st.window.Keep != 100 {
 		t.Fatalf("declared(orders) = %+v %v", st, ok)
 	}
-	for _, bad := range []string{
-		"streams: [{name: s}]",
-		"streams: [{key: ''}]",
-		"streams: [{key: 'emq:{q}:stream:s'}]",
-		"streams: [{key: k}, {key: k}]",
-		"streams: [{key: k, keep: -1}]",
-		"queues: [{name: a, streams: [{name: s, key: k}]}]",
-		"max_streams: 1\nqueues: [{name: a, streams: [{name: s}]}]\nstreams: [{key: k}]",
+	for _, bad := range []Config{
+		{Streams: []StreamConfig{{Name: "s"}}},
+		{Streams: []StreamConfig{{Key: ""}}},
+		{Streams: []StreamConfig{{Key: "emq:{q}:stream:s"}}},
+		{Streams: []StreamConfig{{Key: "k"}, {Key: "k"}}},
+		{Streams: []StreamConfig{{Key: "k", Keep: -1}}},
+		{Queues: []QueueConfig{{Name: "a", Streams: []StreamConfig{{Name: "s", Key: "k"}}}}},
+		{MaxStreams: 1, Queues: []QueueConfig{{Name: "a", Streams: []StreamConfig{{Name: "s"}}}}, Streams: []StreamConfig{{Key: "k"}}},
 	} {
-		c, err := ParseConfig([]byte(bad))
-		if err == nil {
-			c.Data, c.Redis = "d", "r"
-			_, err = c.withDefaults()
-		}
-		if !errors.Is(err, ErrConfig) {
-			t.Errorf("%q: %v, want ErrConfig", bad, err)
+		if _, err := checked(bad); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: %v, want ErrConfig", bad, err)
 		}
 	}
 }

@@ -138,23 +138,19 @@ func TestCycleRetention(t *testing.T) {
 	}
 }
 
-// TestConfigRetention: retain_count and retain_age per stream and in the
+// TestConfigRetention: RetainCount and RetainAge per stream and in the
 // defaults; refused on a stream that is not archived, or negative.
 func TestConfigRetention(t *testing.T) {
-	c, err := ParseConfig([]byte(`
-defaults: {retain_age: 720h}
-queues:
-  - name: q
-    streams:
-      - {name: a, retain_count: 100}
-      - {name: b}
-      - {name: c, archived: false}
-`))
+	no := false
+	c, err := checked(Config{
+		Defaults: StreamConfig{RetainAge: 720 * time.Hour},
+		Queues: []QueueConfig{{Name: "q", Streams: []StreamConfig{
+			{Name: "a", RetainCount: 100},
+			{Name: "b"},
+			{Name: "c", Archived: &no},
+		}}},
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	c.Data, c.Redis = "d", "r"
-	if c, err = c.withDefaults(); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := c.declared(mustRef(t, "q", "a"))
@@ -163,17 +159,13 @@ queues:
 	if a.retain != (archive.Retention{Count: 100}) || b.retain != (archive.Retention{MaxAge: 720 * time.Hour}) || !cs.retain.IsZero() {
 		t.Fatalf("resolved: %+v %+v %+v", a.retain, b.retain, cs.retain)
 	}
-	for _, bad := range []string{
-		"queues: [{name: a, streams: [{name: s, archived: false, retain_count: 3}]}]",
-		"queues: [{name: a, streams: [{name: s, retain_age: -1h}]}]",
+	for _, bad := range []StreamConfig{
+		{Name: "s", Archived: &no, RetainCount: 3},
+		{Name: "s", RetainAge: -time.Hour},
 	} {
-		c, err := ParseConfig([]byte(bad))
-		if err == nil {
-			c.Data, c.Redis = "d", "r"
-			_, err = c.withDefaults()
-		}
+		_, err := checked(Config{Queues: []QueueConfig{{Name: "a", Streams: []StreamConfig{bad}}}})
 		if err == nil || !strings.Contains(err.Error(), "retain") {
-			t.Errorf("%q: %v, want a refusal about retention", bad, err)
+			t.Errorf("%+v: %v, want a refusal about retention", bad, err)
 		}
 	}
 }

@@ -20,7 +20,7 @@ import (
 )
 
 // TestRESPConfig: a RESP address other than loopback needs a token, as
-// the HTTP address does; resp: is read from the configuration file.
+// the HTTP address does.
 func TestRESPConfig(t *testing.T) {
 	base := Config{Data: t.TempDir(), Redis: "redis://127.0.0.1:1/0"}
 	c := base
@@ -36,10 +36,6 @@ func TestRESPConfig(t *testing.T) {
 	c.RESP = "127.0.0.1:6380"
 	if _, err := c.Checked(); err != nil {
 		t.Fatalf("resp on loopback without a token: %v", err)
-	}
-	got, err := ParseConfig([]byte("resp: 127.0.0.1:6390\n"))
-	if err != nil || got.RESP != "127.0.0.1:6390" {
-		t.Fatalf("resp: in YAML: %+v, %v", got.RESP, err)
 	}
 }
 

@@ -415,49 +415,6 @@ func TestTokenConfig(t *testing.T) {
 	}
 }
 
-// TestBoundaryYAML: the keys of the boundary and the scoped tokens parse.
-func TestBoundaryYAML(t *testing.T) {
-	c, err := ParseConfig([]byte(`
-allowed_hosts: [echostore.internal]
-metrics_public: true
-faults: true
-tokens:
-  - {name: dash, scopes: [read], file: /run/secrets/dash}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !c.MetricsPublic || !c.Faults || len(c.AllowedHosts) != 1 || len(c.Tokens) != 1 ||
-		c.Tokens[0].File != "/run/secrets/dash" || c.Tokens[0].Scopes[0] != "read" {
-		t.Fatalf("parsed %+v", c)
-	}
-	if _, err := ParseConfig([]byte("tokens: [{name: a, scopes: [read], value: x}]")); err == nil {
-		t.Fatal("a token value in the YAML was accepted: only file is")
-	}
-}
-
-// TestTokenInConfigFile: a configuration file that holds a token is
-// refused while every user can read it, and read once it is private.
-func TestTokenInConfigFile(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "serve.yaml")
-	if err := os.WriteFile(p, []byte("token: "+adminToken+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(p, 0o644)
-	if _, err := LoadConfig(p); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "chmod o-r") || strings.Contains(err.Error(), adminToken) {
-		t.Fatalf("a world-readable configuration with a token: %v", err)
-	}
-	os.Chmod(p, 0o640)
-	if c, err := LoadConfig(p); err != nil || c.Token != adminToken {
-		t.Fatalf("a private configuration with a token: %v", err)
-	}
-	os.WriteFile(p, []byte("beat: 1s\n"), 0o644)
-	os.Chmod(p, 0o644)
-	if _, err := LoadConfig(p); err != nil {
-		t.Fatalf("a world-readable configuration without a token: %v", err)
-	}
-}
-
 // quiesced returns the state once the jobs enqueued so far are committed,
 // pushed and dispatched: the accept tier does that in the background, an
 // async job after up to accept.DefaultAsyncInterval, so a state taken at

@@ -663,23 +663,25 @@ func TestQueue(t *testing.T) {
 	}
 }
 
-// TestConfig: YAML keys, defaults, and refusals.
+// checked is c with a data dir and a Redis URL, checked as New checks
+// it (withDefaults).
+func checked(c Config) (Config, error) {
+	c.Data, c.Redis = "d", "r"
+	return c.withDefaults()
+}
+
+// TestConfig: defaults, the merge of a stream over them, and refusals.
 func TestConfig(t *testing.T) {
-	c, err := ParseConfig([]byte(`
-listen: 127.0.0.1:9999
-beat: 2s
-defaults: {archived: false, keep: 50}
-queues:
-  - name: orders
-    streams:
-      - {name: events, keep: 100, max_age: 24h, archived: true, trim_after: remote}
-      - {name: audit}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Data, c.Redis = "d", "redis://x"
-	c, err = c.withDefaults()
+	no, yes := false, true
+	c, err := checked(Config{
+		Listen:   "127.0.0.1:9999",
+		Beat:     2 * time.Second,
+		Defaults: StreamConfig{Archived: &no, Keep: 50},
+		Queues: []QueueConfig{{Name: "orders", Streams: []StreamConfig{
+			{Name: "events", Keep: 100, MaxAge: 24 * time.Hour, Archived: &yes, TrimAfter: "remote"},
+			{Name: "audit"},
+		}}},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -689,10 +691,6 @@ queues:
 		ev.window != (archive.Window{Keep: 100, MaxAge: 24 * time.Hour}) || au.archived || au.window.Keep != 50 {
 		t.Fatalf("resolved: %+v %+v %+v", c, ev, au)
 	}
-	// A name that reads as a number is still a name.
-	if c, err := ParseConfig([]byte("queues: [{name: 1.5, streams: [{name: 2.5}]}]")); err != nil || c.Queues[0].Name != "1.5" || c.Queues[0].Streams[0].Name != "2.5" {
-		t.Fatalf("numeric names: %+v %v", c.Queues, err)
-	}
 	d, _ := Config{Data: "d", Redis: "r"}.withDefaults()
 	if def, _ := d.resolve(mustRef(t, "q", "s"), StreamConfig{}); !def.archived || def.window.Keep != DefaultKeep || def.trimAfter != archive.TrimAfterLocal {
 		t.Fatalf("defaults: %+v", def)
@@ -700,28 +698,18 @@ queues:
 	if d.MaxStreams != DefaultMaxStreams || d.MaxQueues != accept.DefaultMaxQueues {
 		t.Fatalf("max_streams / max_queues by default: %d / %d, want %d / %d", d.MaxStreams, d.MaxQueues, DefaultMaxStreams, accept.DefaultMaxQueues)
 	}
-	for _, bad := range []string{
-		"unknown: 1",
-		"queues: [{name: 'a:b'}]",
-		"queues: [{name: a, streams: [{name: s, trim_after: later}]}]",
-		"queues: [{name: a, streams: [{name: s}, {name: s}]}]",
-		"queues: [{name: a, streams: [{name: s, keep: -1}]}]",
-		"max_streams: -1",
-		"max_queues: -1",
-		"max_streams: 1\nqueues: [{name: a, streams: [{name: s}, {name: t}]}]",
-		// A fraction is refused, not truncated (keep: 1.9 would keep 1).
-		"queues: [{name: a, streams: [{name: s, keep: 1.9}]}]",
-		"max_streams: 2.5",
-		"node: 1.5",
-		"defaults: {retain_count: 1e3}",
+	queue := func(streams ...StreamConfig) []QueueConfig { return []QueueConfig{{Name: "a", Streams: streams}} }
+	for what, bad := range map[string]Config{
+		"queue a:b":          {Queues: []QueueConfig{{Name: "a:b"}}},
+		"trim_after later":   {Queues: queue(StreamConfig{Name: "s", TrimAfter: "later"})},
+		"declared twice":     {Queues: queue(StreamConfig{Name: "s"}, StreamConfig{Name: "s"})},
+		"keep -1":            {Queues: queue(StreamConfig{Name: "s", Keep: -1})},
+		"max_streams -1":     {MaxStreams: -1},
+		"max_queues -1":      {MaxQueues: -1},
+		"beyond max_streams": {MaxStreams: 1, Queues: queue(StreamConfig{Name: "s"}, StreamConfig{Name: "t"})},
 	} {
-		c, err := ParseConfig([]byte(bad))
-		if err == nil {
-			c.Data, c.Redis = "d", "r"
-			_, err = c.withDefaults()
-		}
-		if !errors.Is(err, ErrConfig) {
-			t.Errorf("%q: %v, want ErrConfig", bad, err)
+		if _, err := checked(bad); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", what, err)
 		}
 	}
 }
@@ -730,20 +718,13 @@ queues:
 // one archive volume (a.b/c and a/b.c: archive.a.b.c) are refused, naming
 // both; one of them not archived is accepted.
 func TestConfigSharedArchiveVolume(t *testing.T) {
-	parse := func(y string) error {
-		c, err := ParseConfig([]byte(y))
-		if err == nil {
-			c.Data, c.Redis = "d", "r"
-			_, err = c.withDefaults()
-		}
-		return err
-	}
-	err := parse("queues: [{name: a.b, streams: [{name: c}]}, {name: a, streams: [{name: b.c}]}]")
+	no := false
+	_, err := checked(Config{Queues: []QueueConfig{{Name: "a.b", Streams: []StreamConfig{{Name: "c"}}}, {Name: "a", Streams: []StreamConfig{{Name: "b.c"}}}}})
 	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "a.b/c") ||
 		!strings.Contains(err.Error(), "a/b.c") || !strings.Contains(err.Error(), "archive.a.b.c") {
 		t.Fatalf("shared volume: %v, want ErrConfig naming a.b/c, a/b.c and archive.a.b.c", err)
 	}
-	if err := parse("queues: [{name: a.b, streams: [{name: c}]}, {name: a, streams: [{name: b.c, archived: false}]}]"); err != nil {
+	if _, err := checked(Config{Queues: []QueueConfig{{Name: "a.b", Streams: []StreamConfig{{Name: "c"}}}, {Name: "a", Streams: []StreamConfig{{Name: "b.c", Archived: &no}}}}}); err != nil {
 		t.Fatalf("one of the two not archived: %v", err)
 	}
 }

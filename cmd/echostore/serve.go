@@ -65,7 +65,7 @@ the data dir is closed, and serve exits 0.`,
 			cfg := server.Config{}
 			if config != "" {
 				var err error
-				if cfg, err = server.LoadConfig(config); err != nil {
+				if cfg, err = loadServeConfig(config); err != nil {
 					return fmt.Errorf("--config %s: %w", config, err)
 				}
 			}
