@@ -63,6 +63,10 @@ const CloseTimeout = 15 * time.Second
 // its methods are safe for concurrent use. Close it once.
 type Node struct {
 	cfg  Config
+	// exportMu makes the node's exports one at a time: two exports of a
+	// stream into one place would each take the other's placed file for
+	// a crash's leftover (parquet.go).
+	exportMu sync.Mutex
 	log  *slog.Logger
 	rurl string // the remote's URL (secrets in it: never shown unredacted)
 	rs   remote.Store

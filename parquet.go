@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 	"unsafe"
 
@@ -118,12 +119,16 @@ var ErrExportMismatch = errors.New("echostore: the folder holds another export")
 // its live tail) that came after the folder's last export, up to opts.To,
 // to Parquet files in opts.Dir, and the manifest that lists them. A file is
 // written whole under a temporary name and renamed, then the manifest is
-// replaced whole, so a crash leaves either file in the manifest or the
-// next export writes it again under the same name. Memory is bounded by a
+// replaced whole, so a crash leaves either the file in the manifest or a
+// file it does not name, which the next export removes before it writes
+// those records again (perhaps with other bounds). Memory is bounded by a
 // row group (exportRowGroup) and one file's typing, whatever the
 // history's length: each file's records are read twice, once to type its
-// columns and once to write them.
+// columns and once to write them. The node runs one export at a time; a
+// folder must not take two exports at once from different processes.
 func (n *Node) Export(ctx context.Context, ref names.StreamRef, opts ExportOptions) (ExportResult, error) {
+	n.exportMu.Lock()
+	defer n.exportMu.Unlock()
 	if !opts.Remote {
 		return ExportFrom(ctx, n.Read, ref, opts)
 	}
@@ -182,6 +187,17 @@ func exportTo(ctx context.Context, read ReadFunc, ref names.StreamRef, opts Expo
 	man, err := loadManifest(ctx, dest, ref)
 	if err != nil {
 		return ExportResult{}, err
+	}
+	// A crash between a file's placing and the manifest's save leaves a
+	// file the manifest does not name, which the export writes again,
+	// maybe with other bounds: gone first, so that a reader of the folder's
+	// files never reads a record twice.
+	named := make(map[string]bool, len(man.Files))
+	for _, f := range man.Files {
+		named[f.Name] = true
+	}
+	if err := dest.removeUnnamed(ctx, named); err != nil {
+		return ExportResult{}, fmt.Errorf("export %s: the files a crash left: %w", ref, err)
 	}
 	res := ExportResult{Files: []ExportFile{}, Manifest: dest.where()}
 	from := xid.Min
@@ -614,6 +630,9 @@ type exportDest interface {
 	tempDir() string
 	// place makes the whole file at tmp the export's file name.
 	place(ctx context.Context, tmp, name string) error
+	// removeUnnamed removes the export's files (part-*.parquet) that
+	// named does not hold, and the temporaries a crash left.
+	removeUnnamed(ctx context.Context, named map[string]bool) error
 	// name is where the export's file name is, as errors and results
 	// show it; where is the manifest's.
 	name(file string) string
@@ -637,6 +656,26 @@ func (d dirDest) place(_ context.Context, tmp, name string) error {
 		return err
 	}
 	return durable.SyncDir(string(d))
+}
+
+func (d dirDest) removeUnnamed(_ context.Context, named map[string]bool) error {
+	ents, err := os.ReadDir(string(d))
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if isExportPart(e.Name()) && !named[e.Name()] || strings.HasPrefix(e.Name(), ".part-") && strings.HasSuffix(e.Name(), ".tmp") {
+			if err := os.Remove(d.name(e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// isExportPart reports whether name is the name of an export's file.
+func isExportPart(name string) bool {
+	return strings.HasPrefix(name, "part-") && strings.HasSuffix(name, ".parquet")
 }
 
 func (d dirDest) name(file string) string { return filepath.Join(string(d), file) }
@@ -671,6 +710,21 @@ func (d remoteDest) place(ctx context.Context, tmp, name string) error {
 		return err
 	}
 	return d.rs.Put(ctx, d.name(name), b)
+}
+
+func (d remoteDest) removeUnnamed(ctx context.Context, named map[string]bool) error {
+	objs, err := d.rs.List(ctx, d.prefix, 0)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if name := strings.TrimPrefix(o.Key, d.prefix); isExportPart(name) && !named[name] {
+			if err := d.rs.Delete(ctx, o.Key); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (d remoteDest) name(file string) string { return d.prefix + file }
