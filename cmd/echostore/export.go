@@ -33,8 +33,8 @@ watermark, in new files. --to ID stops at ID (inclusive). --into-remote puts
 the files and the manifest into the remote bucket instead, under
 exports/<the stream's volume>/ (through serve when it holds --data); an
 encrypted remote refuses it. Each file is written
-whole and renamed into place before the manifest names it; an export
-interrupted writes the same file again the next time. A progress line shows
+whole and renamed into place before the manifest names it; the next export
+removes what an interrupted one left unnamed and writes those records again. A progress line shows
 on stderr when stdout is a terminal; the summary is one JSON line:
 {"files":[…],"rows":…,"resumed_after":…,"watermark":…,"manifest":…}.
 
