@@ -62,14 +62,14 @@ const CloseTimeout = 15 * time.Second
 // remote, the accept outbox and tier, and the archivers. Get one with Open;
 // its methods are safe for concurrent use. Close it once.
 type Node struct {
-	cfg  Config
+	cfg Config
 	// exportMu makes the node's exports one at a time: two exports of a
 	// stream into one place would each take the other's placed file for
 	// a crash's leftover (parquet.go).
 	exportMu sync.Mutex
-	log  *slog.Logger
-	rurl string // the remote's URL (secrets in it: never shown unredacted)
-	rs   remote.Store
+	log      *slog.Logger
+	rurl     string // the remote's URL (secrets in it: never shown unredacted)
+	rs       remote.Store
 	// meter counts the requests and bytes of the driver's store, directly
 	// around it (rs wraps it, or is it).
 	meter *remote.MeteredStore
