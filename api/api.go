@@ -4,16 +4,19 @@
 // the commands that drop what exists nowhere else, and the body of
 // /healthz; and the values the API carries, with their JSON: records and
 // their codec (record.go, json.go: the one place that renders a record
-// and the one that parses it back), jobs and queues (jobs.go), streams and
+// and the one that parses it back; json_decode.go: claimed jobs and dead
+// letters read back), jobs and queues (jobs.go), streams and
 // reads (stream.go), archive cycles and status (archive.go), volumes
 // (volume.go) and replays (replay.go). The server, the client, the RESP
 // front and the write rule all name these; none defines its own, and the
 // engine's packages (the root package, mq, archive, graft, accept) give
 // them their own names by aliases.
 //
-// It imports the standard library and the leaf packages its values are
-// made of, xid, brand and names, alone, so that any program may speak the
-// contract without linking the engine (TestLeaf).
+// It imports the standard library, the leaf packages its values are made
+// of, xid, brand and names, and the JSON tokenizer jsontext (of
+// github.com/go-json-experiment/json, pure Go on the standard library),
+// alone, so that any program may speak the contract without linking the
+// engine (TestLeaf).
 package api
 
 import "fmt"

@@ -20,6 +20,23 @@ import (
 // The decoder is strict: it keeps field order, rejects duplicate names,
 // invalid UTF-8 (raw, or as a lone surrogate escape) and non-string values,
 // instead of silently repairing them as encoding/json would.
+//
+// Both stay hand-written, not on jsontext (which reads claimed jobs and
+// dead letters, json_decode.go), because on jsontext they measured slower
+// where they sit on hot paths (docs/BENCHMARKS.md, "JSON codec on
+// jsontext"; medians of per-round ratios, interleaved runs):
+//   - the decoder, on jsontext.Decoder (ReadToken and ReadValue, its
+//     duplicate-name check, strings unquoted from its values, one decoder
+//     over a whole body of JSON lines): serve's append parse
+//     (server's BenchmarkParseRecords) 1.32–1.82× the time of this one,
+//     Record.UnmarshalJSON 1.30–1.52×, ParseFieldsJSON (a client's read)
+//     1.44–1.97× on three small fields;
+//   - the encoder: a jsontext.Encoder with EscapeForHTML and EscapeForJS
+//     took 1.36–2.46× the time of AppendJSONAs, and writes \b and \f where
+//     this one writes \u0008 and \u000c; jsontext.AppendQuote is faster but
+//     escapes neither <, >, & nor U+2028 and U+2029, so json.Marshal of a
+//     record (which escapes them) would no longer print what AppendJSON
+//     prints.
 
 // MarshalJSON renders r as AppendJSON does.
 func (r Record) MarshalJSON() ([]byte, error) {

@@ -7,9 +7,10 @@ import (
 )
 
 // TestLinksNoEngine: a program that speaks to serve through the client
-// links the wire contract (api) and the leaf packages it names (xid,
-// brand, names), and none of the engine: no Pebble, no Redis client, no
-// cloud SDK, and no part of echostore that runs a node.
+// links the wire contract (api), the leaf packages it names (xid, brand,
+// names) and api's JSON tokenizer (jsontext), and none of the engine: no
+// Pebble, no Redis client, no cloud SDK, and no part of echostore that
+// runs a node.
 func TestLinksNoEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
