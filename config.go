@@ -9,6 +9,8 @@ import (
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/graft/remote/sealed"
+	"github.com/echostore/echostore/mq"
+	"github.com/echostore/echostore/names"
 )
 
 // Replicator pushes an accept volume to the remote for the accept tier.
@@ -103,6 +105,11 @@ type Config struct {
 	// graft.Replication{}, Graft's own push); a caller may wrap it, to time
 	// the pushes.
 	Replicator Replicator
+	// JobOutcomes keeps the end of every job's delivery (an ack, a failure,
+	// a stall's burial) as a record of a stream of the job's queue, so that
+	// finished, failed and dead jobs can be read, archived and exported
+	// like any stream (docs/EXPORT.md, "Jobs"). The zero value keeps none.
+	JobOutcomes JobOutcomes
 	// DeferJobs starts the accept outbox and tier at the first Enqueue or
 	// Drain instead of at Open. Starting the tier recovers what an earlier
 	// process left pending, pushing it to the remote, so a short-lived
@@ -154,3 +161,57 @@ func DefaultRemote(data string) (string, error) {
 // ReadMostlyCacheSize is the block cache of a Config.ReadMostly node: an
 // archive read once in order finds nothing again in a larger one.
 const ReadMostlyCacheSize = 8 << 20
+
+// JobOutcomes says where a node keeps its jobs' outcomes
+// (Config.JobOutcomes). Every ack, failure and stall's burial of a job of
+// queue Q is appended, by the script that ends the delivery, to stream
+// Stream of Q (emq:{Q}:stream:<Stream>) as the record
+//
+//	outcome <done|retry|dead> job <JOB_…> attempt <n> consumer <name> error <why> <the job's own fields…>
+//
+// whose Redis id is the time it ended (mq.JobOptions.Outcomes). The node
+// declares that stream with Policy the first time it acks or fails a job
+// of Q, so that the outcomes are folded into the archive and trimmed like
+// any declared stream; a declaration of the stream made before (serve's
+// configuration) is kept.
+type JobOutcomes struct {
+	// Stream is the outcome stream's name within each queue; zero: no
+	// outcomes are kept.
+	Stream names.Stream
+	// Policy is the outcome streams' policy; the zero value is
+	// DefaultOutcomePolicy.
+	Policy StreamPolicy
+}
+
+// DefaultOutcomePolicy returns the policy of outcome streams when
+// JobOutcomes.Policy is zero: archived, the newest 10,000 outcomes live.
+func DefaultOutcomePolicy() StreamPolicy {
+	return StreamPolicy{Archived: true, Window: Window{Keep: 10000}}
+}
+
+// policy returns o's policy, DefaultOutcomePolicy for the zero one.
+func (o JobOutcomes) policy() StreamPolicy {
+	if o.Policy == (StreamPolicy{}) {
+		return DefaultOutcomePolicy()
+	}
+	return o.Policy
+}
+
+// check refuses a policy no stream could be declared with: a bad window,
+// or an archived one on a live-only node (which has no archive).
+func (o JobOutcomes) check(liveOnly bool) error {
+	if o.Stream.IsZero() {
+		return nil
+	}
+	p := o.policy()
+	if err := p.Window.Validate(); err != nil {
+		return fmt.Errorf("%w: job outcomes %s: %w", ErrConfig, o.Stream, err)
+	}
+	if p.Archived && liveOnly {
+		return fmt.Errorf("%w: job outcomes %s: a live-only node has no archive: give them a policy that is not archived", ErrConfig, o.Stream)
+	}
+	return nil
+}
+
+// mqJobs returns the mq job options that keep o's outcomes.
+func (o JobOutcomes) mqJobs() mq.JobOptions { return mq.JobOptions{Outcomes: o.Stream} }

@@ -73,6 +73,7 @@ func (n *Node) Claim(ctx context.Context, q names.Queue, opts ClaimOptions) (Cla
 	jobs := []Job{}
 	var dead int64
 	if opts.Stalled > 0 {
+		n.declareOutcomes(q)
 		rec, err := live.Recover(ctx, q, opts.Consumer, opts.Stalled, opts.Count)
 		if err != nil {
 			return ClaimResult{}, err
@@ -103,6 +104,7 @@ func (n *Node) Ack(ctx context.Context, q names.Queue, entries []string) (AckRes
 	if len(entries) == 0 {
 		return AckResult{}, fmt.Errorf("ack: no entries: %w", ErrInvalid)
 	}
+	n.declareOutcomes(q)
 	acked, err := live.Ack(ctx, q, entries...)
 	if err != nil {
 		return AckResult{}, err
@@ -137,6 +139,7 @@ func (n *Node) Fail(ctx context.Context, q names.Queue, opts FailOptions) (FailR
 	if err := mq.CheckEntryID(opts.Entry); err != nil {
 		return FailResult{}, fmt.Errorf("fail: %w", err)
 	}
+	n.declareOutcomes(q)
 	fr, err := live.Fail(ctx, q, opts.Consumer, mq.Delivery{EntryID: opts.Entry, Attempt: opts.Attempt}, opts.Reason)
 	switch {
 	case errors.Is(err, mq.ErrJobNotPending):
@@ -223,4 +226,23 @@ func (n *Node) QueueStatus(ctx context.Context, q names.Queue) (QueueStatus, err
 		return QueueStatus{}, fmt.Errorf("queue status: no queue: %w", names.ErrInvalid)
 	}
 	return live.Status(ctx, q)
+}
+
+// declareOutcomes declares the outcome stream of q (Config.JobOutcomes)
+// with its policy unless it is declared already, before a job of q ends
+// a delivery, so that the beat folds and trims what the job scripts
+// append to it. A refusal is logged: the job's own operation goes on, and
+// the outcome is still appended.
+func (n *Node) declareOutcomes(q names.Queue) {
+	o := n.cfg.JobOutcomes
+	if o.Stream.IsZero() {
+		return
+	}
+	ref, err := names.NewStreamRef(q, o.Stream)
+	if err == nil {
+		_, err = n.declare(ref, o.policy(), true)
+	}
+	if err != nil {
+		n.log.Warn("echostore: declare the job outcome stream", "queue", q.String(), "stream", o.Stream.String(), "err", err)
+	}
 }

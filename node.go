@@ -133,6 +133,9 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if cfg.History < 0 {
 		return nil, fmt.Errorf("%w: history %v: want 0 (none) or a positive duration", ErrConfig, cfg.History)
 	}
+	if err := cfg.JobOutcomes.check(false); err != nil {
+		return nil, err
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -188,7 +191,8 @@ func open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	var notifier graft.Notifier
 	if cfg.Redis != "" {
-		n.mq, err = mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.Node, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction})
+		n.mq, err = mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.Node, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction,
+			Jobs: cfg.JobOutcomes.mqJobs()})
 		if err != nil {
 			return nil, fmt.Errorf("echostore: redis: %w", err)
 		}
@@ -287,10 +291,14 @@ func openLive(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Redis == "" {
 		return nil, fmt.Errorf("%w: a live-only node needs Redis", ErrConfig)
 	}
+	if err := cfg.JobOutcomes.check(true); err != nil {
+		return nil, err
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c, err := mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.Node, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction})
+	c, err := mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.Node, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction,
+		Jobs: cfg.JobOutcomes.mqJobs()})
 	if err != nil {
 		return nil, fmt.Errorf("echostore: redis: %w", err)
 	}

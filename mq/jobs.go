@@ -41,6 +41,33 @@ type JobOptions struct {
 	// Clock gives the time of due dates, backoffs and the dedup window
 	// (default time.Now).
 	Clock func() time.Time
+	// Outcomes, when not zero, keeps the end of every delivery: each ack
+	// (done), failure (retry or dead) and stall's burial (dead) is appended,
+	// in the script that moves the job on, to the stream Outcomes of the
+	// job's queue (OutcomeRef), with the job's id, attempt, consumer, error
+	// and own fields (the scripts' header, jobs_lua.go). Zero: outcomes are
+	// not kept, and an acknowledged job leaves no trace.
+	Outcomes names.Stream
+}
+
+// OutcomeRef returns the stream of q that the outcomes of its jobs are
+// appended to (JobOptions.Outcomes), and false when outcomes are not kept.
+func (o JobOptions) OutcomeRef(q names.Queue) (names.StreamRef, bool) {
+	if o.Outcomes.IsZero() {
+		return names.StreamRef{}, false
+	}
+	ref, err := names.NewStreamRef(q, o.Outcomes)
+	return ref, err == nil
+}
+
+// outcomeKeys appends to keys the outcome stream of q and its change feed,
+// when outcomes are kept (the job scripts' optional last keys).
+func (c *Client) outcomeKeys(q names.Queue, keys []string) []string {
+	ref, ok := c.opts.Jobs.OutcomeRef(q)
+	if !ok {
+		return keys
+	}
+	return append(keys, StreamKey(ref), DirtyOf(ref))
 }
 
 func (o JobOptions) withDefaults() JobOptions {
@@ -437,7 +464,7 @@ func (c *Client) Ack(ctx context.Context, q names.Queue, entryIDs ...string) (in
 		return 0, fmt.Errorf("ack on %s: %w", q, err)
 	}
 	args := append([]string{c.opts.Jobs.Group}, entryIDs...)
-	n, err := c.lua.ack.Exec(ctx, c.rdb, []string{JobsKey(q)}, args).AsInt64()
+	n, err := c.lua.ack.Exec(ctx, c.rdb, c.outcomeKeys(q, []string{JobsKey(q)}), args).AsInt64()
 	if err != nil {
 		return 0, fmt.Errorf("ack on %s: %w", q, err)
 	}
@@ -471,7 +498,7 @@ func (c *Client) Fail(ctx context.Context, q names.Queue, consumer string, d Del
 	}
 	now := c.now()
 	backoff := c.opts.Jobs.Backoff(d.Attempt)
-	keys := []string{JobsKey(q), DelayedKey(q), DeadKey(q)}
+	keys := c.outcomeKeys(q, []string{JobsKey(q), DelayedKey(q), DeadKey(q)})
 	args := []string{c.opts.Jobs.Group, consumer, d.EntryID, reason, strconv.Itoa(c.opts.Jobs.MaxAttempts),
 		ms(now), strconv.FormatInt(backoff.Milliseconds(), 10)}
 	reply, err := c.lua.fail.Exec(ctx, c.rdb, keys, args).AsStrSlice()
@@ -520,7 +547,7 @@ func (c *Client) Recover(ctx context.Context, q names.Queue, consumer string, mi
 	if n <= 0 {
 		n = c.opts.Jobs.ClaimBatch
 	}
-	keys := []string{JobsKey(q), DeadKey(q)}
+	keys := c.outcomeKeys(q, []string{JobsKey(q), DeadKey(q)})
 	args := []string{c.opts.Jobs.Group, consumer, strconv.FormatInt(minIdle.Milliseconds(), 10), strconv.Itoa(n),
 		strconv.Itoa(c.opts.Jobs.MaxAttempts)}
 	reply, err := c.lua.recover.Exec(ctx, c.rdb, keys, args).ToArray()

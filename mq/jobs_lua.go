@@ -9,6 +9,18 @@ package mq
 //
 //	job <JOB_…> attempt <attempts made> error <why> <the job's own fields…>
 //
+// With JobOptions.Outcomes set, every end of a delivery is also appended
+// to the queue's outcome stream emq:{Q}:stream:<Outcomes> (its key passed
+// as the scripts' last key, the queue's change feed emq:{Q}:dirty after it)
+// as
+//
+//	outcome <done|retry|dead> job <JOB_…> attempt <n> consumer <name> error <why> <the job's own fields…>
+//
+// where n is the attempt that ended, consumer is who held it (for a
+// stall's burial, the consumer that stalled) and why is "" for done; the entry's Redis id is the time
+// it ended. The same script appends it, so an outcome is logged exactly
+// when the job stream moved on.
+//
 // Delayed jobs wait in the sorted set emq:{Q}:jobs:delayed, scored by the
 // Unix millisecond they are due, the member being the JSON array of the
 // entry's fields (job id first, so members are unique). Acknowledged, dead
@@ -24,6 +36,11 @@ end
 local function tail(kv, from, out)
   for j = from, #kv do out[#out + 1] = kv[j] end
   return out
+end
+local function logged(log, feed, outcome, kv, n, consumer, why)
+  if not log then return end
+  redis.call('XADD', log, '*', unpack(tail(kv, 5, {'outcome', outcome, 'job', kv[2], 'attempt', tostring(n), 'consumer', consumer, 'error', why})))
+  redis.call('SADD', feed, log)
 end
 local function bury(jobs, dead, group, xid, kv, n, why)
   redis.call('XACK', jobs, group, xid)
@@ -134,16 +151,24 @@ if not r then return {} end
 return r[1][2]
 `
 
-// scriptAck acknowledges and deletes entries.
+// scriptAck acknowledges and deletes entries, logging each one that was
+// pending as done when an outcome stream is given.
 //
-//	KEYS  jobs
+//	KEYS  jobs[, outcome stream, change feed]
 //	ARGV  group, then entry ids
 //
 // Replies the number of entries that were pending.
-const scriptAck = "#!lua\n" + `
+const scriptAck = "#!lua\n" + luaJobs + `
 local n = 0
+local log = KEYS[2]
 for i = 2, #ARGV do
+  local p
+  if log then p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1) end
   if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
+    if log and #p > 0 then
+      local e = redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i])
+      if #e > 0 then logged(log, KEYS[3], 'done', e[1][2], attempts(e[1][2], p[1][4]), p[1][2], '') end
+    end
     redis.call('XDEL', KEYS[1], ARGV[i])
     n = n + 1
   end
@@ -155,7 +180,7 @@ return n
 // another attempt after a backoff, or to the dead letters once it has had
 // its attempts.
 //
-//	KEYS  jobs, delayed, dead
+//	KEYS  jobs, delayed, dead[, outcome stream, change feed]
 //	ARGV  group, consumer, entry id, error text, max attempts, now (ms),
 //	      backoff (ms)
 //
@@ -173,9 +198,11 @@ end
 local kv = e[1][2]
 local n = attempts(kv, p[1][4])
 if n >= tonumber(ARGV[5]) then
+  logged(KEYS[4], KEYS[5], 'dead', kv, n, ARGV[2], ARGV[4])
   bury(KEYS[1], KEYS[3], ARGV[1], ARGV[3], kv, n, ARGV[4])
   return {'DEAD', tostring(n)}
 end
+logged(KEYS[4], KEYS[5], 'retry', kv, n, ARGV[2], ARGV[4])
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
 redis.call('XDEL', KEYS[1], ARGV[3])
 kv[4] = tostring(n + 1)
@@ -187,10 +214,12 @@ return {'RETRY', kv[4]}
 // has had its attempts goes to the dead letters, the others are claimed by
 // the consumer (XCLAIM, which counts a delivery).
 //
-//	KEYS  jobs, dead
+//	KEYS  jobs, dead[, outcome stream, change feed]
 //	ARGV  group, consumer, min idle (ms), count, max attempts
 //
 // Replies {claimed, dead} where claimed is a list of {xid, attempt, kv}.
+// A burial is logged dead, with the stalled consumer; a take-over is not
+// an outcome (the job's attempt goes on under another consumer).
 const scriptRecover = "#!lua\n" + luaJobs + `
 local pend = redis.call('XPENDING', KEYS[1], ARGV[1], 'IDLE', ARGV[3], '-', '+', ARGV[4])
 local claimed, dead = {}, 0
@@ -203,7 +232,9 @@ for _, p in ipairs(pend) do
     local kv = e[1][2]
     local n = attempts(kv, p[4])
     if n >= tonumber(ARGV[5]) then
-      bury(KEYS[1], KEYS[2], ARGV[1], xid, kv, n, 'stalled: not acknowledged within ' .. ARGV[3] .. ' ms')
+      local why = 'stalled: not acknowledged within ' .. ARGV[3] .. ' ms'
+      logged(KEYS[3], KEYS[4], 'dead', kv, n, p[2], why)
+      bury(KEYS[1], KEYS[2], ARGV[1], xid, kv, n, why)
       dead = dead + 1
     else
       redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], xid)
