@@ -27,8 +27,9 @@ package mq
 // and retried entries are deleted from the job stream, so every entry in it
 // is either pending (claimed) or not yet delivered.
 
-// luaJobs holds helpers of the job scripts (after luaLib).
-const luaJobs = luaLib + `
+// luaOutcome holds the helpers that log an outcome (the ack script's
+// whole library, so that an ack defines no more than it uses).
+const luaOutcome = `
 local function attempts(kv, deliveries)
   local n = tonumber(kv[4]) or 1
   return n + deliveries - 1
@@ -42,6 +43,10 @@ local function logged(log, feed, outcome, kv, n, consumer, why)
   redis.call('XADD', log, '*', unpack(tail(kv, 5, {'outcome', outcome, 'job', kv[2], 'attempt', tostring(n), 'consumer', consumer, 'error', why})))
   redis.call('SADD', feed, log)
 end
+`
+
+// luaJobs holds helpers of the job scripts (after luaLib).
+const luaJobs = luaLib + luaOutcome + `
 local function bury(jobs, dead, group, xid, kv, n, why)
   redis.call('XACK', jobs, group, xid)
   redis.call('XDEL', jobs, xid)
@@ -158,7 +163,7 @@ return r[1][2]
 //	ARGV  group, then entry ids
 //
 // Replies the number of entries that were pending.
-const scriptAck = "#!lua\n" + luaJobs + `
+const scriptAck = "#!lua\n" + luaOutcome + `
 local n = 0
 local log = KEYS[2]
 for i = 2, #ARGV do
