@@ -203,6 +203,14 @@ type Config struct {
 	// stream read --as-of reach back this far at least. 0 (the default):
 	// as far as the local GC horizon alone; negative is refused at start.
 	History time.Duration
+	// JobOutcomes names the stream of each queue that keeps its jobs'
+	// outcomes (job_outcomes: outcomes; echostore.Config.JobOutcomes):
+	// every ack, failure and stall's burial is appended to it, and the node
+	// declares it with the policy of Defaults at the queue's first ack or
+	// fail (a stream of the same name configured under the queue keeps its
+	// own), so it is archived, bounded and exported like a stream. Empty
+	// (the default): no outcomes are kept.
+	JobOutcomes string
 	// MaxBody bounds a request body in bytes (default DefaultMaxBody).
 	MaxBody int64
 	// BodyTimeout bounds how long a request's body may take to arrive once
@@ -254,6 +262,9 @@ type Config struct {
 	tokens []authToken
 	// remoteKeys are the remote's keys, read by withDefaults.
 	remoteKeys *sealed.Keyring
+	// outcomes are JobOutcomes and the defaults' policy, set by
+	// withDefaults.
+	outcomes echostore.JobOutcomes
 }
 
 // ByteSize is a size in bytes, written in a configuration as a whole
@@ -473,8 +484,16 @@ func (c Config) withDefaults() (Config, error) {
 	if d.TrimAfter == "" {
 		d.TrimAfter = "local"
 	}
-	if _, err := c.resolve(names.StreamRef{}, *d); err != nil {
+	def, err := c.resolve(names.StreamRef{}, *d)
+	if err != nil {
 		return c, fmt.Errorf("defaults: %w", err)
+	}
+	if c.JobOutcomes != "" {
+		o, err := names.ParseStream(c.JobOutcomes)
+		if err != nil {
+			return c, fmt.Errorf("%w: job_outcomes: %w", ErrConfig, err)
+		}
+		c.outcomes = echostore.JobOutcomes{Stream: o, Policy: def.policy()}
 	}
 	seen := map[names.StreamRef]bool{}
 	// Names may hold '.', so two streams can map to one archive volume

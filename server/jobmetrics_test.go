@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -230,4 +231,34 @@ func sum(ns []int) int {
 		t += n
 	}
 	return t
+}
+
+// TestJobOutcomesServe: with job_outcomes, an ack through the API is a
+// record of the queue's outcome stream, which serve reads and exports as
+// any stream; a name that is not a stream name is refused at start.
+func TestJobOutcomesServe(t *testing.T) {
+	if _, err := checked(Config{JobOutcomes: "a/b"}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "job_outcomes") {
+		t.Fatalf("job_outcomes a/b: %v, want ErrConfig naming job_outcomes", err)
+	}
+	e := start(t, Config{JobOutcomes: "outcomes"})
+	q := queueName(t)
+	putJob(t, e, q)
+	var claimed struct{ Jobs []struct{ Entry string } }
+	if err := json.Unmarshal(e.must("POST", "/v1/queues/"+q+"/claim?consumer=w1", ""), &claimed); err != nil {
+		t.Fatal(err)
+	}
+	if len(claimed.Jobs) != 1 {
+		t.Fatalf("claim: %+v", claimed)
+	}
+	e.must("POST", "/v1/queues/"+q+"/ack", `{"entries":["`+claimed.Jobs[0].Entry+`"]}`)
+	read := string(e.must("GET", "/v1/streams/"+q+"/outcomes", ""))
+	for _, want := range []string{`"outcome":"done"`, `"consumer":"w1"`, `"task":"x"`} {
+		if !strings.Contains(read, want) {
+			t.Fatalf("the outcome stream reads %s; want %s in it", read, want)
+		}
+	}
+	var ex struct{ Rows int64 }
+	if err := json.Unmarshal(e.must("POST", "/v1/streams/"+q+"/outcomes/export", ""), &ex); err != nil || ex.Rows != 1 {
+		t.Fatalf("export of the outcome stream: %+v, %v", ex, err)
+	}
 }

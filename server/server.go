@@ -124,7 +124,7 @@ func (c Config) NodeConfig() echostore.Config {
 	nc := echostore.Config{Data: c.Data, Redis: c.Redis, Remote: c.Remote, RemoteKeys: c.remoteKeys, Dev: c.Dev, Node: c.Node,
 		MaxQueues: c.MaxQueues, FlushInterval: -1, AllowEviction: c.AllowEviction, Logger: c.Logger,
 		ReplicateEvery: c.ReplicateEvery, Drivers: drivers.All(), GCEvery: max(c.GCEvery, 0), GCGrace: c.GCGrace,
-		CacheSize: int64(c.CacheSize), History: c.History}
+		CacheSize: int64(c.CacheSize), History: c.History, JobOutcomes: c.outcomes}
 	if c.Restore {
 		nc.Restore = echostore.RestoreIfEmpty
 	}

@@ -42,6 +42,7 @@ type serveConfig struct {
 	Streams           []streamConfig `yaml:"streams"`
 	CacheSize         sizeConfig     `yaml:"cache_size"`
 	History           time.Duration  `yaml:"history"`
+	JobOutcomes       string         `yaml:"job_outcomes"`
 	MaxBody           int64          `yaml:"max_body"`
 	BodyTimeout       time.Duration  `yaml:"body_timeout"`
 	CheckpointEvery   time.Duration  `yaml:"checkpoint_every"`
@@ -193,6 +194,7 @@ func (f serveConfig) config() server.Config {
 		Streams:           streamConfigs(f.Streams),
 		CacheSize:         server.ByteSize(f.CacheSize),
 		History:           f.History,
+		JobOutcomes:       f.JobOutcomes,
 		MaxBody:           f.MaxBody,
 		BodyTimeout:       f.BodyTimeout,
 		CheckpointEvery:   f.CheckpointEvery,

@@ -47,6 +47,7 @@ streams:
   - {key: "app/eu:orders", archived: true}
 cache_size: 1GiB
 history: 24h
+job_outcomes: outcomes
 max_body: 1024
 body_timeout: 5s
 checkpoint_every: 10ms
@@ -86,6 +87,7 @@ gc_grace: 2h
 		Streams:         []server.StreamConfig{{Key: "app/eu:orders", Archived: &yes}},
 		CacheSize:       1 << 30,
 		History:         24 * time.Hour,
+		JobOutcomes:     "outcomes",
 		MaxBody:         1024,
 		BodyTimeout:     5 * time.Second,
 		CheckpointEvery: 10 * time.Millisecond,
