@@ -15,6 +15,7 @@ import (
 	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/client"
 	"github.com/echostore/echostore/graft/remote/sealed"
+	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/redact"
 )
 
@@ -49,6 +50,12 @@ type globals struct {
 	// open the data dir themselves.
 	history  string
 	historyD time.Duration
+	// jobOutcomes (--job-outcomes, ECHOSTORE_JOB_OUTCOMES) names each
+	// queue's outcome stream (echostore.Config.JobOutcomes): serve's
+	// job_outcomes:, for the commands that ack and fail jobs on the data
+	// dir themselves; jobOutcomesS is it checked.
+	jobOutcomes  string
+	jobOutcomesS names.Stream
 
 	stdout io.Writer
 	stderr io.Writer
@@ -86,6 +93,7 @@ func (g *globals) resolve(cmd *cobra.Command) error {
 		{"remote-key-file", "ECHOSTORE_REMOTE_KEY_FILE", &g.remoteKeyFile},
 		{"redis-password-file", "ECHOSTORE_REDIS_PASSWORD_FILE", &g.redisPasswordFile},
 		{"history", "ECHOSTORE_HISTORY", &g.history},
+		{"job-outcomes", "ECHOSTORE_JOB_OUTCOMES", &g.jobOutcomes},
 	} {
 		if fl := cmd.Flags().Lookup(f.flag); fl != nil && fl.Changed {
 			continue
@@ -100,6 +108,13 @@ func (g *globals) resolve(cmd *cobra.Command) error {
 			return usageError("--history %q: want a duration such as 24h (0: none)", g.history)
 		}
 		g.historyD = d
+	}
+	if g.jobOutcomes != "" {
+		st, err := names.ParseStream(g.jobOutcomes)
+		if err != nil {
+			return usageError("--job-outcomes: %w", err)
+		}
+		g.jobOutcomesS = st
 	}
 	if fl := cmd.Flags().Lookup("remote-old-key-file"); (fl == nil || !fl.Changed) && os.Getenv("ECHOSTORE_REMOTE_OLD_KEY_FILES") != "" {
 		g.remoteOldKeyFiles = strings.Split(os.Getenv("ECHOSTORE_REMOTE_OLD_KEY_FILES"), ",")
@@ -230,6 +245,8 @@ single ordered stream.`,
 		"file holding an older key that still reads the objects it sealed (repeatable; during a rotation) [$ECHOSTORE_REMOTE_OLD_KEY_FILES, comma separated]")
 	pf.StringVar(&g.history, "history", "",
 		"how long the archive volumes keep their past states for stream read --as-of, such as 24h (serve: history:; default none) [$ECHOSTORE_HISTORY]")
+	pf.StringVar(&g.jobOutcomes, "job-outcomes", "",
+		"the stream of each queue that keeps its jobs' outcomes (done, retry, dead), such as outcomes (serve: job_outcomes:; default none) [$ECHOSTORE_JOB_OUTCOMES]")
 	pf.StringVar(&g.tokenFile, "token-file", envOr("ECHOSTORE_TOKEN_FILE", ""),
 		"file holding the bearer token (serve: an admin token; other commands: sent to the serve holding --data); else $ECHOSTORE_TOKEN [$ECHOSTORE_TOKEN_FILE]")
 

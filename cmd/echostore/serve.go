@@ -110,6 +110,7 @@ the data dir is closed, and serve exits 0.`,
 			if given("history", "ECHOSTORE_HISTORY") {
 				cfg.History = g.historyD
 			}
+			pick(&cfg.JobOutcomes, "job-outcomes", "ECHOSTORE_JOB_OUTCOMES", g.jobOutcomes)
 			// The remote's keys: --remote-key-file (or its variable), else
 			// ECHOSTORE_REMOTE_KEY, else the file's remote_key_file.
 			envK, kerr := envKey()
