@@ -84,6 +84,9 @@
 //	emq:{Q}:jobs:ids            recent job ids (dedup), sorted set by expiry
 //	emq:{Q}:jobs:digests        digest of each recent job id's fields, hash
 //	                            (the same id with other fields: a conflict)
+//	emq:{Q}:stream:O            with JobOptions.Outcomes = O: the outcome
+//	                            of every delivery that ended (jobs_lua.go),
+//	                            a stream like any other
 //	emq:{vol.V}:lane:lsn        LSN lane of volume V
 //
 // The seam cache is a cache: the archive volume holds the truth. ScanKeys
