@@ -163,6 +163,15 @@ func TestWriteRuleAttacks(t *testing.T) {
 	}
 	w.must("XGROUP", "CREATE", jkey, "workers", "0")
 	w.must("XREADGROUP", "GROUP", "workers", "c2", "COUNT", "2", "STREAMS", jkey, ">")
+	// A plain append to the job stream or its dead letters is a job no
+	// enqueue accepted: refused for every token, and nothing lands.
+	for _, key := range []string{jkey, mq.DeadKey(q)} {
+		refused(w, "write", []string{"XADD", key, "*", "job", "JOB_0000000000001", "attempt", "1"})
+		refused(a, "admin", []string{"XADD", key, "*", "job", "JOB_0000000000001", "attempt", "1"})
+	}
+	if got := direct.must("XLEN", jkey); got != ":8\r\n" {
+		t.Errorf("XLEN %s: %q, want the 8 enqueued jobs alone", jkey, got)
+	}
 
 	// The audit.
 	for key, ref := range refs {

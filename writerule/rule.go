@@ -172,7 +172,9 @@ var groupWork = set("xreadgroup", "xack", "xclaim", "xautoclaim")
 //     script can change any key) are refused, and so is CONFIG SET
 //     maxmemory-policy to anything but noeviction (an evicting Redis
 //     drops streams silently).
-//   - XADD without a trim runs on any key. A trim (XADD's MAXLEN or MINID,
+//   - XADD without a trim runs on any key but echostore's own keys that
+//     are not a queue's stream emq:{Q}:stream:S (a job stream, dead
+//     letters, lanes: only echostore's scripts write them). A trim (XADD's MAXLEN or MINID,
 //     XTRIM) of a Bounded key runs only as MINID t with t at most the
 //     successor of its watermark W (= or ~: it removes ids ≤ W alone, all
 //     folded); MAXLEN, a MINID above, or any trim before the first fold
@@ -257,9 +259,42 @@ func checkConfig(args [][]byte) Verdict {
 func checkXAdd(ctx context.Context, args [][]byte, keys Keys) (Verdict, error) {
 	a, err := ParseXAdd(args)
 	if err == nil && a.Strategy == NoTrim {
-		return allowed, nil // a plain append, to any key
+		return checkAppend(args[1]), nil
 	}
 	return checkTrim(ctx, "XADD", args, a.Trim, err, keys)
+}
+
+// checkAppend decides a plain XADD to key: it runs on any key but
+// echostore's own keys that are not a queue's stream. An entry appended to
+// a job stream, its dead letters, a lane or the outcome log's feed would be
+// a job no enqueue accepted (no id checked, no outbox), a forged LSN
+// announcement or a record of the kind only echostore's scripts write.
+// No key is looked up (a plain append is the front's hot path): an
+// archived stream is a queue's stream or an application's key, which
+// never starts with emq:, so every other key under emq: is Own.
+func checkAppend(key []byte) Verdict {
+	if !bytes.HasPrefix(key, []byte(names.ReservedKeyPrefix)) || isQueueStream(key) {
+		return allowed
+	}
+	return Verdict{Key: key, Role: Own, Reason: "XADD to it would put an entry there that only echostore writes " +
+		"(a job no enqueue accepted, a lane's announcement): enqueue jobs through the HTTP API or the CLI; " +
+		"a queue's streams (emq:{Q}:stream:S) take appends"}
+}
+
+// isQueueStream reports whether key is a queue's stream, emq:{Q}:stream:S
+// with Q and S valid names (S holds no ':', so a stream's seam cache or
+// lease is none).
+func isQueueStream(key []byte) bool {
+	rest, ok := bytes.CutPrefix(key, []byte(names.ReservedKeyPrefix+"{"))
+	if !ok {
+		return false
+	}
+	q, s, ok := bytes.Cut(rest, []byte("}:stream:"))
+	if !ok {
+		return false
+	}
+	_, err := names.ParseStreamRef(string(q), string(s))
+	return err == nil
 }
 
 func checkXTrim(ctx context.Context, args [][]byte, keys Keys) (Verdict, error) {
