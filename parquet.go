@@ -664,7 +664,8 @@ func (d dirDest) removeUnnamed(_ context.Context, named map[string]bool) error {
 		return err
 	}
 	for _, e := range ents {
-		if isExportPart(e.Name()) && !named[e.Name()] || strings.HasPrefix(e.Name(), ".part-") && strings.HasSuffix(e.Name(), ".tmp") {
+		if isExportPart(e.Name()) && !named[e.Name()] || strings.HasPrefix(e.Name(), ".part-") && strings.HasSuffix(e.Name(), ".tmp") ||
+			e.Name() == ExportManifest+durable.TempSuffix {
 			if err := os.Remove(d.name(e.Name())); err != nil {
 				return err
 			}

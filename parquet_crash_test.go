@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/echostore/echostore"
+	"github.com/echostore/echostore/durable"
 )
 
 // TestExportCrashLeftovers: an export that crashed after it placed a file
@@ -53,6 +54,11 @@ func TestExportCrashLeftovers(t *testing.T) {
 	if err := os.WriteFile(tmp, []byte("PAR1 half"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// … and the manifest's own temporary, from a crash while it was saved.
+	mtmp := manifest + durable.TempSuffix
+	if err := os.WriteFile(mtmp, []byte(`{"half`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	add(700, 50)
 	again, err := node.Export(ctx, ref, echostore.ExportOptions{Dir: dir, RowsPerFile: 300})
 	if err != nil || again.Rows != 150 || len(again.Files) != 1 {
@@ -61,8 +67,21 @@ func TestExportCrashLeftovers(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, res.Files[2].Name)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the file the manifest did not name is still there: %v", err)
 	}
-	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the temporary is still there: %v", err)
+	for _, p := range []string{tmp, mtmp} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the temporary %s is still there: %v", filepath.Base(p), err)
+		}
+	}
+	// A crash while the manifest was saved, then an export with nothing
+	// new (it saves no manifest): the temporary goes all the same.
+	if err := os.WriteFile(mtmp, []byte(`{"half`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if none, err := node.Export(ctx, ref, echostore.ExportOptions{Dir: dir}); err != nil || none.Rows != 0 {
+		t.Fatalf("an export with nothing new: %+v, %v", none, err)
+	}
+	if _, err := os.Stat(mtmp); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the manifest's temporary is still there after an export with nothing new: %v", err)
 	}
 	got := duckdb(t, fmt.Sprintf("select count(*) as n, count(distinct f_n) as ns, max(f_n) as top from read_parquet('%s', union_by_name = true)",
 		filepath.Join(dir, "*.parquet")))
