@@ -48,39 +48,19 @@ func (t *Tier) Enqueue(ctx context.Context, q names.Queue, id brand.ID, payload 
 // before then (by the clock of the Dispatcher; run-ats are kept to the
 // millisecond). A runAt before 1970 is ErrInvalid.
 func (t *Tier) EnqueueAt(ctx context.Context, q names.Queue, id brand.ID, payload []byte, mode Mode, runAt time.Time) (Receipt, error) {
-	if mode != Async && mode != Sync {
-		return Receipt{}, fmt.Errorf("%w: mode %d", ErrInvalid, mode)
+	if err := t.CheckEnqueue(q, id, payload, mode, runAt); err != nil {
+		return Receipt{}, err
 	}
 	var at int64
 	if !runAt.IsZero() {
-		if at = runAt.UnixMilli(); at <= 0 {
-			return Receipt{}, fmt.Errorf("%w: run-at %s is not after 1970", ErrInvalid, runAt.Format(time.RFC3339Nano))
-		}
-	}
-	if !utf8.Valid(payload) {
-		return Receipt{}, fmt.Errorf("%w: payload is not valid UTF-8", ErrInvalid)
-	}
-	if len(EncodeJob(Job{ID: 1, RunAt: at}))+len(payload) > graft.DefaultMaxPageSize {
-		return Receipt{}, fmt.Errorf("%w: payload of %d bytes", ErrTooLarge, len(payload))
-	}
-	if err := t.disp.CheckJob(streamJob(Intent{Payload: payload})); err != nil {
-		if errors.Is(err, mq.ErrTooLarge) {
-			return Receipt{}, fmt.Errorf("%w: payload of %d bytes, more than the job stream takes: %w", ErrTooLarge, len(payload), err)
-		}
-		return Receipt{}, fmt.Errorf("%w: the job stream would refuse it: %w", ErrInvalid, err)
-	}
-	if q.IsZero() {
-		return Receipt{}, fmt.Errorf("%w: no queue: %w", ErrInvalid, names.ErrInvalid)
+		at = runAt.UnixMilli()
 	}
 	// An explicit id is checked before anything is made for the queue: it
-	// may not lie ahead of this node's minter (which could mint it later,
-	// for another job), and is a retry or a conflict if a job has it.
+	// may not lie ahead of this node's minter (CheckEnqueue), and is a
+	// retry or a conflict if a job has it.
 	explicit := id != 0
 	retry := false
 	if explicit {
-		if err := t.opts.Minter.Admit(id); err != nil {
-			return Receipt{}, &FutureIDError{ID: id, Queue: q, Top: t.opts.Minter.Top(), Err: err}
-		}
 		var err error
 		if retry, err = t.checkID(ctx, Intent{ID: id, Queue: q, Payload: payload, RunAt: at}); err != nil {
 			return Receipt{}, err
@@ -172,6 +152,46 @@ func (t *Tier) EnqueueAt(ctx context.Context, q names.Queue, id brand.ID, payloa
 	case <-ctx.Done():
 		return r, fmt.Errorf("accept: sync enqueue of %s: %w", brand.JOB.Format(id), ctx.Err())
 	}
+}
+
+// CheckEnqueue reports the error EnqueueAt would refuse the job with for
+// what it is alone, without recording or sending anything: a bad mode or
+// run-at, a payload that is not UTF-8 or too large for a page or the job
+// stream (ErrInvalid, ErrTooLarge), no queue, an explicit id ahead of the
+// node's minter (*FutureIDError). A batch checks every job with it before
+// it enqueues any. Whether an explicit id is a retry or a conflict needs
+// the outbox and the job stream: EnqueueAt tells.
+func (t *Tier) CheckEnqueue(q names.Queue, id brand.ID, payload []byte, mode Mode, runAt time.Time) error {
+	if mode != Async && mode != Sync {
+		return fmt.Errorf("%w: mode %d", ErrInvalid, mode)
+	}
+	var at int64
+	if !runAt.IsZero() {
+		if at = runAt.UnixMilli(); at <= 0 {
+			return fmt.Errorf("%w: run-at %s is not after 1970", ErrInvalid, runAt.Format(time.RFC3339Nano))
+		}
+	}
+	if !utf8.Valid(payload) {
+		return fmt.Errorf("%w: payload is not valid UTF-8", ErrInvalid)
+	}
+	if len(EncodeJob(Job{ID: 1, RunAt: at}))+len(payload) > graft.DefaultMaxPageSize {
+		return fmt.Errorf("%w: payload of %d bytes", ErrTooLarge, len(payload))
+	}
+	if err := t.disp.CheckJob(streamJob(Intent{Payload: payload})); err != nil {
+		if errors.Is(err, mq.ErrTooLarge) {
+			return fmt.Errorf("%w: payload of %d bytes, more than the job stream takes: %w", ErrTooLarge, len(payload), err)
+		}
+		return fmt.Errorf("%w: the job stream would refuse it: %w", ErrInvalid, err)
+	}
+	if q.IsZero() {
+		return fmt.Errorf("%w: no queue: %w", ErrInvalid, names.ErrInvalid)
+	}
+	if id != 0 {
+		if err := t.opts.Minter.Admit(id); err != nil {
+			return &FutureIDError{ID: id, Queue: q, Top: t.opts.Minter.Top(), Err: err}
+		}
+	}
+	return nil
 }
 
 // mintAttempts bounds recordMinted's loop. With explicit ids admitted only

@@ -61,6 +61,33 @@ type Receipt struct {
 	Volume string  `json:"volume"`
 }
 
+// BatchJob is one job of a batch enqueue (Node.EnqueueBatch): its
+// payload, and as EnqueueOptions its id (zero mints one) and run-at.
+type BatchJob struct {
+	Payload []byte
+	ID      brand.ID
+	RunAt   time.Time
+}
+
+// BatchReceipt is one job's answer in a batch enqueue: its Receipt, or,
+// when the job was not enqueued or its outcome is not known, Error
+// ("code: message", the code one of the error body's: id_conflict,
+// insufficient_storage, unavailable, timeout, or none) (the
+// Receipt then carries the job's id where it has one, which a retry
+// gives again, so that it is enqueued once).
+type BatchReceipt struct {
+	Receipt
+	Error string `json:"error,omitempty"`
+}
+
+// BatchResult is a batch enqueue's answer: a receipt per job, in the
+// batch's order, and how many of them carry an error:
+// {"receipts":[…],"failed":n}.
+type BatchResult struct {
+	Receipts []BatchReceipt `json:"receipts"`
+	Failed   int            `json:"failed"`
+}
+
 // Job is one claimed job:
 // {"id":"JOB_…","entry":…,"attempt":…,"fields":{…}}.
 type Job struct {
