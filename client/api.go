@@ -234,6 +234,33 @@ func (c *Client) Enqueue(ctx context.Context, q names.Queue, payload []byte, opt
 	return out, err
 }
 
+// batchBody is the body of a batch enqueue.
+type batchBody struct {
+	Jobs []jobBody `json:"jobs"`
+}
+
+// EnqueueBatch enqueues jobs on q in one request, all in mode (POST
+// /v1/queues/{q}/jobs/batch), as Node.EnqueueBatch does: a receipt a job,
+// in order; each payload must be a JSON value.
+func (c *Client) EnqueueBatch(ctx context.Context, q names.Queue, jobs []api.BatchJob, mode api.Mode) (api.BatchResult, error) {
+	b := batchBody{Jobs: make([]jobBody, len(jobs))}
+	for i, j := range jobs {
+		b.Jobs[i] = jobBody{Payload: json.RawMessage(j.Payload)}
+		if j.ID != 0 {
+			b.Jobs[i].ID = brand.JOB.Format(j.ID)
+		}
+		if !j.RunAt.IsZero() {
+			b.Jobs[i].RunAt = j.RunAt.Format(time.RFC3339Nano)
+		}
+	}
+	if mode == 0 {
+		mode = api.ModeAsync
+	}
+	var out api.BatchResult
+	err := c.call(ctx, request{method: http.MethodPost, path: queuePath(q, "/jobs/batch"), query: url.Values{"mode": {mode.String()}}, body: b}, &out)
+	return out, err
+}
+
 // Claim claims jobs (POST /v1/queues/{q}/claim).
 func (c *Client) Claim(ctx context.Context, q names.Queue, opts api.ClaimOptions) (api.ClaimResult, error) {
 	v := url.Values{}

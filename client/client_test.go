@@ -120,6 +120,14 @@ func TestClientStreamsJobsVolumes(t *testing.T) {
 	if err != nil || rc.Mode != "sync" || rc.LSN == nil || rc.Volume != "accept.jobs.0" {
 		t.Fatalf("enqueue: %+v %v", rc, err)
 	}
+	batchQ, _ := names.ParseQueue("batchjobs")
+	br, err := c.EnqueueBatch(ctx, batchQ, []echostore.BatchJob{{Payload: []byte(`1`)}, {Payload: []byte(`"two"`)}}, echostore.Sync)
+	if err != nil || br.Failed != 0 || len(br.Receipts) != 2 || br.Receipts[1].LSN == nil || br.Receipts[0].ID == br.Receipts[1].ID {
+		t.Fatalf("enqueue batch: %+v %v", br, err)
+	}
+	if _, err := c.EnqueueBatch(ctx, batchQ, []echostore.BatchJob{{Payload: []byte(`1`)}, {Payload: []byte(`2`), ID: 1 << 62}}, echostore.Sync); !errors.Is(err, client.ErrInvalid) {
+		t.Fatalf("enqueue batch with an id ahead of the minter: %v, want ErrInvalid", err)
+	}
 	// A sync enqueue answers once the job is pushed; it reaches the job
 	// stream right after (the tier's dispatch): claim until it is there.
 	var cl echostore.ClaimResult
@@ -183,7 +191,7 @@ func TestClientStreamsJobsVolumes(t *testing.T) {
 		t.Fatalf("gc: %+v %v", gc, err)
 	}
 	vl, err := c.Volumes(ctx)
-	if err != nil || len(vl.Volumes) != 2 {
+	if err != nil || len(vl.Volumes) != 3 { // archive.q.s, accept.jobs.0, accept.batchjobs.0
 		t.Fatalf("volumes: %+v %v", vl, err)
 	}
 

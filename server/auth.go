@@ -164,7 +164,7 @@ func routeScope(r *http.Request) Scope {
 		"POST /v1/session", "GET /metrics",
 		"": // no route: the 404 or 405 of a caller with any token
 		return ScopeRead
-	case "POST /v1/streams/{q}/{s}", "POST /v1/keys/{k}", "POST /v1/queues/{q}/jobs", "POST /v1/queues/{q}/claim",
+	case "POST /v1/streams/{q}/{s}", "POST /v1/keys/{k}", "POST /v1/queues/{q}/jobs", "POST /v1/queues/{q}/jobs/batch", "POST /v1/queues/{q}/claim",
 		"POST /v1/queues/{q}/ack", "POST /v1/queues/{q}/fail", "POST /v1/queues/{q}/redrive":
 		return ScopeWrite
 	case "POST /v1/streams/{q}/{s}/cycle", "POST /v1/keys/{k}/cycle":

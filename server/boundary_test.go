@@ -51,6 +51,7 @@ var routeSamples = map[string]sample{
 	"POST /v1/keys/{k}/export":          {"/v1/keys/key%3A{q}/export?", `{}`},
 	"GET /v1/queues/{q}":                {"/v1/queues/{q}", ""},
 	"POST /v1/queues/{q}/jobs":          {"/v1/queues/{q}/jobs", `{"payload":{"n":1}}`},
+	"POST /v1/queues/{q}/jobs/batch":    {"/v1/queues/{q}/jobs/batch", `{"jobs":[{"payload":{"n":1}}]}`},
 	"POST /v1/queues/{q}/claim":         {"/v1/queues/{q}/claim?consumer=other&count=10&stalled=1ms", ""},
 	"POST /v1/queues/{q}/ack":           {"/v1/queues/{q}/ack", `{"entries":["{entry}"]}`},
 	"POST /v1/queues/{q}/fail":          {"/v1/queues/{q}/fail", `{"entry":"{entry}","attempt":1,"reason":"boom"}`},

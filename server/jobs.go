@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -90,40 +91,108 @@ func (s *Server) handleEnqueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	mode := accept.Async
-	if v := r.URL.Query().Get("mode"); v != "" {
-		if mode, err = accept.ParseMode(v); err != nil {
-			return badRequest("mode %q: want async or sync", v)
-		}
+	mode, err := enqueueMode(r)
+	if err != nil {
+		return err
 	}
 	var b jobBody
 	if err := decodeBody(r, &b); err != nil {
 		return err
 	}
-	if len(b.Payload) == 0 {
-		return badRequest(`give the job: {"payload":<any JSON value>}`)
-	}
-	var id brand.ID
-	if b.ID != "" {
-		bid, err := brand.Parse(b.ID)
-		if err != nil || bid.Brand != brand.JOB || bid.ID == 0 || brand.JOB.Format(bid.ID) != b.ID {
-			return badRequest("id %q: want a JOB id (JOB_…) that is not zero, as an earlier enqueue answered it, or no id to mint one", b.ID)
-		}
-		id = bid.ID
-	}
-	var runAt time.Time
-	if b.RunAt != "" {
-		if runAt, err = time.Parse(time.RFC3339Nano, b.RunAt); err != nil || runAt.UnixMilli() <= 0 {
-			return badRequest("run_at %q: want an RFC 3339 time after 1970, such as 2030-01-02T03:04:05Z", b.RunAt)
-		}
+	j, err := b.job()
+	if err != nil {
+		return err
 	}
 	start := time.Now()
-	rc, err := s.node.Enqueue(r.Context(), q, b.Payload, echostore.EnqueueOptions{Mode: mode, ID: id, RunAt: runAt})
+	rc, err := s.node.Enqueue(r.Context(), q, j.Payload, echostore.EnqueueOptions{Mode: mode, ID: j.ID, RunAt: j.RunAt})
 	if err != nil {
 		return err
 	}
 	s.m.jobs.enqueuedOne(q, mode.String(), time.Since(start))
 	writeJSON(w, http.StatusOK, rc)
+	return nil
+}
+
+// batchBody is the body of a batch enqueue: {"jobs":[jobBody,…]}.
+type batchBody struct {
+	Jobs []jobBody `json:"jobs"`
+}
+
+// job parses b as the job an enqueue takes, or the caller's mistake.
+func (b jobBody) job() (echostore.BatchJob, error) {
+	if len(b.Payload) == 0 {
+		return echostore.BatchJob{}, badRequest(`give the job: {"payload":<any JSON value>}`)
+	}
+	j := echostore.BatchJob{Payload: b.Payload}
+	if b.ID != "" {
+		bid, err := brand.Parse(b.ID)
+		if err != nil || bid.Brand != brand.JOB || bid.ID == 0 || brand.JOB.Format(bid.ID) != b.ID {
+			return j, badRequest("id %q: want a JOB id (JOB_…) that is not zero, as an earlier enqueue answered it, or no id to mint one", b.ID)
+		}
+		j.ID = bid.ID
+	}
+	if b.RunAt != "" {
+		var err error
+		if j.RunAt, err = time.Parse(time.RFC3339Nano, b.RunAt); err != nil || j.RunAt.UnixMilli() <= 0 {
+			return j, badRequest("run_at %q: want an RFC 3339 time after 1970, such as 2030-01-02T03:04:05Z", b.RunAt)
+		}
+	}
+	return j, nil
+}
+
+// enqueueMode is the mode query parameter of an enqueue (default async).
+func enqueueMode(r *http.Request) (accept.Mode, error) {
+	v := r.URL.Query().Get("mode")
+	if v == "" {
+		return accept.Async, nil
+	}
+	mode, err := accept.ParseMode(v)
+	if err != nil {
+		return 0, badRequest("mode %q: want async or sync", v)
+	}
+	return mode, nil
+}
+
+// handleEnqueueBatch enqueues up to MaxBatch jobs in one request, all in
+// the request's mode, with one receipt each (Node.EnqueueBatch): a sync
+// batch answers once the group commits holding its jobs are pushed. A job
+// the API or the node refuses for what it is refuses the batch (400,
+// naming it), before anything is enqueued; a job's conflict or unknown
+// outcome is its receipt's error, and the request answers 200.
+func (s *Server) handleEnqueueBatch(w http.ResponseWriter, r *http.Request) error {
+	q, err := queuePath(r)
+	if err != nil {
+		return err
+	}
+	mode, err := enqueueMode(r)
+	if err != nil {
+		return err
+	}
+	var b batchBody
+	if err := decodeBody(r, &b); err != nil {
+		return err
+	}
+	if len(b.Jobs) == 0 || len(b.Jobs) > MaxBatch {
+		return badRequest(`give 1 to %d jobs: {"jobs":[{"payload":<any JSON value>},…]}; this body has %d`, MaxBatch, len(b.Jobs))
+	}
+	jobs := make([]echostore.BatchJob, len(b.Jobs))
+	for i, jb := range b.Jobs {
+		if jobs[i], err = jb.job(); err != nil {
+			return fmt.Errorf("job %d: %w", i, err)
+		}
+	}
+	start := time.Now()
+	res, err := s.node.EnqueueBatch(r.Context(), q, jobs, mode)
+	if err != nil {
+		return err
+	}
+	d := time.Since(start)
+	for _, rc := range res.Receipts {
+		if rc.Error == "" {
+			s.m.jobs.enqueuedOne(q, mode.String(), d)
+		}
+	}
+	writeJSON(w, http.StatusOK, res)
 	return nil
 }
 

@@ -72,6 +72,7 @@ func (s *Server) routes() []route {
 	api("GET /v1/queues/{q}/jobs", s.handleJobs)
 	api("DELETE /v1/queues/{q}/dead", s.handleDeleteDead)
 	api("POST /v1/queues/{q}/jobs", s.handleEnqueue)
+	api("POST /v1/queues/{q}/jobs/batch", s.handleEnqueueBatch)
 	api("POST /v1/queues/{q}/claim", s.handleClaim)
 	api("POST /v1/queues/{q}/ack", s.handleAck)
 	api("POST /v1/queues/{q}/fail", s.handleFail)

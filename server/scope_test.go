@@ -59,6 +59,7 @@ var wantScope = map[string]Scope{
 	"POST /v1/streams/{q}/{s}":               ScopeWrite,
 	"POST /v1/streams/{q}/{s}/cycle":         ScopeWrite,
 	"POST /v1/queues/{q}/jobs":               ScopeWrite,
+	"POST /v1/queues/{q}/jobs/batch":         ScopeWrite,
 	"POST /v1/queues/{q}/claim":              ScopeWrite,
 	"POST /v1/queues/{q}/ack":                ScopeWrite,
 	"POST /v1/queues/{q}/fail":               ScopeWrite,
