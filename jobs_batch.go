@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/api"
@@ -22,9 +21,10 @@ type BatchReceipt = api.BatchReceipt
 type BatchResult = api.BatchResult
 
 // EnqueueBatch enqueues jobs on queue q, all in mode (zero: Async), at
-// once: one caller keeps the whole batch in flight, so that a Sync batch
-// waits for the group commits that hold its jobs (one round for up to
-// MaxBatch jobs, where one Enqueue at a time waits a round each).
+// once: one caller keeps the whole batch in flight, handed to the queue's
+// committer together (accept.Tier.EnqueueBatch), so that a Sync batch
+// waits for one commit round (or as few as the committer's batch size
+// makes), where one Enqueue after another waits a round each.
 //
 // Every job is checked first (accept.Tier.CheckEnqueue): a batch holding a
 // job Enqueue would refuse for what it is (a payload that is not UTF-8 or
@@ -56,29 +56,26 @@ func (n *Node) EnqueueBatch(ctx context.Context, q names.Queue, jobs []BatchJob,
 			return BatchResult{}, fmt.Errorf("enqueue batch on %s: job %d: %w", q, i, err)
 		}
 	}
-	res := BatchResult{Receipts: make([]BatchReceipt, len(jobs))}
-	var wg sync.WaitGroup
+	in := make([]accept.BatchJob, len(jobs))
 	for i, j := range jobs {
-		wg.Go(func() {
-			rc, err := tier.EnqueueAt(ctx, q, j.ID, j.Payload, mode, j.RunAt)
-			out := BatchReceipt{Receipt: Receipt{Mode: rc.Mode.String(), Volume: rc.Volume}}
-			if rc.ID != 0 {
-				out.ID = brand.JOB.Format(rc.ID)
-			}
-			if rc.Mode == 0 {
-				out.Mode = mode.String()
-			}
-			if err == nil && rc.Mode == accept.Sync {
-				lsn := rc.LSN
-				out.LSN = &lsn
-			}
-			if err != nil {
-				out.Error = batchError(err)
-			}
-			res.Receipts[i] = out
-		})
+		in[i] = accept.BatchJob{ID: j.ID, Payload: j.Payload, RunAt: j.RunAt}
 	}
-	wg.Wait()
+	rcs, errs := tier.EnqueueBatch(ctx, q, in, mode)
+	res := BatchResult{Receipts: make([]BatchReceipt, len(jobs))}
+	for i, rc := range rcs {
+		out := BatchReceipt{Receipt: Receipt{Mode: mode.String(), Volume: rc.Volume}}
+		if rc.ID != 0 {
+			out.ID = brand.JOB.Format(rc.ID)
+		}
+		if errs[i] == nil && mode == accept.Sync {
+			lsn := rc.LSN
+			out.LSN = &lsn
+		}
+		if errs[i] != nil {
+			out.Error = batchError(errs[i])
+		}
+		res.Receipts[i] = out
+	}
 	for _, r := range res.Receipts {
 		if r.Error != "" {
 			res.Failed++

@@ -78,6 +78,16 @@ func TestEnqueueBatch(t *testing.T) {
 	if len(want) != n {
 		t.Fatalf("%d distinct ids in %d receipts", len(want), n)
 	}
+	// Handed to the committer together, the batch is as few commits as
+	// its batch size makes (accept.DefaultCommitBatch jobs a commit), not
+	// one a job.
+	lsns := map[uint64]bool{}
+	for _, r := range res.Receipts {
+		lsns[*r.LSN] = true
+	}
+	if most := (n + accept.DefaultCommitBatch - 1) / accept.DefaultCommitBatch; len(lsns) > most {
+		t.Fatalf("the sync batch of %d took %d commits, want at most %d", n, len(lsns), most)
+	}
 
 	// Sent again with the ids: every job a retry, none enqueued twice.
 	again, err := node.EnqueueBatch(ctx, q, jobs, echostore.Sync)

@@ -48,8 +48,75 @@ func (t *Tier) Enqueue(ctx context.Context, q names.Queue, id brand.ID, payload 
 // before then (by the clock of the Dispatcher; run-ats are kept to the
 // millisecond). A runAt before 1970 is ErrInvalid.
 func (t *Tier) EnqueueAt(ctx context.Context, q names.Queue, id brand.ID, payload []byte, mode Mode, runAt time.Time) (Receipt, error) {
+	tq, it, r, err := t.admit(ctx, q, id, payload, mode, runAt)
+	if err != nil || it == nil {
+		return r, err
+	}
+	if err := t.submit(tq, []item{*it}, mode); err != nil {
+		return r, fmt.Errorf("accept: enqueue of %s: %w", brand.JOB.Format(r.ID), err)
+	}
+	return t.await(ctx, *it, r)
+}
+
+// BatchJob is one job of EnqueueBatch: its id (0: minted), payload and
+// run-at (the zero time: at once), as EnqueueAt takes them.
+type BatchJob struct {
+	ID      brand.ID
+	Payload []byte
+	RunAt   time.Time
+}
+
+// EnqueueBatch is EnqueueAt of each of jobs on q, in mode, handed to the
+// queue's committer together: a Sync batch is one commit round, or as few
+// as the committer's batch size makes it, where one EnqueueAt after
+// another would wait a round each. It answers a receipt and an error a
+// job, in order, as EnqueueAt would answer each (a job refused is its own
+// error; the others go on). The caller checks the jobs first
+// (CheckEnqueue) to refuse a bad batch whole.
+func (t *Tier) EnqueueBatch(ctx context.Context, q names.Queue, jobs []BatchJob, mode Mode) ([]Receipt, []error) {
+	rs := make([]Receipt, len(jobs))
+	errs := make([]error, len(jobs))
+	its := make([]*item, len(jobs))
+	var tq *tierQueue
+	var batch []item
+	for i, j := range jobs {
+		var err error
+		var qq *tierQueue
+		qq, its[i], rs[i], err = t.admit(ctx, q, j.ID, j.Payload, mode, j.RunAt)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if its[i] != nil {
+			tq = qq
+			batch = append(batch, *its[i])
+		}
+	}
+	if len(batch) == 0 {
+		return rs, errs
+	}
+	if err := t.submit(tq, batch, mode); err != nil {
+		for i, it := range its {
+			if it != nil {
+				errs[i] = fmt.Errorf("accept: enqueue of %s: %w", brand.JOB.Format(rs[i].ID), err)
+			}
+		}
+		return rs, errs
+	}
+	for i, it := range its {
+		if it != nil {
+			rs[i], errs[i] = t.await(ctx, *it, rs[i])
+		}
+	}
+	return rs, errs
+}
+
+// admit checks and records one job of EnqueueAt and returns its queue,
+// the item to hand to the committer (nil when there is none: an Async
+// retry of a job still pending) and its receipt so far.
+func (t *Tier) admit(ctx context.Context, q names.Queue, id brand.ID, payload []byte, mode Mode, runAt time.Time) (*tierQueue, *item, Receipt, error) {
 	if err := t.CheckEnqueue(q, id, payload, mode, runAt); err != nil {
-		return Receipt{}, err
+		return nil, nil, Receipt{}, err
 	}
 	var at int64
 	if !runAt.IsZero() {
@@ -63,20 +130,20 @@ func (t *Tier) EnqueueAt(ctx context.Context, q names.Queue, id brand.ID, payloa
 	if explicit {
 		var err error
 		if retry, err = t.checkID(ctx, Intent{ID: id, Queue: q, Payload: payload, RunAt: at}); err != nil {
-			return Receipt{}, err
+			return nil, nil, Receipt{}, err
 		}
 	}
 	tq, err := t.queue(ctx, q, false)
 	if err != nil {
-		return Receipt{}, err
+		return nil, nil, Receipt{}, err
 	}
 	in := Intent{ID: id, Queue: q, Payload: payload, RunAt: at}
 	if !retry {
 		if err := t.gs.CheckRoom(); err != nil { // ErrDiskFull before anything is recorded
 			if explicit {
-				return Receipt{}, fmt.Errorf("accept: enqueue of %s: %w", brand.JOB.Format(id), err)
+				return nil, nil, Receipt{}, fmt.Errorf("accept: enqueue of %s: %w", brand.JOB.Format(id), err)
 			}
-			return Receipt{}, fmt.Errorf("accept: enqueue on %s: %w", q, err)
+			return nil, nil, Receipt{}, fmt.Errorf("accept: enqueue on %s: %w", q, err)
 		}
 		if explicit {
 			var kept Intent
@@ -96,7 +163,7 @@ func (t *Tier) EnqueueAt(ctx context.Context, q names.Queue, id brand.ID, payloa
 			id = in.ID
 		}
 		if err != nil {
-			return Receipt{}, err
+			return nil, nil, Receipt{}, err
 		}
 	}
 	if retry {
@@ -106,26 +173,33 @@ func (t *Tier) EnqueueAt(ctx context.Context, q names.Queue, id brand.ID, payloa
 	}
 	r := Receipt{ID: id, Mode: mode, Volume: tq.vol.Name().String()}
 	if retry && mode == Async {
-		return r, nil // pending already: it is committed and dispatched once
+		return tq, nil, r, nil // pending already: it is committed and dispatched once
 	}
-	it := item{in: in}
+	it := &item{in: in}
 	if mode == Sync {
 		it.done = make(chan commitResult, 1)
 	}
+	return tq, it, r, nil
+}
+
+// submit hands items, admitted on tq, to its committer, and kicks it
+// when mode or the intake's size asks for a commit now. Once the tier is
+// stopped it fails with ErrClosed: the items are recorded, and the next
+// NewTier commits them.
+func (t *Tier) submit(tq *tierQueue, items []item, mode Mode) error {
 	qi := &tq.intake
 	qi.mu.Lock()
 	if qi.stopped {
 		qi.mu.Unlock()
-		// Recorded: the next NewTier commits it.
-		return r, fmt.Errorf("accept: enqueue of %s: %w", brand.JOB.Format(id), ErrClosed)
+		return ErrClosed
 	}
 	if len(qi.pending) == 0 {
 		qi.oldest = time.Now()
 	}
-	qi.pending = append(qi.pending, it)
+	qi.pending = append(qi.pending, items...)
 	kick := mode == Sync || len(qi.pending) >= t.opts.AsyncEvery
 	if mode == Sync {
-		qi.nsync++
+		qi.nsync += len(items)
 		if qi.want > 0 && qi.nsync >= qi.want {
 			qi.want = 0
 			select {
@@ -139,7 +213,13 @@ func (t *Tier) EnqueueAt(ctx context.Context, q names.Queue, id brand.ID, payloa
 	if kick {
 		tq.poke()
 	}
-	if mode == Async {
+	return nil
+}
+
+// await answers a submitted item's receipt r: at once for Async, once
+// its commit is pushed for Sync (with the push's LSN).
+func (t *Tier) await(ctx context.Context, it item, r Receipt) (Receipt, error) {
+	if it.done == nil {
 		return r, nil
 	}
 	select {
@@ -150,7 +230,7 @@ func (t *Tier) EnqueueAt(ctx context.Context, q names.Queue, id brand.ID, payloa
 		r.LSN = res.lsn
 		return r, nil
 	case <-ctx.Done():
-		return r, fmt.Errorf("accept: sync enqueue of %s: %w", brand.JOB.Format(id), ctx.Err())
+		return r, fmt.Errorf("accept: sync enqueue of %s: %w", brand.JOB.Format(r.ID), ctx.Err())
 	}
 }
 

@@ -145,7 +145,7 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 				}
 			}
 			// What an enqueue level left in Redis goes, so that every
-			// level meets the same server.
+			// level meets the same server (after the batch levels).
 			if err := e.deleteKeys(ctx, "asynq:{"+pe.asynqQ+"}:*"); err != nil {
 				return nil, err
 			}
@@ -154,6 +154,23 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 					return nil, err
 				}
 			}
+		}
+		for _, b := range []struct {
+			name string
+			node *echostore.Node
+		}{{"file://", pe.fileNode}, {"MinIO", pe.minioNode}} {
+			if b.node == nil {
+				continue
+			}
+			p.Step(fmt.Sprintf("run %d: %s, %s", run+1, peerSyncBatch, b.name))
+			lv, err := pe.batchLevel(ctx, b.node, b.name, run, o.Window, o.LevelJobs)
+			if err != nil {
+				return nil, fmt.Errorf("peers: %s, %s: %w", peerSyncBatch, b.name, err)
+			}
+			k := lvKey{peerSyncBatch + ", " + b.name, 1}
+			jps[k] = append(jps[k], lv.jobsPerSec)
+			p50[k] = append(p50[k], ms(lv.p50))
+			p99[k] = append(p99[k], ms(lv.p99))
 		}
 		order := []func() error{
 			func() error {
@@ -213,6 +230,17 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 				r.Compare(name, peerRow(peerAsynqEnqueue, c, "jobs/s"), 0)
 			}
 		}
+	}
+	for _, name := range []string{"file://", "MinIO"} {
+		k := lvKey{peerSyncBatch + ", " + name, 1}
+		if len(jps[k]) == 0 {
+			continue
+		}
+		row := r.Add(peerSyncBatch+", "+name+": jobs/s", "jobs/s", jps[k],
+			fmt.Sprintf("Node.EnqueueBatch of %d jobs, mode sync, one call at a time: the call answers once the group commits holding its jobs are pushed", peerBatchJobs))
+		r.Add(peerSyncBatch+", "+name+": p50 a call", "ms", p50[k], "")
+		r.Add(peerSyncBatch+", "+name+": p99 a call", "ms", p99[k], "")
+		r.Compare(row, peerRow(peerAsynqEnqueue, 1, "jobs/s"), 0)
 	}
 	most := slices.Max(o.Callers)
 	// The goals of issue 19.
@@ -308,6 +336,61 @@ func (pe *peerEnv) enqueueLevel(ctx context.Context, sys string, run, callers in
 		return lv, 0, err
 	}
 	return lv, float64(lv.jobs) / time.Since(lv.start).Seconds(), nil
+}
+
+// peerBatchJobs is the jobs of one call of the sync batch rows.
+const peerBatchJobs = 64
+
+// batchLevel is one caller making sync batch enqueues of peerBatchJobs
+// jobs on node, one call at a time, for window or until most jobs; its
+// p50 and p99 are a call's.
+func (pe *peerEnv) batchLevel(ctx context.Context, node *echostore.Node, remote string, run int, window time.Duration, most int) (peerLevel, error) {
+	tag := "file"
+	if remote != "file://" {
+		tag = "minio"
+	}
+	q, err := names.ParseQueue(fmt.Sprintf("peers-%s-batch-%s-%d", pe.run, tag, run))
+	if err != nil {
+		return peerLevel{}, err
+	}
+	jobs := make([]echostore.BatchJob, peerBatchJobs)
+	for i := range jobs {
+		jobs[i] = echostore.BatchJob{Payload: syncPayload}
+	}
+	call := func() error {
+		res, err := node.EnqueueBatch(ctx, q, jobs, echostore.Sync)
+		if err == nil && res.Failed > 0 {
+			for _, rc := range res.Receipts {
+				if rc.Error != "" {
+					return fmt.Errorf("%d of %d jobs failed: %s", res.Failed, len(jobs), rc.Error)
+				}
+			}
+		}
+		return err
+	}
+	// The first enqueue of a queue creates its accept volume: not timed.
+	if err := call(); err != nil {
+		return peerLevel{}, err
+	}
+	var lats []time.Duration
+	start := time.Now()
+	done := 0
+	for time.Since(start) < window && done < most {
+		t0 := time.Now()
+		if err := call(); err != nil {
+			return peerLevel{}, err
+		}
+		lats = append(lats, time.Since(t0))
+		done += len(jobs)
+	}
+	el := time.Since(start)
+	slices.Sort(lats)
+	lv := peerLevel{start: start, jobs: done, jobsPerSec: float64(done) / el.Seconds(),
+		p50: lats[len(lats)/2], p99: lats[min(len(lats)-1, len(lats)*99/100)]}
+	if err := node.Drain(ctx); err != nil {
+		return lv, err
+	}
+	return lv, settle(ctx, node, q, int64(done+len(jobs)))
 }
 
 // timedCallers runs callers goroutines calling call in a loop for window

@@ -43,9 +43,13 @@ const (
 	peerAsyncDispatch = "echostore async enqueue, until in the job stream"
 	peerSyncFile      = "echostore sync enqueue, file://"
 	peerSyncMinIO     = "echostore sync enqueue, MinIO"
-	peerAsynqServer   = "asynq Server, no-op handler: processing"
-	peerAsynqServers  = "asynq, %d Servers, no-op handler: processing"
-	peerClaimAck      = "echostore claim + ack consumer: processing"
+	// peerSyncBatch is a sync batch enqueue (Node.EnqueueBatch) of
+	// peerBatchJobs jobs a call from one caller, on a remote ("file://" or
+	// "MinIO" follows).
+	peerSyncBatch    = "echostore sync batch enqueue of 64 jobs a call, 1 caller"
+	peerAsynqServer  = "asynq Server, no-op handler: processing"
+	peerAsynqServers = "asynq, %d Servers, no-op handler: processing"
+	peerClaimAck     = "echostore claim + ack consumer: processing"
 )
 
 // The River rows of the peers report (informational: issue 19 sets no goal
