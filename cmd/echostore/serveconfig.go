@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -92,11 +93,13 @@ type sizeConfig server.ByteSize
 // UnmarshalYAML parses a scalar as a server.ByteSize.
 func (b *sizeConfig) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("%w: line %d: want a size such as 1GiB", server.ErrConfig, n.Line)
+		return fmt.Errorf("line %d: want a size such as 1GiB", n.Line)
 	}
 	var v server.ByteSize
 	if err := v.UnmarshalText([]byte(n.Value)); err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		// parseServeConfig names ErrConfig once, for every error of the
+		// file: not again here.
+		return fmt.Errorf("line %d: %s", n.Line, strings.TrimPrefix(err.Error(), server.ErrConfig.Error()+": "))
 	}
 	*b = sizeConfig(v)
 	return nil

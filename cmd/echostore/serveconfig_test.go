@@ -150,7 +150,7 @@ func TestServeConfigRefused(t *testing.T) {
 		"max_streams: 2.5":                       "line 1: 2.5 is not a whole number",
 		"node: 1.5":                              "not a whole number",
 		"defaults: {retain_count: 1e3}":          "not a whole number",
-		"beat: 2s\ncache_size: 1GB\n":            `line 2: invalid serve configuration: size "1GB": not a whole number`,
+		"beat: 2s\ncache_size: 1GB\n":            `invalid serve configuration: line 2: size "1GB": not a whole number`,
 		"cache_size: 1gib\n":                     `size "1gib"`,
 		"cache_size: 1.5GiB\n":                   `size "1.5GiB"`,
 		"cache_size: 1.5\n":                      "not a whole number",
@@ -160,8 +160,12 @@ func TestServeConfigRefused(t *testing.T) {
 		"cache_size: [1]\n":                      "line 1: want a size",
 		"cache_size: \"99999999999999999999\"\n": "too large",
 	} {
-		if _, err := parseServeConfig([]byte(yml)); !errors.Is(err, server.ErrConfig) || !strings.Contains(err.Error(), msg) {
+		_, err := parseServeConfig([]byte(yml))
+		if !errors.Is(err, server.ErrConfig) || !strings.Contains(err.Error(), msg) {
 			t.Errorf("%q: %v, want ErrConfig saying %q", yml, err, msg)
+		}
+		if err != nil && strings.Count(err.Error(), server.ErrConfig.Error()) != 1 {
+			t.Errorf("%q: %v: says %q more than once", yml, err, server.ErrConfig.Error())
 		}
 	}
 	// Decoded, then refused by server's checks (the messages are server's).
