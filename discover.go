@@ -11,21 +11,6 @@ import (
 	"github.com/echostore/echostore/names"
 )
 
-// Adoptable is an archived stream registered in Redis that the node may
-// adopt (Node.Adoptable): its archive volume is in the data dir
-// (LocalVolume), or nothing was folded for it yet, or its volume is in the
-// remote (a cycle here pulls it first: the takeover of a dead or departed
-// node's stream).
-type Adoptable struct {
-	Ref         names.StreamRef
-	LocalVolume bool
-}
-
-// DefaultDiscoverEvery is the least time between two discoveries of the
-// streams to adopt (BeatOptions.Adopt) when BeatOptions.DiscoverEvery is
-// zero: each one SCANs the keyspace of every master.
-const DefaultDiscoverEvery = time.Minute
-
 // discovery paces the beat's discovery (BeatOptions.Adopt) and remembers
 // the streams left alone, so that each is logged once; its zero value has
 // discovered nothing and knows none.

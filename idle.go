@@ -46,20 +46,6 @@ import (
 // and no XINFO. Its archive, its trim and its metrics are those of its last
 // cycle, which nothing since has made stale.
 
-// DefaultSweep is how often the beat reads the top of an idle archived
-// stream to find entries that others appended, when BeatOptions.Sweep is
-// zero.
-const DefaultSweep = 60 * time.Second
-
-// BeatPicked counts what a beat's pick of the due streams found (the idle
-// skip, BeatOptions.OnPicked).
-type BeatPicked struct {
-	Due    int // cycled by this beat
-	Swept  int // of those, found moved by the sweep
-	Probed int // idle streams whose top the sweep read
-	Idle   int // left alone
-}
-
 // pickDue is the beat's pick when BeatOptions.Pick is nil: of archived,
 // the streams the node Cycles that are due. It returns the pick and the
 // top read of each due stream before its cycle.

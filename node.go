@@ -17,11 +17,9 @@ import (
 	"github.com/echostore/echostore/mq"
 )
 
-// Sentinel errors of Open and of Node's methods.
+// Sentinel errors of Open and of Node's methods (ErrConfig, beside Config,
+// is the other).
 var (
-	// ErrConfig: Open was given a Config it cannot use (no Data, a
-	// negative MaxQueues).
-	ErrConfig = errors.New("echostore: invalid configuration")
 	// ErrDataLocked: another process holds the data directory.
 	ErrDataLocked = errors.New("echostore: the data directory is in use by another echostore process")
 	// ErrMemRemote: a mem:// remote without Config.Dev: sync

@@ -31,48 +31,6 @@ import (
 // their safe index (the job stream dedups by id). docs/RELIABILITY.md
 // ("Disk loss and restore") says what survives.
 
-// RestoreMode says whether Open rebuilds the data dir from the remote
-// (Config.Restore).
-type RestoreMode int
-
-// The restore modes.
-const (
-	// RestoreOff opens the data dir as it is (a data dir left by an
-	// unfinished restore is refused: ErrRestorePending).
-	RestoreOff RestoreMode = iota
-	// RestoreIfEmpty (serve's restore: true) restores a data dir that
-	// holds no store (missing, empty, or left by an unfinished restore)
-	// and opens one that holds a store as it is, so that a supervised
-	// node restarted after an ordinary crash comes back with its own
-	// disk; a data dir holding anything else is refused (*NotEmptyError).
-	RestoreIfEmpty
-	// RestoreEmpty (`echostore restore`) restores a data dir that holds
-	// nothing (or was left by an unfinished restore) and refuses any
-	// other (*NotEmptyError), before anything is created.
-	RestoreEmpty
-	// RestoreForce (`echostore restore --force`) restores into whatever
-	// the data dir holds: volumes it lacks are created from the remote,
-	// volumes it has are pulled (a volume with unpushed commits whose
-	// remote moved fails the restore with graft's *DivergedError, dropping
-	// nothing). Nothing in the data dir is deleted or overwritten.
-	RestoreForce
-)
-
-// String returns the mode's name.
-func (m RestoreMode) String() string {
-	switch m {
-	case RestoreOff:
-		return "off"
-	case RestoreIfEmpty:
-		return "if-empty"
-	case RestoreEmpty:
-		return "empty"
-	case RestoreForce:
-		return "force"
-	}
-	return "RestoreMode(" + strconv.Itoa(int(m)) + ")"
-}
-
 // Sentinel errors of a restore.
 var (
 	// ErrNotEmpty: a restore was asked into a data dir that already holds
