@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/echostore/echostore/archive"
@@ -160,24 +159,6 @@ func parseNodeID(b []byte) (string, error) {
 		return "", fmt.Errorf("%w: want 32 lower-case hex digits", ErrNodeID)
 	}
 	return id, nil
-}
-
-// group is a node's heartbeat and its latest view of its group; mu guards
-// it. The zero value is a node that has not joined.
-type group struct {
-	// hb orders the heartbeats and the leave: a heartbeat in flight when
-	// the node leaves would put it back in the group until HeartbeatTTL.
-	hb     sync.Mutex
-	mu     sync.Mutex
-	joined bool   // Run joined: heartbeats
-	info   string // the heartbeat's value
-	name   string // the remote's identity, "" until read
-	cur    *GroupView
-	gen    uint64
-	// failing: the last heartbeat failed (logged once until one succeeds).
-	failing bool
-	clash   map[string]bool // nodes logged for sharing this node's number
-	onView  func(v *GroupView, changed bool)
 }
 
 // ID returns the node's id: its data dir's NodeIDFile, written by the

@@ -74,60 +74,6 @@ func (e *NotEmptyError) Error() string {
 // Unwrap returns ErrNotEmpty.
 func (e *NotEmptyError) Unwrap() error { return ErrNotEmpty }
 
-// RestoredVolume is one volume a restore rebuilt.
-type RestoredVolume struct {
-	Volume string `json:"volume"`
-	// Kind is "archive" (an archived stream's history) or "accept" (one of
-	// the node's job queues).
-	Kind string `json:"kind"`
-	// RemoteLSN is the remote LSN the volume was restored to (the remote
-	// log's head when it was pulled); LocalLSN the volume's local head.
-	RemoteLSN uint64 `json:"remote_lsn"`
-	LocalLSN  uint64 `json:"local_lsn"`
-	Pages     uint64 `json:"pages"`
-	Bytes     uint64 `json:"bytes"`
-	// UnfetchedFrames are the frames whose pages are still in the remote,
-	// fetched on first read (or by `volume hydrate`).
-	UnfetchedFrames int `json:"unfetched_frames"`
-	// Existed: the data dir held the volume already (RestoreForce); it
-	// was pulled.
-	Existed bool `json:"existed,omitempty"`
-	// SeamLowered: the stream's seam cache in Redis named folds the remote
-	// never received (a fold durable only on the lost disk); it was
-	// lowered to the restored volume so that reads and cycles go on.
-	SeamLowered bool `json:"seam_lowered,omitempty"`
-}
-
-// SkippedVolume is a volume of the remote a restore left alone, and why.
-type SkippedVolume struct {
-	Volume string `json:"volume"`
-	Reason string `json:"reason"`
-}
-
-// RestoreResult is what a restore did (Node.Restored, `echostore
-// restore`).
-type RestoreResult struct {
-	Data   string `json:"data"`
-	Remote string `json:"remote"` // redacted
-	Node   int    `json:"node"`
-	Mode   string `json:"mode"`
-	// Restored: the restore ran. False when RestoreIfEmpty found a store
-	// (Reason says so).
-	Restored bool   `json:"restored"`
-	Reason   string `json:"reason,omitempty"`
-	// Volumes are the volumes restored, by name; Skipped those of the
-	// remote left alone (another node's accept volumes, other names).
-	Volumes []RestoredVolume `json:"volumes"`
-	Skipped []SkippedVolume  `json:"skipped"`
-	// Requests and BytesFetched are the remote's requests and the bytes
-	// it returned during the restore: everything fetched before the first
-	// read (page bytes come later, on reads).
-	Requests     int64 `json:"requests"`
-	BytesFetched int64 `json:"bytes_fetched"`
-	// Took is how long the restore took, in milliseconds.
-	TookMs int64 `json:"took_ms"`
-}
-
 // dataState is what a data dir holds, as a restore sees it.
 type dataState struct {
 	entries []string // every entry but restoreIgnored, sorted
@@ -284,7 +230,7 @@ func (n *Node) restore(ctx context.Context) (*RestoreResult, error) {
 	start := time.Now()
 	res := &RestoreResult{Data: n.cfg.Data, Remote: redact.URL(n.rurl), Node: n.cfg.Node, Mode: n.cfg.Restore.String(),
 		Restored: true, Volumes: []RestoredVolume{}, Skipped: []SkippedVolume{}}
-	m := &meter{Store: n.rs}
+	m := &restoreMeter{Store: n.rs}
 	n.store.AttachRemote(m)
 	defer n.store.AttachRemote(n.rs)
 	vols, err := remoteVolumes(ctx, m)
@@ -403,15 +349,15 @@ func remoteVolumes(ctx context.Context, rs remote.Store) ([]string, error) {
 	return out, nil
 }
 
-// meter counts the requests a restore makes and the bytes the remote
+// restoreMeter counts the requests a restore makes and the bytes the remote
 // returns to it.
-type meter struct {
+type restoreMeter struct {
 	remote.Store
 	requests, bytes atomic.Int64
 }
 
 // Get implements remote.Store.
-func (m *meter) Get(ctx context.Context, key string) ([]byte, error) {
+func (m *restoreMeter) Get(ctx context.Context, key string) ([]byte, error) {
 	b, err := m.Store.Get(ctx, key)
 	m.requests.Add(1)
 	m.bytes.Add(int64(len(b)))
@@ -419,7 +365,7 @@ func (m *meter) Get(ctx context.Context, key string) ([]byte, error) {
 }
 
 // GetRange implements remote.Store.
-func (m *meter) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+func (m *restoreMeter) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
 	b, err := m.Store.GetRange(ctx, key, off, n)
 	m.requests.Add(1)
 	m.bytes.Add(int64(len(b)))
@@ -427,26 +373,26 @@ func (m *meter) GetRange(ctx context.Context, key string, off, n int64) ([]byte,
 }
 
 // List implements remote.Store.
-func (m *meter) List(ctx context.Context, prefix string, limit int) ([]remote.ObjectInfo, error) {
+func (m *restoreMeter) List(ctx context.Context, prefix string, limit int) ([]remote.ObjectInfo, error) {
 	objs, err := m.Store.List(ctx, prefix, limit)
 	m.requests.Add(max(1, int64((len(objs)+remote.ListPageSize-1)/remote.ListPageSize)))
 	return objs, err
 }
 
 // PutIfAbsent implements remote.Store.
-func (m *meter) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+func (m *restoreMeter) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	m.requests.Add(1)
 	return m.Store.PutIfAbsent(ctx, key, data)
 }
 
 // Put implements remote.Store.
-func (m *meter) Put(ctx context.Context, key string, data []byte) error {
+func (m *restoreMeter) Put(ctx context.Context, key string, data []byte) error {
 	m.requests.Add(1)
 	return m.Store.Put(ctx, key, data)
 }
 
 // Delete implements remote.Store.
-func (m *meter) Delete(ctx context.Context, key string) error {
+func (m *restoreMeter) Delete(ctx context.Context, key string) error {
 	m.requests.Add(1)
 	return m.Store.Delete(ctx, key)
 }

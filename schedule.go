@@ -10,55 +10,8 @@ import (
 	"time"
 
 	"github.com/echostore/echostore/archive"
-	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
-
-// schedule is what the node keeps of its declared streams: each one's
-// policy, the archive driver of each (trim_after, retention) pair and the
-// trim-only retention. mu guards policies and drivers; beat orders a beat
-// and a delete, so that a deleted stream is not cycled by a beat that
-// listed it before.
-type schedule struct {
-	mu       sync.Mutex
-	policies map[names.StreamRef]StreamPolicy
-	drivers  map[driverKey]*archive.Driver
-	ret      *mq.Retention
-	faults   map[names.StreamRef]bool // armed one-shot faults (fault.go)
-	closing  chan struct{}            // closed by close: Run returns (made on first use, done)
-	beat     sync.Mutex
-	closed   bool // under beat: the node is closing, no beat runs
-	once     sync.Once
-}
-
-// done returns the channel close closes.
-func (s *schedule) done() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing == nil {
-		s.closing = make(chan struct{})
-	}
-	return s.closing
-}
-
-// close ends the schedule as the node closes: Run returns, the beat in
-// flight is waited for, and no beat runs after it.
-func (s *schedule) close() {
-	s.done()
-	s.once.Do(func() { close(s.closing) })
-	s.beat.Lock()
-	s.closed = true
-	s.beat.Unlock()
-}
-
-// driverKey names one archive driver: what its cycles trim after and the
-// archive's retention horizon they apply.
-type driverKey struct {
-	ta     archive.TrimAfter
-	retain archive.Retention
-}
-
-func (p StreamPolicy) driverKey() driverKey { return driverKey{p.TrimAfter, p.Retain} }
 
 // Declare makes the node keep ref bounded by p on every beat (Run, Beat),
 // replacing the policy it had. Without Redis it fails with ErrNoRedis; an
@@ -127,15 +80,6 @@ func (n *Node) driverLocked(k driverKey) (*archive.Driver, error) {
 	}
 	s.drivers[k] = a.NewDriver()
 	return s.drivers[k], nil
-}
-
-// forgetLocked takes ref out of the driver or retention of p; s.mu is held.
-func (s *schedule) forgetLocked(ref names.StreamRef, p StreamPolicy) {
-	if !p.Archived {
-		s.ret.Forget(ref)
-	} else if d, ok := s.drivers[p.driverKey()]; ok {
-		d.Forget(ref)
-	}
 }
 
 // Undeclare stops keeping ref bounded, and returns the policy it had.
@@ -327,19 +271,4 @@ func (n *Node) CheckpointOutbox(ctx context.Context) (time.Duration, error) {
 		return 0, fmt.Errorf("checkpoint the accept outbox: %w", err)
 	}
 	return max(time.Since(start), time.Nanosecond), nil
-}
-
-// every calls f every d until ctx ends; a call that has begun runs to its
-// end.
-func every(ctx context.Context, d time.Duration, f func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f()
-		}
-	}
 }
