@@ -1,9 +1,11 @@
 package echostore
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/echostore/echostore/accept"
@@ -146,6 +148,53 @@ type Config struct {
 	Restore RestoreMode
 	// Logger receives the node's logs (default slog.Default()).
 	Logger *slog.Logger
+}
+
+// ErrConfig: Open was given a Config it cannot use (no Data, a negative
+// MaxQueues), or a Config's part is out of range (JobOutcomes). It is one
+// of the sentinel errors of Open and of Node's methods (node.go).
+var ErrConfig = errors.New("echostore: invalid configuration")
+
+// RestoreMode says whether Open rebuilds the data dir from the remote
+// (Config.Restore).
+type RestoreMode int
+
+// The restore modes.
+const (
+	// RestoreOff opens the data dir as it is (a data dir left by an
+	// unfinished restore is refused: ErrRestorePending).
+	RestoreOff RestoreMode = iota
+	// RestoreIfEmpty (serve's restore: true) restores a data dir that
+	// holds no store (missing, empty, or left by an unfinished restore)
+	// and opens one that holds a store as it is, so that a supervised
+	// node restarted after an ordinary crash comes back with its own
+	// disk; a data dir holding anything else is refused (*NotEmptyError).
+	RestoreIfEmpty
+	// RestoreEmpty (`echostore restore`) restores a data dir that holds
+	// nothing (or was left by an unfinished restore) and refuses any
+	// other (*NotEmptyError), before anything is created.
+	RestoreEmpty
+	// RestoreForce (`echostore restore --force`) restores into whatever
+	// the data dir holds: volumes it lacks are created from the remote,
+	// volumes it has are pulled (a volume with unpushed commits whose
+	// remote moved fails the restore with graft's *DivergedError, dropping
+	// nothing). Nothing in the data dir is deleted or overwritten.
+	RestoreForce
+)
+
+// String returns the mode's name.
+func (m RestoreMode) String() string {
+	switch m {
+	case RestoreOff:
+		return "off"
+	case RestoreIfEmpty:
+		return "if-empty"
+	case RestoreEmpty:
+		return "empty"
+	case RestoreForce:
+		return "force"
+	}
+	return "RestoreMode(" + strconv.Itoa(int(m)) + ")"
 }
 
 // DefaultRemote returns the remote of a data dir when none is given:

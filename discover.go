@@ -4,59 +4,11 @@ import (
 	"context"
 	"iter"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/names"
 )
-
-// Adoptable is an archived stream registered in Redis that the node may
-// adopt (Node.Adoptable): its archive volume is in the data dir
-// (LocalVolume), or nothing was folded for it yet, or its volume is in the
-// remote (a cycle here pulls it first: the takeover of a dead or departed
-// node's stream).
-type Adoptable struct {
-	Ref         names.StreamRef
-	LocalVolume bool
-}
-
-// DefaultDiscoverEvery is the least time between two discoveries of the
-// streams to adopt (BeatOptions.Adopt) when BeatOptions.DiscoverEvery is
-// zero: each one SCANs the keyspace of every master.
-const DefaultDiscoverEvery = time.Minute
-
-// discovery paces the beat's discovery (BeatOptions.Adopt) and remembers
-// the streams left alone, so that each is logged once; its zero value has
-// discovered nothing and knows none.
-type discovery struct {
-	mu     sync.Mutex
-	seen   map[names.StreamRef]bool
-	last   time.Time // the last discovery
-	forced bool      // the next one is due at once: the group changed
-}
-
-// due reports whether a discovery is due at now (the first always is, and
-// one forced since the last), and if so counts it as done.
-func (d *discovery) due(now time.Time, every time.Duration) bool {
-	if every <= 0 {
-		every = DefaultDiscoverEvery
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !d.last.IsZero() && now.Sub(d.last) < every && !d.forced {
-		return false
-	}
-	d.last, d.forced = now, false
-	return true
-}
-
-// force makes the next discovery due at once.
-func (d *discovery) force() {
-	d.mu.Lock()
-	d.forced = true
-	d.mu.Unlock()
-}
 
 // discover offers adopt, when a discovery is due, each stream Adoptable
 // yields (BeatOptions.Adopt); a stream adopt leaves alone is logged once.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/echostore/echostore/graft/remote"
@@ -40,34 +38,6 @@ const DefaultGCGrace = time.Hour
 // after it was written.) A reader idle for longer pulls again, which
 // restarts it from the newest checkpoint when the log below it was trimmed.
 // A volume whose remote did not move and has nothing due makes no request.
-
-// gcLoop is the node's background remote GC.
-type gcLoop struct {
-	every, grace time.Duration
-	stop         context.CancelFunc
-	done         chan struct{}
-
-	mu   sync.Mutex // one pass at a time; guards vols
-	vols map[names.Volume]gcVolume
-
-	objects, bytes [gcKinds]atomic.Int64
-	passes, errs   atomic.Int64
-}
-
-// gcVolume is what the loop remembers of a volume between passes.
-type gcVolume struct {
-	seen uint64    // the volume's RemoteLSN at its last pass
-	due  time.Time // zero: nothing held back; else when the grace ends
-}
-
-// The kinds of object remote GC removes, as GCTotals and the metrics name
-// them.
-const (
-	gcSegment = iota
-	gcCommit
-	gcMarker
-	gcKinds
-)
 
 // GCKinds names the kinds of remote object GC removes, in GCTotals order:
 // segments deleted, commit objects replaced by tombstones, checkpoint

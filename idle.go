@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 )
@@ -46,20 +44,6 @@ import (
 // and no XINFO. Its archive, its trim and its metrics are those of its last
 // cycle, which nothing since has made stale.
 
-// DefaultSweep is how often the beat reads the top of an idle archived
-// stream to find entries that others appended, when BeatOptions.Sweep is
-// zero.
-const DefaultSweep = 60 * time.Second
-
-// BeatPicked counts what a beat's pick of the due streams found (the idle
-// skip, BeatOptions.OnPicked).
-type BeatPicked struct {
-	Due    int // cycled by this beat
-	Swept  int // of those, found moved by the sweep
-	Probed int // idle streams whose top the sweep read
-	Idle   int // left alone
-}
-
 // pickDue is the beat's pick when BeatOptions.Pick is nil: of archived,
 // the streams the node Cycles that are due. It returns the pick and the
 // top read of each due stream before its cycle.
@@ -89,46 +73,6 @@ const SweepProbes = 40
 // n idle streams: sweep, or longer for more than sweep × SweepProbes.
 func sweepEvery(sweep time.Duration, n int) time.Duration {
 	return max(sweep, time.Duration(n)*time.Second/SweepProbes, time.Nanosecond)
-}
-
-// top is what a probe reads of a stream: enough to tell that it has
-// changed since (an XADD moves last, a trim or XDEL changes length).
-type top struct {
-	read   bool // probed (false: Redis failed, the beat cycles everything)
-	exists bool
-	length int64
-	last   string // last-generated-id
-}
-
-// memo is what the beat knows of an archived stream since its last
-// successful cycle.
-type memo struct {
-	top    top       // the stream's top after that cycle (as read before it, less its trim)
-	view   string    // the membership it was cycled under (GroupView.Key)
-	held   bool      // consumer groups held its trim back (capped or stalled)
-	probed time.Time // the last cycle or probe
-}
-
-// idleBeat keeps the beat's memos; its own mutex guards them. Its zero
-// value knows no stream.
-type idleBeat struct {
-	mu    sync.Mutex
-	memos map[names.StreamRef]memo
-}
-
-// forget drops ref's memo: its next beat cycles it.
-func (b *idleBeat) forget(ref names.StreamRef) {
-	b.mu.Lock()
-	delete(b.memos, ref)
-	b.mu.Unlock()
-}
-
-// remember sets ref's memo; b.mu is held.
-func (b *idleBeat) rememberLocked(ref names.StreamRef, m memo) {
-	if b.memos == nil {
-		b.memos = map[names.StreamRef]memo{}
-	}
-	b.memos[ref] = m
 }
 
 // candidate is a declared archived stream the beat cycles here (cycles),
@@ -258,25 +202,6 @@ func (n *Node) dueStreams(ctx context.Context, cands []candidate, opts BeatOptio
 		out[ref] = tops[ref]
 	}
 	return out
-}
-
-// cycled records the outcome of a beat's cycle of ref, whose top before
-// the cycle was before: a success is a memo, a failure none (the next
-// beat cycles it again).
-func (b *idleBeat) cycled(ref names.StreamRef, before top, res archive.CycleResult, err error, view string, now time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if err != nil || !before.read || res.Missing {
-		// Failed, or not probed (a Redis error), or declared but not in
-		// Redis yet (its first append, not registered as archived, names
-		// it in no feed): due again, at one script a beat.
-		delete(b.memos, ref)
-		return
-	}
-	after := before
-	after.length = max(before.length-res.Trimmed, 0)
-	b.rememberLocked(ref, memo{top: after, view: view, probed: now,
-		held: res.CappedBy != "" || len(res.Stalled) > 0})
 }
 
 // probe reads the top of each stream of cands, one script per slot and

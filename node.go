@@ -5,30 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/echostore/echostore/accept"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
 	"github.com/echostore/echostore/graft/remote"
-	"github.com/echostore/echostore/graft/remote/file"
-	"github.com/echostore/echostore/graft/remote/mem"
-	"github.com/echostore/echostore/graft/remote/sealed"
 	"github.com/echostore/echostore/lane"
 	"github.com/echostore/echostore/mq"
-	"github.com/echostore/echostore/redact"
+	"github.com/echostore/echostore/names"
 )
 
-// Sentinel errors of Open and of Node's methods.
+// Sentinel errors of Open and of Node's methods (ErrConfig, beside Config,
+// is the other).
 var (
-	// ErrConfig: Open was given a Config it cannot use (no Data, a
-	// negative MaxQueues).
-	ErrConfig = errors.New("echostore: invalid configuration")
 	// ErrDataLocked: another process holds the data directory.
 	ErrDataLocked = errors.New("echostore: the data directory is in use by another echostore process")
 	// ErrMemRemote: a mem:// remote without Config.Dev: sync
@@ -53,10 +46,6 @@ var (
 // redrive handles, so that no single call takes a queue's every job in one
 // Redis script.
 const MaxBatch = 1000
-
-// CloseTimeout bounds how long Close lets the accept tier's committers
-// finish the batches they hold when its context has no deadline.
-const CloseTimeout = 15 * time.Second
 
 // Node is an open echostore node: the data directory (locked), Redis, the
 // remote, the accept outbox and tier, and the archivers. Get one with Open;
@@ -104,205 +93,254 @@ type Node struct {
 	closed bool
 }
 
-// Open opens the node of cfg: it checks the remote's URL, opens the remote
-// and Redis, creates the data dir (mode 0700), opens and locks its graft
-// store with the remote attached (every commit and push announced on the
-// volume's Redis lane), opens the accept outbox and starts the accept tier,
-// which recovers what an earlier process left pending (with
-// Config.DeferJobs, the outbox and tier wait for the first job operation). An unreachable
-// remote does not stop the open (pushes fail until it is back); an
-// unreachable Redis does. A data dir held by another process fails with
-// ErrDataLocked once cfg.LockWait has passed.
-func Open(ctx context.Context, cfg Config) (*Node, error) { return open(ctx, cfg) }
+// The state the node holds for each of its parts, with the methods that
+// need nothing more than it; the parts' work is in their own files
+// (schedule.go, idle.go, discover.go, group.go, gcloop.go, restore.go).
 
-func open(ctx context.Context, cfg Config) (_ *Node, err error) {
-	if cfg.LiveOnly {
-		return openLive(ctx, cfg)
-	}
-	if cfg.Data == "" {
-		return nil, fmt.Errorf("%w: no data directory", ErrConfig)
-	}
-	if cfg.MaxQueues < 0 {
-		return nil, fmt.Errorf("%w: max_queues %d: want a positive number (default %d; there is no unlimited)",
-			ErrConfig, cfg.MaxQueues, accept.DefaultMaxQueues)
-	}
-	if cfg.CacheSize != 0 && cfg.CacheSize < graft.MinCacheSize {
-		return nil, fmt.Errorf("%w: cache size %d bytes: want at least %d (128 MiB: the block cache also holds the store's memtables), or 0 for the default (%d)",
-			ErrConfig, cfg.CacheSize, graft.MinCacheSize, graft.DefaultCacheSize)
-	}
-	if cfg.History < 0 {
-		return nil, fmt.Errorf("%w: history %v: want 0 (none) or a positive duration", ErrConfig, cfg.History)
-	}
-	if err := cfg.JobOutcomes.check(false); err != nil {
-		return nil, err
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.OutboxK == 0 {
-		cfg.OutboxK = accept.DefaultK
-	}
-	if cfg.Replicator == nil {
-		cfg.Replicator = graft.Replication{}
-	}
-	gc, err := newGCLoop(cfg)
-	if err != nil {
-		return nil, err
-	}
-	n := &Node{cfg: cfg, log: cfg.Logger, base: map[archive.TrimAfter]*archive.Archiver{}, gc: gc}
-	defer func() {
-		if err != nil {
-			n.closeAll(context.WithoutCancel(ctx))
-		}
-	}()
-	// The remote URL is checked before anything is contacted or created
-	// (remote.Open creates nothing).
-	n.rurl = cfg.Remote
-	if n.rurl == "" {
-		if n.rurl, err = DefaultRemote(cfg.Data); err != nil {
-			return nil, err
-		}
-	}
-	if u, perr := url.Parse(n.rurl); perr == nil && strings.EqualFold(u.Scheme, "mem") && !cfg.Dev {
-		return nil, ErrMemRemote
-	}
-	// A restore's refusals come before anything is contacted or created.
-	plan, err := planRestore(cfg, n.rurl)
-	if err != nil {
-		return nil, err
-	}
-	drv := cfg.Drivers
-	if len(drv) == 0 {
-		drv = []remote.Driver{file.Driver{}, mem.Driver{}}
-	}
-	raw, err := remote.Open(ctx, n.rurl, drv...)
-	if err != nil {
-		return nil, fmt.Errorf("echostore: remote %s: %w", redact.URL(n.rurl), err)
-	}
-	// The meter sits directly around the driver's store: it counts what
-	// crosses the wire.
-	n.meter = remote.NewMeteredStore(raw)
-	n.rs = n.meter
-	if cfg.RemoteKeys != nil {
-		// Encryption at rest wraps whatever store the URL opened (and
-		// whatever wraps it), so that every byte that leaves is sealed.
-		n.rs = sealed.New(n.rs, cfg.RemoteKeys)
-		n.log.Info("remote: objects encrypted at rest", "write_key", cfg.RemoteKeys.WriteID(), "read_keys", cfg.RemoteKeys.ReadIDs())
-	}
-	var notifier graft.Notifier
-	if cfg.Redis != "" {
-		n.mq, err = mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.Node, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction,
-			Jobs: cfg.JobOutcomes.mqJobs()})
-		if err != nil {
-			return nil, fmt.Errorf("echostore: redis: %w", err)
-		}
-		// Every local commit and push is announced on its volume's lane.
-		n.lsn = lane.New(n.mq)
-		notifier = n.lsn
-	}
-	if plan.restore {
-		// The remote's keys are checked on one object before anything is
-		// written: a restore without the key of an encrypted remote, or
-		// with another, leaves the data dir as it was.
-		if err := probeRemote(ctx, n.rs); err != nil {
-			return nil, fmt.Errorf("echostore: restore from %s: %w; nothing was written", redact.URL(n.rurl), err)
-		}
-	}
-	if plan.marker {
-		// The marker first: a restore cut short leaves a data dir that says so.
-		if err := writeRestoreMarker(cfg.Data, n.rurl); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.ReplicateEvery > 0 {
-		// Every local commit also marks its volume for the background
-		// replication (in memory: a quiet volume costs nothing).
-		n.repl = newReplicator(cfg.ReplicateEvery, cfg.Logger)
-		notifier = n.repl.notifier(notifier)
-	}
-	// The data dir holds every record and job payload: its owner only
-	// (an existing dir keeps its mode; docs/SECURITY.md).
-	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
-		return nil, fmt.Errorf("echostore: create data dir %s: %w", cfg.Data, err)
-	}
-	gopts := graft.Options{Logger: cfg.Logger, Notifier: notifier, CacheSize: cfg.CacheSize, History: archiveHistory(cfg.History)}
-	if cfg.ReadMostly {
-		gopts.CacheSize, gopts.MemTableSize, gopts.DeferCompactions = ReadMostlyCacheSize, ReadMostlyCacheSize/4, true
-	}
-	n.store, err = waitLock(ctx, cfg.LockWait, graft.ErrLocked, func() (*graft.Store, error) {
-		return graft.Open(ctx, filepath.Join(cfg.Data, GraftDir), gopts)
-	})
-	if errors.Is(err, graft.ErrLocked) {
-		return nil, fmt.Errorf("%w (%s): %w", ErrDataLocked, cfg.Data, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("echostore: open data dir %s: %w", cfg.Data, err)
-	}
-	n.store.AttachRemote(n.rs)
-	if n.id, err = loadNodeID(cfg.Data); err != nil {
-		return nil, err
-	}
-	if plan.skip != "" {
-		n.restored = &RestoreResult{Data: cfg.Data, Remote: redact.URL(n.rurl), Node: cfg.Node, Mode: cfg.Restore.String(),
-			Reason: plan.skip, Volumes: []RestoredVolume{}, Skipped: []SkippedVolume{}}
-		n.log.Info("restore: not needed", "data", cfg.Data, "reason", plan.skip)
-	}
-	if plan.restore {
-		// Before the accept tier: its recovery reads the restored accept
-		// volumes and dispatches again what they hold above their safe
-		// index.
-		if n.restored, err = n.restore(ctx); err != nil {
-			return nil, err
-		}
-		if err := n.restoreSeams(ctx, n.restored); err != nil {
-			return nil, fmt.Errorf("echostore: restore: %w", err)
-		}
-		if err := removeRestoreMarker(cfg.Data); err != nil {
-			return nil, err
-		}
-		n.log.Info("restore: done", "volumes", len(n.restored.Volumes), "skipped", len(n.restored.Skipped),
-			"requests", n.restored.Requests, "bytes_fetched", n.restored.BytesFetched, "took_ms", n.restored.TookMs)
-	}
-	if n.repl != nil {
-		if err := n.repl.start(ctx, n.store); err != nil {
-			return nil, err
-		}
-	}
-	n.startGC() // after a restore; its first pass is GCEvery away
-	if n.mq == nil {
-		return n, nil
-	}
-	for _, ta := range []archive.TrimAfter{archive.TrimAfterLocal, archive.TrimAfterRemote} {
-		if n.base[ta], err = n.newArchiver(ta, archive.Retention{}); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.DeferJobs {
-		return n, nil
-	}
-	if err := n.startJobs(ctx); err != nil {
-		return nil, err
-	}
-	return n, nil
+// schedule is what the node keeps of its declared streams: each one's
+// policy, the archive driver of each (trim_after, retention) pair and the
+// trim-only retention. mu guards policies and drivers; beat orders a beat
+// and a delete, so that a deleted stream is not cycled by a beat that
+// listed it before.
+type schedule struct {
+	mu       sync.Mutex
+	policies map[names.StreamRef]StreamPolicy
+	drivers  map[driverKey]*archive.Driver
+	ret      *mq.Retention
+	faults   map[names.StreamRef]bool // armed one-shot faults (fault.go)
+	closing  chan struct{}            // closed by close: Run returns (made on first use, done)
+	beat     sync.Mutex
+	closed   bool // under beat: the node is closing, no beat runs
+	once     sync.Once
 }
 
-// openLive opens the live-only node of cfg: Redis alone.
-func openLive(ctx context.Context, cfg Config) (*Node, error) {
-	if cfg.Redis == "" {
-		return nil, fmt.Errorf("%w: a live-only node needs Redis", ErrConfig)
+// done returns the channel close closes.
+func (s *schedule) done() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing == nil {
+		s.closing = make(chan struct{})
 	}
-	if err := cfg.JobOutcomes.check(true); err != nil {
-		return nil, err
+	return s.closing
+}
+
+// close ends the schedule as the node closes: Run returns, the beat in
+// flight is waited for, and no beat runs after it.
+func (s *schedule) close() {
+	s.done()
+	s.once.Do(func() { close(s.closing) })
+	s.beat.Lock()
+	s.closed = true
+	s.beat.Unlock()
+}
+
+// driverKey names one archive driver: what its cycles trim after and the
+// archive's retention horizon they apply.
+type driverKey struct {
+	ta     archive.TrimAfter
+	retain archive.Retention
+}
+
+func (p StreamPolicy) driverKey() driverKey { return driverKey{p.TrimAfter, p.Retain} }
+
+// forgetLocked takes ref out of the driver or retention of p; s.mu is held.
+func (s *schedule) forgetLocked(ref names.StreamRef, p StreamPolicy) {
+	if !p.Archived {
+		s.ret.Forget(ref)
+	} else if d, ok := s.drivers[p.driverKey()]; ok {
+		d.Forget(ref)
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+}
+
+// top is what a probe reads of a stream: enough to tell that it has
+// changed since (an XADD moves last, a trim or XDEL changes length).
+type top struct {
+	read   bool // probed (false: Redis failed, the beat cycles everything)
+	exists bool
+	length int64
+	last   string // last-generated-id
+}
+
+// memo is what the beat knows of an archived stream since its last
+// successful cycle.
+type memo struct {
+	top    top       // the stream's top after that cycle (as read before it, less its trim)
+	view   string    // the membership it was cycled under (GroupView.Key)
+	held   bool      // consumer groups held its trim back (capped or stalled)
+	probed time.Time // the last cycle or probe
+}
+
+// idleBeat keeps the beat's memos; its own mutex guards them. Its zero
+// value knows no stream.
+type idleBeat struct {
+	mu    sync.Mutex
+	memos map[names.StreamRef]memo
+}
+
+// forget drops ref's memo: its next beat cycles it.
+func (b *idleBeat) forget(ref names.StreamRef) {
+	b.mu.Lock()
+	delete(b.memos, ref)
+	b.mu.Unlock()
+}
+
+// remember sets ref's memo; b.mu is held.
+func (b *idleBeat) rememberLocked(ref names.StreamRef, m memo) {
+	if b.memos == nil {
+		b.memos = map[names.StreamRef]memo{}
 	}
-	c, err := mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.Node, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction,
-		Jobs: cfg.JobOutcomes.mqJobs()})
-	if err != nil {
-		return nil, fmt.Errorf("echostore: redis: %w", err)
+	b.memos[ref] = m
+}
+
+// cycled records the outcome of a beat's cycle of ref, whose top before
+// the cycle was before: a success is a memo, a failure none (the next
+// beat cycles it again).
+func (b *idleBeat) cycled(ref names.StreamRef, before top, res archive.CycleResult, err error, view string, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil || !before.read || res.Missing {
+		// Failed, or not probed (a Redis error), or declared but not in
+		// Redis yet (its first append, not registered as archived, names
+		// it in no feed): due again, at one script a beat.
+		delete(b.memos, ref)
+		return
 	}
-	return &Node{cfg: cfg, log: cfg.Logger, mq: c, base: map[archive.TrimAfter]*archive.Archiver{}}, nil
+	after := before
+	after.length = max(before.length-res.Trimmed, 0)
+	b.rememberLocked(ref, memo{top: after, view: view, probed: now,
+		held: res.CappedBy != "" || len(res.Stalled) > 0})
+}
+
+// discovery paces the beat's discovery (BeatOptions.Adopt) and remembers
+// the streams left alone, so that each is logged once; its zero value has
+// discovered nothing and knows none.
+type discovery struct {
+	mu     sync.Mutex
+	seen   map[names.StreamRef]bool
+	last   time.Time // the last discovery
+	forced bool      // the next one is due at once: the group changed
+}
+
+// due reports whether a discovery is due at now (the first always is, and
+// one forced since the last), and if so counts it as done.
+func (d *discovery) due(now time.Time, every time.Duration) bool {
+	if every <= 0 {
+		every = DefaultDiscoverEvery
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.last.IsZero() && now.Sub(d.last) < every && !d.forced {
+		return false
+	}
+	d.last, d.forced = now, false
+	return true
+}
+
+// force makes the next discovery due at once.
+func (d *discovery) force() {
+	d.mu.Lock()
+	d.forced = true
+	d.mu.Unlock()
+}
+
+// group is a node's heartbeat and its latest view of its group; mu guards
+// it. The zero value is a node that has not joined.
+type group struct {
+	// hb orders the heartbeats and the leave: a heartbeat in flight when
+	// the node leaves would put it back in the group until HeartbeatTTL.
+	hb     sync.Mutex
+	mu     sync.Mutex
+	joined bool   // Run joined: heartbeats
+	info   string // the heartbeat's value
+	name   string // the remote's identity, "" until read
+	cur    *GroupView
+	gen    uint64
+	// failing: the last heartbeat failed (logged once until one succeeds).
+	failing bool
+	clash   map[string]bool // nodes logged for sharing this node's number
+	onView  func(v *GroupView, changed bool)
+}
+
+// gcLoop is the node's background remote GC.
+type gcLoop struct {
+	every, grace time.Duration
+	stop         context.CancelFunc
+	done         chan struct{}
+
+	mu   sync.Mutex // one pass at a time; guards vols
+	vols map[names.Volume]gcVolume
+
+	objects, bytes [gcKinds]atomic.Int64
+	passes, errs   atomic.Int64
+}
+
+// gcVolume is what the loop remembers of a volume between passes.
+type gcVolume struct {
+	seen uint64    // the volume's RemoteLSN at its last pass
+	due  time.Time // zero: nothing held back; else when the grace ends
+}
+
+// The kinds of object remote GC removes, as GCTotals and the metrics name
+// them.
+const (
+	gcSegment = iota
+	gcCommit
+	gcMarker
+	gcKinds
+)
+
+// RestoredVolume is one volume a restore rebuilt.
+type RestoredVolume struct {
+	Volume string `json:"volume"`
+	// Kind is "archive" (an archived stream's history) or "accept" (one of
+	// the node's job queues).
+	Kind string `json:"kind"`
+	// RemoteLSN is the remote LSN the volume was restored to (the remote
+	// log's head when it was pulled); LocalLSN the volume's local head.
+	RemoteLSN uint64 `json:"remote_lsn"`
+	LocalLSN  uint64 `json:"local_lsn"`
+	Pages     uint64 `json:"pages"`
+	Bytes     uint64 `json:"bytes"`
+	// UnfetchedFrames are the frames whose pages are still in the remote,
+	// fetched on first read (or by `volume hydrate`).
+	UnfetchedFrames int `json:"unfetched_frames"`
+	// Existed: the data dir held the volume already (RestoreForce); it
+	// was pulled.
+	Existed bool `json:"existed,omitempty"`
+	// SeamLowered: the stream's seam cache in Redis named folds the remote
+	// never received (a fold durable only on the lost disk); it was
+	// lowered to the restored volume so that reads and cycles go on.
+	SeamLowered bool `json:"seam_lowered,omitempty"`
+}
+
+// SkippedVolume is a volume of the remote a restore left alone, and why.
+type SkippedVolume struct {
+	Volume string `json:"volume"`
+	Reason string `json:"reason"`
+}
+
+// RestoreResult is what a restore did (Node.Restored, `echostore
+// restore`).
+type RestoreResult struct {
+	Data   string `json:"data"`
+	Remote string `json:"remote"` // redacted
+	Node   int    `json:"node"`
+	Mode   string `json:"mode"`
+	// Restored: the restore ran. False when RestoreIfEmpty found a store
+	// (Reason says so).
+	Restored bool   `json:"restored"`
+	Reason   string `json:"reason,omitempty"`
+	// Volumes are the volumes restored, by name; Skipped those of the
+	// remote left alone (another node's accept volumes, other names).
+	Volumes []RestoredVolume `json:"volumes"`
+	Skipped []SkippedVolume  `json:"skipped"`
+	// Requests and BytesFetched are the remote's requests and the bytes
+	// it returned during the restore: everything fetched before the first
+	// read (page bytes come later, on reads).
+	Requests     int64 `json:"requests"`
+	BytesFetched int64 `json:"bytes_fetched"`
+	// Took is how long the restore took, in milliseconds.
+	TookMs int64 `json:"took_ms"`
 }
 
 // needData fails wrapping ErrLiveOnly on a live-only node: what needs the
@@ -414,6 +452,55 @@ func (n *Node) archiver(ta TrimAfter, retain Retention) (*archive.Archiver, erro
 	return n.newArchiver(ta, retain)
 }
 
+// archiveVolume returns the stream's archive volume in the data dir, nil
+// if there is none.
+func (n *Node) archiveVolume(ctx context.Context, ref names.StreamRef) (*graft.Volume, error) {
+	v, err := n.store.Volume(ctx, ref.Volume())
+	if errors.Is(err, graft.ErrVolumeNotFound) {
+		return nil, nil
+	}
+	return v, err
+}
+
+// pullArchive creates the stream's archive volume if the remote has
+// commits of it and pulls it up to the remote head (pages are fetched on
+// first read). A remote without the volume fails wrapping
+// archive.ErrNoVolume and creates nothing.
+func (n *Node) pullArchive(ctx context.Context, ref names.StreamRef) (*graft.Volume, error) {
+	name := ref.Volume()
+	head, err := n.remoteHead(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if head == 0 {
+		return nil, fmt.Errorf("the remote has no commit of %s (was it pushed? archive cycles with trim_after remote push it): %w", name, archive.ErrNoVolume)
+	}
+	v, err := n.store.Volume(ctx, ref.Volume())
+	if errors.Is(err, graft.ErrVolumeNotFound) {
+		v, err = n.store.CreateVolume(ctx, ref.Volume())
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := v.Pull(ctx, nil); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// remoteHead returns the newest remote LSN of the volume name (0: none).
+func (n *Node) remoteHead(ctx context.Context, name names.Volume) (uint64, error) {
+	l, err := remote.NewLog(n.rs, name)
+	if err != nil {
+		return 0, err
+	}
+	head, err := l.Head(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("volume %s: remote: %w", name, err)
+	}
+	return head, nil
+}
+
 // HasRedis reports whether the node was opened with Redis (Config.Redis):
 // without it, only the data dir's volumes and archive reads answer.
 func (n *Node) HasRedis() bool { return n.mq != nil }
@@ -474,65 +561,6 @@ func (n *Node) OutboxStats() (accept.Stats, bool) {
 		return accept.Stats{}, false
 	}
 	return out.Stats(), true
-}
-
-// Close closes the node: the accept tier (its committers finish the
-// batches they hold, bounded by ctx or CloseTimeout; what is still pending
-// stays in the outbox for the next open), the outbox, the graft store
-// (which releases the data dir), the remote and Redis, in that order. A
-// second Close does nothing.
-func (n *Node) Close(ctx context.Context) error {
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		return nil
-	}
-	n.closed = true
-	n.mu.Unlock()
-	return n.closeAll(ctx)
-}
-
-func (n *Node) closeAll(ctx context.Context) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, CloseTimeout)
-		defer cancel()
-	}
-	n.sched.close() // Run returns; the beat in flight ends first, and no beat runs after it
-	n.leave(ctx)    // before Redis closes: the others take its share at once
-	n.stopGC()      // before the store and the remote it uses close
-	var errs []error
-	if n.repl != nil {
-		n.repl.stop() // the pushes in flight are canceled; their commits wait for the next open
-	}
-	n.jobsMu.Lock()
-	n.jobsClosed = true // no job operation starts the tier after this
-	tier, out := n.tier, n.out
-	n.jobsMu.Unlock()
-	if tier != nil {
-		if err := tier.Close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("echostore: close the accept tier: %w", err))
-		}
-	}
-	if out != nil {
-		if err := out.Close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("echostore: close the accept outbox: %w", err))
-		}
-	}
-	if n.store != nil {
-		if err := n.store.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("echostore: close data dir: %w", err))
-		}
-	}
-	if n.rs != nil {
-		if err := n.rs.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("echostore: close remote: %w", err))
-		}
-	}
-	if n.mq != nil {
-		n.mq.Close()
-	}
-	return errors.Join(errs...)
 }
 
 // live returns the Redis client, or ErrNoRedis.

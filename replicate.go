@@ -52,28 +52,6 @@ type ReplicationStats struct {
 	Waiting int
 }
 
-// ReplicationStats returns the counts of the background replication (all
-// zero when Config.ReplicateEvery is off).
-func (n *Node) ReplicationStats() ReplicationStats {
-	if n.repl == nil {
-		return ReplicationStats{}
-	}
-	return n.repl.stats()
-}
-
-// ReplicationLag returns how far volume v's remote log trails its local
-// one. It reads the data dir alone: no remote request.
-func (n *Node) ReplicationLag(ctx context.Context, v names.Volume) (ReplicationLag, error) {
-	if err := n.needData("replication lag"); err != nil {
-		return ReplicationLag{}, err
-	}
-	vol, err := n.volume(ctx, v, false)
-	if err != nil {
-		return ReplicationLag{}, err
-	}
-	return lagOf(ctx, vol, vol.Info(), time.Now())
-}
-
 // lagOf returns the replication lag at now of vol, whose Info is in, from
 // its sync point and the commit records above it (which GC keeps:
 // keep-from never passes the sync point).
@@ -467,4 +445,20 @@ func backoff(every time.Duration, fails int) time.Duration {
 		d *= 2
 	}
 	return min(d, ReplicateMaxBackoff)
+}
+
+// every calls f every d until ctx ends; a call that has begun runs to its
+// end. The node's periodic loops use it: Run's beats, heartbeats and
+// checkpoints (schedule.go), the remote GC's passes (gcloop.go).
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
 }

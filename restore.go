@@ -31,48 +31,6 @@ import (
 // their safe index (the job stream dedups by id). docs/RELIABILITY.md
 // ("Disk loss and restore") says what survives.
 
-// RestoreMode says whether Open rebuilds the data dir from the remote
-// (Config.Restore).
-type RestoreMode int
-
-// The restore modes.
-const (
-	// RestoreOff opens the data dir as it is (a data dir left by an
-	// unfinished restore is refused: ErrRestorePending).
-	RestoreOff RestoreMode = iota
-	// RestoreIfEmpty (serve's restore: true) restores a data dir that
-	// holds no store (missing, empty, or left by an unfinished restore)
-	// and opens one that holds a store as it is, so that a supervised
-	// node restarted after an ordinary crash comes back with its own
-	// disk; a data dir holding anything else is refused (*NotEmptyError).
-	RestoreIfEmpty
-	// RestoreEmpty (`echostore restore`) restores a data dir that holds
-	// nothing (or was left by an unfinished restore) and refuses any
-	// other (*NotEmptyError), before anything is created.
-	RestoreEmpty
-	// RestoreForce (`echostore restore --force`) restores into whatever
-	// the data dir holds: volumes it lacks are created from the remote,
-	// volumes it has are pulled (a volume with unpushed commits whose
-	// remote moved fails the restore with graft's *DivergedError, dropping
-	// nothing). Nothing in the data dir is deleted or overwritten.
-	RestoreForce
-)
-
-// String returns the mode's name.
-func (m RestoreMode) String() string {
-	switch m {
-	case RestoreOff:
-		return "off"
-	case RestoreIfEmpty:
-		return "if-empty"
-	case RestoreEmpty:
-		return "empty"
-	case RestoreForce:
-		return "force"
-	}
-	return "RestoreMode(" + strconv.Itoa(int(m)) + ")"
-}
-
 // Sentinel errors of a restore.
 var (
 	// ErrNotEmpty: a restore was asked into a data dir that already holds
@@ -115,60 +73,6 @@ func (e *NotEmptyError) Error() string {
 
 // Unwrap returns ErrNotEmpty.
 func (e *NotEmptyError) Unwrap() error { return ErrNotEmpty }
-
-// RestoredVolume is one volume a restore rebuilt.
-type RestoredVolume struct {
-	Volume string `json:"volume"`
-	// Kind is "archive" (an archived stream's history) or "accept" (one of
-	// the node's job queues).
-	Kind string `json:"kind"`
-	// RemoteLSN is the remote LSN the volume was restored to (the remote
-	// log's head when it was pulled); LocalLSN the volume's local head.
-	RemoteLSN uint64 `json:"remote_lsn"`
-	LocalLSN  uint64 `json:"local_lsn"`
-	Pages     uint64 `json:"pages"`
-	Bytes     uint64 `json:"bytes"`
-	// UnfetchedFrames are the frames whose pages are still in the remote,
-	// fetched on first read (or by `volume hydrate`).
-	UnfetchedFrames int `json:"unfetched_frames"`
-	// Existed: the data dir held the volume already (RestoreForce); it
-	// was pulled.
-	Existed bool `json:"existed,omitempty"`
-	// SeamLowered: the stream's seam cache in Redis named folds the remote
-	// never received (a fold durable only on the lost disk); it was
-	// lowered to the restored volume so that reads and cycles go on.
-	SeamLowered bool `json:"seam_lowered,omitempty"`
-}
-
-// SkippedVolume is a volume of the remote a restore left alone, and why.
-type SkippedVolume struct {
-	Volume string `json:"volume"`
-	Reason string `json:"reason"`
-}
-
-// RestoreResult is what a restore did (Node.Restored, `echostore
-// restore`).
-type RestoreResult struct {
-	Data   string `json:"data"`
-	Remote string `json:"remote"` // redacted
-	Node   int    `json:"node"`
-	Mode   string `json:"mode"`
-	// Restored: the restore ran. False when RestoreIfEmpty found a store
-	// (Reason says so).
-	Restored bool   `json:"restored"`
-	Reason   string `json:"reason,omitempty"`
-	// Volumes are the volumes restored, by name; Skipped those of the
-	// remote left alone (another node's accept volumes, other names).
-	Volumes []RestoredVolume `json:"volumes"`
-	Skipped []SkippedVolume  `json:"skipped"`
-	// Requests and BytesFetched are the remote's requests and the bytes
-	// it returned during the restore: everything fetched before the first
-	// read (page bytes come later, on reads).
-	Requests     int64 `json:"requests"`
-	BytesFetched int64 `json:"bytes_fetched"`
-	// Took is how long the restore took, in milliseconds.
-	TookMs int64 `json:"took_ms"`
-}
 
 // dataState is what a data dir holds, as a restore sees it.
 type dataState struct {
@@ -326,7 +230,7 @@ func (n *Node) restore(ctx context.Context) (*RestoreResult, error) {
 	start := time.Now()
 	res := &RestoreResult{Data: n.cfg.Data, Remote: redact.URL(n.rurl), Node: n.cfg.Node, Mode: n.cfg.Restore.String(),
 		Restored: true, Volumes: []RestoredVolume{}, Skipped: []SkippedVolume{}}
-	m := &meter{Store: n.rs}
+	m := &restoreMeter{Store: n.rs}
 	n.store.AttachRemote(m)
 	defer n.store.AttachRemote(n.rs)
 	vols, err := remoteVolumes(ctx, m)
@@ -445,15 +349,15 @@ func remoteVolumes(ctx context.Context, rs remote.Store) ([]string, error) {
 	return out, nil
 }
 
-// meter counts the requests a restore makes and the bytes the remote
+// restoreMeter counts the requests a restore makes and the bytes the remote
 // returns to it.
-type meter struct {
+type restoreMeter struct {
 	remote.Store
 	requests, bytes atomic.Int64
 }
 
 // Get implements remote.Store.
-func (m *meter) Get(ctx context.Context, key string) ([]byte, error) {
+func (m *restoreMeter) Get(ctx context.Context, key string) ([]byte, error) {
 	b, err := m.Store.Get(ctx, key)
 	m.requests.Add(1)
 	m.bytes.Add(int64(len(b)))
@@ -461,7 +365,7 @@ func (m *meter) Get(ctx context.Context, key string) ([]byte, error) {
 }
 
 // GetRange implements remote.Store.
-func (m *meter) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
+func (m *restoreMeter) GetRange(ctx context.Context, key string, off, n int64) ([]byte, error) {
 	b, err := m.Store.GetRange(ctx, key, off, n)
 	m.requests.Add(1)
 	m.bytes.Add(int64(len(b)))
@@ -469,26 +373,26 @@ func (m *meter) GetRange(ctx context.Context, key string, off, n int64) ([]byte,
 }
 
 // List implements remote.Store.
-func (m *meter) List(ctx context.Context, prefix string, limit int) ([]remote.ObjectInfo, error) {
+func (m *restoreMeter) List(ctx context.Context, prefix string, limit int) ([]remote.ObjectInfo, error) {
 	objs, err := m.Store.List(ctx, prefix, limit)
 	m.requests.Add(max(1, int64((len(objs)+remote.ListPageSize-1)/remote.ListPageSize)))
 	return objs, err
 }
 
 // PutIfAbsent implements remote.Store.
-func (m *meter) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+func (m *restoreMeter) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	m.requests.Add(1)
 	return m.Store.PutIfAbsent(ctx, key, data)
 }
 
 // Put implements remote.Store.
-func (m *meter) Put(ctx context.Context, key string, data []byte) error {
+func (m *restoreMeter) Put(ctx context.Context, key string, data []byte) error {
 	m.requests.Add(1)
 	return m.Store.Put(ctx, key, data)
 }
 
 // Delete implements remote.Store.
-func (m *meter) Delete(ctx context.Context, key string) error {
+func (m *restoreMeter) Delete(ctx context.Context, key string) error {
 	m.requests.Add(1)
 	return m.Store.Delete(ctx, key)
 }

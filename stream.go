@@ -9,7 +9,6 @@ import (
 	"github.com/echostore/echostore/api"
 	"github.com/echostore/echostore/archive"
 	"github.com/echostore/echostore/graft"
-	"github.com/echostore/echostore/graft/remote"
 	"github.com/echostore/echostore/mq"
 	"github.com/echostore/echostore/names"
 	"github.com/echostore/echostore/xid"
@@ -100,55 +99,6 @@ func (n *Node) Read(ctx context.Context, ref names.StreamRef, opts ReadOptions) 
 		src.Pull = func(ctx context.Context, name string) (*graft.Volume, error) { return n.pullArchive(ctx, ref) }
 	}
 	return archive.MergeRead(ctx, src, rg)
-}
-
-// archiveVolume returns the stream's archive volume in the data dir, nil
-// if there is none.
-func (n *Node) archiveVolume(ctx context.Context, ref names.StreamRef) (*graft.Volume, error) {
-	v, err := n.store.Volume(ctx, ref.Volume())
-	if errors.Is(err, graft.ErrVolumeNotFound) {
-		return nil, nil
-	}
-	return v, err
-}
-
-// pullArchive creates the stream's archive volume if the remote has
-// commits of it and pulls it up to the remote head (pages are fetched on
-// first read). A remote without the volume fails wrapping
-// archive.ErrNoVolume and creates nothing.
-func (n *Node) pullArchive(ctx context.Context, ref names.StreamRef) (*graft.Volume, error) {
-	name := ref.Volume()
-	head, err := n.remoteHead(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	if head == 0 {
-		return nil, fmt.Errorf("the remote has no commit of %s (was it pushed? archive cycles with trim_after remote push it): %w", name, archive.ErrNoVolume)
-	}
-	v, err := n.store.Volume(ctx, ref.Volume())
-	if errors.Is(err, graft.ErrVolumeNotFound) {
-		v, err = n.store.CreateVolume(ctx, ref.Volume())
-	}
-	if err != nil {
-		return nil, err
-	}
-	if _, err := v.Pull(ctx, nil); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
-// remoteHead returns the newest remote LSN of the volume name (0: none).
-func (n *Node) remoteHead(ctx context.Context, name names.Volume) (uint64, error) {
-	l, err := remote.NewLog(n.rs, name)
-	if err != nil {
-		return 0, err
-	}
-	head, err := l.Head(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("volume %s: remote: %w", name, err)
-	}
-	return head, nil
 }
 
 // watermark renders W as the stream's ids print (FormatID), or nil before

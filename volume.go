@@ -319,3 +319,25 @@ func gcResult(volume string, res remote.GCResult) GCResult {
 		SegmentBytes: res.SegmentBytes, LogBytes: res.LogBytes, MarkerBytes: res.MarkerBytes,
 		ObjectsRemoved: res.Objects(), BytesRemoved: res.Bytes()}
 }
+
+// ReplicationStats returns the counts of the background replication (all
+// zero when Config.ReplicateEvery is off).
+func (n *Node) ReplicationStats() ReplicationStats {
+	if n.repl == nil {
+		return ReplicationStats{}
+	}
+	return n.repl.stats()
+}
+
+// ReplicationLag returns how far volume v's remote log trails its local
+// one. It reads the data dir alone: no remote request.
+func (n *Node) ReplicationLag(ctx context.Context, v names.Volume) (ReplicationLag, error) {
+	if err := n.needData("replication lag"); err != nil {
+		return ReplicationLag{}, err
+	}
+	vol, err := n.volume(ctx, v, false)
+	if err != nil {
+		return ReplicationLag{}, err
+	}
+	return lagOf(ctx, vol, vol.Info(), time.Now())
+}
