@@ -141,3 +141,19 @@ func TestCorpusCoversRoutes(t *testing.T) {
 		t.Errorf("%d generated cases for %d routes", len(gen), len(api))
 	}
 }
+
+// TestRouteTablesCover: every route of the route table (with the fault
+// route) has a sample in routeSamples, which the browser boundary's tests
+// send, and a scope in wantScope, which the scope matrix holds it to: a
+// new route left out of either would go untested at the boundary.
+func TestRouteTablesCover(t *testing.T) {
+	e := start(t, Config{Faults: true})
+	for _, p := range e.patterns() {
+		if _, ok := routeSamples[p]; !ok {
+			t.Errorf("route %s has no sample in routeSamples (boundary_test.go)", p)
+		}
+		if _, ok := wantScope[p]; !ok && strings.Contains(p, " /v1/") {
+			t.Errorf("route %s has no scope in wantScope (scope_test.go)", p)
+		}
+	}
+}
