@@ -36,6 +36,7 @@ type backend interface {
 	Groups(ctx context.Context, ref names.StreamRef) (echostore.GroupList, error)
 
 	Enqueue(ctx context.Context, q names.Queue, payload []byte, opts echostore.EnqueueOptions) (echostore.Receipt, error)
+	EnqueueBatch(ctx context.Context, q names.Queue, jobs []echostore.BatchJob, mode echostore.Mode) (echostore.BatchResult, error)
 	Claim(ctx context.Context, q names.Queue, opts echostore.ClaimOptions) (echostore.ClaimResult, error)
 	Ack(ctx context.Context, q names.Queue, entries []string) (echostore.AckResult, error)
 	Fail(ctx context.Context, q names.Queue, opts echostore.FailOptions) (echostore.FailResult, error)
