@@ -16,6 +16,12 @@ TAGS ?= peers
 # tests marked //echostore:fault on the line above their func, collected and
 # checked by internal/faultlist.
 FAULTPKGS ?= ./graft/ ./graft/remote/ ./archive/ ./accept/ ./mq/
+# A race-built process sleeps a second as it exits (the race runtime's
+# GORACE atexit_sleep_ms, 1000 by default) so that other threads may finish a
+# report. The tests start hundreds of race-built processes (the CLI's
+# scripts, the crash tests' children, each test binary). Without the wait,
+# a race found before the exit is still reported and still fails the run.
+export GORACE ?= atexit_sleep_ms=0
 FUZZPKGS ?= ./brand ./names ./mq ./graft ./graft/remote ./graft/remote/sealed ./archive ./accept
 
 .PHONY: all build run test test-short lint bench gobench fuzz deps clean faults faults-list soak
