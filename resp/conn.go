@@ -610,7 +610,7 @@ func (c *conn) relayCommand(ctx context.Context, cmd redcon.Command) bool {
 		return true
 	}
 	if refused[name] {
-		c.writeLocal(appendError(nil, "ERR echostore: "+name+" is not relayed by the echostore front"))
+		c.writeLocal(appendError(nil, "ERR echostore: "+name+" is not relayed by the echostore front (docs/RESP.md)"))
 		return true
 	}
 	_, err := c.uw.Write(cmd.Raw)

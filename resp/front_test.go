@@ -327,7 +327,7 @@ func TestAuth(t *testing.T) {
 		// The write rule: no token runs a script through the front.
 		{[]string{"EVAL", "return 1", "0"}, "-NOPERM echostore: EVAL is refused"},
 		{[]string{"SCRIPT", "LOAD", "return 1"}, "$40"},
-		{[]string{"MONITOR"}, "-ERR echostore"},
+		{[]string{"MONITOR"}, "-ERR echostore: MONITOR is not relayed by the echostore front (docs/RESP.md)\r\n"},
 		{[]string{"CLIENT", "REPLY", "OFF"}, "-ERR echostore"},
 	} {
 		if got := c.do(tc.args...); !strings.HasPrefix(got, tc.want) {
