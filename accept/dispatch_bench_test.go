@@ -87,13 +87,20 @@ func BenchmarkDispatch(b *testing.B) {
 		}
 	}
 	const callers = 64
+	var topts TierOptions
+	if v := os.Getenv("ACCEPT_DISPATCH_ASYNC_BATCH"); v != "" {
+		var err error
+		if topts.AsyncCommitBatch, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
 	dir := b.TempDir()
 	mqc, err := mq.Connect(ctx, mq.Options{URL: rd.URL})
 	if err != nil {
 		b.Fatal(err)
 	}
 	td := &timedDispatcher{Dispatcher: mqc}
-	r, err := openRigOn(ctx, dir, fileURL(filepath.Join(dir, "remote")), td, 1000, TierOptions{})
+	r, err := openRigOn(ctx, dir, fileURL(filepath.Join(dir, "remote")), td, 1000, topts)
 	if err != nil {
 		b.Fatal(err)
 	}
