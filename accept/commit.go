@@ -145,7 +145,9 @@ func (q *tierQueue) len() int {
 }
 
 // take returns the next batch to commit (empty if nothing is due), the
-// drain requests it satisfies, and whether more is due after it.
+// drain requests it satisfies, and whether more is due after it. A batch
+// is at most CommitBatch items, or, when those are all async, up to
+// AsyncCommitBatch items ending before the next sync one.
 func (q *tierQueue) take(o TierOptions) (batch []item, drains []chan error, more bool) {
 	q.intake.mu.Lock()
 	defer q.intake.mu.Unlock()
@@ -157,6 +159,12 @@ func (q *tierQueue) take(o TierOptions) (batch []item, drains []chan error, more
 	}
 	defer q.intake.cond.Broadcast()
 	n := min(len(q.intake.pending), o.CommitBatch)
+	if n == o.CommitBatch && o.AsyncCommitBatch > n && !anySync(q.intake.pending[:n]) {
+		// Async work alone: a larger commit, up to the next sync job.
+		for n < len(q.intake.pending) && n < o.AsyncCommitBatch && q.intake.pending[n].done == nil {
+			n++
+		}
+	}
 	batch = make([]item, n)
 	copy(batch, q.intake.pending[:n])
 	q.intake.pending = append(q.intake.pending[:0], q.intake.pending[n:]...)
@@ -171,6 +179,16 @@ func (q *tierQueue) take(o TierOptions) (batch []item, drains []chan error, more
 		q.intake.oldest = time.Now()
 	}
 	return batch, drains, len(q.intake.pending) > 0
+}
+
+// anySync reports whether a sync caller waits for an item of items.
+func anySync(items []item) bool {
+	for _, it := range items {
+		if it.done != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // commit writes batch as one commit of q's volume, pushes it, wakes the

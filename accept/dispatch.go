@@ -2,6 +2,7 @@ package accept
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/echostore/echostore/brand"
@@ -84,15 +85,21 @@ func streamJob(in Intent) mq.Job {
 	return j
 }
 
-// dispatcher puts committed batches on the job stream and marks them
-// committed in the outbox; once those marks are durable (by the outbox's
-// own flushes: the dispatcher forces none) the safe index may move to the
-// batches' end (safeIndex). Batches that queued up while it worked go
-// together. After a batch it could not finish it stops advancing the safe
-// index, so that a restart looks at every page since.
+// dispatcher puts committed batches on the job stream and hands them to
+// the queue's marker (marker), which marks them committed in the outbox
+// while the dispatcher puts the next batches on the job stream; once those
+// marks are durable (by the outbox's own flushes: neither forces one) the
+// safe index may move to the batches' end (safeIndex). Batches that queued
+// up while it worked go together. After a batch it could not finish (put
+// on the job stream, or marked) neither goroutine advances the safe index
+// again, so that a restart looks at every page since.
 func (t *Tier) dispatcher(q *tierQueue) {
 	defer t.wg.Done()
-	stuck := false
+	var stuck atomic.Bool
+	marks := make(chan markJob, markAhead)
+	t.wg.Add(1)
+	go t.marker(q, marks, &stuck)
+	defer close(marks)
 	for batch := range q.dispatch {
 		n := 1
 	more:
@@ -112,19 +119,56 @@ func (t *Tier) dispatcher(q *tierQueue) {
 		end := q.marks.ends[n-1]
 		q.marks.ends = q.marks.ends[n:]
 		q.marks.mu.Unlock()
-		if stuck || !t.dispatch(t.ctx, q, batch) {
-			stuck = true
-			q.finish(n, nil)
+		if stuck.Load() || !t.dispatch(t.ctx, q, batch) {
+			stuck.Store(true)
+			marks <- markJob{n: n}
 			continue
 		}
-		q.finish(n, &safeMark{durable: t.out.Stats().Appended, end: end})
+		ids := make([]brand.ID, len(batch))
+		for i, it := range batch {
+			ids[i] = it.in.ID
+		}
+		marks <- markJob{ids: ids, n: n, end: end}
+	}
+}
+
+// markAhead is how many dispatched batches may wait for the marker: the
+// dispatcher puts the next batch on the job stream while the marker marks
+// the ones before it.
+const markAhead = 4
+
+// markJob is what the dispatcher hands its marker: n batches ending before
+// page index end, whose jobs (ids) are on the job stream; ids nil: given up.
+type markJob struct {
+	ids []brand.ID
+	n   int
+	end uint64
+}
+
+// marker marks the jobs of the batches the dispatcher put on the job
+// stream committed in the outbox, in order, and records how far they reach
+// (finish). A failed mark stops it, and the dispatcher after it (stuck):
+// every batch after is given up.
+func (t *Tier) marker(q *tierQueue, marks <-chan markJob, stuck *atomic.Bool) {
+	defer t.wg.Done()
+	for m := range marks {
+		if m.ids == nil || stuck.Load() {
+			q.finish(m.n, nil)
+			continue
+		}
+		if _, err := t.out.MarkCommitted(t.ctx, m.ids...); err != nil {
+			t.log.Warn("accept: mark committed", "queue", q.name, "err", err)
+			stuck.Store(true)
+			q.finish(m.n, nil)
+			continue
+		}
+		q.finish(m.n, &safeMark{durable: t.out.Stats().Appended, end: m.end})
 	}
 }
 
 // dispatch enqueues every job of batch on the job stream, in one
 // EnqueueBatch, retrying the whole batch until it succeeds or ctx ends (the
-// jobs that landed come back as duplicates), and marks the jobs committed
-// in the outbox. It reports whether all of it was done.
+// jobs that landed come back as duplicates). It reports whether it did.
 func (t *Tier) dispatch(ctx context.Context, q *tierQueue, batch []item) bool {
 	jobs := make([]mq.Job, len(batch))
 	for i, it := range batch {
@@ -142,7 +186,7 @@ func (t *Tier) dispatch(ctx context.Context, q *tierQueue, batch []item) bool {
 						"queue", q.name, "job", brand.JOB.Format(jobs[i].ID))
 				}
 			}
-			break
+			return true
 		}
 		if ctx.Err() != nil {
 			return false
@@ -155,13 +199,4 @@ func (t *Tier) dispatch(ctx context.Context, q *tierQueue, batch []item) bool {
 		}
 		backoff = min(2*backoff, time.Second)
 	}
-	ids := make([]brand.ID, len(batch))
-	for i, it := range batch {
-		ids[i] = it.in.ID
-	}
-	if _, err := t.out.MarkCommitted(ctx, ids...); err != nil {
-		t.log.Warn("accept: mark committed", "queue", q.name, "err", err)
-		return false
-	}
-	return true
 }

@@ -13,6 +13,9 @@ const (
 	// DefaultCommitBatch is the most jobs one commit takes: mq's default
 	// claim batch, so that one commit is one consumer's claim.
 	DefaultCommitBatch = 64
+	// DefaultAsyncCommitBatch is the most jobs one commit of async jobs
+	// alone takes (TierOptions.AsyncCommitBatch).
+	DefaultAsyncCommitBatch = 512
 	// DefaultAsyncEvery is how many async intents wait before the
 	// background loop commits them (unless AsyncInterval passes first).
 	DefaultAsyncEvery = 1000
@@ -36,6 +39,15 @@ type TierOptions struct {
 	// DefaultCommitBatch, mq's claim batch). A committer that finds more
 	// pending commits them in several commits, each pushed alone.
 	CommitBatch int
+	// AsyncCommitBatch is the most jobs one commit takes when none of them
+	// has a sync caller waiting (default DefaultAsyncCommitBatch; at most
+	// CommitBatch if smaller). A backlog of async intents (a burst of
+	// async enqueues) is then committed and pushed in commits this large
+	// rather than CommitBatch at a time: no caller waits for those pushes,
+	// and each push costs the same whatever it carries, so the jobs reach
+	// the job stream sooner. A commit that holds a sync job is bounded by
+	// CommitBatch, as before.
+	AsyncCommitBatch int
 	// AsyncEvery and AsyncInterval trigger the commit of async intents:
 	// every AsyncEvery intents or AsyncInterval after the oldest, whichever
 	// comes first. Sync intents are committed at once.
@@ -67,6 +79,9 @@ type TierOptions struct {
 func (o TierOptions) withDefaults() (TierOptions, error) {
 	if o.CommitBatch <= 0 {
 		o.CommitBatch = DefaultCommitBatch
+	}
+	if o.AsyncCommitBatch <= 0 {
+		o.AsyncCommitBatch = DefaultAsyncCommitBatch
 	}
 	if o.AsyncEvery <= 0 {
 		o.AsyncEvery = DefaultAsyncEvery

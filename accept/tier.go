@@ -14,8 +14,8 @@ import (
 // Tier is the two-tier enqueue: the outbox accepts, the queue's accept
 // volume commits and the remote replicates, then the job is dispatched to
 // its queue's job stream and marked committed in the outbox. One committer
-// goroutine per queue takes everything pending (up to CommitBatch) whenever
-// it is free, so concurrent sync callers share one commit and one push.
+// goroutine per queue takes everything pending (up to CommitBatch, or
+// AsyncCommitBatch for async work alone) whenever it is free, so concurrent sync callers share one commit and one push.
 // Safe for concurrent use.
 //
 // Three lock domains share the work, and no goroutine holds two of them at

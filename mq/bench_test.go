@@ -186,7 +186,8 @@ func BenchmarkRead(b *testing.B) {
 // concurrent Enqueue calls (a goroutine each; the client pipelines them),
 // or through 64 Enqueue calls one after another. Every op is one job;
 // cpu-ns/op is the CPU time (user and system) of this process, the client,
-// per job: what a batch costs the rest of a node, redis-server aside.
+// per job: what a batch costs the rest of a node, redis-server aside;
+// redis-us/op is Redis's own time per job (INFO commandstats).
 //
 //	go test -run='^$' -bench=Enqueue -benchmem -count=5 ./mq/
 func BenchmarkEnqueue(b *testing.B) {
@@ -198,11 +199,12 @@ func BenchmarkEnqueue(b *testing.B) {
 	}
 	run := func(b *testing.B, send func(q names.Queue, jobs []Job)) {
 		q := mustQueue(b, fmt.Sprintf("bench.%d", benchKeySeq.Add(1)))
-		cpu := cpuTime()
+		cpu, redis := cpuTime(), redisUsec(b, c)
 		for done := 0; done < b.N; done += len(batch) {
 			send(q, batch[:min(len(batch), b.N-done)])
 		}
 		b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric((redisUsec(b, c)-redis)/float64(b.N), "redis-us/op")
 	}
 	b.Run("batch64/enqueue-batch", func(b *testing.B) {
 		run(b, func(q names.Queue, jobs []Job) {

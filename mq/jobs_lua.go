@@ -85,7 +85,10 @@ end
 // refused before anything is written. A chunk sent again after its reply
 // was lost is harmless: each job that had landed is then a "DUP". Ids
 // remembered without a digest (enqueued before digests were kept) are
-// duplicates whatever their fields.
+// duplicates whatever their fields. The dedup set and the digests are read
+// and written once a chunk (ZMSCORE, HMGET, ZADD, HSET of many members),
+// so that a job costs one command of its own: its XADD, or its ZADD to the
+// delayed set.
 const scriptEnqueue = "#!lua\n" + luaJobs + `
 local now, n = tonumber(ARGV[1]), tonumber(ARGV[4])
 local js = {}
@@ -110,17 +113,42 @@ if #old > 0 then
   end
 end
 local expiry = now + tonumber(ARGV[2])
+-- One ZMSCORE (per 1000 ids: Lua's unpack is bounded) finds the chunk's ids
+-- the dedup set remembers, and one HMGET their digests; the ids new to it
+-- are added with one ZADD and one HSET at the end. So a job queued now
+-- costs Redis one command of its own, its XADD (or its delayed set's ZADD).
+local ids = {}
+for i = 1, n do ids[i] = ARGV[js[i][1]] end
+local known = {} -- id → its remembered digest, or false (none kept)
+local kn = {}
+for i = 1, n, 1000 do
+  local s = redis.call('ZMSCORE', KEYS[3], unpack(ids, i, math.min(i + 999, n)))
+  for j = 1, #s do
+    local id = ids[i + j - 1]
+    if s[j] and known[id] == nil then
+      known[id] = false
+      kn[#kn + 1] = id
+    end
+  end
+end
+for i = 1, #kn, 1000 do
+  local d = redis.call('HMGET', KEYS[4], unpack(kn, i, math.min(i + 999, #kn)))
+  for j = 1, #d do known[kn[i + j - 1]] = d[j] end
+end
 local grouped = false
-local out = {}
+local out, zs, hs = {}, {}, {}
 for i = 1, n do
   local at, nf = js[i][1], js[i][2]
   local id, digest = ARGV[at], ARGV[at + 2]
-  if redis.call('ZSCORE', KEYS[3], id) then
-    local d = redis.call('HGET', KEYS[4], id)
+  local d = known[id]
+  if d ~= nil then
     if d and d ~= digest then out[i] = 'CONFLICT' else out[i] = 'DUP' end
   else
-    redis.call('ZADD', KEYS[3], expiry, id)
-    redis.call('HSET', KEYS[4], id, digest)
+    known[id] = digest -- a second job of the chunk under the id meets it
+    zs[#zs + 1] = expiry
+    zs[#zs + 1] = id
+    hs[#hs + 1] = id
+    hs[#hs + 1] = digest
     if not grouped then
       ensuregroup(KEYS[1], ARGV[3])
       grouped = true
@@ -134,6 +162,10 @@ for i = 1, n do
       out[i] = redis.call('XADD', KEYS[1], '*', unpack(fields))
     end
   end
+end
+for i = 1, #zs, 2000 do
+  redis.call('ZADD', KEYS[3], unpack(zs, i, math.min(i + 1999, #zs)))
+  redis.call('HSET', KEYS[4], unpack(hs, i, math.min(i + 1999, #hs)))
 end
 return out
 `
