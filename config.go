@@ -48,9 +48,9 @@ type Config struct {
 	// sync enqueue's acknowledgement means nothing after a crash): for
 	// demos and tests only. Without it a mem:// remote is ErrMemRemote.
 	Dev bool
-	// Node is the node number of the ids the node mints (EVT and JOB); the
-	// accept volume of queue Q is accept.Q.Node.
-	Node int
+	// NodeNumber is the node number of the ids the node mints (EVT and
+	// JOB); the accept volume of queue Q is accept.Q.<NodeNumber>.
+	NodeNumber int
 	// MaxQueues bounds the job queues the accept tier takes (default
 	// accept.DefaultMaxQueues; negative is an error).
 	MaxQueues int

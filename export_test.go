@@ -31,7 +31,7 @@ var (
 
 // JoinGroup makes n a member of its group as Run does, with no heartbeat.
 func (n *Node) JoinGroup(addr string) {
-	n.join(GroupMember{Addr: addr, Node: n.cfg.Node, Started: startedNow()}, nil)
+	n.join(GroupMember{Addr: addr, Node: n.cfg.NodeNumber, Started: startedNow()}, nil)
 }
 
 // RefreshGroup is one heartbeat.

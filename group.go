@@ -118,7 +118,7 @@ return out
 type GroupMember struct {
 	ID      string `json:"-"`
 	Addr    string `json:"addr"`    // RunOptions.Addr: where it answers
-	Node    int    `json:"node"`    // its node number (Config.Node)
+	Node    int    `json:"node"`    // its node number (Config.NodeNumber)
 	Started string `json:"started"` // when its Run began (RFC 3339, UTC)
 }
 
@@ -389,7 +389,7 @@ func (n *Node) checkNodeNumbers(ctx context.Context, v *GroupView) {
 	}
 	g := &n.group
 	for _, m := range ms {
-		if m.Addr == "" && m.Started == "" || m.Node != n.cfg.Node {
+		if m.Addr == "" && m.Started == "" || m.Node != n.cfg.NodeNumber {
 			continue
 		}
 		g.mu.Lock()
@@ -398,7 +398,7 @@ func (n *Node) checkNodeNumbers(ctx context.Context, v *GroupView) {
 		g.mu.Unlock()
 		if first {
 			n.log.Error("echostore: another live node of the group has this node's node number: their accept volumes have one name in the remote and fence each other's pushes; give each node its own node number (node: in the configuration, ECHOSTORE_NODE)",
-				"node", n.cfg.Node, "other", m.ID, "other_addr", m.Addr)
+				"node", n.cfg.NodeNumber, "other", m.ID, "other_addr", m.Addr)
 		}
 	}
 }

@@ -368,7 +368,7 @@ func (n *Node) startJobs(ctx context.Context) error {
 		return fmt.Errorf("echostore: open the accept outbox: %w", err)
 	}
 	tier, err := accept.NewTier(ctx, out, n.store, cfg.Replicator, n.mq,
-		accept.TierOptions{Node: uint16(cfg.Node), MaxQueues: cfg.MaxQueues, GroupWait: cfg.GroupWait, Logger: cfg.Logger})
+		accept.TierOptions{Node: uint16(cfg.NodeNumber), MaxQueues: cfg.MaxQueues, GroupWait: cfg.GroupWait, Logger: cfg.Logger})
 	if err != nil {
 		if cerr := out.Close(ctx); cerr != nil {
 			n.log.Warn("close the accept outbox", "err", cerr)

@@ -119,7 +119,7 @@ func TestStatusPullsBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := open(t, echostore.Config{Data: t.TempDir(), Redis: redisURL, Remote: remote, Node: 1})
+	b := open(t, echostore.Config{Data: t.TempDir(), Redis: redisURL, Remote: remote, NodeNumber: 1})
 	got, err := b.Status(ctx, ref)
 	if err != nil {
 		t.Fatalf("status on the node without the volume: %v", err)
@@ -128,7 +128,7 @@ func TestStatusPullsBehind(t *testing.T) {
 		t.Fatalf("status after the pull: %s, want %s", gj, wj)
 	}
 	// Without the volume on the remote, the status fails and says so.
-	c := open(t, echostore.Config{Data: t.TempDir(), Redis: redisURL, Remote: "file://" + t.TempDir(), Node: 2})
+	c := open(t, echostore.Config{Data: t.TempDir(), Redis: redisURL, Remote: "file://" + t.TempDir(), NodeNumber: 2})
 	if _, err := c.Status(ctx, ref); err == nil {
 		t.Fatal("status with a remote that lacks the volume: no error")
 	}

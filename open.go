@@ -113,7 +113,7 @@ func openNode(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	var notifier graft.Notifier
 	if cfg.Redis != "" {
-		n.mq, err = mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.Node, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction,
+		n.mq, err = mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.NodeNumber, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction,
 			Jobs: cfg.JobOutcomes.mqJobs()})
 		if err != nil {
 			return nil, fmt.Errorf("echostore: redis: %w", err)
@@ -165,7 +165,7 @@ func openNode(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	if plan.skip != "" {
-		n.restored = &RestoreResult{Data: cfg.Data, Remote: redact.URL(n.rurl), Node: cfg.Node, Mode: cfg.Restore.String(),
+		n.restored = &RestoreResult{Data: cfg.Data, Remote: redact.URL(n.rurl), Node: cfg.NodeNumber, Mode: cfg.Restore.String(),
 			Reason: plan.skip, Volumes: []RestoredVolume{}, Skipped: []SkippedVolume{}}
 		n.log.Info("restore: not needed", "data", cfg.Data, "reason", plan.skip)
 	}
@@ -219,7 +219,7 @@ func openLive(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c, err := mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.Node, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction,
+	c, err := mq.Connect(ctx, mq.Options{URL: cfg.Redis, Node: cfg.NodeNumber, Logger: cfg.Logger, AllowEviction: cfg.AllowEviction,
 		Jobs: cfg.JobOutcomes.mqJobs()})
 	if err != nil {
 		return nil, fmt.Errorf("echostore: redis: %w", err)

@@ -24,7 +24,7 @@ import (
 
 // A restore rebuilds a node's data dir from the remote alone, after the
 // disk was lost: every archive volume the remote holds and the node's own
-// accept volumes (accept.Q.<Config.Node>) are created and pulled lazily —
+// accept volumes (accept.Q.<Config.NodeNumber>) are created and pulled lazily —
 // each volume's newest checkpoint and the log above it, pages as remote
 // references fetched on first read — before the accept tier starts, so
 // that its recovery dispatches again the jobs those volumes hold above
@@ -228,7 +228,7 @@ func (n *Node) Restored() *RestoreResult { return n.restored }
 // chooses them) into the open store, before the accept tier starts.
 func (n *Node) restore(ctx context.Context) (*RestoreResult, error) {
 	start := time.Now()
-	res := &RestoreResult{Data: n.cfg.Data, Remote: redact.URL(n.rurl), Node: n.cfg.Node, Mode: n.cfg.Restore.String(),
+	res := &RestoreResult{Data: n.cfg.Data, Remote: redact.URL(n.rurl), Node: n.cfg.NodeNumber, Mode: n.cfg.Restore.String(),
 		Restored: true, Volumes: []RestoredVolume{}, Skipped: []SkippedVolume{}}
 	m := &restoreMeter{Store: n.rs}
 	n.store.AttachRemote(m)
@@ -237,7 +237,7 @@ func (n *Node) restore(ctx context.Context) (*RestoreResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("echostore: restore from %s: %w", redact.URL(n.rurl), err)
 	}
-	suffix := "." + strconv.Itoa(n.cfg.Node)
+	suffix := "." + strconv.Itoa(n.cfg.NodeNumber)
 	var errs []error
 	for _, name := range vols {
 		v, err := names.ParseVolume(name)

@@ -106,7 +106,7 @@ func TestRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another node's queue, in the same remote.
-	b, err := echostore.Open(ctx, echostore.Config{Data: filepath.Join(root, "other"), Redis: redisURL, Remote: rurl, Node: 1})
+	b, err := echostore.Open(ctx, echostore.Config{Data: filepath.Join(root, "other"), Redis: redisURL, Remote: rurl, NodeNumber: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

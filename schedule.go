@@ -220,7 +220,7 @@ func (n *Node) Run(ctx context.Context, opts RunOptions) error {
 	}()
 	var wg sync.WaitGroup
 	if !opts.Alone {
-		n.join(GroupMember{Addr: opts.Addr, Node: n.cfg.Node, Started: startedNow()}, opts.OnGroup)
+		n.join(GroupMember{Addr: opts.Addr, Node: n.cfg.NodeNumber, Started: startedNow()}, opts.OnGroup)
 		// Its cycles are over when Run returns: the others take its share
 		// on their next beat.
 		defer n.leave(context.WithoutCancel(ctx))

@@ -121,7 +121,7 @@ type lsnWatch struct {
 // checked, so 0 is the default), and runs the background remote GC
 // (gc_every, gc_grace; a negative gc_every turns it off).
 func (c Config) NodeConfig() echostore.Config {
-	nc := echostore.Config{Data: c.Data, Redis: c.Redis, Remote: c.Remote, RemoteKeys: c.remoteKeys, Dev: c.Dev, Node: c.Node,
+	nc := echostore.Config{Data: c.Data, Redis: c.Redis, Remote: c.Remote, RemoteKeys: c.remoteKeys, Dev: c.Dev, NodeNumber: c.Node,
 		MaxQueues: c.MaxQueues, FlushInterval: -1, AllowEviction: c.AllowEviction, Logger: c.Logger,
 		ReplicateEvery: c.ReplicateEvery, Drivers: drivers.All(), GCEvery: max(c.GCEvery, 0), GCGrace: c.GCGrace,
 		CacheSize: int64(c.CacheSize), History: c.History, JobOutcomes: c.outcomes}

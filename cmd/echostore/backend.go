@@ -94,7 +94,7 @@ type session struct {
 // are deferred: a stream, volume or restore command neither recovers nor
 // pushes pending jobs. Redis is the caller's to add, as it needs it.
 func (g *globals) nodeConfig(keys *sealed.Keyring, node int) echostore.Config {
-	return echostore.Config{Data: g.data, Remote: g.remote, RemoteKeys: keys, Node: node, LockWait: lockWait, Logger: g.log,
+	return echostore.Config{Data: g.data, Remote: g.remote, RemoteKeys: keys, NodeNumber: node, LockWait: lockWait, Logger: g.log,
 		Drivers: drivers.All(), DeferJobs: true, History: g.historyD, JobOutcomes: echostore.JobOutcomes{Stream: g.jobOutcomesS}}
 }
 
@@ -124,7 +124,7 @@ func open(ctx context.Context, g *globals, need redisNeed, tune ...func(*echosto
 	case redisLive:
 		// What needs Redis alone neither opens nor locks the data dir, so
 		// it runs beside the process that holds it.
-		cfg = echostore.Config{LiveOnly: true, Redis: g.redis, Node: node, Logger: g.log}
+		cfg = echostore.Config{LiveOnly: true, Redis: g.redis, NodeNumber: node, Logger: g.log}
 		if !g.jobOutcomesS.IsZero() {
 			// A live-only node has no archive: its outcome streams are
 			// trimmed to the default window, not archived.

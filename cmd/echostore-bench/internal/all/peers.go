@@ -75,7 +75,7 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	open := func(node int, name, url string) (*echostore.Node, error) {
 		return echostore.Open(ctx, echostore.Config{Data: filepath.Join(dir, name), Redis: e.redisURL, Remote: url,
-			Node: node, Drivers: drivers.All(), Logger: quiet})
+			NodeNumber: node, Drivers: drivers.All(), Logger: quiet})
 	}
 	for _, rem := range e.remotes {
 		switch rem.Name {
