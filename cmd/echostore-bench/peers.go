@@ -31,7 +31,9 @@ same Redis, in one process, interleaved, medians of three runs:
   enqueue     jobs/s and p50/p99 latency with 1 and 64 concurrent callers:
               asynq's Client.Enqueue; echostore's async enqueue, sync enqueue
               on file:// and sync enqueue on MinIO (a private one when its
-              binary is found, or --s3)
+              binary is found, or --s3); asynq's Client.Enqueue again on a
+              second private redis-server with appendonly yes and
+              appendfsync always, the durable peer of sync enqueue
   processing  jobs/s of asynq's Server with a no-op handler beside echostore
               consumers that claim a batch and acknowledge it in one call
   River       (github.com/riverqueue/river with riverpgxv5) on a private
@@ -42,7 +44,8 @@ same Redis, in one process, interleaved, medians of three runs:
 
 The goals (issue 19) stand beside their anchors: async enqueue ÷ asynq ≥ 5×
 and sync enqueue to MinIO ÷ asynq ≥ 1× at 64 callers, claim + ack ÷ asynq's
-server ≥ 1×. Redis: the one at --redis if it answers, else a private
+server ≥ 1×; and (issue 26) sync enqueue to MinIO at 64 callers ≥ 1× the
+durable asynq and ≥ 3× River's Client.Insert. Redis: the one at --redis if it answers, else a private
 redis-server. It writes no file but --plot's; the all suite includes it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

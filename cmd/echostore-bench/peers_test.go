@@ -47,6 +47,14 @@ func TestCLIBenchPeers(t *testing.T) {
 			t.Errorf("row %q: %+v", name, row)
 		}
 	}
+	// The durable peer (issue 26): asynq on a Redis with appendfsync
+	// always, measured at every level beside the in-memory one.
+	for _, name := range []string{"durable asynq Client.Enqueue (Redis appendonly yes, appendfsync always), 1 caller: jobs/s",
+		"durable asynq Client.Enqueue (Redis appendonly yes, appendfsync always), 4 callers: jobs/s"} {
+		if row := rep.Row(name); row == nil || row.Value <= 0 || len(row.Runs) != 1 {
+			t.Errorf("row %q: %+v", name, row)
+		}
+	}
 	if rep.Row("echostore sync enqueue, MinIO, 4 callers: jobs/s") != nil {
 		t.Error("a MinIO row with --no-minio")
 	}

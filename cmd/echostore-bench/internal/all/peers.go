@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,14 +22,18 @@ import (
 	"github.com/echostore/echostore"
 	"github.com/echostore/echostore/graft/remote/drivers"
 	"github.com/echostore/echostore/internal/bench"
+	"github.com/echostore/echostore/internal/testserver"
 	"github.com/echostore/echostore/names"
 )
 
 // peerEnv is what each measurement of the suite talks to.
 type peerEnv struct {
-	asynq     *asynq.Client
-	asynqOpt  asynq.RedisClientOpt
-	asynqQ    string // the enqueue levels' queue
+	asynq    *asynq.Client
+	asynqOpt asynq.RedisClientOpt
+	asynqQ   string // the enqueue levels' queue
+	// durable is asynq's client on a private redis-server with
+	// appendfsync always (nil: no redis-server binary for it).
+	durable   *asynq.Client
 	fileNode  *echostore.Node
 	minioNode *echostore.Node // nil: no MinIO in this run
 	river     *riverPeer      // nil: River left out
@@ -71,6 +76,24 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 		_ = e.deleteKeys(cctx, "emq:{vol.accept.peers-"+pe.run+"*")
 		cancel()
 	}()
+
+	// The durable peer: asynq on its own private redis-server that fsyncs
+	// its append-only file before it answers, on the scratch directory's
+	// disk, as the file:// remote is.
+	aofDir := filepath.Join(dir, "redis-aof")
+	if err := os.MkdirAll(aofDir, 0o755); err != nil {
+		return nil, fmt.Errorf("peers: durable asynq's Redis: %w", err)
+	}
+	if dr, err := testserver.StartRedis(ctx, testserver.RedisConfig{AOF: true, Dir: aofDir}); err == nil {
+		defer func() { _ = dr.Stop() }()
+		dopt := opt
+		dopt.Addr = dr.Addr
+		dopt.Password, dopt.Username, dopt.TLSConfig, dopt.DB = "", "", nil, 0
+		pe.durable = asynq.NewClient(dopt)
+		defer pe.durable.Close()
+	} else {
+		r.Rows = append(r.Rows, bench.Row{Name: peerAsynqDurable + ": left out", Unit: "left out", Note: "no private redis-server with appendfsync always: " + err.Error()})
+	}
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	open := func(node int, name, url string) (*echostore.Node, error) {
@@ -127,7 +150,7 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 		// level, the order of the systems turning with the run, so that a
 		// drift of the shared machine's load falls on all of them.
 		for _, c := range o.Callers {
-			systems := []string{peerAsynqEnqueue, peerAsync, peerSyncFile, peerSyncMinIO, peerRiverInsert}
+			systems := []string{peerAsynqEnqueue, peerAsync, peerSyncFile, peerSyncMinIO, peerRiverInsert, peerAsynqDurable}
 			rot := run % len(systems)
 			systems = append(systems[rot:], systems[:rot]...)
 			for _, sys := range systems {
@@ -213,7 +236,7 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 	}
 
 	for _, c := range o.Callers {
-		for _, sys := range []string{peerAsynqEnqueue, peerAsync, peerSyncFile, peerSyncMinIO, peerRiverInsert} {
+		for _, sys := range []string{peerAsynqEnqueue, peerAsynqDurable, peerAsync, peerSyncFile, peerSyncMinIO, peerRiverInsert} {
 			k := lvKey{sys, c}
 			if len(jps[k]) == 0 {
 				continue
@@ -246,6 +269,17 @@ func runPeers(ctx context.Context, e *env, dir string, o PeersOptions, p *bench.
 	// The goals of issue 19.
 	r.Compare(peerRow(peerAsync, most, "jobs/s"), peerRow(peerAsynqEnqueue, most, "jobs/s"), 5)
 	r.Compare(peerRow(peerSyncMinIO, most, "jobs/s"), peerRow(peerAsynqEnqueue, most, "jobs/s"), 1)
+	// The goals of issue 26: sync enqueue beside the durable peers. Each
+	// is a row of its own, so that the comparison with in-memory asynq
+	// above stays as it was.
+	if pe.durable != nil && r.Row(peerRow(peerSyncMinIO, most, "jobs/s")) != nil {
+		row := r.Add(peerRow(peerSyncMinIO, most, "jobs/s, ÷ durable asynq"), "jobs/s", jps[lvKey{peerSyncMinIO, most}], "the same figure, beside asynq on a Redis that fsyncs before it answers")
+		r.Compare(row, peerRow(peerAsynqDurable, most, "jobs/s"), 1)
+	}
+	if pe.river != nil && r.Row(peerRow(peerSyncMinIO, most, "jobs/s")) != nil {
+		row := r.Add(peerRow(peerSyncMinIO, most, "jobs/s, ÷ River"), "jobs/s", jps[lvKey{peerSyncMinIO, most}], "the same figure, beside River's Client.Insert on Postgres (fsync on)")
+		r.Compare(row, peerRow(peerRiverInsert, most, "jobs/s"), 3)
+	}
 	r.Add(peerAsynqServer, "jobs/s", procAsynq, fmt.Sprintf("%s jobs queued before the server starts; Concurrency %d; timed from Start to the last handler call", n(o.Jobs), o.AsynqConcurrency))
 	servers := r.Add(fmt.Sprintf(peerAsynqServers, o.Consumers), "jobs/s", procAsynqN,
 		fmt.Sprintf("the same jobs shared by %d Servers in the process, Concurrency %d each (a Server dequeues one task at a time)", o.Consumers, max(1, o.AsynqConcurrency/o.Consumers)))
@@ -289,6 +323,15 @@ func (pe *peerEnv) enqueueLevel(ctx context.Context, sys string, run, callers in
 		task := asynq.NewTask("peers", syncPayload, asynq.Queue(pe.asynqQ))
 		call = func(ctx context.Context) error {
 			_, err := pe.asynq.EnqueueContext(ctx, task)
+			return err
+		}
+	case peerAsynqDurable:
+		if pe.durable == nil {
+			return peerLevel{}, 0, nil
+		}
+		task := asynq.NewTask("peers", syncPayload, asynq.Queue(pe.asynqQ))
+		call = func(ctx context.Context) error {
+			_, err := pe.durable.EnqueueContext(ctx, task)
 			return err
 		}
 	case peerRiverInsert:

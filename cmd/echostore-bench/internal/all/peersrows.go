@@ -38,7 +38,12 @@ type PeersOptions struct {
 
 // The rows of the peers report that carry a goal, and their anchors.
 const (
-	peerAsynqEnqueue  = "asynq Client.Enqueue"
+	peerAsynqEnqueue = "asynq Client.Enqueue"
+	// peerAsynqDurable is asynq's Client.Enqueue on a second private
+	// redis-server started with appendonly yes and appendfsync always:
+	// the durable peer of sync enqueue (issue 26), acknowledged only once
+	// Redis has fsynced its append-only file.
+	peerAsynqDurable  = "durable asynq Client.Enqueue (Redis appendonly yes, appendfsync always)"
 	peerAsync         = "echostore async enqueue"
 	peerAsyncDispatch = "echostore async enqueue, until in the job stream"
 	peerSyncFile      = "echostore sync enqueue, file://"
@@ -79,7 +84,7 @@ func peerRow(system string, callers int, what string) string {
 }
 
 // peersSteps is the progress steps of runPeers.
-func peersSteps(o PeersOptions) int { return o.Runs * (len(o.Callers)*5 + 3) }
+func peersSteps(o PeersOptions) int { return o.Runs * (len(o.Callers)*6 + 3) }
 
 // moduleVersion is the version of module path linked into the binary (""
 // if the build has no module information).

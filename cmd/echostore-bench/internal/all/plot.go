@@ -83,6 +83,7 @@ func (r *Report) peersPlot() (*plot.Plot, error) {
 		label, sys, proc string
 	}{
 		{"asynq (Client.Enqueue; Server, no-op handler)", peerAsynqEnqueue, peerAsynqServer},
+		{"asynq on a Redis with appendfsync always (Client.Enqueue)", peerAsynqDurable, ""},
 		{"echostore async enqueue; claim + ack", peerAsync, peerClaimAck},
 		{"echostore sync enqueue, file://", peerSyncFile, ""},
 		{"echostore sync enqueue, MinIO", peerSyncMinIO, ""},
