@@ -319,19 +319,16 @@ func (pe *peerEnv) enqueueLevel(ctx context.Context, sys string, run, callers in
 	var node *echostore.Node
 	var q names.Queue
 	switch sys {
-	case peerAsynqEnqueue:
-		task := asynq.NewTask("peers", syncPayload, asynq.Queue(pe.asynqQ))
-		call = func(ctx context.Context) error {
-			_, err := pe.asynq.EnqueueContext(ctx, task)
-			return err
-		}
-	case peerAsynqDurable:
-		if pe.durable == nil {
-			return peerLevel{}, 0, nil
+	case peerAsynqEnqueue, peerAsynqDurable:
+		client := pe.asynq
+		if sys == peerAsynqDurable {
+			if client = pe.durable; client == nil {
+				return peerLevel{}, 0, nil
+			}
 		}
 		task := asynq.NewTask("peers", syncPayload, asynq.Queue(pe.asynqQ))
 		call = func(ctx context.Context) error {
-			_, err := pe.durable.EnqueueContext(ctx, task)
+			_, err := client.EnqueueContext(ctx, task)
 			return err
 		}
 	case peerRiverInsert:
